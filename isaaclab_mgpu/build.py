@@ -1,0 +1,169 @@
+"""Pure command builders: a :class:`ResolvedSpec` in, a :class:`Command` (argv + env) out.
+
+No I/O, no ``os.environ``, no clock: the same resolved spec always gives the same command, which
+is what ``dry-run`` prints and ``train`` execs.
+
+torchrun path (rsl-rl, skrl with torch, any ``--script``/``-m``)::
+
+    PYTHON -m torch.distributed.run --nproc_per_node N [--standalone] [launcher options in Isaac
+        Lab's order] --log_dir DIR --tee 3 --local_ranks_filter 0
+        (-m isaaclab_mgpu.worker --rl_library LIB [--ml_framework F] [--device cpu] | SCRIPT | -m MOD)
+        TRAINING ARGS... --distributed
+
+skrl JAX path: the same shape through :mod:`isaaclab_mgpu.jaxrun`, our supervised replacement
+for ``skrl.utils.distributed.jax`` that keeps its ``JAX_*`` environment contract::
+
+    PYTHON -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M --node_rank R]
+        --coordinator_address HOST:PORT --log_dir DIR --tee 3 --local_ranks_filter 0 WORKER...
+
+Differences from Isaac Lab's launcher, on purpose: a single node with no address given uses
+``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
+``--log_dir`` (default ``logs/mgpu``) and are tee'd to the console, so a filtered rank's output is
+never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .resolve import ResolvedSpec
+
+WORKER_MODULE = "isaaclab_mgpu.worker"
+JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
+DEFAULT_LOG_DIR = "logs/mgpu"
+#: Environment variable carrying the run timestamp every rank shares.
+RUN_STAMP_ENV = "MGPU_RUN_STAMP"
+
+# Forwarded torchrun options, in the order Isaac Lab's launcher emits them.
+_TORCHRUN_ORDER = (
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "max_restarts",
+    "monitor_interval",
+    "start_method",
+    "role",
+    "tee",
+    "redirects",
+    "local_ranks_filter",
+    "log_dir",
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A launch ready to exec: the argv, the environment it adds, and what it will start."""
+
+    argv: tuple[str, ...]
+    """The full command line, starting with the Python interpreter."""
+
+    env: Mapping[str, str]
+    """Variables the launch adds to the inherited environment."""
+
+    world_size: int | None
+    """Total ranks across all nodes, when known."""
+
+    rank_devices: Mapping[int, str]
+    """Global rank → device for the ranks started on this node."""
+
+    launcher: str
+    """``torchrun`` or ``jaxrun``."""
+
+    log_dir: str
+    """Root folder of the per-rank log files."""
+
+
+def build(r: ResolvedSpec) -> Command:
+    """Build the command for ``r``: torchrun, or jaxrun for skrl JAX."""
+    s = r.spec
+    opts = _launcher_options(r)
+    if s.uses_jax:
+        head = [r.python, "-m", JAXRUN_MODULE, "--nproc_per_node", str(r.nproc)]
+        for name in ("nnodes", "node_rank"):
+            if opts.get(name) is not None:
+                head += [f"--{name}", str(opts[name])]
+        host, port = r.coordinator or ("127.0.0.1", 0)
+        head += ["--coordinator_address", f"{host}:{port}"]
+        for name in ("tee", "local_ranks_filter", "log_dir"):
+            head += [f"--{name}", str(opts[name])] if opts.get(name) is not None else []
+        launcher = "jaxrun"
+    else:
+        head = [r.python, "-m", "torch.distributed.run", "--nproc_per_node", str(r.nproc)]
+        if r.standalone:
+            head.append("--standalone")
+        for name in _TORCHRUN_ORDER:
+            if opts.get(name) is not None:
+                head += [f"--{name}", str(opts[name])]
+        if s.virtual_local_rank:
+            head.append("--virtual_local_rank")
+        launcher = "torchrun"
+
+    argv = [*head, *worker_tail(r)]
+    env = {RUN_STAMP_ENV: r.run_stamp, **dict(r.extra_env)}
+    return Command(
+        argv=tuple(argv),
+        env=env,
+        world_size=r.world_size,
+        rank_devices=_rank_devices(r),
+        launcher=launcher,
+        log_dir=str(opts["log_dir"]),
+    )
+
+
+def worker_tail(r: ResolvedSpec) -> list[str]:
+    """The per-rank program and its arguments, ``--distributed`` last where it applies."""
+    s = r.spec
+    if s.script is not None:
+        tail = [s.script]
+    elif s.module is not None:
+        tail = ["-m", s.module]
+    else:
+        tail = ["-m", WORKER_MODULE, "--rl_library", s.library]
+        if s.library == "skrl":
+            tail += ["--ml_framework", s.framework]
+        if s.device == "cpu":
+            tail += ["--device", "cpu"]
+    if s.script is not None or s.module is not None:
+        if s.rl_library is not None:
+            tail += ["--rl_library", s.rl_library]
+        if s.ml_framework is not None:
+            tail += ["--ml_framework", s.ml_framework]
+    tail += list(s.training_args)
+    inject = s.builtin_worker if s.inject_distributed is None else s.inject_distributed
+    if inject and "--distributed" not in s.training_args:
+        tail.append("--distributed")
+    return tail
+
+
+def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
+    s = r.spec
+    opts: dict[str, object] = {
+        name: getattr(s, name) for name in _TORCHRUN_ORDER if getattr(s, name) is not None
+    }
+    opts.update(
+        nnodes=r.nnodes,
+        node_rank=r.node_rank,
+        rdzv_backend=r.rdzv_backend,
+        rdzv_endpoint=r.rdzv_endpoint,
+        rdzv_id=r.rdzv_id,
+    )
+    opts.setdefault("log_dir", DEFAULT_LOG_DIR)
+    if s.tee is None and s.redirects is None:
+        opts["tee"] = "3"
+    if s.local_ranks_filter is None and not s.log_all_ranks:
+        opts["local_ranks_filter"] = "0"
+    return opts
+
+
+def _rank_devices(r: ResolvedSpec) -> dict[int, str]:
+    if not isinstance(r.nproc, int):
+        return {}
+    first = (r.node_rank or 0) * r.nproc
+    if r.spec.device == "cpu":
+        return {first + i: "cpu" for i in range(r.nproc)}
+    return {first + i: f"cuda:{i}" for i in range(r.nproc)}

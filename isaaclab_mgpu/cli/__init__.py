@@ -1,0 +1,97 @@
+"""The ``mgpu`` command line: thin Typer commands over one launch core.
+
+Each command turns its options into a :class:`~isaaclab_mgpu.spec.LaunchSpec` (shared options
+live in :mod:`.options`), then calls the core: resolve → build → print or supervise. No logic
+lives here; :func:`main` is the one place where errors become a stderr line and an exit code.
+"""
+
+import os
+import sys
+import traceback
+from typing import Annotated
+
+import typer
+
+from .. import __version__
+from ..errors import EXIT_INTERRUPTED, MgpuError
+from .options import PASSTHROUGH, STATE, launch_command
+
+app = typer.Typer(
+    name="mgpu",
+    help="Launch, supervise and diagnose multi-GPU and multi-node RL training.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mgpu {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Launch, supervise and diagnose multi-GPU and multi-node RL training."""
+
+
+@app.command("dry-run", context_settings=PASSTHROUGH)
+@launch_command
+def dry_run_cmd(
+    spec,
+    json: Annotated[bool, typer.Option("--json", help="Print argv, env, ranks as JSON.")] = False,
+) -> int:
+    """Print exactly the command [bold]train[/] would exec; nothing is started."""
+    from ..launch import plan
+
+    return plan(spec, as_json=json)
+
+
+@app.command("train", context_settings=PASSTHROUGH)
+@launch_command
+def train_cmd(
+    spec,
+    dry_run: Annotated[
+        bool, typer.Option("--dry_run", "--dry-run", help="Print the command, start nothing.")
+    ] = False,
+    json: Annotated[bool, typer.Option("--json", help="With --dry_run: print JSON.")] = False,
+) -> int:
+    """Launch training on N ranks per node and supervise the whole process tree."""
+    from ..launch import plan, train
+
+    if dry_run:
+        return plan(spec, as_json=json)
+    return train(spec)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``mgpu`` command line and return its exit code."""
+    from .. import report
+
+    args = sys.argv[1:] if argv is None else argv
+    STATE.debug = os.environ.get("MGPU_DEBUG", "") not in ("", "0")
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args, prog_name="mgpu", standalone_mode=False)
+    except MgpuError as exc:
+        if STATE.debug:
+            traceback.print_exc()
+        report.error(str(exc))
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        report.error("interrupted")
+        return EXIT_INTERRUPTED
+    except typer.TyperException as exc:
+        if STATE.debug:
+            traceback.print_exc()
+        report.error(exc.format_message())
+        return exc.exit_code
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,216 @@
+"""Launch options shared by every command, declared once.
+
+:func:`launch_command` turns a function taking ``spec: LaunchSpec`` into a Typer command that
+accepts every launcher option of Isaac Lab's ``train_multigpu`` (underscore and hyphen
+spellings), collects unknown options and ``key=value`` overrides as training arguments, and hands
+the function a validated :class:`~isaaclab_mgpu.spec.LaunchSpec`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from ..spec import LaunchSpec
+
+#: Unknown options and positionals flow through to the worker, in order.
+PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+LAUNCH = "Launch options"
+TORCHRUN = "torchrun options (forwarded when set)"
+LOGS = "Logs"
+
+
+class _State:
+    debug = False
+
+
+STATE = _State()
+
+
+def _set_debug(value: bool) -> bool:
+    if value:
+        STATE.debug = True
+    return value
+
+
+def _names(name: str, *extra: str) -> list[str]:
+    under = "--" + name
+    hyphen = under.replace("_", "-")
+    return [under, *([hyphen] if hyphen != under else []), *extra]
+
+
+def _opt(name: str, help: str, *extra: str, panel: str = TORCHRUN, **kw: Any) -> Any:
+    return typer.Option(*_names(name, *extra), help=help, rich_help_panel=panel, **kw)
+
+
+# name -> (annotation, default); the annotation carries the typer.Option.
+SHARED: dict[str, tuple[Any, Any]] = {
+    "nproc_per_node": (
+        Annotated[
+            str | None,
+            typer.Option(
+                *_names("num_gpus"),
+                *_names("nproc_per_node"),
+                metavar="N|gpu|cpu|auto",
+                help="Ranks per node (default: every visible GPU; 1 with --device cpu).",
+                rich_help_panel=LAUNCH,
+            ),
+        ],
+        None,
+    ),
+    "rl_library": (
+        Annotated[str | None, _opt("rl_library", "rsl_rl (default) or skrl.", panel=LAUNCH)],
+        None,
+    ),
+    "ml_framework": (
+        Annotated[str | None, _opt("ml_framework", "torch (default) or jax, for skrl.", panel=LAUNCH)],
+        None,
+    ),
+    "device": (
+        Annotated[
+            str,
+            _opt("device", "cuda: a GPU per rank, NCCL. cpu: CPU ranks, gloo.", panel=LAUNCH),
+        ],
+        "cuda",
+    ),
+    "script": (
+        Annotated[
+            str | None,
+            _opt("script", "Run this training script instead of the built-in worker.", panel=LAUNCH),
+        ],
+        None,
+    ),
+    "module": (
+        Annotated[
+            str | None,
+            typer.Option(
+                "-m",
+                "--module",
+                help="Run this module instead of the built-in worker.",
+                rich_help_panel=LAUNCH,
+            ),
+        ],
+        None,
+    ),
+    "inject_distributed": (
+        Annotated[
+            bool | None,
+            typer.Option(
+                "--inject_distributed/--no_inject_distributed",
+                "--inject-distributed/--no-inject-distributed",
+                help="Append --distributed to the worker arguments (default: built-in worker only).",
+                rich_help_panel=LAUNCH,
+            ),
+        ],
+        None,
+    ),
+    "nnodes": (Annotated[str | None, _opt("nnodes", "Nodes: N or MIN:MAX.")], None),
+    "node_rank": (Annotated[int | None, _opt("node_rank", "This node's rank.")], None),
+    "coordinator_address": (
+        Annotated[str | None, _opt("coordinator_address", "JAX coordinator host:port (skrl JAX).")],
+        None,
+    ),
+    "master_addr": (Annotated[str | None, _opt("master_addr", "Rank-0 node address.")], None),
+    "master_port": (Annotated[int | None, _opt("master_port", "Rank-0 node port.")], None),
+    "rdzv_backend": (
+        Annotated[str | None, _opt("rdzv_backend", "static, c10d, etcd or etcd-v2.")],
+        None,
+    ),
+    "rdzv_endpoint": (
+        Annotated[str | None, _opt("rdzv_endpoint", "Rendezvous host[:port].")],
+        None,
+    ),
+    "rdzv_id": (Annotated[str | None, _opt("rdzv_id", "Rendezvous id of the job.")], None),
+    "max_restarts": (
+        Annotated[int | None, _opt("max_restarts", "Worker-group restarts before failing.")],
+        None,
+    ),
+    "monitor_interval": (
+        Annotated[float | None, _opt("monitor_interval", "Seconds between worker checks.")],
+        None,
+    ),
+    "start_method": (
+        Annotated[str | None, _opt("start_method", "spawn, fork or forkserver.")],
+        None,
+    ),
+    "role": (Annotated[str | None, _opt("role", "Worker role name.")], None),
+    "virtual_local_rank": (
+        Annotated[bool, _opt("virtual_local_rank", "Every worker sees LOCAL_RANK=0.")],
+        False,
+    ),
+    "tee": (
+        Annotated[str | None, _opt("tee", "Streams to console and files: 0-3 or rank:v,...", panel=LOGS)],
+        None,
+    ),
+    "redirects": (
+        Annotated[str | None, _opt("redirects", "Streams to files only: 0-3 or rank:v,...", panel=LOGS)],
+        None,
+    ),
+    "local_ranks_filter": (
+        Annotated[
+            str | None,
+            _opt("local_ranks_filter", "Local ranks shown on the console (default 0).", panel=LOGS),
+        ],
+        None,
+    ),
+    "log_dir": (
+        Annotated[str | None, _opt("log_dir", "Per-rank log folder (default logs/mgpu).", panel=LOGS)],
+        None,
+    ),
+    "log_all_ranks": (
+        Annotated[bool, _opt("log_all_ranks", "Show every rank on the console.", panel=LOGS)],
+        False,
+    ),
+    "debug": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--debug",
+                help="Show tracebacks.",
+                callback=_set_debug,
+                is_eager=True,
+                rich_help_panel=LAUNCH,
+            ),
+        ],
+        False,
+    ),
+}
+
+
+def spec_from_options(training_args: list[str], values: dict[str, Any]) -> LaunchSpec:
+    """Build the LaunchSpec from parsed option values and the passthrough arguments."""
+    fields = {k: v for k, v in values.items() if k != "debug"}
+    explicit = frozenset(k for k, v in fields.items() if v not in (None, False))
+    return LaunchSpec(training_args=tuple(training_args), explicit=explicit, **fields)
+
+
+def launch_command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``fn(spec, ...)`` every shared launch option; it receives the built LaunchSpec."""
+    own = inspect.signature(fn)
+    params = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values() if p.name != "spec"
+    ]
+    ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
+        for name, (ann, default) in SHARED.items()
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(ctx: typer.Context, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in SHARED}
+        spec = spec_from_options(list(ctx.args), values)
+        return fn(spec=spec, **kwargs)
+
+    wrapper.__signature__ = own.replace(parameters=[ctx_param, *params, *shared])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        "ctx": typer.Context,
+        **{p.name: p.annotation for p in params},
+        **{name: ann for name, (ann, _) in SHARED.items()},
+    }
+    return wrapper

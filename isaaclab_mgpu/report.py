@@ -1,0 +1,79 @@
+"""All console output of the launcher: the one module that prints.
+
+Machine-readable output (a dry-run line, ``--json``) goes to stdout exactly as built, never
+through Rich, so it cannot be wrapped or re-styled. Messages for people go to stderr, one line
+each, prefixed ``mgpu:``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from typing import Any
+
+from .build import Command
+from .resolve import ResolvedSpec
+
+
+def out(line: str) -> None:
+    """Write one line to stdout, untouched."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def note(message: str) -> None:
+    """Write one ``mgpu:`` line to stderr."""
+    sys.stderr.write(f"mgpu: {message}\n")
+    sys.stderr.flush()
+
+
+def warn(message: str) -> None:
+    """Write one ``mgpu: warning:`` line to stderr."""
+    note(f"warning: {message}")
+
+
+def error(message: str) -> None:
+    """Write one ``mgpu: error:`` line to stderr."""
+    note(f"error: {message}")
+
+
+def command_line(cmd: Command) -> str:
+    """The exact command as one shell line: ``shlex.join`` of the argv."""
+    return shlex.join(cmd.argv)
+
+
+def command_json(cmd: Command, resolved: ResolvedSpec) -> dict[str, Any]:
+    """The command as a JSON-ready dict for tools and agents."""
+    return {
+        "command": command_line(cmd),
+        "argv": list(cmd.argv),
+        "env": dict(cmd.env),
+        "launcher": cmd.launcher,
+        "world_size": cmd.world_size,
+        "nproc_per_node": resolved.nproc,
+        "rank_devices": {str(k): v for k, v in cmd.rank_devices.items()},
+        "log_dir": cmd.log_dir,
+        "visible_gpus": {"count": resolved.visible.count, "source": resolved.visible.source},
+        "filled": list(resolved.filled),
+        "warnings": list(resolved.warnings),
+    }
+
+
+def resolve_notes(resolved: ResolvedSpec) -> None:
+    """Tell what was filled in from the environment and what was tolerated."""
+    for filled in resolved.filled:
+        note(f"filled {filled}")
+    for name, value in resolved.extra_env:
+        note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
+    for message in resolved.warnings:
+        warn(message)
+
+
+def dry_run(cmd: Command, resolved: ResolvedSpec, *, as_json: bool) -> None:
+    """Print what ``train`` would exec."""
+    resolve_notes(resolved)
+    if as_json:
+        out(json.dumps(command_json(cmd, resolved), indent=2))
+    else:
+        out(command_line(cmd))
