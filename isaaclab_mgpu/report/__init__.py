@@ -12,8 +12,8 @@ import shlex
 import sys
 from typing import Any
 
-from .build import Command
-from .resolve import ResolvedSpec
+from ..build import Command
+from ..resolve import ResolvedSpec
 
 
 def out(line: str) -> None:
