@@ -14,6 +14,7 @@ line naming the value and the fix.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -137,6 +138,13 @@ class LaunchSpec:
     def __post_init__(self) -> None:
         _validate(self)
 
+    @classmethod
+    def from_options(cls, training_args: tuple[str, ...], **options: object) -> LaunchSpec:
+        """Build a spec from command-line values (numbers may still be strings)."""
+        typed = {name: _coerce(name, value) for name, value in options.items()}
+        explicit = frozenset(k for k, v in typed.items() if v not in (None, False))
+        return cls(training_args=tuple(training_args), explicit=explicit, **typed)
+
     @property
     def library(self) -> str:
         """The RL library, with the default applied."""
@@ -188,7 +196,7 @@ def check_port(value: object, option: str) -> int:
     except ValueError:
         port = -1
     if not 1 <= port <= 65535:
-        raise UsageError(f"{option} {value!r} is not a port; use a number from 1 to 65535")
+        raise UsageError(f"{option} {value} is not a port; use a number from 1 to 65535")
     return port
 
 
@@ -206,6 +214,30 @@ def parse_nproc(value: str) -> int | str:
     if n < 1:
         raise UsageError(f"--num_gpus {value!r} must be at least 1")
     return n
+
+
+def _number(kind: type, what: str) -> Callable[[str, object], object]:
+    def convert(name: str, value: object) -> object:
+        try:
+            return kind(str(value))
+        except ValueError:
+            raise UsageError(f"{spelling(name)} {value!r} is not {what}") from None
+
+    return convert
+
+
+_COERCE: dict[str, Callable[[str, object], object]] = {
+    "master_port": lambda name, value: check_port(value, spelling(name)),
+    "node_rank": _number(int, "an integer; node ranks run from 0 to nnodes-1"),
+    "max_restarts": _number(int, "an integer count of restarts"),
+    "monitor_interval": _number(float, "a number of seconds"),
+}
+
+
+def _coerce(name: str, value: object) -> object:
+    if value is None or name not in _COERCE or not isinstance(value, str):
+        return value
+    return _COERCE[name](name, value)
 
 
 def _validate(s: LaunchSpec) -> None:

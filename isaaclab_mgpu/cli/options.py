@@ -110,13 +110,13 @@ SHARED: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "nnodes": (Annotated[str | None, _opt("nnodes", "Nodes: N or MIN:MAX.")], None),
-    "node_rank": (Annotated[int | None, _opt("node_rank", "This node's rank.")], None),
+    "node_rank": (Annotated[str | None, _opt("node_rank", "This node's rank.")], None),
     "coordinator_address": (
         Annotated[str | None, _opt("coordinator_address", "JAX coordinator host:port (skrl JAX).")],
         None,
     ),
     "master_addr": (Annotated[str | None, _opt("master_addr", "Rank-0 node address.")], None),
-    "master_port": (Annotated[int | None, _opt("master_port", "Rank-0 node port.")], None),
+    "master_port": (Annotated[str | None, _opt("master_port", "Rank-0 node port.")], None),
     "rdzv_backend": (
         Annotated[str | None, _opt("rdzv_backend", "static, c10d, etcd or etcd-v2.")],
         None,
@@ -127,11 +127,11 @@ SHARED: dict[str, tuple[Any, Any]] = {
     ),
     "rdzv_id": (Annotated[str | None, _opt("rdzv_id", "Rendezvous id of the job.")], None),
     "max_restarts": (
-        Annotated[int | None, _opt("max_restarts", "Worker-group restarts before failing.")],
+        Annotated[str | None, _opt("max_restarts", "Worker-group restarts before failing.")],
         None,
     ),
     "monitor_interval": (
-        Annotated[float | None, _opt("monitor_interval", "Seconds between worker checks.")],
+        Annotated[str | None, _opt("monitor_interval", "Seconds between worker checks.")],
         None,
     ),
     "start_method": (
@@ -185,8 +185,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
 def spec_from_options(training_args: list[str], values: dict[str, Any]) -> LaunchSpec:
     """Build the LaunchSpec from parsed option values and the passthrough arguments."""
     fields = {k: v for k, v in values.items() if k != "debug"}
-    explicit = frozenset(k for k, v in fields.items() if v not in (None, False))
-    return LaunchSpec(training_args=tuple(training_args), explicit=explicit, **fields)
+    return LaunchSpec.from_options(tuple(training_args), **fields)
 
 
 def launch_command(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,4 +1,4 @@
-"""All console output of the launcher: the one module that prints.
+"""All console output of mgpu: the one package that prints (a module per area beside this one).
 
 Machine-readable output (a dry-run line, ``--json``) goes to stdout exactly as built, never
 through Rich, so it cannot be wrapped or re-styled. Messages for people go to stderr, one line

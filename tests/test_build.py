@@ -1,0 +1,185 @@
+"""Golden argv/env tests of the pure builders (DESIGN.md §3–§4)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from conftest import machine
+
+from isaaclab_mgpu.build import build
+from isaaclab_mgpu.resolve import resolve
+from isaaclab_mgpu.spec import LaunchSpec
+
+ISAAC_ARGS = (
+    "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
+    "--num_envs=4096",
+    "--max_iterations=100",
+    "--run_name=gpu4_vis",
+    "presets=newton_mjwarp",
+)
+
+
+def cmd_for(spec: LaunchSpec, m=None, **kw):
+    resolved = resolve(
+        spec, m or machine(4), strict=False, port_free=lambda p: True, free_port=lambda: 45678, **kw
+    )
+    return build(resolved)
+
+
+def test_isaaclab_documented_example():
+    spec = LaunchSpec(nproc_per_node="4", master_port=29504, training_args=ISAAC_ARGS)
+    cmd = cmd_for(spec)
+    assert cmd.argv == (
+        "python3", "-m", "torch.distributed.run", "--nproc_per_node", "4",
+        "--master_port", "29504", "--tee", "3", "--local_ranks_filter", "0", "--log_dir", "logs/mgpu",
+        "-m", "isaaclab_mgpu.worker", "--rl_library", "rsl_rl",
+        *ISAAC_ARGS, "--distributed",
+    )  # fmt: skip
+    assert shlex.split(shlex.join(cmd.argv)) == list(cmd.argv)
+    assert cmd.world_size == 4
+    assert cmd.rank_devices == {0: "cuda:0", 1: "cuda:1", 2: "cuda:2", 3: "cuda:3"}
+    assert cmd.env == {"MGPU_RUN_STAMP": "2026-01-02_03-04-05"}
+    assert cmd.launcher == "torchrun"
+
+
+def test_distributed_not_duplicated_and_stays_in_place():
+    cmd = cmd_for(LaunchSpec(nproc_per_node="2", training_args=("--distributed", "--seed", "3")))
+    assert cmd.argv[-3:] == ("--distributed", "--seed", "3")
+    assert cmd.argv.count("--distributed") == 1
+
+
+def test_single_node_without_address_is_standalone():
+    cmd = cmd_for(LaunchSpec(nproc_per_node="2"))
+    assert cmd.argv[3:7] == ("--nproc_per_node", "2", "--standalone", "--tee")
+
+
+def test_multinode_c10d_example():
+    spec = LaunchSpec(
+        nproc_per_node="8",
+        nnodes="2",
+        node_rank=1,
+        rdzv_backend="c10d",
+        rdzv_endpoint="node01:29400",
+        rdzv_id="job42",
+        training_args=("--task=Isaac-Velocity-Rough-Anymal-C-v0", "--headless"),
+    )
+    argv = cmd_for(spec, machine(8)).argv
+    head = argv[: argv.index("-m", 3)]
+    assert head == (
+        "python3", "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2",
+        "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node01:29400",
+        "--rdzv_id", "job42", "--tee", "3", "--local_ranks_filter", "0", "--log_dir", "logs/mgpu",
+    )  # fmt: skip
+    cmd = cmd_for(spec, machine(8))
+    assert cmd.world_size == 16
+    assert cmd.rank_devices[8] == "cuda:0" and cmd.rank_devices[15] == "cuda:7"
+
+
+def test_every_torchrun_option_in_isaaclab_order():
+    spec = LaunchSpec(
+        nproc_per_node="2",
+        nnodes="1:2",
+        node_rank=0,
+        master_addr="10.0.0.1",
+        master_port=29501,
+        rdzv_backend="static",
+        rdzv_endpoint="10.0.0.1:29501",
+        rdzv_id="abc",
+        max_restarts=2,
+        monitor_interval=0.5,
+        start_method="spawn",
+        role="trainer",
+        tee="1",
+        redirects="2",
+        local_ranks_filter="0,1",
+        log_dir="/tmp/x",
+        virtual_local_rank=True,
+    )
+    argv = cmd_for(spec).argv
+    flags = [a for a in argv[: argv.index("isaaclab_mgpu.worker")] if a.startswith("--")]
+    assert flags == [
+        "--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port",
+        "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id", "--max_restarts", "--monitor_interval",
+        "--start_method", "--role", "--tee", "--redirects", "--local_ranks_filter", "--log_dir",
+        "--virtual_local_rank",
+    ]  # fmt: skip
+
+
+def test_log_all_ranks_drops_default_filter():
+    argv = cmd_for(LaunchSpec(nproc_per_node="2", log_all_ranks=True)).argv
+    assert "--local_ranks_filter" not in argv
+
+
+def test_redirects_replace_default_tee():
+    argv = cmd_for(LaunchSpec(nproc_per_node="2", redirects="3")).argv
+    assert "--tee" not in argv and argv[argv.index("--redirects") + 1] == "3"
+
+
+def test_cpu_ranks_forward_device_to_worker():
+    cmd = cmd_for(LaunchSpec(device="cpu", nproc_per_node="2"), machine(0))
+    tail = cmd.argv[cmd.argv.index("isaaclab_mgpu.worker") :]
+    assert tail == ("isaaclab_mgpu.worker", "--rl_library", "rsl_rl", "--device", "cpu", "--distributed")
+    assert cmd.rank_devices == {0: "cpu", 1: "cpu"}
+
+
+def test_skrl_torch_names_framework():
+    cmd = cmd_for(LaunchSpec(rl_library="skrl", nproc_per_node="2"))
+    assert cmd.argv[-6:] == (
+        "isaaclab_mgpu.worker",
+        "--rl_library",
+        "skrl",
+        "--ml_framework",
+        "torch",
+        "--distributed",
+    )
+
+
+def test_skrl_jax_uses_jaxrun_with_free_coordinator_port():
+    spec = LaunchSpec(rl_library="skrl", ml_framework="jax", nproc_per_node="2", training_args=("--seed=1",))
+    cmd = cmd_for(spec)
+    assert cmd.launcher == "jaxrun"
+    assert cmd.argv == (
+        "python3", "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2",
+        "--coordinator_address", "127.0.0.1:45678", "--tee", "3", "--local_ranks_filter", "0",
+        "--log_dir", "logs/mgpu", "-m", "isaaclab_mgpu.worker", "--rl_library", "skrl",
+        "--ml_framework", "jax", "--seed=1", "--distributed",
+    )  # fmt: skip
+
+
+def test_skrl_jax_multinode_keeps_coordinator():
+    spec = LaunchSpec(
+        rl_library="skrl", ml_framework="jax", nproc_per_node="4", nnodes="2", node_rank=1,
+        coordinator_address="head:5000",
+    )  # fmt: skip
+    argv = cmd_for(spec).argv
+    assert argv[3:11] == (
+        "--nproc_per_node", "4", "--nnodes", "2", "--node_rank", "1", "--coordinator_address", "head:5000",
+    )  # fmt: skip
+
+
+def test_user_script_gets_no_injection_unless_asked(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    plain = cmd_for(LaunchSpec(nproc_per_node="2", script=str(script), training_args=("--x", "1")))
+    assert plain.argv[-3:] == (str(script), "--x", "1")
+    asked = cmd_for(LaunchSpec(nproc_per_node="2", script=str(script), inject_distributed=True))
+    assert asked.argv[-2:] == (str(script), "--distributed")
+    module = cmd_for(LaunchSpec(nproc_per_node="2", module="my.train"))
+    assert module.argv[-2:] == ("-m", "my.train")
+
+
+def test_saved_workarounds_reach_env():
+    cmd = cmd_for(LaunchSpec(nproc_per_node="2"), extra_env={"NCCL_P2P_DISABLE": "1"})
+    assert cmd.env["NCCL_P2P_DISABLE"] == "1"
+
+
+@pytest.mark.parametrize("nproc", ["gpu", "auto", None])
+def test_gpu_tokens_resolve_to_visible_count(nproc):
+    cmd = cmd_for(LaunchSpec(nproc_per_node=nproc), machine(3))
+    assert cmd.argv[4] == "3"
+
+
+def test_builder_is_deterministic():
+    spec = LaunchSpec(nproc_per_node="4", master_port=29504, training_args=ISAAC_ARGS)
+    assert cmd_for(spec) == cmd_for(spec)

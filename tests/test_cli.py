@@ -1,0 +1,209 @@
+"""CLI tests: parsing, spellings, passthrough, errors and exit codes; nothing spawned on bad input."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from isaaclab_mgpu import __version__
+from isaaclab_mgpu.cli import main
+
+ISAAC = [
+    "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
+    "--num_envs=4096",
+    "--max_iterations=100",
+    "--run_name=gpu4_vis",
+    "presets=newton_mjwarp",
+]
+
+
+@pytest.fixture(autouse=True)
+def four_gpus(monkeypatch):
+    """Four visible GPUs, as the environment says; no SLURM."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    for name in ("SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def no_spawn(monkeypatch):
+    """Fail the test if anything tries to start a process."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"spawned {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_isaaclab_example_dry_run(capsys):
+    code, out, err = run(capsys, "dry-run", "--num_gpus", "4", "--master_port", "29504", *ISAAC)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert len(lines) == 1
+    argv = shlex.split(lines[0])
+    assert argv[0] == sys.executable
+    assert argv[argv.index("--nproc_per_node") + 1] == "4"
+    assert argv[argv.index("--master_port") + 1] == "29504"
+    worker = argv.index("isaaclab_mgpu.worker")
+    assert argv[worker + 3 :] == [*ISAAC, "--distributed"]
+
+
+def test_train_dry_run_prints_the_same(capsys):
+    _, plan, _ = run(capsys, "dry-run", "--num_gpus", "2", *ISAAC)
+    code, same, _ = run(capsys, "train", "--dry_run", "--num_gpus", "2", *ISAAC)
+    assert code == 0 and same == plan
+    _, hyphen, _ = run(capsys, "train", "--dry-run", "--num-gpus", "2", *ISAAC)
+    assert hyphen == plan
+
+
+@pytest.mark.parametrize(
+    ("under", "hyphen"),
+    [
+        (["--nproc_per_node", "2"], ["--nproc-per-node", "2"]),
+        (["--num_gpus=2", "--log_all_ranks"], ["--num-gpus=2", "--log-all-ranks"]),
+        (["--num_gpus", "2", "--rl_library", "skrl"], ["--num-gpus", "2", "--rl-library", "skrl"]),
+        (["--num_gpus", "2", "--local_ranks_filter", "1"], ["--num-gpus", "2", "--local-ranks-filter", "1"]),
+        (
+            [
+                "--num_gpus",
+                "2",
+                "--nnodes",
+                "2",
+                "--node_rank",
+                "1",
+                "--master_addr",
+                "h",
+                "--master_port",
+                "2",
+            ],
+            [
+                "--num-gpus",
+                "2",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "1",
+                "--master-addr",
+                "h",
+                "--master-port",
+                "2",
+            ],
+        ),
+    ],
+)
+def test_underscore_and_hyphen_spellings_mean_the_same(capsys, under, hyphen):
+    assert run(capsys, "dry-run", *under)[1] == run(capsys, "dry-run", *hyphen)[1]
+
+
+def test_unknown_options_and_double_dash_pass_through(capsys):
+    _, out, _ = run(capsys, "dry-run", "--num_gpus", "2", "--headless", "--seed", "7", "agent.lr=3e-4",
+                    "--", "--num_gpus", "9", "--distributed")  # fmt: skip
+    argv = shlex.split(out)
+    tail = argv[argv.index("isaaclab_mgpu.worker") + 3 :]
+    assert tail == ["--headless", "--seed", "7", "agent.lr=3e-4", "--num_gpus", "9", "--distributed"]
+
+
+def test_json_output(capsys):
+    code, out, _ = run(capsys, "dry-run", "--num_gpus", "2", "--device", "cuda", "--json", "--seed=1")
+    data = json.loads(out)
+    assert code == 0
+    assert data["world_size"] == 2
+    assert data["rank_devices"] == {"0": "cuda:0", "1": "cuda:1"}
+    assert data["argv"][-2:] == ["--seed=1", "--distributed"]
+    assert data["command"] == shlex.join(data["argv"])
+    assert set(data["env"]) == {"MGPU_RUN_STAMP"}
+
+
+def test_dry_run_warns_but_prints_above_visible(capsys):
+    code, out, err = run(capsys, "dry-run", "--num_gpus", "8")
+    assert code == 0 and "--nproc_per_node 8" in out
+    assert err.startswith("mgpu: warning: --num_gpus 8 is more than the 4 GPU(s)")
+
+
+def test_dry_run_shows_slurm_fills(capsys, monkeypatch):
+    for k, v in {
+        "SLURM_JOB_ID": "9",
+        "SLURM_NNODES": "2",
+        "SLURM_NODEID": "0",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+    }.items():
+        monkeypatch.setenv(k, v)
+    _, out, err = run(capsys, "dry-run", "--num_gpus", "4")
+    assert "--rdzv_endpoint n1:29500" in out and "--rdzv_id 9" in out
+    assert "mgpu: filled --nnodes 2 from SLURM_NNODES" in err
+
+
+BAD = [
+    (["--num_gpus", "0"], "--num_gpus '0' must be at least 1"),
+    (["--num_gpus", "-2"], "--num_gpus '-2' must be at least 1"),
+    (["--num_gpus", "four"], "'four' is not a rank count"),
+    (["--num_gpus", "8"], "more than the 4 GPU(s) visible"),
+    (["--nnodes", "0"], "--nnodes '0' must be a positive integer"),
+    (["--nnodes", "2", "--node_rank", "2", "--master_addr", "h"], "--node_rank 2 is not below --nnodes 2"),
+    (["--rl_library", "rl_zoo"], "--rl_library 'rl_zoo' is not supported"),
+    (["--rl_library", "rl_games"], "--script"),
+    (["--rl_library", "skrl", "--ml_framework", "tf"], "--ml_framework 'tf' is unknown"),
+    (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "gpu"], "needs an integer rank count"),
+    (["--coordinator_address", "h:5000"], "applies to skrl JAX only"),
+    (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "2", "--master_port", "1234"],
+     "--master_port is a torchrun option"),
+    (["--master_port", "70000"], "--master_port 70000 is not a port"),
+    (["--master_port", "0"], "--master_port 0 is not a port"),
+    (["--master_port", "http"], "--master_port http is not a port"),
+    (["--nnodes", "2", "--node_rank", "one", "--master_addr", "h"], "--node_rank 'one' is not an integer"),
+    (["--tee", "5"], "--tee '5' is not a stream spec"),
+    (["--redirects", "x"], "--redirects 'x' is not a stream spec"),
+    (["--local_ranks_filter", "a,b"], "is not a list of local ranks"),
+    (["--num_gpus", "2", "--local_ranks_filter", "3"], "names local rank 3"),
+    (["--rdzv_endpoint", "a:b:c"], "--rdzv_endpoint 'a:b:c' is malformed"),
+    (["--rdzv_endpoint", "host:99999"], "is not a port"),
+    (["--script", "/no/such/train.py"], "does not exist"),
+    (["--device", "tpu"], "--device 'tpu' is unknown"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_input_exits_2_with_one_line(capsys, no_spawn, args, message):
+    code, out, err = run(capsys, "train", *args, "--max_iterations", "5")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("mgpu: error: ")
+    assert message in err
+
+
+def test_no_gpu_train_suggests_cpu(capsys, no_spawn, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    code, _, err = run(capsys, "train")
+    assert code == 2 and "--device cpu" in err
+
+
+def test_debug_shows_traceback(capsys, no_spawn):
+    code, _, err = run(capsys, "train", "--num_gpus", "0", "--debug")
+    assert code == 2 and "Traceback" in err and err.strip().endswith("must be at least 1")
+
+
+def test_version_and_help(capsys):
+    assert run(capsys, "--version")[:2] == (0, f"mgpu {__version__}\n")
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "train" in out and "dry-run" in out
+
+
+def test_module_entry_point():
+    proc = subprocess.run(
+        [sys.executable, "-m", "isaaclab_mgpu", "dry-run", "--device", "cpu", "--num_gpus", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--device cpu --distributed" in proc.stdout

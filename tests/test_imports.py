@@ -1,0 +1,33 @@
+"""The launcher must start light: no heavy framework on the import path of help/dry-run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("torch", "jax", "warp", "rsl_rl", "skrl", "tensordict")
+
+PROBE = """
+import sys
+from isaaclab_mgpu.cli import main
+RUNS = (["--help"], ["dry-run", "--num_gpus", "2", "--seed=1"], ["train", "--dry_run", "--num_gpus", "2"])
+for argv in RUNS:
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in {heavy})
+print("LOADED", loaded, file=sys.stderr)
+sys.exit(1 if loaded else 0)
+"""
+
+
+def test_help_and_dry_run_do_not_import_frameworks():
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=set(HEAVY))],
+        capture_output=True,
+        text=True,
+        env={"CUDA_VISIBLE_DEVICES": "0,1", "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]

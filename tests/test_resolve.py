@@ -1,0 +1,161 @@
+"""resolve(): visible devices, rank counts, SLURM fills, rendezvous and ports."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from conftest import machine
+
+from isaaclab_mgpu.errors import EnvironmentProblem, UsageError
+from isaaclab_mgpu.resolve import (
+    first_slurm_host,
+    parse_visible_devices,
+    port_is_free,
+    resolve,
+    visible_devices,
+)
+from isaaclab_mgpu.spec import LaunchSpec
+
+
+def res(spec, m=None, strict=True, **kw):
+    kw.setdefault("port_free", lambda p: True)
+    kw.setdefault("free_port", lambda: 45678)
+    return resolve(spec, m or machine(4), strict=strict, **kw)
+
+
+@pytest.mark.parametrize(
+    ("value", "entries"),
+    [
+        ("0,1,2", ("0", "1", "2")),
+        ("", ()),
+        ("-1", ()),
+        ("0,-1,1", ("0",)),
+        (" 1 , 3 ", ("1", "3")),
+        ("GPU-8f6e1c2a-1111-2222-3333-444455556666,1", ("GPU-8f6e1c2a-1111-2222-3333-444455556666", "1")),
+        ("MIG-GPU-8f6e1c2a/1/0", ("MIG-GPU-8f6e1c2a/1/0",)),
+        ("01", ("1",)),
+    ],
+)
+def test_parse_visible_devices(value, entries):
+    assert parse_visible_devices(value, total=4) == entries
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [("0,0", "twice"), ("1,01", "twice"), ("0,abc", "neither"), ("0,,1", "neither"), ("4", "out of range")],
+)
+def test_parse_visible_devices_rejects(value, fragment):
+    with pytest.raises(UsageError, match=fragment):
+        parse_visible_devices(value, total=4)
+
+
+def test_visible_devices_prefers_cuda_visible_devices():
+    assert visible_devices(machine(8, CUDA_VISIBLE_DEVICES="2,5")).count == 2
+    assert visible_devices(machine(8)).count == 8
+    no_nvml = machine(0)
+    assert visible_devices(type(no_nvml)(environ={}, nvml_gpu_count=None)).count == 0
+
+
+def test_more_ranks_than_gpus_fails_train_and_warns_dry_run():
+    spec = LaunchSpec(nproc_per_node="8")
+    with pytest.raises(EnvironmentProblem, match="--num_gpus 8 is more than the 4"):
+        res(spec)
+    lenient = res(spec, strict=False)
+    assert lenient.nproc == 8 and "more than the 4" in lenient.warnings[0]
+
+
+def test_no_gpu_suggests_cpu(no_gpu):
+    with pytest.raises(EnvironmentProblem, match="--device cpu"):
+        res(LaunchSpec(), no_gpu)
+    planned = res(LaunchSpec(), no_gpu, strict=False)
+    assert planned.nproc == "gpu" and planned.world_size is None
+
+
+def test_cpu_ranks_ignore_gpus(no_gpu):
+    assert res(LaunchSpec(device="cpu"), no_gpu).nproc == 1
+    assert res(LaunchSpec(device="cpu", nproc_per_node="3"), no_gpu).nproc == 3
+    assert res(LaunchSpec(device="cpu", nproc_per_node="auto"), no_gpu).nproc == 2
+    # A broken CUDA_VISIBLE_DEVICES does not matter to CPU ranks.
+    assert res(LaunchSpec(device="cpu"), machine(0, CUDA_VISIBLE_DEVICES="0,0")).nproc == 1
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "first"),
+    [
+        ("node01", "node01"),
+        ("gpu[03-05,9],login1", "gpu03"),
+        ("a[1-2]b[07,9]", "a1b07"),
+        ("x1,x2", "x1"),
+        ("rack[2-3]-n[10-11]", "rack2-n10"),
+    ],
+)
+def test_first_slurm_host(nodelist, first):
+    assert first_slurm_host(nodelist) == first
+
+
+SLURM = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_NNODES": "2",
+    "SLURM_NODEID": "1",
+    "SLURM_JOB_NODELIST": "gpu[07-08]",
+}
+
+
+def test_slurm_fills_missing_rendezvous():
+    r = res(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM))
+    assert (r.nnodes, r.node_rank, r.rdzv_backend, r.rdzv_endpoint, r.rdzv_id) == (
+        "2",
+        1,
+        "c10d",
+        "gpu07:29500",
+        "4242",
+    )
+    assert not r.standalone and len(r.filled) == 5 and r.world_size == 8
+
+
+def test_explicit_options_beat_slurm():
+    spec = LaunchSpec(nproc_per_node="4", nnodes="2", node_rank=0, rdzv_endpoint="head:1234", rdzv_id="mine")
+    r = res(spec, machine(4, **SLURM))
+    assert (r.nnodes, r.node_rank, r.rdzv_endpoint, r.rdzv_id) == ("2", 0, "head:1234", "mine")
+    assert r.filled == ("--rdzv_backend c10d for the SLURM rendezvous",)
+
+
+def test_slurm_single_node_is_standalone():
+    r = res(LaunchSpec(nproc_per_node="2"), machine(4, **{**SLURM, "SLURM_NNODES": "1"}))
+    assert r.standalone and r.filled == ()
+
+
+def test_slurm_jax_coordinator_from_first_host():
+    spec = LaunchSpec(rl_library="skrl", ml_framework="jax", nproc_per_node="2")
+    r = res(spec, machine(4, **SLURM))
+    assert r.coordinator == ("gpu07", 5000)
+
+
+def test_multinode_needs_an_address():
+    with pytest.raises(UsageError, match="needs a rendezvous address"):
+        res(LaunchSpec(nproc_per_node="2", nnodes="2"))
+    with pytest.raises(UsageError, match="--coordinator_address"):
+        res(LaunchSpec(rl_library="skrl", ml_framework="jax", nproc_per_node="2", nnodes="2"))
+
+
+def test_busy_master_port():
+    spec = LaunchSpec(nproc_per_node="2", master_port=29511)
+    with pytest.raises(EnvironmentProblem, match="29511 is already in use"):
+        res(spec, port_free=lambda p: False)
+    assert "already in use" in res(spec, strict=False, port_free=lambda p: False).warnings[0]
+    # Only the rank-0 node hosts the store.
+    res(LaunchSpec(nproc_per_node="2", nnodes="2", node_rank=1, master_addr="h", master_port=29511),
+        port_free=lambda p: False)  # fmt: skip
+
+
+def test_port_is_free_sees_a_listener():
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        sock.listen()
+        assert not port_is_free(sock.getsockname()[1])
+
+
+def test_missing_script(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        res(LaunchSpec(nproc_per_node="2", script=str(tmp_path / "nope.py")))
