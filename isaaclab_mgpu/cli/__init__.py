@@ -70,6 +70,25 @@ def train_cmd(
     return train(spec)
 
 
+skills_app = typer.Typer(help="Agent skills shipped in skills/.", no_args_is_help=True)
+app.add_typer(skills_app, name="skills")
+
+
+@skills_app.command("check")
+def skills_check_cmd(
+    path: Annotated[str, typer.Argument(help="Project root holding skills/ and docs/.")] = ".",
+) -> int:
+    """Validate skills/ and docs/: front matter, sections, links, paths and every quoted mgpu command."""
+    from pathlib import Path
+
+    from .. import report
+    from ..skills_check import check_tree
+    from .validate import parse_command_line
+
+    problems = check_tree(Path(path), lambda argv: parse_command_line(app, argv))
+    return report.skills_problems(problems)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``mgpu`` command line and return its exit code."""
     from .. import report

@@ -77,3 +77,14 @@ def dry_run(cmd: Command, resolved: ResolvedSpec, *, as_json: bool) -> None:
         out(json.dumps(command_json(cmd, resolved), indent=2))
     else:
         out(command_line(cmd))
+
+
+def skills_problems(problems: list) -> int:
+    """Print each skills/docs problem on its own line; return the exit code (0 when none)."""
+    for problem in problems:
+        sys.stderr.write(f"{problem}\n")
+    if problems:
+        error(f"{len(problems)} problem(s) in skills/ and docs/")
+        return 1
+    note("skills/ and docs/ are consistent with the CLI")
+    return 0

@@ -1,0 +1,66 @@
+"""Parse an ``mgpu`` command line against the real Typer app without running it.
+
+Used by ``mgpu skills check`` so that every command quoted in ``skills/`` and ``docs/`` stays
+valid: options must exist, values must pass the same validation as a real launch, and the
+training arguments a launch passes through must be flags the worker (or Isaac Lab's ``train.py``)
+knows. Arguments after ``--`` are the user's own and are not judged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from ..errors import MgpuError
+from .options import SHARED, STATE, spec_from_options
+
+#: Flags of Isaac Lab's own ``train.py`` that docs may quote as training arguments.
+ISAACLAB_TRAIN_FLAGS = frozenset(
+    {
+        "--task", "--num_envs", "--seed", "--max_iterations", "--headless", "--video",
+        "--video_length", "--video_interval", "--enable_cameras", "--agent", "--checkpoint",
+        "--resume", "--load_run", "--run_name", "--experiment_name", "--logger",
+        "--log_project_name", "--distributed", "--export_io_descriptors",
+    }
+)  # fmt: skip
+
+
+def training_flags() -> frozenset[str]:
+    """Flags a launch may pass through to the worker."""
+    return ISAACLAB_TRAIN_FLAGS
+
+
+def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
+    """Return None when ``mgpu argv`` parses, else a one-line reason."""
+    command: Any = typer.main.get_command(app)
+    words = list(argv)
+    saved_debug = STATE.debug
+    try:
+        group_ctx, name = typer.Context(command, info_name="mgpu"), "mgpu"
+        while hasattr(command, "get_command") and words and not words[0].startswith("-"):
+            sub = command.get_command(group_ctx, words[0])
+            if sub is None:
+                return f"no such command {words[0]!r}"
+            if hasattr(sub, "get_command"):
+                group_ctx = typer.Context(sub, info_name=words[0], parent=group_ctx)
+            command, name, words = sub, words[0], words[1:]
+        if any(w in ("--help", "--version") for w in words):
+            return None
+        if hasattr(command, "get_command"):
+            return "a command name is missing" if not words else f"unexpected {words[0]!r}"
+        before = words[: words.index("--")] if "--" in words else words
+        ctx = command.make_context(name, before, parent=group_ctx)
+        unknown = [a.split("=")[0] for a in ctx.args if a.startswith("--")]
+        strangers = [f for f in unknown if f not in training_flags()]
+        if strangers:
+            return f"unknown option {strangers[0]} (not an mgpu option nor a known training flag)"
+        if all(n in ctx.params for n in SHARED):
+            spec_from_options(ctx.args, {n: ctx.params[n] for n in SHARED})
+    except MgpuError as exc:
+        return str(exc)
+    except typer.TyperException as exc:
+        return exc.format_message()
+    finally:
+        STATE.debug = saved_debug
+    return None
