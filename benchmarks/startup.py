@@ -1,0 +1,34 @@
+"""Start-up: ``mgpu --help`` and ``mgpu dry-run`` against ``torchrun --help`` (goal: under 0.1×)."""
+
+from __future__ import annotations
+
+import os
+
+from .common import BIN, PYTHON, Figure, repeat, save, wall
+
+DRY_RUN = ["dry-run", "--num_gpus", "4", "--master_port", "29504", "--task=cartpole", "--num_envs=4096"]
+
+
+def run(repeats: int = 5) -> list[Figure]:
+    """Measure and save the start-up figures."""
+    mgpu = str(BIN / "mgpu")
+    torchrun = (
+        [str(BIN / "torchrun")] if (BIN / "torchrun").exists() else [PYTHON, "-m", "torch.distributed.run"]
+    )
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    base = repeat(lambda: wall([*torchrun, "--help"]), repeats)
+
+    def versus_torchrun(name: str, argv: list[str]) -> Figure:
+        samples = repeat(lambda: wall(argv, env=env), repeats)
+        return Figure(name, "s", samples, "torchrun --help", base, goal="< 0.1×")
+
+    figures = [
+        versus_torchrun("mgpu --help", [mgpu, "--help"]),
+        versus_torchrun("mgpu dry-run", [mgpu, *DRY_RUN]),
+    ]
+    # Isaac Lab's launcher is not on PyPI's path: point ISAACLAB_MULTIGPU_LAUNCHER at its script.
+    launcher = os.environ.get("ISAACLAB_MULTIGPU_LAUNCHER")
+    if launcher:
+        figures.append(versus_torchrun("Isaac Lab launcher --dry_run", [PYTHON, launcher, "--dry_run"]))
+    save("startup", figures)
+    return figures
