@@ -644,7 +644,7 @@ def net_facts(spec: LaunchSpec, plan: Plan, hostname: str) -> NetFacts:
         if host and host not in _LOCAL:
             addr, _ = lookup(host)
             resolves = addr is not None
-        if resolves and not local and plan.nnodes > 1 and port:
+        if resolves is not False and not local and plan.nnodes > 1 and port:
             reachable = tcp_probe(host, port)
         endpoints.append(Endpoint(role, host, port, local, free, resolves, addr, reachable))
     return NetFacts(hostname, address, error, tuple(endpoints))
