@@ -285,3 +285,26 @@ def test_deep_probes_torch_and_jax_for_real():
     if NO_GPU:
         assert deep.torch.values["cuda_available"] is False
         assert deep.jax.values["backend"] == "cpu"
+
+
+def test_endpoints_from_rdzv_and_coordinator_options(busy_port):
+    res = check(
+        LaunchSpec(device="cpu", nnodes="2", rdzv_endpoint=f"127.0.0.1:{busy_port}", rdzv_backend="c10d")
+    )
+    (ep,) = res.facts.net.endpoints
+    assert (ep.role, ep.host, ep.port, ep.local, ep.port_free) == (
+        "rdzv_endpoint",
+        "127.0.0.1",
+        busy_port,
+        True,
+        False,
+    )
+    spec = LaunchSpec(
+        device="cpu",
+        rl_library="skrl",
+        ml_framework="jax",
+        nproc_per_node="2",
+        coordinator_address=f"[::1]:{busy_port}",
+    )
+    (ep,) = check(spec).facts.net.endpoints
+    assert (ep.role, ep.host, ep.port, ep.local) == ("coordinator", "::1", busy_port, True)

@@ -467,3 +467,8 @@ def test_nvml_facts_from_the_driver_interface():
     assert g.links == (GpuLink(0, 1, False, "PHB"),) and g.topology_source == "nvml"
     f = find(facts(2, gpu=g), "gpu_links")
     assert f.status == WARN and "world size 2" in f.observed and "PHB" in f.observed
+
+
+def test_hostname_that_does_not_resolve_only_warns():
+    f = facts(2, net=NetFacts("node01", None, "no answer within 1 s", ()), plan=plan(2, nnodes=2))
+    assert find(f, "hostname").status == WARN

@@ -32,7 +32,7 @@ from typing import TypeVar
 
 from .. import workarounds
 from ..errors import MgpuError
-from ..spec import LaunchSpec
+from ..spec import LaunchSpec, split_host_port
 from .deep import DeepFacts
 
 #: Distributions whose versions are reported (``nvidia-nccl-*`` and ``jax-cuda*`` are found by prefix).
@@ -630,13 +630,13 @@ def net_facts(spec: LaunchSpec, plan: Plan, hostname: str) -> NetFacts:
     endpoints = []
     wanted: list[tuple[str, str, int | None]] = []
     if spec.uses_jax and spec.coordinator_address:
-        host, _, port = spec.coordinator_address.rpartition(":")
-        wanted.append(("coordinator", host.strip("[]"), int(port)))
+        host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
+        wanted.append(("coordinator", host.strip("[]"), port))
     if spec.master_addr or spec.master_port:
         wanted.append(("master", spec.master_addr or "127.0.0.1", spec.master_port or 29500))
     if spec.rdzv_endpoint:
-        host, _, port = spec.rdzv_endpoint.partition(":") if "]" not in spec.rdzv_endpoint else ("", "", "")
-        wanted.append(("rdzv_endpoint", host, int(port) if port.isdigit() else 29400))
+        host, port = split_host_port(spec.rdzv_endpoint, "--rdzv_endpoint", port_required=False)
+        wanted.append(("rdzv_endpoint", host.strip("[]"), port or 29400))
     for role, host, port in wanted:
         local = plan.node_rank == 0 and (host in _LOCAL or host in (hostname, address))
         free = port_is_free(port) if local and port else None

@@ -705,7 +705,7 @@ def endpoint_rule(f: Facts) -> list[Finding]:
 
 
 def hostname_rule(f: Facts) -> list[Finding]:
-    """This host's name resolves (to a non-loopback address when other nodes must reach it)."""
+    """This host's name resolves (to a non-loopback address when other nodes must reach it); warnings only."""
     n = f.net
     multi = f.plan.nnodes > 1
     if n.hostname_address is None:
@@ -713,7 +713,7 @@ def hostname_rule(f: Facts) -> list[Finding]:
             _f(
                 "launch",
                 "hostname",
-                FAIL if multi else WARN,
+                WARN,
                 f"{n.hostname} does not resolve ({n.hostname_error})",
                 "add the host name to /etc/hosts or DNS",
             )
