@@ -21,10 +21,14 @@ def plan(spec: LaunchSpec, *, as_json: bool) -> int:
     return 0
 
 
-def train(spec: LaunchSpec) -> int:
+def train(spec: LaunchSpec, *, preflight: bool = True) -> int:
     """Launch and supervise ``spec``; return the run's exit code."""
     from .supervise import supervise
 
     resolved, cmd = prepare(spec, strict=True)
+    if preflight:
+        from .diagnostics import preflight as run_preflight
+
+        run_preflight(spec, resolved)
     report.resolve_notes(resolved)
     return supervise(cmd)

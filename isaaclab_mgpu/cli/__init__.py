@@ -61,13 +61,34 @@ def train_cmd(
         bool, typer.Option("--dry_run", "--dry-run", help="Print the command, start nothing.")
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="With --dry_run: print JSON.")] = False,
+    no_preflight: Annotated[
+        bool,
+        typer.Option(
+            "--no_preflight", "--no-preflight", help="Skip the check-env checks that run before launching."
+        ),
+    ] = False,
 ) -> int:
     """Launch training on N ranks per node and supervise the whole process tree."""
     from ..launch import plan, train
 
     if dry_run:
         return plan(spec, as_json=json)
-    return train(spec)
+    return train(spec, preflight=not no_preflight)
+
+
+@app.command("check-env", context_settings=PASSTHROUGH)
+@launch_command
+def check_env_cmd(
+    spec,
+    json: Annotated[bool, typer.Option("--json", help="Print every check as JSON.")] = False,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also import torch and jax (in subprocesses, with a timeout).")
+    ] = False,
+) -> int:
+    """Say what will break a launch before it happens; exit 1 when a check fails."""
+    from ..diagnostics import check_env
+
+    return check_env(spec, as_json=json, deep=deep)
 
 
 skills_app = typer.Typer(help="Agent skills shipped in skills/.", no_args_is_help=True)

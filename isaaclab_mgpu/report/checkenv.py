@@ -1,0 +1,113 @@
+"""Printing for ``check-env`` and the ``train`` preflight.
+
+The table goes to stdout, grouped by area, one row per finding, then ``would launch:`` and the
+exact command line on a line of its own (plain text, never wrapped, so it can be copied).
+``--json`` prints one JSON object whose shape is :data:`SCHEMA` (see ``docs/check-env.md``):
+``schema``, ``ok``, ``exit_code``, ``summary``, ``checks`` (each ``area``, ``name``, ``status``,
+``observed``, ``fix``), ``would_launch`` and ``facts``. Everything but ``facts`` is stable;
+``facts`` mirrors the collector's dataclasses and may gain fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from . import note, out
+
+if TYPE_CHECKING:
+    from ..diagnostics import CheckResult
+    from ..diagnostics.rules import Finding
+
+SCHEMA = "mgpu.check-env/1"
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def summary(findings: Iterable[Finding]) -> dict[str, int]:
+    """Count of findings per status."""
+    counts = {"pass": 0, "warn": 0, "fail": 0}
+    for f in findings:
+        counts[f.status] += 1
+    return counts
+
+
+def would_launch(result: CheckResult) -> dict[str, Any]:
+    """The ``would_launch`` object: the command ``train`` would run, or why it cannot be built."""
+    p = result.facts.plan
+    return {
+        "command": p.command,
+        "argv": list(p.argv) if p.command is not None else None,
+        "error": p.error,
+        "launcher": p.launcher,
+        "device": p.device,
+        "nproc_per_node": p.nproc,
+        "nnodes": p.nnodes,
+        "world_size": p.world_size,
+    }
+
+
+def as_dict(result: CheckResult) -> dict[str, Any]:
+    """The whole report as a JSON-ready dict (the ``--json`` schema)."""
+    return {
+        "schema": SCHEMA,
+        "ok": result.ok,
+        "exit_code": result.exit_code,
+        "summary": summary(result.findings),
+        "checks": [dataclasses.asdict(f) for f in result.findings],
+        "would_launch": would_launch(result),
+        "facts": dataclasses.asdict(result.facts),
+    }
+
+
+def json_report(result: CheckResult) -> None:
+    """Print the report as one JSON object on stdout."""
+    out(json.dumps(as_dict(result), indent=2, default=str))
+
+
+def table(result: CheckResult) -> None:
+    """Print the findings as a Rich table grouped by area, then the command ``train`` would run."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    # Piped output would default to 80 columns; 120 keeps observed values and fixes readable.
+    console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 120)
+    t = Table(title="mgpu check-env", show_lines=False, title_justify="left")
+    for col, kw in (
+        ("area", {"style": "bold"}),
+        ("check", {"no_wrap": True}),
+        ("status", {}),
+        ("observed", {"overflow": "fold"}),
+        ("fix", {"overflow": "fold"}),
+    ):
+        t.add_column(col, **kw)
+    last = None
+    for f in result.findings:
+        if last is not None and f.area != last:
+            t.add_section()
+        t.add_row(
+            f.area if f.area != last else "",
+            f.name,
+            Text(f.status, style=_STYLE[f.status]),
+            f.observed,
+            f.fix or "",
+        )
+        last = f.area
+    console.print(t)
+    counts = summary(result.findings)
+    console.print(f"{counts['pass']} passed, {counts['warn']} warning(s), {counts['fail']} failed")
+    plan = result.facts.plan
+    if plan.command is not None:
+        out("would launch:")
+        out(plan.command)
+    else:
+        out(f"would launch: nothing, the command cannot be built: {plan.error}")
+
+
+def preflight_failures(failed: Iterable[Finding]) -> None:
+    """One stderr line per failing check beyond the first (the first becomes the error line)."""
+    for f in failed:
+        note(f"preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}")
