@@ -41,6 +41,8 @@ class Scenario:
     env: tuple[tuple[str, str], ...] = ()
     grace: str = "1"
     jax: bool = False
+    gap: float = 1.5
+    """Seconds between signals: a human's second Ctrl-C, unless testing one Ctrl-C seen twice."""
 
 
 @dataclass
@@ -61,6 +63,9 @@ SCENARIOS = {
     "sigint": Scenario("sleeper.py", ready=2, signals=(signal.SIGINT,)),
     "sigterm_stubborn": Scenario("stubborn.py", ready=2, signals=(signal.SIGTERM,)),
     "double_sigint": Scenario("stubborn.py", ready=2, signals=(signal.SIGINT, signal.SIGINT), grace="60"),
+    "sigint_twice_at_once": Scenario(
+        "stubborn.py", ready=2, signals=(signal.SIGINT, signal.SIGINT), gap=0.05, grace="2"
+    ),
     "family_sigint": Scenario("family.py", ready=6, signals=(signal.SIGINT,)),
     "sigkill_mgpu": Scenario("family.py", ready=6, signals=(signal.SIGKILL,), grace="60"),
     "no_killpg": Scenario(
@@ -113,7 +118,7 @@ def run_scenario(name: str, s: Scenario, base: Path) -> Outcome:
     t0 = time.monotonic()
     for i, sig in enumerate(s.signals):
         if i:
-            time.sleep(0.5)
+            time.sleep(s.gap)
         proc.send_signal(sig)
     try:
         rc = proc.wait(timeout=120)
@@ -187,6 +192,14 @@ def test_second_sigint_kills_at_once(outcomes: dict[str, Outcome]) -> None:
     assert o.rc == EXIT_INTERRUPTED, o.err
     assert "second interrupt" in o.err
     assert o.seconds < 30, "a second Ctrl-C must not wait for the 60 s grace period"
+    _gone(o, 2)
+
+
+def test_one_ctrl_c_delivered_twice_is_not_a_second_ctrl_c(outcomes: dict[str, Outcome]) -> None:
+    # `uv run mgpu`: the terminal's SIGINT reaches mgpu, and uv forwards it once more.
+    o = outcomes["sigint_twice_at_once"]
+    assert "second interrupt" not in o.err
+    assert o.rc == EXIT_KILLED_AFTER_GRACE, o.err  # the stubborn rank went the graceful way: SIGKILL
     _gone(o, 2)
 
 

@@ -16,7 +16,9 @@ Stop — one code path, :meth:`Supervisor._step`, driven by :meth:`Supervisor.wa
     (it forwards it to the ranks and prints its failure summary). ``grace_period`` seconds later,
     or as soon as the launcher is gone, every remaining process of the tree gets SIGTERM plus
     SIGCONT (a stopped process must run to die of it); ``kill_after`` seconds after that,
-    SIGKILL, repeated until nothing is left. A second interrupt SIGKILLs the tree at once.
+    SIGKILL, repeated until nothing is left. A second interrupt SIGKILLs the tree at once (one
+    arriving within half a second of the first is the same Ctrl-C, delivered twice: by the
+    terminal to mgpu's process group and again by a wrapper such as ``uv run``).
     When the launcher ends by itself, processes that outlived it (orphaned grandchildren, setsid
     escapees) go the same way without waiting.
 
@@ -65,6 +67,9 @@ STOP_SIGNALS = tuple(
 )
 _POLL = 0.1
 _PROBE = 0.5
+#: Signals this close to the first are the same Ctrl-C: a terminal sends SIGINT to the whole
+#: foreground group, and wrappers such as ``uv run`` forward it to mgpu once more.
+_SAME_INTERRUPT = 0.5
 _GIVE_UP = 5.0
 _ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 _TRACEBACK_STARTS = (
@@ -172,7 +177,8 @@ class Supervisor:
         self._reader: threading.Thread | None = None
         self._lines: collections.deque[str] = collections.deque(maxlen=500)
         self._failed_seen: tuple[int, int, int] | None = None
-        self._signals: list[int] = []
+        self._signals: list[tuple[int, float]] = []
+        self._first_signal_at = 0.0
         self._handled = 0
         self._stop_at: float | None = None
         self._interrupted = False
@@ -218,7 +224,7 @@ class Supervisor:
 
     def interrupt(self, signum: int) -> None:
         """Record a stop signal (safe in a signal handler); :meth:`wait` acts on it."""
-        self._signals.append(signum)
+        self._signals.append((signum, time.monotonic()))
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         """Supervise until the run is over and its tree gone; None if ``timeout`` passed first."""
@@ -274,10 +280,13 @@ class Supervisor:
         assert self._launcher is not None, "start() first"
         now = time.monotonic()
         while self._handled < len(self._signals):
-            sig = self._signals[self._handled]
+            sig, at = self._signals[self._handled]
             self._handled += 1
             if not self._interrupted:
+                self._first_signal_at = at
                 self._begin_stop(sig, f"{signal.Signals(sig).name} received")
+            elif at - self._first_signal_at < _SAME_INTERRUPT:
+                continue  # one Ctrl-C delivered twice: by the terminal and by a wrapper (uv run)
             elif not self._forced:
                 self._forced = True
                 if self.options.console:
