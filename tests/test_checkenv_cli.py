@@ -207,7 +207,10 @@ def spawned(monkeypatch):
     import isaaclab_mgpu.supervise as supervise
 
     calls = []
-    monkeypatch.setattr(supervise, "supervise", lambda cmd, *a, **k: calls.append(cmd) or 0)
+    done = supervise.RunResult(
+        exit_code=0, interrupted=False, killed_after_grace=False, failure=None, log_dir=None, survivors=()
+    )
+    monkeypatch.setattr(supervise, "supervise", lambda cmd, *a, **k: calls.append(cmd) or done)
     return calls
 
 

@@ -67,13 +67,33 @@ def train_cmd(
             "--no_preflight", "--no-preflight", help="Skip the check-env checks that run before launching."
         ),
     ] = False,
+    grace_period: Annotated[
+        float,
+        typer.Option(
+            "--grace_period",
+            "--grace-period",
+            metavar="SECONDS",
+            help="After Ctrl-C/SIGTERM: time for the launcher's own shutdown, then SIGTERM to all.",
+        ),
+    ] = 10.0,
+    kill_after: Annotated[
+        float,
+        typer.Option(
+            "--kill_after",
+            "--kill-after",
+            metavar="SECONDS",
+            help="Then SIGKILL whatever survives SIGTERM this long.",
+        ),
+    ] = 5.0,
 ) -> int:
     """Launch training on N ranks per node and supervise the whole process tree."""
     from ..launch import plan, train
+    from ..supervise import SuperviseOptions
 
+    options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after)
     if dry_run:
         return plan(spec, as_json=json)
-    return train(spec, preflight=not no_preflight)
+    return train(spec, options, preflight=not no_preflight)
 
 
 @app.command("check-env", context_settings=PASSTHROUGH)
