@@ -11,7 +11,7 @@ import importlib
 
 from .common import write_markdown
 
-ALL = ("startup",)
+ALL = ("startup", "shutdown")
 
 
 def main() -> None:

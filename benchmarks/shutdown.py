@@ -1,13 +1,17 @@
 """Shutdown: Ctrl-C to last process gone, ``mgpu train`` vs plain torchrun, on the same workers.
 
 Ctrl-C in a terminal sends SIGINT to the whole foreground process group, so each launcher runs in
-a process group of its own and the benchmark signals that group, as the terminal would. Workers
-record their PIDs; the figure is the time until the launcher and every recorded worker are gone.
-Survivors are counted at a deadline (``DEADLINE`` seconds) and then killed.
+a process group of its own and the benchmark signals that group, as the terminal would. The
+workers are the test suite's (``tests/workers``): ``sleeper`` (cooperative ranks), ``stubborn``
+(rank 1 ignores SIGINT and SIGTERM) and ``family`` (each rank forks a grandchild and a setsid
+escapee). They record their PIDs; the figure is the time until the launcher and every recorded
+process are gone. Survivors are counted at ``DEADLINE`` seconds, then SIGKILLed. mgpu runs with
+its default grace period (10 s) and kill delay (5 s).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,59 +23,88 @@ import psutil
 
 from .common import BIN, PYTHON, ROOT, Figure, save
 
-WORKER = str(ROOT / "benchmarks" / "workers" / "sleeper.py")
-DEADLINE = 60.0
+WORKERS = ROOT / "tests" / "workers"
+#: Processes each worker script leaves recorded once it runs (2 ranks).
+READY = {"sleeper": 2, "stubborn": 2, "family": 6}
+DEADLINE = 45.0
 
 
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+    except psutil.Error:
         return False
 
 
-def one_shutdown(argv: list[str], ranks: int = 2) -> tuple[float, int]:
-    """Start ``argv``, Ctrl-C it once every rank runs; return (seconds until all gone, survivors)."""
-    with tempfile.TemporaryDirectory() as pid_dir:
-        env = {**os.environ, "BENCH_PID_DIR": pid_dir}
-        proc = subprocess.Popen(argv, env=env, start_new_session=True, cwd=pid_dir,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        deadline = time.monotonic() + 120
-        while len(list(Path(pid_dir).glob("*.pid"))) < ranks:
-            if time.monotonic() > deadline or proc.poll() is not None:
+def one_shutdown(launcher: str, worker: str) -> tuple[float, int]:
+    """Start 2 ranks of ``worker``, Ctrl-C the group; return (seconds until all gone, survivors)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pids = Path(tmp, "pids")
+        pids.mkdir()
+        script = str(WORKERS / f"{worker}.py")
+        logs = ["--tee", "3", "--local_ranks_filter", "0", "--log_dir", f"{tmp}/logs"]
+        if launcher == "mgpu":
+            argv = [
+                str(BIN / "mgpu"),
+                "train",
+                "--device",
+                "cpu",
+                "--nproc_per_node",
+                "2",
+                "--script",
+                script,
+            ]
+        else:
+            argv = [
+                PYTHON,
+                "-m",
+                "torch.distributed.run",
+                "--nproc_per_node",
+                "2",
+                "--standalone",
+                *logs,
+                script,
+            ]
+        proc = subprocess.Popen(
+            argv, env={**os.environ, "MGPU_TEST_PIDS": str(pids)}, cwd=tmp, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        ready_by = time.monotonic() + 120
+        while len([p for p in pids.iterdir() if p.name.isdigit()]) < READY[worker]:
+            if time.monotonic() > ready_by or proc.poll() is not None:
                 proc.kill()
-                raise RuntimeError(f"{argv[:3]} never started {ranks} ranks")
-            time.sleep(0.05)
-        pids = [proc.pid, *(int(p.stem) for p in Path(pid_dir).glob("*.pid"))]
+                raise RuntimeError(f"{launcher} never started {worker}")
+            time.sleep(0.02)
+        recorded = [proc.pid, *(int(p.name) for p in pids.iterdir() if p.name.isdigit())]
         start = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        while any(_alive(p) for p in pids) and time.monotonic() - start < DEADLINE:
+        while any(map(_alive, recorded)) and time.monotonic() - start < DEADLINE:
             proc.poll()
             time.sleep(0.02)
         took = time.monotonic() - start
-        survivors = [p for p in pids if _alive(p)]
+        survivors = [p for p in recorded if _alive(p)]
         for pid in survivors:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         proc.wait()
         return took, len(survivors)
 
 
 def run(repeats: int = 3) -> list[Figure]:
     """Measure and save the shutdown figures."""
-    mgpu = [str(BIN / "mgpu"), "train", "--device", "cpu", "--nproc_per_node", "2", "--no_preflight",
-            "--script", WORKER]  # fmt: skip
-    torchrun = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", WORKER]
-    figures, extra = [], {}
-    for case, args in (("cooperative", []), ("ignores SIGINT/SIGTERM", ["--stubborn"])):
-        ours = [one_shutdown([*mgpu, "--", *args]) for _ in range(repeats)]
-        theirs = [one_shutdown([*torchrun, *args]) for _ in range(repeats)]
-        extra[case] = {"mgpu_survivors": [s for _, s in ours], "torchrun_survivors": [s for _, s in theirs]}
+    figures, survivors = [], {}
+    for worker, label in (("sleeper", "cooperative"), ("stubborn", "a rank ignores SIGTERM"),
+                          ("family", "grandchildren + setsid escapees")):  # fmt: skip
+        ours = [one_shutdown("mgpu", worker) for _ in range(repeats)]
+        theirs = [one_shutdown("torchrun", worker) for _ in range(repeats)]
+        survivors[worker] = {"mgpu": [n for _, n in ours], "torchrun": [n for _, n in theirs]}
         figures.append(
-            Figure(f"Ctrl-C to last process gone, {case}", "s", [t for t, _ in ours], "plain torchrun",
-                   [t for t, _ in theirs],
-                   goal="no survivor; bounded by our grace period",
-                   note=f"survivors mgpu {sum(s for _, s in ours)}, torchrun {sum(s for _, s in theirs)} "
-                   f"(counted at {DEADLINE:.0f} s)")
+            Figure(
+                f"Ctrl-C to last process gone, {label}", "s", [t for t, _ in ours], "plain torchrun",
+                [t for t, _ in theirs], goal="no survivor; bounded by our grace period",
+                note=f"survivors at {DEADLINE:.0f} s: mgpu {sum(survivors[worker]['mgpu'])}, "
+                f"torchrun {sum(survivors[worker]['torchrun'])} (over {repeats} runs each)",
+            )
         )  # fmt: skip
-    save("shutdown", figures, {"survivors": extra})
+    save("shutdown", figures, {"survivors": survivors})
     return figures

@@ -1,4 +1,7 @@
-"""Start-up: ``mgpu --help`` and ``mgpu dry-run`` against ``torchrun --help`` (goal: under 0.1×)."""
+"""Start-up: ``mgpu --help``, ``dry-run`` and ``check-env`` against ``torchrun --help``.
+
+Goal: ``--help`` and ``dry-run`` under 0.1× torchrun's; ``check-env`` under a second.
+"""
 
 from __future__ import annotations
 
