@@ -21,9 +21,9 @@ def run(repeats: int = 5) -> list[Figure]:
     env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
     base = repeat(lambda: wall([*torchrun, "--help"]), repeats)
 
-    def versus_torchrun(name: str, argv: list[str]) -> Figure:
+    def versus_torchrun(name: str, argv: list[str], goal: str = "< 0.1×") -> Figure:
         samples = repeat(lambda: wall(argv, env=env), repeats)
-        return Figure(name, "s", samples, "torchrun --help", base, goal="< 0.1×")
+        return Figure(name, "s", samples, "torchrun --help", base, goal=goal)
 
     figures = [
         versus_torchrun("mgpu --help", [mgpu, "--help"]),
