@@ -168,3 +168,28 @@ def test_isaaclab_cartpole_on_two_cpu_ranks(tmp_path):
     assert code == 0, out[-3000:]
     s, _ = summary(tmp_path, "rsl_rl", "isaac")
     assert s["checksums_equal"] and s["iterations"] == 2
+
+
+def test_console_plain_lines_off_a_terminal_and_rich_progress_on_one(capsys):
+    from isaaclab_mgpu.report.training import TrainingConsole
+
+    plain = TrainingConsole(0, tty=False)
+    plain.start("rsl_rl/torch on cartpole", 0, 2)
+    plain.iteration(1, 2, 12.5, 1000.0, 0.5)
+    plain.iteration(2, 2, None, 1000.0, 0.5)
+    out = capsys.readouterr().out
+    assert "[mgpu] iteration 1/2 | reward 12.50 | 1,000 steps/s | 0.50 s/it" in out
+    assert "iteration 2/2 | reward n/a" in out
+
+    other = TrainingConsole(1, tty=False)
+    other.start("x", 0, 2)
+    other.iteration(1, 2, 1.0, 1.0, 1.0)
+    other.synced("at the end", "00ff")
+    assert capsys.readouterr().out == "[mgpu rank 1] parameters synchronised (at the end): checksum 00ff\n"
+
+    rich = TrainingConsole(0, tty=True)
+    rich.start("x", 0, 2)
+    rich.iteration(1, 2, 3.0, 10.0, 0.1)
+    assert rich._progress is not None
+    rich.stop()
+    assert "[mgpu] iteration" not in capsys.readouterr().out
