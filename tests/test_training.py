@@ -13,7 +13,7 @@ from training_helpers import SUMMARY_KEYS, finish, run, start, summary
 LEARN_ITERATIONS = {"rsl_rl": 8, "skrl_torch": 8, "skrl_jax": 8}
 
 
-def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int) -> None:
+def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved=None) -> None:
     assert set(s) >= SUMMARY_KEYS, SUMMARY_KEYS - set(s)
     assert s["world_size"] == 2
     assert s["backend"] == ("rsl_rl" if backend == "rsl_rl" else "skrl")
@@ -26,7 +26,8 @@ def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int) -> No
     assert s["checksums_equal"] is True
     # Rank 0 owns the run folder; rank 1 writes only inside rank_1/.
     names = {p.name for p in run_dir.iterdir()}
-    assert names == {"summary.json", f"model_{iterations}.pt", "rank_1"}, names
+    models = {f"model_{i}.pt" for i in (saved or [iterations])}
+    assert names == {"summary.json", "rank_1", *models}, names
 
 
 @pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
@@ -41,21 +42,11 @@ def test_two_ranks_learn_cartpole_and_run_pendulum(backend, tmp_path):
     assert last > 1.8 * first, s["mean_rewards"]
     assert "parameters synchronised" in out and "env-steps/s" in out
 
-    code, out = run(
-        backend,
-        tmp_path,
-        "--task",
-        "pendulum",
-        "--num_envs",
-        "32",
-        "--max_iterations",
-        "2",
-        "--run_name",
-        "pend",
-    )
+    pendulum = ("--task", "pendulum", "--num_envs", "32", "--max_iterations", "2", "--save_interval", "1")
+    code, out = run(backend, tmp_path, *pendulum, "--run_name", "pend")
     assert code == 0, out[-3000:]
     s, run_dir = summary(tmp_path, backend, "pend")
-    _check_run(s, run_dir, backend, "pendulum", 2)
+    _check_run(s, run_dir, backend, "pendulum", 2, saved=[1, 2])
 
 
 def _ranks(procs) -> list[psutil.Process]:

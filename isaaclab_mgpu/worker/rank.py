@@ -131,8 +131,8 @@ def words_checksum(words: np.ndarray) -> str:
     return "".join(f"{int(w):08x}" for w in words)
 
 
-def init_torch_group(ctx: RankContext) -> None:
-    """Join the torch.distributed group (NCCL on CUDA, gloo on CPU) unless already joined."""
+def init_torch_group(ctx: RankContext) -> bool:
+    """Join the torch.distributed group (NCCL on CUDA, gloo on CPU); True when this call created it."""
     import torch
     import torch.distributed as dist
 
@@ -140,6 +140,21 @@ def init_torch_group(ctx: RankContext) -> None:
         torch.cuda.set_device(int(ctx.device.split(":")[1]))
     if ctx.distributed and not dist.is_initialized():
         dist.init_process_group(backend=ctx.torch_backend, rank=ctx.rank, world_size=ctx.world_size)
+        return True
+    return False
+
+
+def leave_torch_group() -> None:
+    """Leave the process group in step with the other ranks.
+
+    Without this, a rank that exits while a peer still tears down its gloo connections can die
+    of SIGABRT in the interpreter's shutdown, turning a finished run into a failed one.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def environ() -> Mapping[str, str]:

@@ -36,6 +36,7 @@ from .rank import (
     RankContext,
     checksum_words,
     init_torch_group,
+    leave_torch_group,
     rank_context,
     rank_folder,
     run_folder,
@@ -120,8 +121,24 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
 
         set_torch_flags()
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
-    if ctx.distributed and not jax:
-        init_torch_group(ctx)
+    own_group = ctx.distributed and not jax and init_torch_group(ctx)
+    code = _train(args, ctx, run_dir, my_dir, ppo, num_envs, iterations, console)
+    if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
+        leave_torch_group()
+    return code
+
+
+def _train(
+    args: WorkerArgs,
+    ctx: RankContext,
+    run_dir: Path,
+    my_dir: Path,
+    ppo: Any,
+    num_envs: int,
+    iterations: int,
+    console: TrainingConsole,
+) -> int:
+    from .. import backends
 
     env = _make_env(args, num_envs, ctx)
     trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir))
