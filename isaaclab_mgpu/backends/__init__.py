@@ -1,0 +1,32 @@
+"""Training back-ends: rsl-rl PPO, skrl PPO with torch, skrl PPO with JAX.
+
+:func:`create` returns a :class:`~.base.Trainer` for one rank; the worker drives it. Library
+modules are imported only here, inside the function, after the worker has set Warp's flags.
+Work-arounds for library defects live in :mod:`._patches` (skrl) and :mod:`.rsl_rl` (the
+runner's multi-GPU set-up), each naming the upstream function it replaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, Trainer, settings_with
+
+__all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "create", "settings_with"]
+
+
+def create(
+    library: str, framework: str, env: Any, ppo: PPOSettings, ctx: Any, directory: str, agent_cfg: Any = None
+) -> Trainer:
+    """Build the trainer for ``library``/``framework`` on ``env`` for the rank ``ctx``."""
+    if library == "rsl_rl":
+        from .rsl_rl import RslRlTrainer
+
+        return RslRlTrainer(env, ppo, ctx, agent_cfg)
+    if framework == "jax":
+        from .skrl_jax import SkrlJaxTrainer
+
+        return SkrlJaxTrainer(env, ppo, ctx, directory)
+    from .skrl_torch import SkrlTorchTrainer
+
+    return SkrlTorchTrainer(env, ppo, ctx, directory)

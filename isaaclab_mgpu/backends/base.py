@@ -1,0 +1,163 @@
+"""What the worker needs from a training back-end, and the PPO settings they all share.
+
+The worker owns the iteration loop (progress, stop agreement, checkpoints, summary); a back-end
+only knows how to run *one* iteration (a rollout of ``rollout`` steps in every environment, then
+the library's own PPO update, whose gradient all-reduce keeps the ranks identical), how to
+fingerprint its parameters, and how to save and load its state.
+
+:class:`PPOSettings` is one set of hyper-parameters mapped onto each library's own configuration,
+so the three back-ends train the same problem the same way; ``agent.<field>=value`` on the command
+line overrides a field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """PPO hyper-parameters shared by every back-end."""
+
+    rollout: int = 16
+    """Steps per environment per iteration."""
+
+    epochs: int = 5
+    """Passes over each rollout."""
+
+    mini_batches: int = 4
+    """Mini-batches per pass."""
+
+    learning_rate: float = 1e-3
+    """Initial learning rate (adapted to ``desired_kl``)."""
+
+    desired_kl: float = 0.01
+    """Target KL divergence of the adaptive learning-rate schedule."""
+
+    gamma: float = 0.99
+    """Discount factor."""
+
+    lam: float = 0.95
+    """GAE lambda."""
+
+    clip: float = 0.2
+    """PPO ratio clip."""
+
+    entropy_coef: float = 0.005
+    """Entropy bonus."""
+
+    value_loss_coef: float = 1.0
+    """Value-loss weight."""
+
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+
+    hidden: str = "32,32"
+    """Hidden layer sizes of actor and critic, comma-separated."""
+
+    init_std: float = 1.0
+    """Initial action standard deviation."""
+
+    @property
+    def hidden_dims(self) -> list[int]:
+        """``hidden`` as a list of ints."""
+        return [int(h) for h in self.hidden.split(",") if h.strip()]
+
+
+@dataclass(frozen=True)
+class TaskDefaults:
+    """Per-task defaults for what the command line leaves out."""
+
+    num_envs: int
+    """Environments per rank."""
+
+    max_iterations: int
+    """Iterations per run."""
+
+    ppo: PPOSettings
+    """Hyper-parameters."""
+
+
+DEFAULTS: dict[str, TaskDefaults] = {
+    "cartpole": TaskDefaults(num_envs=256, max_iterations=50, ppo=PPOSettings()),
+    "pendulum": TaskDefaults(
+        num_envs=256,
+        max_iterations=200,
+        ppo=PPOSettings(rollout=32, hidden="64,64", gamma=0.98, entropy_coef=0.0, init_std=0.6),
+    ),
+}
+#: Isaac Lab tasks bring their own agent configuration; these apply where ours is used.
+FALLBACK = TaskDefaults(num_envs=1024, max_iterations=100, ppo=PPOSettings(hidden="128,128,128"))
+
+
+def settings_with(ppo: PPOSettings, overrides: dict[str, str]) -> PPOSettings:
+    """``ppo`` with ``agent.<field>=value`` overrides applied, typed like each field."""
+    fields = {f.name for f in dataclasses.fields(ppo)}
+    values: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        if key not in fields:
+            raise ValueError(f"agent.{key} is not a PPO setting; known: {', '.join(sorted(fields))}")
+        values[key] = type(getattr(ppo, key))(raw)
+    return dataclasses.replace(ppo, **values)
+
+
+def checksum(arrays: Iterable[np.ndarray]) -> str:
+    """16 hex digits of SHA-256 over the arrays' float32 bytes, in the given order."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(np.asarray(a, dtype=np.float32)).tobytes())
+    return h.hexdigest()[:16]
+
+
+class Trainer(Protocol):
+    """One rank's PPO learner bound to its environments."""
+
+    comm_kind: str
+    """Which runtime carries the worker's own collectives: ``torch`` or ``jax``."""
+
+    steps_per_iteration: int
+    """Environment steps this rank takes per iteration (``num_envs * rollout``)."""
+
+    def iterate(self) -> None:
+        """Run one rollout and one PPO update."""
+
+    def checksum(self) -> str:
+        """Fingerprint of the trained parameters (equal on every rank when synchronised)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume (picklable; torch tensors or bytes)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+
+def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str) -> dict[str, Any]:
+    """skrl 2.1's ``PPO_CFG`` fields for :class:`PPOSettings` (torch and JAX take the same)."""
+    return {
+        "rollouts": ppo.rollout,
+        "learning_epochs": ppo.epochs,
+        "mini_batches": ppo.mini_batches,
+        "discount_factor": ppo.gamma,
+        "gae_lambda": ppo.lam,
+        "learning_rate": ppo.learning_rate,
+        "learning_rate_scheduler": scheduler,
+        "learning_rate_scheduler_kwargs": {"kl_threshold": ppo.desired_kl},
+        "grad_norm_clip": ppo.max_grad_norm,
+        "ratio_clip": ppo.clip,
+        "value_clip": ppo.clip,
+        "entropy_loss_scale": ppo.entropy_coef,
+        "value_loss_scale": ppo.value_loss_coef,
+        # The worker reports and checkpoints; skrl's own writers stay off.
+        "experiment": {"directory": directory, "write_interval": 0, "checkpoint_interval": 0},
+    }
+
+
+def skrl_network(ppo: PPOSettings) -> list[dict[str, Any]]:
+    """skrl model-instantiator network spec for the hidden layers of :class:`PPOSettings`."""
+    return [{"name": "net", "input": "OBSERVATIONS", "layers": ppo.hidden_dims, "activations": "elu"}]

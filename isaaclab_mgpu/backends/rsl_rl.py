@@ -1,0 +1,182 @@
+"""rsl-rl PPO (``OnPolicyRunner``) on gloo CPU ranks as well as NCCL GPU ranks.
+
+Upstream ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5) insists on ``cuda:{LOCAL_RANK}``
+and hard-codes ``init_process_group("nccl")`` plus ``torch.cuda.set_device``. :class:`MgpuRunner`
+overrides only that method: same fields (``gpu_world_size``, ``gpu_local_rank``,
+``gpu_global_rank``, ``is_distributed``, ``cfg["multi_gpu"]``), but the process group follows the
+rank's device (gloo on CPU, NCCL on CUDA) and the rank comes from the worker's context rather than
+a second read of the environment. Everything else (parameter broadcast, bucketed gradient
+all-reduce, KL all-reduce) is rsl-rl's own and backend-neutral.
+
+The worker drives iterations itself through the algorithm's public steps (``act``,
+``process_env_step``, ``compute_returns``, ``update``), so it can report, checkpoint and stop
+between any two iterations; ``OnPolicyRunner.learn`` would run them all in one call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from rsl_rl.env import VecEnv
+from rsl_rl.runners import OnPolicyRunner
+from tensordict import TensorDict
+
+from ..tasks import VecTask
+from ..worker.rank import RankContext, init_torch_group
+from .base import PPOSettings, checksum
+
+#: The values Isaac Lab's rsl-rl ``train.py`` sets; ``train_in_process`` restores them afterwards.
+TORCH_FLAGS = {
+    "cuda.matmul.allow_tf32": True,
+    "cudnn.allow_tf32": True,
+    "cudnn.deterministic": False,
+    "cudnn.benchmark": False,
+}
+
+
+def set_torch_flags() -> None:
+    """Apply :data:`TORCH_FLAGS` (TF32 on, cuDNN non-deterministic, no autotuning)."""
+    torch.backends.cuda.matmul.allow_tf32 = TORCH_FLAGS["cuda.matmul.allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = TORCH_FLAGS["cudnn.allow_tf32"]
+    torch.backends.cudnn.deterministic = TORCH_FLAGS["cudnn.deterministic"]
+    torch.backends.cudnn.benchmark = TORCH_FLAGS["cudnn.benchmark"]
+
+
+class TaskVecEnv(VecEnv):
+    """An embedded :class:`VecTask` seen through rsl-rl's ``VecEnv`` interface."""
+
+    def __init__(self, task: VecTask) -> None:
+        self.task = task
+        self.num_envs = task.num_envs
+        self.num_actions = task.num_actions
+        self.max_episode_length = task.max_episode_length
+        self.device = task.device
+        self.cfg = {"task": task.name}
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:  # type: ignore[override]
+        return self.task.episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self.task.episode_length_buf = value
+
+    def get_observations(self) -> TensorDict:
+        return TensorDict({"policy": self.task.obs}, batch_size=[self.num_envs])
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        obs, reward, terminated, truncated, info = self.task.step(actions)
+        dones = (terminated | truncated).long()
+        return (
+            TensorDict({"policy": obs}, batch_size=[self.num_envs]),
+            reward,
+            dones,
+            {"time_outs": info["time_outs"], "log": {}},
+        )
+
+
+class MgpuRunner(OnPolicyRunner):
+    """``OnPolicyRunner`` whose multi-GPU set-up also accepts CPU ranks (gloo)."""
+
+    def __init__(self, env: VecEnv, train_cfg: dict, ctx: RankContext) -> None:
+        self.ctx = ctx
+        super().__init__(env, train_cfg, log_dir=None, device=ctx.device)
+
+    def _configure_multi_gpu(self) -> None:
+        """Upstream's fields, but gloo on CPU / NCCL on CUDA, and the rank from the worker."""
+        ctx = self.ctx
+        self.gpu_world_size = ctx.world_size
+        self.is_distributed = ctx.distributed
+        self.gpu_local_rank = ctx.local_rank if ctx.distributed else 0
+        self.gpu_global_rank = ctx.rank if ctx.distributed else 0
+        if not self.is_distributed:
+            self.cfg["multi_gpu"] = None
+            return
+        self.cfg["multi_gpu"] = {
+            "global_rank": self.gpu_global_rank,
+            "local_rank": self.gpu_local_rank,
+            "world_size": self.gpu_world_size,
+        }
+        if ctx.is_cuda and self.device != f"cuda:{self.gpu_local_rank}":
+            raise ValueError(f"device {self.device!r} does not match local rank {self.gpu_local_rank}")
+        init_torch_group(ctx)
+
+
+def train_cfg(ppo: PPOSettings) -> dict[str, Any]:
+    """rsl-rl 5.5's runner configuration for :class:`PPOSettings`."""
+    mlp = {"class_name": "MLPModel", "hidden_dims": ppo.hidden_dims, "activation": "elu"}
+    return {
+        "num_steps_per_env": ppo.rollout,
+        "save_interval": 0,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "check_for_nan": True,
+        "actor": {
+            **mlp,
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": ppo.init_std},
+        },
+        "critic": dict(mlp),
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": ppo.epochs,
+            "num_mini_batches": ppo.mini_batches,
+            "clip_param": ppo.clip,
+            "gamma": ppo.gamma,
+            "lam": ppo.lam,
+            "value_loss_coef": ppo.value_loss_coef,
+            "entropy_coef": ppo.entropy_coef,
+            "learning_rate": ppo.learning_rate,
+            "max_grad_norm": ppo.max_grad_norm,
+            "use_clipped_value_loss": True,
+            "schedule": "adaptive",
+            "desired_kl": ppo.desired_kl,
+        },
+    }
+
+
+class RslRlTrainer:
+    """One rank of rsl-rl PPO (see the module docstring)."""
+
+    comm_kind = "torch"
+
+    def __init__(
+        self, env: Any, ppo: PPOSettings, ctx: RankContext, cfg: dict[str, Any] | None = None
+    ) -> None:
+        self.env = env if isinstance(env, VecEnv) else TaskVecEnv(env)
+        self.runner = MgpuRunner(self.env, cfg or train_cfg(ppo), ctx)
+        self.alg = self.runner.alg
+        self.rollout = int(self.runner.cfg["num_steps_per_env"])
+        self.steps_per_iteration = self.env.num_envs * self.rollout
+        self.alg.train_mode()
+        self.obs = self.env.get_observations().to(ctx.device)
+
+    def sync(self) -> None:
+        """Broadcast rank 0's parameters (rsl-rl's own ``broadcast_parameters``)."""
+        if self.runner.is_distributed:
+            self.alg.broadcast_parameters()
+
+    def iterate(self) -> None:
+        alg, env, device = self.alg, self.env, self.runner.device
+        obs = self.obs
+        with torch.inference_mode():
+            for _ in range(self.rollout):
+                actions = alg.act(obs)
+                obs, rewards, dones, extras = env.step(actions.to(env.device))
+                obs, rewards, dones = obs.to(device), rewards.to(device), dones.to(device)
+                alg.process_env_step(obs, rewards, dones, extras)
+            alg.compute_returns(obs)
+        alg.update()
+        self.obs = obs
+
+    def checksum(self) -> str:
+        saved = self.alg.save()
+        tensors = [
+            saved[k][name] for k in ("actor_state_dict", "critic_state_dict") for name in sorted(saved[k])
+        ]
+        return checksum(t.detach().float().cpu().numpy() for t in tensors)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.alg.save()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.alg.load(state, None, strict=True)

@@ -1,0 +1,268 @@
+"""One rank's training run: set up, iterate, checkpoint, report. Shared by the process entry point
+and :func:`isaaclab_mgpu.train_in_process`.
+
+Order of set-up: rank context (device, seed) → run folder → seeds → torch flags (rsl-rl) → process
+group (torch back-ends) → environments → trainer (its constructor or ``sync`` broadcasts rank 0's
+parameters) → optional resume → first checksum line. Then the loop: after each iteration every rank
+contributes its episode statistics and its stop flag to one small all-gather, so the mean reward is
+global and all ranks agree on stopping at the same iteration boundary (a rank stopping alone would
+leave the others waiting in a collective). A SIGINT/SIGTERM handler only records the request.
+
+Rank 0 writes ``model_<N>.pt`` every ``--save_interval`` iterations, at the end and when stopped,
+then ``summary.json``. An interrupted run returns 130 on every rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import EXIT_INTERRUPTED, UsageError
+from ..report.training import TrainingConsole
+from . import checkpoint
+from .args import WorkerArgs
+from .rank import (
+    Comm,
+    RankContext,
+    checksum_words,
+    init_torch_group,
+    leave_torch_group,
+    rank_context,
+    rank_folder,
+    run_folder,
+    run_stamp,
+    words_checksum,
+)
+
+
+class StopRequest:
+    """Set by SIGINT/SIGTERM; read between iterations."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.signal = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[StopRequest]:
+    """Record SIGINT/SIGTERM while the block runs (main thread only); restore the old handlers."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    old = {s: signal.signal(s, request) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield request
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _seed(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _make_env(args: WorkerArgs, num_envs: int, ctx: RankContext) -> Any:
+    from .. import tasks
+
+    if tasks.is_embedded(args.task):
+        try:
+            return tasks.make(args.task, num_envs, ctx.device, ctx.seed, args.overrides_for("env"))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    from ..tasks import isaaclab
+
+    return isaaclab.make(args, num_envs, ctx)
+
+
+def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
+    """Train one rank as ``args`` asks; return its exit code (0, or 130 when stopped)."""
+    import torch
+
+    from .. import backends
+
+    env_vars = os.environ if environ is None else environ
+    cuda = torch.cuda.is_available()
+    ctx = rank_context(args, env_vars, cuda)
+    if ctx.is_cuda and not cuda:
+        raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
+    console = TrainingConsole(ctx.rank)
+    run_dir = run_folder(args, run_stamp(env_vars))
+    my_dir = rank_folder(run_dir, ctx.rank)
+    my_dir.mkdir(parents=True, exist_ok=True)
+
+    defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
+    try:
+        ppo = backends.settings_with(defaults.ppo, args.overrides_for("agent"))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    num_envs = args.num_envs or defaults.num_envs
+    iterations = args.max_iterations or defaults.max_iterations
+
+    _seed(ctx.seed)
+    if args.rl_library == "rsl_rl":
+        from ..backends.rsl_rl import set_torch_flags
+
+        set_torch_flags()
+    jax = args.rl_library == "skrl" and args.ml_framework == "jax"
+    own_group = ctx.distributed and not jax and init_torch_group(ctx)
+    code = _train(args, ctx, run_dir, my_dir, ppo, num_envs, iterations, console)
+    if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
+        leave_torch_group()
+    return code
+
+
+def _train(
+    args: WorkerArgs,
+    ctx: RankContext,
+    run_dir: Path,
+    my_dir: Path,
+    ppo: Any,
+    num_envs: int,
+    iterations: int,
+    console: TrainingConsole,
+) -> int:
+    from .. import backends
+
+    env = _make_env(args, num_envs, ctx)
+    trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir))
+    comm = Comm(ctx, trainer.comm_kind)
+
+    start = 0
+    resumed_from = None
+    if args.resume is not None:
+        path = checkpoint.find(args.resume, run_dir.parent, run_dir)
+        data = checkpoint.load(path)
+        if (data["library"], data["framework"], data["task"]) != (
+            args.rl_library,
+            args.ml_framework,
+            args.task,
+        ):
+            raise UsageError(
+                f"--resume {path}: written by {data['library']}/{data['framework']} on {data['task']}, "
+                f"not {args.rl_library}/{args.ml_framework} on {args.task}"
+            )
+        trainer.load_state_dict(data["state"])
+        start, resumed_from = int(data["iteration"]), str(path)
+        console.note(f"resumed from {path} at iteration {start}")
+    trainer.sync()
+    start_sums = _gather_checksums(comm, trainer.checksum(), console, "after initial broadcast")
+
+    total = start + iterations
+    rewards: list[float | None] = []
+    done = start
+    last_saved: Path | None = None
+    interrupted = False
+    steps_local = 0
+    with stop_on_signals() as stop:
+        console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total)
+        t0 = time.perf_counter()
+        for it in range(start, total):
+            t_it = time.perf_counter()
+            trainer.iterate()
+            steps_local += trainer.steps_per_iteration
+            stats = env.pop_stats() if hasattr(env, "pop_stats") else None
+            row = [float(stop.signal is not None)]
+            row += [stats.return_sum, stats.episodes] if stats is not None else [0.0, 0.0]
+            g = comm.gather(np.array(row, dtype=np.float64 if comm.kind != "jax" else np.float32))
+            done = it + 1
+            episodes = float(g[:, 2].sum())
+            reward = float(g[:, 1].sum() / episodes) if episodes else None
+            rewards.append(reward)
+            seconds = time.perf_counter() - t_it
+            console.iteration(
+                done, total, reward, trainer.steps_per_iteration * ctx.world_size / seconds, seconds
+            )
+            if g[:, 0].max() > 0:
+                interrupted = True
+                break
+            if ctx.rank == 0 and args.save_interval and done % args.save_interval == 0:
+                last_saved = _save(trainer, args, run_dir, done, console)
+        train_time = time.perf_counter() - t0
+        console.stop()
+
+    end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
+    rates = comm.gather(np.array([steps_local / train_time if train_time > 0 else 0.0], dtype=np.float32))
+    if ctx.rank == 0 and (last_saved is None or last_saved.name != f"model_{done}.pt"):
+        last_saved = _save(trainer, args, run_dir, done, console)
+    code = EXIT_INTERRUPTED if interrupted else 0
+    if ctx.rank == 0:
+        measured = [r for r in rewards if r is not None]
+        summary = {
+            "world_size": ctx.world_size,
+            "backend": args.rl_library,
+            "framework": args.ml_framework,
+            "device": "cuda" if ctx.is_cuda else "cpu",
+            "task": args.task,
+            "num_envs_per_rank": num_envs,
+            "seed": args.seed,
+            "start_iteration": start,
+            "end_iteration": done,
+            "iterations": done - start,
+            "train_time_s": round(train_time, 4),
+            "s_per_iteration": round(train_time / max(done - start, 1), 4),
+            "env_steps_per_s": {
+                "total": float(rates[:, 0].sum()),
+                "per_rank": [float(v) for v in rates[:, 0]],
+            },
+            "first_mean_reward": measured[0] if measured else None,
+            "last_mean_reward": measured[-1] if measured else None,
+            "mean_rewards": rewards,
+            "checksums": {"start": start_sums, "end": end_sums},
+            "checksums_equal": len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
+            "checkpoint": str(last_saved) if last_saved else None,
+            "resumed_from": resumed_from,
+            "run_dir": str(run_dir),
+            "interrupted": interrupted,
+            "exit_status": code,
+        }
+        path = run_dir / "summary.json"
+        _write_json(path, summary)
+        console.summary(summary, str(path))
+    return code
+
+
+def _gather_checksums(comm: Comm, digest: str, console: TrainingConsole, when: str) -> list[str]:
+    console.synced(when, digest)
+    words = comm.gather(checksum_words(digest))
+    sums = [words_checksum(row) for row in words]
+    if len(set(sums)) > 1:
+        console.note(f"warning: parameter checksums differ across ranks ({when}): {sums}")
+    return sums
+
+
+def _save(trainer: Any, args: WorkerArgs, run_dir: Path, iteration: int, console: TrainingConsole) -> Path:
+    path = checkpoint.save(
+        run_dir / f"model_{iteration}.pt",
+        {
+            "iteration": iteration,
+            "library": args.rl_library,
+            "framework": args.ml_framework,
+            "task": args.task,
+            "state": trainer.state_dict(),
+        },
+    )
+    console.checkpoint(str(path))
+    return path
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,107 @@
+"""Real 2-rank CPU training under ``mgpu train`` for every back-end: learning, sync, summary, resume."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psutil
+import pytest
+from training_helpers import SUMMARY_KEYS, finish, run, start, summary
+
+# Per back-end: iterations that learn cartpole within seconds on 2 CPU ranks of 64 environments.
+LEARN_ITERATIONS = {"rsl_rl": 8, "skrl_torch": 8, "skrl_jax": 8}
+
+
+def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved=None) -> None:
+    assert set(s) >= SUMMARY_KEYS, SUMMARY_KEYS - set(s)
+    assert s["world_size"] == 2
+    assert s["backend"] == ("rsl_rl" if backend == "rsl_rl" else "skrl")
+    assert s["framework"] == ("jax" if backend == "skrl_jax" else "torch")
+    assert (s["device"], s["task"], s["iterations"], s["exit_status"]) == ("cpu", task, iterations, 0)
+    assert len(s["env_steps_per_s"]["per_rank"]) == 2 and s["env_steps_per_s"]["total"] > 0
+    start_sums, end_sums = s["checksums"]["start"], s["checksums"]["end"]
+    assert len(start_sums) == 2 and len(set(start_sums)) == 1, start_sums
+    assert len(set(end_sums)) == 1 and end_sums != start_sums, end_sums
+    assert s["checksums_equal"] is True
+    # Rank 0 owns the run folder; rank 1 writes only inside rank_1/.
+    names = {p.name for p in run_dir.iterdir()}
+    models = {f"model_{i}.pt" for i in (saved or [iterations])}
+    assert names == {"summary.json", "rank_1", *models}, names
+
+
+@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
+def test_two_ranks_learn_cartpole_and_run_pendulum(backend, tmp_path):
+    n = LEARN_ITERATIONS[backend]
+    code, out = run(backend, tmp_path, "--num_envs", "64", "--max_iterations", str(n), "--run_name", "learn")
+    assert code == 0, out[-3000:]
+    s, run_dir = summary(tmp_path, backend, "learn")
+    _check_run(s, run_dir, backend, "cartpole", n)
+    first, last = s["first_mean_reward"], s["last_mean_reward"]
+    print(f"{backend}: cartpole reward {first:.2f} -> {last:.2f}, {s['s_per_iteration']:.3f} s/it")
+    assert last > 1.8 * first, s["mean_rewards"]
+    assert "parameters synchronised" in out and "env-steps/s" in out
+
+    pendulum = ("--task", "pendulum", "--num_envs", "32", "--max_iterations", "2", "--save_interval", "1")
+    code, out = run(backend, tmp_path, *pendulum, "--run_name", "pend")
+    assert code == 0, out[-3000:]
+    s, run_dir = summary(tmp_path, backend, "pend")
+    _check_run(s, run_dir, backend, "pendulum", 2, saved=[1, 2])
+
+
+def _ranks(procs) -> list[psutil.Process]:
+    found = []
+    for p in procs:
+        proc = psutil.Process(p.pid)
+        for child in [proc, *proc.children(recursive=True)]:
+            try:
+                if "isaaclab_mgpu.worker" in " ".join(child.cmdline()):
+                    found.append(child)
+            except psutil.NoSuchProcess:
+                pass
+    return found
+
+
+def _launcher(procs) -> list[psutil.Process]:
+    """Who gets Ctrl-C: torchrun (it forwards the signal to its workers), or the ranks themselves."""
+    for p in procs:
+        for child in psutil.Process(p.pid).children(recursive=True):
+            if "torch.distributed.run" in " ".join(child.cmdline()):
+                return [child]
+    return _ranks(procs)
+
+
+@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
+def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
+    procs = start(backend, tmp_path, "--num_envs", "32", "--max_iterations", "500", "--run_name", "stop")
+    out_lines = []
+    reader = procs[0].stdout
+    deadline = time.monotonic() + 240
+    for line in reader:  # wait until training is really under way
+        out_lines.append(line)
+        if "iteration 2/" in line or time.monotonic() > deadline:
+            break
+    for proc in _launcher(procs):
+        proc.send_signal(signal.SIGINT)
+    rest_codes, rest = finish(procs)
+    out = "".join(out_lines) + rest
+    s, run_dir = summary(tmp_path, backend, "stop")
+    assert s["interrupted"] is True and s["exit_status"] == 130, out[-3000:]
+    stopped = s["end_iteration"]
+    assert 2 <= stopped < 500
+    assert (run_dir / f"model_{stopped}.pt").is_file()
+    assert not list(run_dir.glob(".*tmp*")), "temporary checkpoint left behind"
+    assert len(set(s["checksums"]["end"])) == 1
+    if len(procs) > 1:  # the JAX stand-in: each rank's own status
+        assert rest_codes == [130, 130], out[-3000:]
+    else:
+        assert rest_codes[0] != 0
+
+    code, out = run(
+        backend, tmp_path, "--num_envs", "32", "--max_iterations", "2", "--resume", "--run_name", "more"
+    )
+    assert code == 0, out[-3000:]
+    s2, _ = summary(tmp_path, backend, "more")
+    assert (s2["start_iteration"], s2["end_iteration"], s2["iterations"]) == (stopped, stopped + 2, 2)
+    assert s2["resumed_from"].endswith(f"model_{stopped}.pt")
+    assert len(set(s2["checksums"]["start"])) == 1 and len(set(s2["checksums"]["end"])) == 1
