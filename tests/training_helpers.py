@@ -1,22 +1,13 @@
-"""Helpers for the training tests: run ``mgpu train`` (or a skrl-JAX stand-in) in a temporary folder.
-
-Until ``isaaclab_mgpu.jaxrun`` lands, :func:`spawn_jax_ranks` starts the JAX ranks itself with the
-environment contract jaxrun will provide (``JAX_*`` plus torch-style rank variables and one
-``MGPU_RUN_STAMP``); once jaxrun exists the tests go through ``mgpu train`` like the others.
-"""
+"""Helpers for the training tests: run ``mgpu train`` with two CPU ranks in a temporary folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-HAVE_JAXRUN = importlib.util.find_spec("isaaclab_mgpu.jaxrun") is not None
 SUMMARY_KEYS = {
     "world_size",
     "backend",
@@ -57,76 +48,20 @@ def child_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def train_argv(backend: str, *args: str) -> list[str]:
-    """``mgpu train`` with two CPU ranks, or the JAX stand-in's rank argv."""
-    return [*BACKENDS[backend], *args]
-
-
-def start(backend: str, cwd: Path, *args: str) -> list[subprocess.Popen]:
-    """Start a 2-rank CPU run; one Popen (mgpu) or, for JAX without jaxrun, one per rank."""
-    env = child_env(cwd)
-    if backend == "skrl_jax" and not HAVE_JAXRUN:
-        return spawn_jax_ranks(cwd, env, [*BACKENDS[backend], "--device", "cpu", *args, "--distributed"])
+def start(backend: str, cwd: Path, *args: str) -> subprocess.Popen:
+    """Start ``mgpu train`` with 2 CPU ranks of ``backend``; output merged on stdout."""
     argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]
     argv += [*BACKENDS[backend], *args]
-    return [
-        subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ]
-
-
-def spawn_jax_ranks(
-    cwd: Path, env: dict[str, str], worker_args: list[str], n: int = 2
-) -> list[subprocess.Popen]:
-    """Stand-in for jaxrun: start ``n`` local JAX ranks with skrl's environment contract."""
-    port = free_port()
-    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
-    procs = []
-    for r in range(n):
-        rank_env = dict(env)
-        rank_env.update(
-            JAX_LOCAL_RANK=str(r),
-            JAX_RANK=str(r),
-            JAX_WORLD_SIZE=str(n),
-            JAX_COORDINATOR_ADDR="127.0.0.1",
-            JAX_COORDINATOR_PORT=str(port),
-            RANK=str(r),
-            LOCAL_RANK=str(r),
-            WORLD_SIZE=str(n),
-            LOCAL_WORLD_SIZE=str(n),
-            MGPU_RUN_STAMP=stamp,
-        )
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "isaaclab_mgpu.worker", *worker_args],
-                cwd=cwd,
-                env=rank_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
-    return procs
-
-
-def finish(procs: list[subprocess.Popen], timeout: float = 240) -> tuple[list[int], str]:
-    """Wait for every process; return exit codes and rank 0's (or mgpu's) output."""
-    outputs = []
-    for p in procs:
-        out, _ = p.communicate(timeout=timeout)
-        outputs.append(out)
-    return [p.returncode for p in procs], outputs[0]
+    return subprocess.Popen(
+        argv, cwd=cwd, env=child_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def run(backend: str, cwd: Path, *args: str, timeout: float = 240) -> tuple[int, str]:
-    """Run to completion; return the worst exit code and the console output."""
-    codes, out = finish(start(backend, cwd, *args), timeout)
-    return max(codes, key=abs), out
+    """Run to completion; return mgpu's exit code and the console output."""
+    proc = start(backend, cwd, *args)
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
 
 
 def summary(cwd: Path, backend: str, run_name: str) -> tuple[dict, Path]:
