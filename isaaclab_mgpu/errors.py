@@ -8,9 +8,11 @@ Exit codes (also in ``docs/commands.md``):
 
 =====  ==============================================================
 0      success
-1      ``check-env`` found a failing check; ``probe-nccl`` saw an error
+1      ``check-env`` found a failing check; ``probe-nccl``: a launch failed (error)
 2      bad input: nothing was spawned
-3..    a worker failed: the failing rank's own exit code
+3..    ``train``: a worker failed: the failing rank's own exit code
+3      ``probe-nccl``: an all-reduce gave a wrong result (and nothing hung)
+4      ``probe-nccl``: a launch hung (timed out); the worst outcome of a sweep wins
 128+N  a rank died of signal N
 130    interrupted (Ctrl-C / SIGTERM) and everything shut down in time
 137    interrupted, and survivors had to be SIGKILLed after the grace period
@@ -22,6 +24,12 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED_CHECK = 1
 EXIT_USAGE = 2
+#: probe-nccl: a launch failed to run (a rank crashed, init failed).
+EXIT_PROBE_ERROR = 1
+#: probe-nccl: an all-reduce returned wrong elements.
+EXIT_PROBE_WRONG = 3
+#: probe-nccl: a launch hung past --timeout.
+EXIT_PROBE_HANG = 4
 EXIT_INTERRUPTED = 130
 EXIT_KILLED_AFTER_GRACE = 137
 
