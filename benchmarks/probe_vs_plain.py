@@ -1,8 +1,9 @@
 """probe-nccl's busbw next to a plain torch.distributed all-reduce loop, same sizes, same run.
 
-``uv run python benchmarks/probe_vs_plain.py [--rounds 2] [--sizes 8:1M] [--iters 50]``: each
+``uv run python benchmarks/probe_vs_plain.py [--rounds 3] [--sizes 8:1M] [--iters 50]``: each
 round runs ``mgpu probe-nccl --device cpu --world-size 2`` and then the plain loop
-(``plain_allreduce.py``) with 2 gloo ranks, and prints busbw = bytes/time · 2(n−1)/n for both.
+(``plain_allreduce.py``) with 2 gloo ranks; it prints the median busbw = bytes/time · 2(n−1)/n of
+both per size.
 Also prints the hang-report time: a rank is SIGSTOPped in the timed loop and the script measures
 how long after that ``probe-nccl`` exits with its hang report (``--hang-timeout`` seconds).
 """
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import geometric_mean, median
 
 from isaaclab_mgpu.probe import channel
 from isaaclab_mgpu.probe.config import parse_sizes
@@ -61,7 +63,7 @@ def hang_time(timeout: float, log_dir: str) -> tuple[float, float, str]:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--sizes", default="8:1M")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--warmup", type=int, default=5)
@@ -69,16 +71,24 @@ def main() -> None:
     args = p.parse_args()
     sizes = parse_sizes(args.sizes)
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.rounds):
-            world = probe(args.sizes, args.iters, args.warmup, tmp)
-            base = {row["bytes"]: row["time_s"] for row in plain(sizes, args.iters, args.warmup, tmp)}
-            print(f"round {r + 1}: 2 gloo ranks, {args.iters} iters, busbw GB/s")
-            head = ("size (B)", "probe in-place", "probe out-of-place", "plain loop", "ratio")
-            print(" ".join(f"{h:>{w}}" for h, w in zip(head, (10, 15, 19, 11, 6), strict=True)))
-            for row in world["sizes"]:
-                plain_bw = bandwidths(row["bytes"], base[row["bytes"]], 2)[1]
-                ip, oop = row["in_place"]["busbw"], row["out_of_place"]["busbw"]
-                print(f"{row['bytes']:>10} {ip:>15.4f} {oop:>19.4f} {plain_bw:>11.4f} {ip / plain_bw:>6.2f}")
+        ip: dict[int, list[float]] = {s: [] for s in sizes}
+        oop: dict[int, list[float]] = {s: [] for s in sizes}
+        base: dict[int, list[float]] = {s: [] for s in sizes}
+        for _ in range(args.rounds):  # interleaved, so both see the same machine load
+            for row in probe(args.sizes, args.iters, args.warmup, tmp)["sizes"]:
+                ip[row["bytes"]].append(row["in_place"]["busbw"])
+                oop[row["bytes"]].append(row["out_of_place"]["busbw"])
+            for row in plain(sizes, args.iters, args.warmup, tmp):
+                base[row["bytes"]].append(bandwidths(row["bytes"], row["time_s"], 2)[1])
+        print(f"2 gloo ranks, {args.iters} iters, median busbw (GB/s) over {args.rounds} interleaved rounds")
+        head = ("size (B)", "probe in-place", "probe out-of-place", "plain loop", "in-place/plain")
+        print(" ".join(f"{h:>{w}}" for h, w in zip(head, (10, 15, 19, 11, 15), strict=True)))
+        ratios = []
+        for s in sizes:
+            a, b, c = median(ip[s]), median(oop[s]), median(base[s])
+            ratios.append(a / c)
+            print(f"{s:>10} {a:>15.4f} {b:>19.4f} {c:>11.4f} {a / c:>15.2f}")
+        print(f"geometric mean of in-place/plain over sizes: {geometric_mean(ratios):.2f}")
         after_stop, overhead, status = hang_time(args.hang_timeout, tmp)
         print(
             f"hang: status {status}; reported {after_stop:.1f} s after SIGSTOP "

@@ -217,6 +217,17 @@ def test_verdict_hang_on_nccl_suggests_the_search():
     assert "--try-workarounds" in text and "NCCL_P2P_DISABLE=1" in text
 
 
+def test_verdict_points_at_a_stopped_rank():
+    hung = (
+        HungRank(0, "collective 0 at 8 B (in-place, timed)", "sleeping"),
+        HungRank(1, "collective 0 at 8 B (in-place, timed)", "stopped"),
+    )
+    s = ProbeSummary("gloo", "cpu", "/tmp", (_world(2, "hang", hung=hung),))
+    assert verdict(s).startswith(
+        "hang at world size 2 — communication problem: rank 1 was stopped (SIGSTOP or a debugger)"
+    )
+
+
 def test_verdict_names_a_confirmed_fix():
     search = find_workarounds(StandIn(fix=B), [A, B])
     s = ProbeSummary("nccl", "cuda", "/tmp", (_world(2, "hang"),), search_label="world size 2", search=search)

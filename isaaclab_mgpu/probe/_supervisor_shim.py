@@ -24,6 +24,9 @@ import psutil
 
 from ..build import Command
 
+#: How often ``wait`` records the process tree.
+TRACK_EVERY_S = 0.5
+
 
 @dataclass(frozen=True)
 class SuperviseOptions:
@@ -73,6 +76,7 @@ class Supervisor:
         self._tree: dict[int, psutil.Process] = {}
         self._stopped = False
         self._killed = False
+        self._tracked_at = 0.0
 
     def start(self) -> None:
         """Spawn the launcher in a new session and start tracking its tree."""
@@ -91,7 +95,8 @@ class Supervisor:
         assert self._proc is not None, "start() first"
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._track()
+            if time.monotonic() - self._tracked_at >= TRACK_EVERY_S:
+                self._track()  # a scan of /proc: not on every 50 ms poll
             if self._proc.poll() is not None:
                 return self._finish()
             if deadline is not None and time.monotonic() >= deadline:
@@ -138,6 +143,7 @@ class Supervisor:
     def _track(self) -> None:
         if self._proc is None:
             return
+        self._tracked_at = time.monotonic()
         try:
             root = psutil.Process(self._proc.pid)
             found = [root, *root.children(recursive=True)]

@@ -425,6 +425,8 @@ def _position(beats: Mapping[int, channel.Heartbeat], ranks: tuple[int, ...]) ->
     if len(mine) < len(ranks):
         return "starting ranks"
     lag = min(mine, key=lambda b: b.progress())
+    if lag.stage == "done":
+        return "every rank done; the launcher is exiting"
     return f"rank {lag.rank}: {lag.describe()}"
 
 

@@ -119,6 +119,7 @@ def probe(args: argparse.Namespace, me: Rank) -> int:
     else:
         dist.init_process_group("gloo")
     me.results["init_s"] = time.perf_counter() - start
+    me.save()
 
     me.beat("barrier")
     start = time.perf_counter()

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 #: Innermost stack lines shown per hung rank (the whole stack is in its file).
 STACK_LINES = 8
+#: Console width the results table is laid out for.
+TABLE_WIDTH = 120
 
 
 class ProbeDisplay:
@@ -125,6 +127,16 @@ def _where(bad: list[WorldResult]) -> str:
 
 
 def _advice(s: ProbeSummary, first: WorldResult) -> str:
+    stopped = [str(h.rank) for h in first.hung if h.state == "stopped"]
+    if stopped:
+        who = ("rank " if len(stopped) == 1 else "ranks ") + ",".join(stopped)
+        was = "was" if len(stopped) == 1 else "were"
+        why = f"{who} {was} stopped (SIGSTOP or a debugger) and the others waited for it; "
+        return why + _fixes(s, first)
+    return _fixes(s, first)
+
+
+def _fixes(s: ProbeSummary, first: WorldResult) -> str:
     if s.backend != "nccl":
         return (
             "try GLOO_SOCKET_IFNAME=<interface> (the network ranks use), check firewalls, and that no "
@@ -155,14 +167,16 @@ def show(s: ProbeSummary, *, as_json: bool) -> None:
         return
     from rich.console import Console
 
-    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 150, highlight=False)
+    # The table needs about 110 columns; never squeeze it into a narrow terminal (it would elide digits).
+    width = max(Console(file=sys.stdout).width, TABLE_WIDTH) if sys.stdout.isatty() else TABLE_WIDTH
+    console = Console(file=sys.stdout, width=width, highlight=False)
     for result in (*s.world, *s.pairs):
         _show_launch(console, result)
     if s.search is not None:
         _show_search(console, s)
     if s.saved:
         console.print(f"saved workaround {s.saved} for this machine in {s.store}")
-    console.print(verdict(s), markup=False)
+    console.print(verdict(s), markup=False, soft_wrap=True)
 
 
 def _show_launch(console: Any, r: WorldResult) -> None:
@@ -177,15 +191,15 @@ def _show_launch(console: Any, r: WorldResult) -> None:
     head += f" · {r.elapsed_s:.1f} s in all"
     if r.env:
         head += f" · {_env_text(r.env)}"
-    console.print(head, style="bold", markup=False)
+    console.print(head, style="bold", markup=False, soft_wrap=True)
     if r.sizes:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        for name in ("size (B)", "count", "type"):
-            table.add_column(name, justify="right")
+        for name in ("\nsize\n(B)", "\ncount\n(elements)", "\ntype\n"):
+            table.add_column(name, justify="right", no_wrap=True)
         for mode in ("out-of-place", "in-place"):
-            for i, name in enumerate(("time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong")):
-                # Rich has no spanning headers: name the mode above its first column only.
-                table.add_column(f"{mode if i == 0 else ''}\n{name}", justify="right")
+            # Rich has no spanning headers: the mode names its group's first column, as in nccl-tests.
+            for name in (f"{mode}\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"):
+                table.add_column(name, justify="right", no_wrap=True)
         for row in r.sizes:
             cells = [str(row.bytes), str(row.count), row.type]
             for m in (row.out_of_place, row.in_place):
@@ -202,16 +216,16 @@ def _show_launch(console: Any, r: WorldResult) -> None:
         state = f", {h.state}" if h.state else ""
         where = f" (pid {h.pid} on {h.host}{state})" if h.pid is not None else ""
         age = f", last heartbeat {h.since_s:.1f} s ago" if h.since_s is not None else ""
-        console.print(f"  rank {h.rank}{where} did not finish: {h.stage}{age}", markup=False)
+        console.print(f"  rank {h.rank}{where} did not finish: {h.stage}{age}", markup=False, soft_wrap=True)
         if h.stack:
             for line in _innermost(h.stack):
-                console.print(f"      {line}", markup=False)
-            console.print(f"      full stack: {h.stack_file}", markup=False)
+                console.print(f"      {line}", markup=False, soft_wrap=True)
+            console.print(f"      full stack: {h.stack_file}", markup=False, soft_wrap=True)
     if r.error:
-        console.print(f"  error: {r.error}", markup=False)
+        console.print(f"  error: {r.error}", markup=False, soft_wrap=True)
     if r.survivors:
         console.print(f"  [red]processes left after teardown: {r.survivors}[/]")
-    console.print(f"  files: {r.folder}", markup=False)
+    console.print(f"  files: {r.folder}", markup=False, soft_wrap=True)
 
 
 def _innermost(stack: str) -> list[str]:
