@@ -10,13 +10,18 @@ Exit codes (also in ``docs/commands.md``):
 0      success
 1      ``check-env`` found a failing check; ``probe-nccl``: a launch failed (error)
 2      bad input: nothing was spawned
-3..    ``train``: a worker failed: the failing rank's own exit code
+1, 3.. ``train``: a rank failed; the first failed rank's own exit code
 3      ``probe-nccl``: an all-reduce gave a wrong result (and nothing hung)
-4      ``probe-nccl``: a launch hung (timed out); the worst outcome of a sweep wins
-128+N  a rank died of signal N
-130    interrupted (Ctrl-C / SIGTERM) and everything shut down in time
-137    interrupted, and survivors had to be SIGKILLed after the grace period
+4      ``probe-nccl``: a launch hung past ``--timeout`` (the worst outcome of a sweep wins)
+124    ``train``: stopped, and some process had to be SIGKILLed after the grace period
+128+N  ``train``: the first failed rank died of signal N (139: SIGSEGV, 134: SIGABRT)
+130    ``train``: interrupted (Ctrl-C, SIGTERM, SIGHUP) and every process ended in time;
+       ``probe-nccl``: interrupted (the running launch was torn down)
 =====  ==============================================================
+
+124 is GNU ``timeout``'s "time ran out, the command was killed": no signal's 128+N, and unlike
+137 (128+SIGKILL) it cannot be confused with a rank that was itself killed by SIGKILL (e.g. by the
+kernel's OOM killer), which ``train`` reports as 137.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ EXIT_PROBE_WRONG = 3
 #: probe-nccl: a launch hung past --timeout.
 EXIT_PROBE_HANG = 4
 EXIT_INTERRUPTED = 130
-EXIT_KILLED_AFTER_GRACE = 137
+EXIT_KILLED_AFTER_GRACE = 124
 
 
 class MgpuError(Exception):

@@ -92,49 +92,71 @@ def test_a_wrong_result_is_detected(tmp_path):
     assert wrong == {4: (0, 0), 8: (0, 0), 16: (1, 1), 32: (1, 1), 64: (1, 1)}
 
 
-def test_a_stopped_rank_is_reported_as_a_hang_and_nothing_survives(tmp_path):
-    timeout = 15
+def _hang_run(tmp_path, timeout, act, grace=60):
+    """Run probe-nccl on 2 CPU ranks with a long message loop; call ``act(beat)`` once rank 1 is
+    in its timed loop. Returns (returncode, stdout, stderr, seconds from act to exit, every PID seen)."""
     argv = [sys.executable, "-m", "isaaclab_mgpu", "probe-nccl", "--device", "cpu", "--world-size", "2"]
     argv += ["--sizes", "256K", "--iters", "1000000", "--warmup", "0", "--timeout", str(timeout)]
     argv += ["--json", "--log_dir", str(tmp_path)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: dict[int, psutil.Process] = {}
-    stopped_pid, stopped_at = None, None
+    acted_at = None
     try:
         parent = psutil.Process(proc.pid)
-        deadline = time.monotonic() + timeout + 60
+        deadline = time.monotonic() + timeout + grace
         while proc.poll() is None and time.monotonic() < deadline:
             for p in parent.children(recursive=True):
                 seen.setdefault(p.pid, p)
-            if stopped_pid is None:
+            if acted_at is None:
                 beats = {}
                 for folder in tmp_path.glob("probe-*/ws2"):
                     beats = channel.read_heartbeats(folder)
                 beat = beats.get(1)
                 if beat is not None and beat.stage == "collective" and beat.phase == "timed":
-                    os.kill(beat.pid, signal.SIGSTOP)
-                    stopped_pid, stopped_at = beat.pid, time.monotonic()
+                    act(proc, beat)
+                    acted_at = time.monotonic()
             time.sleep(0.05)
         out, err = proc.communicate(timeout=30)
-        reported_after = time.monotonic() - stopped_at if stopped_at else None
+        after = time.monotonic() - acted_at if acted_at else None
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert stopped_pid is not None, f"rank 1 never reached the timed loop:\n{err}"
+    assert acted_at is not None, f"rank 1 never reached the timed loop:\n{err}"
+    return proc.returncode, out, err, after, seen
+
+
+def test_a_stopped_rank_is_reported_as_a_hang_and_nothing_survives(tmp_path):
+    timeout = 30  # counts from launch start: torchrun and `import torch` can take 15 s on a loaded box
+    stopped = []
+
+    def stop_rank(_proc, beat):
+        os.kill(beat.pid, signal.SIGSTOP)
+        stopped.append(beat.pid)
+
+    code, out, err, reported_after, seen = _hang_run(tmp_path, timeout, stop_rank)
     report = json.loads(out)
     (world,) = report["world_sizes"]
-    assert proc.returncode == 4 and world["status"] == "hang", err
+    assert code == 4 and world["status"] == "hang", err
     assert report["verdict"].startswith("hang at world size 2 — communication problem")
     hung = {h["rank"]: h for h in world["hung"]}
-    assert hung[1]["pid"] == stopped_pid
+    assert hung[1]["pid"] == stopped[0]
     assert hung[1]["state"] == "stopped"
     assert hung[1]["stage"].startswith("collective 0 at 256 KiB")
     assert hung[1]["stack"] and "measure" in hung[1]["stack"]  # faulthandler's dump of the rank
     # Reported once the timeout ran out, plus teardown: generous bound on a loaded 2-core box.
-    assert reported_after is not None and reported_after <= timeout + 15
-    survivors = [p.pid for p in seen.values() if _alive(p)]
-    assert survivors == [] and world["survivors"] == []
-    assert stopped_pid in seen
+    assert reported_after <= timeout + 15
+    assert stopped[0] in seen
+    assert [p.pid for p in seen.values() if _alive(p)] == [] and world["survivors"] == []
+
+
+def test_ctrl_c_stops_the_probe_with_130_and_nothing_survives(tmp_path):
+    code, out, err, after, seen = _hang_run(
+        tmp_path, 120, lambda proc, _beat: proc.send_signal(signal.SIGINT)
+    )
+    assert code == 130, err
+    assert "probe-nccl interrupted" in err and out == ""
+    assert after < 60
+    assert [p.pid for p in seen.values() if _alive(p)] == []
 
 
 def _alive(p):

@@ -70,15 +70,35 @@ def train_cmd(
         bool, typer.Option("--dry_run", "--dry-run", help="Print the command, start nothing.")
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="With --dry_run: print JSON.")] = False,
+    grace_period: Annotated[
+        float,
+        typer.Option(
+            "--grace_period",
+            "--grace-period",
+            metavar="SECONDS",
+            help="After Ctrl-C/SIGTERM: time for the launcher's own shutdown, then SIGTERM to all.",
+        ),
+    ] = 10.0,
+    kill_after: Annotated[
+        float,
+        typer.Option(
+            "--kill_after",
+            "--kill-after",
+            metavar="SECONDS",
+            help="Then SIGKILL whatever survives SIGTERM this long.",
+        ),
+    ] = 5.0,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
 ) -> int:
     """Launch training on N ranks per node and supervise the whole process tree."""
     from ..launch import plan, train
+    from ..supervise import SuperviseOptions
 
+    options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after)
     use_saved = not no_saved_workarounds
     if dry_run:
         return plan(spec, as_json=json, use_saved_workarounds=use_saved)
-    return train(spec, use_saved_workarounds=use_saved)
+    return train(spec, options, use_saved_workarounds=use_saved)
 
 
 app.command("probe-nccl", context_settings=PASSTHROUGH)(launch_command(probe_nccl_cmd))

@@ -42,15 +42,11 @@ from ..build import DEFAULT_LOG_DIR
 from ..errors import EnvironmentProblem, Interrupted, UsageError
 from ..resolve import Machine, probe_machine, visible_devices
 from ..spec import LaunchSpec
+from ..supervise import SuperviseOptions, Supervisor
 from . import channel
 from .bisect import Search, Trial, find_workarounds
 from .config import ProbeOptions, default_world_sizes
 from .results import ERROR, HANG, OK, HungRank, WorldResult, aggregate, exit_code, slowest
-
-try:
-    from ..supervise import SuperviseOptions, Supervisor
-except ImportError:  # TEMPORARY until branch `supervise` is merged; see _supervisor_shim.
-    from ._supervisor_shim import SuperviseOptions, Supervisor
 
 WORKER_MODULE = "isaaclab_mgpu.probe.worker"
 #: How often the parent looks at the launch and the heartbeats.
@@ -293,22 +289,22 @@ class Prober:
         start = time.monotonic()
         sup = Supervisor(cmd, TEARDOWN)
         hung: tuple[HungRank, ...] = ()
-        with _signals_recorded() as interrupted:
+        timed_out = False
+        with _signals_to(sup) as interrupted:
             sup.start()
-            while True:
-                outcome = sup.wait(timeout=POLL_S)
-                if outcome is not None:
-                    timed_out = False
-                    break
+            while (outcome := sup.wait(timeout=POLL_S)) is None:
                 if interrupted():
-                    sup.stop("probe-nccl interrupted")
-                    raise Interrupted("probe-nccl interrupted; every rank of the launch was stopped")
+                    continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
                 self.progress.update(launch.label, _position(channel.read_heartbeats(folder), ranks))
                 if time.monotonic() - start >= self.opts.timeout:
                     hung = diagnose_hang(sup, folder, ranks)
                     outcome = sup.stop(f"probe-nccl: {launch.label} timed out after {self.opts.timeout:g} s")
                     timed_out = True
                     break
+        if interrupted():
+            self.progress.end(_interrupted(launch, folder, time.monotonic() - start))
+            message = "probe-nccl interrupted; every rank of the launch was stopped"
+            raise Interrupted(message, exit_code=outcome.exit_code)
         result = self._result(launch, folder, ranks, env, outcome, timed_out, hung, time.monotonic() - start)
         self.progress.end(result)
         return result
@@ -432,10 +428,12 @@ def _position(beats: Mapping[int, channel.Heartbeat], ranks: tuple[int, ...]) ->
 
 def _error_text(outcome: Any, folder: Path) -> str:
     failure = outcome.failure
-    if failure is not None and failure.traceback:
-        lines = [line for line in failure.traceback.strip().splitlines() if line.strip()]
+    if failure is not None:
         where = f"rank {failure.rank}: " if failure.rank is not None else ""
-        return where + (lines[-1].strip() if lines else "failed")
+        for text in (failure.traceback, failure.stderr_tail):
+            lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+            if lines:
+                return where + lines[-1]
     message = _first_error_file(folder / "logs")
     if message:
         return message
@@ -465,18 +463,30 @@ def _first_error_file(logs: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def _signals_recorded() -> Iterator[Callable[[], bool]]:
-    """While inside, SIGINT/SIGTERM only set a flag the poll loop acts on (one shutdown path)."""
+def _signals_to(sup: Supervisor) -> Iterator[Callable[[], bool]]:
+    """While inside, SIGINT/SIGTERM/SIGHUP are recorded and handed to ``sup`` (one shutdown path)."""
     seen = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield seen.is_set
         return
-    previous = {s: signal.signal(s, lambda *_: seen.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def record(signum: int, _frame: object) -> None:
+        seen.set()
+        sup.interrupt(signum)
+
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    previous = {
+        s: signal.signal(s, record) for s in (getattr(signal, n) for n in names if hasattr(signal, n))
+    }
     try:
         yield seen.is_set
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _interrupted(launch: Launch, folder: Path, elapsed: float) -> WorldResult:
+    return WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
 
 
 def probe_nccl(

@@ -1,0 +1,75 @@
+"""Console messages of the supervisor: shutdown progress, the run's log folder, the root cause."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import note, warn
+
+if TYPE_CHECKING:
+    from ..supervise import RankFailure, RunResult
+
+
+def log_folder(path: str) -> None:
+    """Say where every rank's full output is written."""
+    note(f"per-rank logs: {path}")
+
+
+def stopping(reason: str, launcher: str, grace: float, kill_after: float) -> None:
+    """The one message after the first Ctrl-C/SIGTERM: what happens now and how to force it."""
+    note(
+        f"{reason}: asking {launcher} to stop the ranks; every remaining process gets "
+        f"SIGTERM in {grace:g} s and SIGKILL {kill_after:g} s later. Press Ctrl-C again to kill now."
+    )
+
+
+def stopping_after_failure(launcher: str, grace: float) -> None:
+    """A rank failed and the launcher is stopping its siblings."""
+    note(f"a rank failed; {launcher} is stopping the others (SIGTERM to what is left in {grace:g} s)")
+
+
+def forcing(count: int) -> None:
+    """Second interrupt: the tree is being killed."""
+    note(f"second interrupt: killing {count} process(es) now")
+
+
+def escalating(count: int, grace: float) -> None:
+    """The grace period is over and processes are still alive."""
+    note(f"{count} process(es) still running {grace:g} s after the stop request; sending SIGTERM")
+
+
+def killing(count: int) -> None:
+    """SIGTERM did not suffice."""
+    note(f"{count} process(es) ignored SIGTERM; sending SIGKILL")
+
+
+def stragglers(count: int, launcher: str) -> None:
+    """Processes outlived the launcher (orphaned grandchildren, setsid escapees)."""
+    note(f"{count} process(es) outlived {launcher}; stopping them")
+
+
+def failure(f: RankFailure) -> None:
+    """Name the first failed rank with the tail of its traceback or stderr."""
+    what = f"signal {f.signal}" if f.signal else f"exit code {f.exit_code}"
+    rank = "rank ?" if f.rank is None else f"rank {f.rank}"
+    local = "" if f.local_rank is None else f" (local rank {f.local_rank})"
+    host = f" on {f.host}" if f.host else ""
+    note(f"root cause: {rank}{local}{host} failed with {what}")
+    body = f.traceback or f.stderr_tail
+    if body:
+        source = "traceback" if f.traceback else "last lines of its stderr"
+        note(f"{source}:")
+        for line in body.splitlines():
+            note(f"  {line}")
+    if f.log_path:
+        note(f"its full output: {f.log_path}")
+
+
+def result(r: RunResult) -> None:
+    """Closing lines: the failure, the log folder, and any process that could not be killed."""
+    if r.failure is not None and not r.interrupted:
+        failure(r.failure)
+    if r.log_dir:
+        log_folder(r.log_dir)
+    if r.survivors:
+        warn(f"could not kill process(es) {', '.join(map(str, r.survivors))}; stop them by hand")

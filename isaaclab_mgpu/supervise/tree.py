@@ -1,0 +1,115 @@
+"""Finding, signalling and reaping every process a launch started, wherever it went.
+
+A launch's processes are found three ways, and the union is "the tree":
+
+1. the launcher and its descendants by parent links (psutil);
+2. every process whose environment carries this run's ``MGPU_RUN_ID`` marker — this finds
+   processes that called ``setsid`` and orphans that were re-parented away;
+3. the descendants of those, in case one of them started a child with a cleared environment.
+
+On Linux ``mgpu`` also makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so
+orphans of the tree are re-parented to ``mgpu`` instead of init; :func:`reap` collects their exit
+status so they do not linger as zombies.
+
+Signals go to each process by PID (psutil guards against PID reuse) and, where ``os.killpg``
+exists, also to each process group of the tree except ``mgpu``'s own, which catches a child forked
+between the scan and the signal. Setting ``MGPU_NO_KILLPG=1`` forces the portable path (no
+``killpg``, no subreaper: the psutil walk and the marker alone), so it can be tested on Linux.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+
+import psutil
+
+from .watchdog import MARKER_ENV, marked_processes
+
+__all__ = ["MARKER_ENV", "alive", "portable", "reap", "set_subreaper", "signal_tree", "tree"]
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def portable() -> bool:
+    """True when the no-killpg path is in use (non-POSIX, or forced with ``MGPU_NO_KILLPG=1``)."""
+    return not hasattr(os, "killpg") or os.environ.get("MGPU_NO_KILLPG", "") not in ("", "0")
+
+
+def set_subreaper() -> bool:
+    """Make this process adopt its orphaned descendants (Linux); True when it took effect."""
+    if not sys.platform.startswith("linux") or portable():
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def alive(proc: psutil.Process) -> bool:
+    """True when ``proc`` still runs (a zombie has already died)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _with_descendants(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def tree(root_pid: int | None, run_id: str, since: float, exclude: frozenset[int]) -> list[psutil.Process]:
+    """Every live process of the launch: the root's descendants, marked processes and theirs."""
+    found: dict[int, psutil.Process] = {}
+    roots: list[psutil.Process] = []
+    if root_pid is not None:
+        with contextlib.suppress(psutil.Error):
+            roots.append(psutil.Process(root_pid))
+    roots += marked_processes(run_id, since, exclude)
+    for root in roots:
+        for proc in _with_descendants(root):
+            if proc.pid not in exclude and proc.pid not in found:
+                found[proc.pid] = proc
+    return [p for p in found.values() if alive(p)]
+
+
+def signal_tree(procs: list[psutil.Process], sig: int) -> list[int]:
+    """Send ``sig`` to every process (and, with killpg, to their groups); return the PIDs reached."""
+    if not portable():
+        own = os.getpgid(0)
+        groups = set()
+        for proc in procs:
+            with contextlib.suppress(OSError):
+                groups.add(os.getpgid(proc.pid))
+        for group in groups - {own}:
+            with contextlib.suppress(OSError):
+                os.killpg(group, sig)
+    reached = []
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+            reached.append(proc.pid)
+        except (psutil.Error, OSError):
+            pass
+    return reached
+
+
+def reap(candidates: set[int]) -> set[int]:
+    """Collect the exit status of adopted children among ``candidates``; return the PIDs reaped."""
+    reaped = set()
+    if not hasattr(os, "waitpid"):
+        return reaped
+    for pid in list(candidates):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue  # not (or no longer) our child
+        if done:
+            reaped.add(pid)
+    return reaped

@@ -1,0 +1,109 @@
+"""The watchdog: kills a run's process tree when ``mgpu`` itself dies without cleaning up.
+
+``mgpu train`` starts this file as a script (``python watchdog.py RUN_ID SINCE``), in its own
+session, with a pipe from ``mgpu`` as its stdin, before it starts the launcher. It then blocks on
+that pipe. When ``mgpu`` finishes normally it writes ``done`` and the watchdog exits quietly.
+When the pipe reaches end-of-file without ``done`` — ``mgpu`` was SIGKILLed, crashed, or lost its
+terminal — the watchdog finds every process whose environment carries ``MGPU_RUN_ID=RUN_ID``
+(every descendant of the launch inherits it, including processes that left the process group with
+``setsid`` and orphans re-parented to init), sends them SIGTERM and SIGCONT, and SIGKILLs what is
+left one second later, until no such process remains (at most ten seconds).
+
+This file must stay importable and runnable without the ``isaaclab_mgpu`` package: only the
+standard library and psutil, so the watchdog starts in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+#: Environment variable every process of one supervised run carries; its value is the run's id.
+MARKER_ENV = "MGPU_RUN_ID"
+#: What ``mgpu`` writes to the watchdog's stdin when the run ended and the tree is gone.
+DONE = b"done"
+
+
+def marked_processes(
+    run_id: str, since: float, exclude: frozenset[int] = frozenset()
+) -> list[psutil.Process]:
+    """Live processes created after ``since`` (epoch seconds) whose environment has the run's marker."""
+    found = []
+    for proc in psutil.process_iter(["create_time"]):
+        if proc.pid in exclude:
+            continue
+        created = proc.info.get("create_time")
+        if created is None or created < since:
+            continue
+        try:
+            # /proc/PID/environ is the environment the process started with; a zombie's is empty.
+            if proc.environ().get(MARKER_ENV) == run_id:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _signal(procs: list[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error, OSError):
+            proc.send_signal(sig)
+
+
+def kill_marked(run_id: str, since: float, *, term_wait: float = 1.0, limit: float = 10.0) -> int:
+    """SIGTERM (with SIGCONT) then SIGKILL every marked process until none is left; return how many."""
+    me = frozenset({os.getpid()})
+    seen: set[int] = set()
+    start = time.monotonic()
+    termed: dict[int, float] = {}
+    quiet = 0
+    while time.monotonic() - start < limit and quiet < 3:
+        procs = [p for p in marked_processes(run_id, since, me) if _alive(p)]
+        quiet = 0 if procs else quiet + 1
+        now = time.monotonic()
+        fresh = [p for p in procs if p.pid not in termed]
+        _signal(fresh, signal.SIGTERM)
+        _signal(fresh, signal.SIGCONT)
+        for p in fresh:
+            termed[p.pid] = now
+        _signal([p for p in procs if now - termed[p.pid] >= term_wait], signal.SIGKILL)
+        seen.update(p.pid for p in procs)
+        time.sleep(0.1)
+    return len(seen)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def main(argv: list[str]) -> int:
+    """Wait for ``mgpu`` to finish or die; on death, kill the run's tree."""
+    run_id, since = argv[0], float(argv[1])
+    # Ctrl-C and hang-ups are for mgpu to handle; the watchdog outlives them on purpose.
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(0, 256)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data = (data + chunk)[-64:]
+    if data.strip().endswith(DONE):
+        return 0
+    kill_marked(run_id, since)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
