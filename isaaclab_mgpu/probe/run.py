@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import psutil
 
@@ -42,7 +42,7 @@ from ..build import DEFAULT_LOG_DIR
 from ..errors import EnvironmentProblem, Interrupted, UsageError
 from ..resolve import Machine, probe_machine, visible_devices
 from ..spec import LaunchSpec
-from ..supervise import SuperviseOptions, Supervisor
+from ..supervise import RunResult, SuperviseOptions, Supervisor
 from . import channel
 from .bisect import Search, Trial, find_workarounds
 from .config import ProbeOptions, default_world_sizes
@@ -315,7 +315,7 @@ class Prober:
         folder: Path,
         ranks: tuple[int, ...],
         env: Mapping[str, str],
-        outcome: Any,
+        outcome: RunResult,
         timed_out: bool,
         hung: tuple[HungRank, ...],
         elapsed: float,
@@ -350,7 +350,7 @@ class Prober:
         )
 
 
-def diagnose_hang(sup: Any, folder: Path, ranks: tuple[int, ...]) -> tuple[HungRank, ...]:
+def diagnose_hang(sup: Supervisor, folder: Path, ranks: tuple[int, ...]) -> tuple[HungRank, ...]:
     """Name the ranks that did not finish, their stage and state, and collect their stacks."""
     beats = channel.read_heartbeats(folder)
     tree = {p.pid: p for p in sup.descendants()}
@@ -426,7 +426,7 @@ def _position(beats: Mapping[int, channel.Heartbeat], ranks: tuple[int, ...]) ->
     return f"rank {lag.rank}: {lag.describe()}"
 
 
-def _error_text(outcome: Any, folder: Path) -> str:
+def _error_text(outcome: RunResult, folder: Path) -> str:
     failure = outcome.failure
     if failure is not None:
         where = f"rank {failure.rank}: " if failure.rank is not None else ""
