@@ -8,12 +8,15 @@ Exit codes (also in ``docs/commands.md``):
 
 =====  ==============================================================
 0      success
-1      ``check-env`` found a failing check; ``probe-nccl`` saw an error
+1      ``check-env`` found a failing check; ``probe-nccl``: a launch failed (error)
 2      bad input: nothing was spawned
 1, 3.. ``train``: a rank failed; the first failed rank's own exit code
+3      ``probe-nccl``: an all-reduce gave a wrong result (and nothing hung)
+4      ``probe-nccl``: a launch hung past ``--timeout`` (the worst outcome of a sweep wins)
 124    ``train``: stopped, and some process had to be SIGKILLed after the grace period
 128+N  ``train``: the first failed rank died of signal N (139: SIGSEGV, 134: SIGABRT)
-130    ``train``: interrupted (Ctrl-C, SIGTERM, SIGHUP) and every process ended in time
+130    ``train``: interrupted (Ctrl-C, SIGTERM, SIGHUP) and every process ended in time;
+       ``probe-nccl``: interrupted (the running launch was torn down)
 =====  ==============================================================
 
 124 is GNU ``timeout``'s "time ran out, the command was killed": no signal's 128+N, and unlike
@@ -26,6 +29,12 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED_CHECK = 1
 EXIT_USAGE = 2
+#: probe-nccl: a launch failed to run (a rank crashed, init failed).
+EXIT_PROBE_ERROR = 1
+#: probe-nccl: an all-reduce returned wrong elements.
+EXIT_PROBE_WRONG = 3
+#: probe-nccl: a launch hung past --timeout.
+EXIT_PROBE_HANG = 4
 EXIT_INTERRUPTED = 130
 EXIT_KILLED_AFTER_GRACE = 124
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from . import report
+from . import report, workarounds
 from .build import Command, build
 from .errors import Interrupted, WorkerFailure
 from .resolve import ResolvedSpec, probe_machine, resolve
@@ -14,24 +16,39 @@ if TYPE_CHECKING:
     from .supervise import RunResult, SuperviseOptions
 
 
-def prepare(spec: LaunchSpec, *, strict: bool) -> tuple[ResolvedSpec, Command]:
+def prepare(
+    spec: LaunchSpec, *, strict: bool, extra_env: Mapping[str, str] | None = None
+) -> tuple[ResolvedSpec, Command]:
     """Resolve ``spec`` against this machine and build its command."""
-    resolved = resolve(spec, probe_machine(), strict=strict)
+    resolved = resolve(spec, probe_machine(), strict=strict, extra_env=extra_env)
     return resolved, build(resolved)
 
 
-def plan(spec: LaunchSpec, *, as_json: bool) -> int:
+def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
+    """NCCL variables saved for this machine by ``probe-nccl --save-workaround`` (GPU launches)."""
+    return workarounds.for_launch(os.environ, device=spec.device, enabled=enabled)
+
+
+def plan(spec: LaunchSpec, *, as_json: bool, use_saved_workarounds: bool = True) -> int:
     """Print the command ``train`` would exec (``dry-run``); problems are warnings."""
-    resolved, cmd = prepare(spec, strict=False)
+    extra = saved_workarounds(spec, enabled=use_saved_workarounds)
+    resolved, cmd = prepare(spec, strict=False, extra_env=extra)
     report.dry_run(cmd, resolved, as_json=as_json)
     return 0
 
 
-def train(spec: LaunchSpec, options: SuperviseOptions | None = None, *, preflight: bool = True) -> int:
+def train(
+    spec: LaunchSpec,
+    options: SuperviseOptions | None = None,
+    *,
+    preflight: bool = True,
+    use_saved_workarounds: bool = True,
+) -> int:
     """Launch and supervise ``spec``; 0 on success, else raise the error carrying the exit code."""
     from .supervise import supervise
 
-    resolved, cmd = prepare(spec, strict=True)
+    extra = saved_workarounds(spec, enabled=use_saved_workarounds)
+    resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
         from .diagnostics import preflight as run_preflight
 

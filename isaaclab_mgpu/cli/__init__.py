@@ -15,6 +15,7 @@ import typer
 from .. import __version__
 from ..errors import EXIT_INTERRUPTED, MgpuError
 from .options import PASSTHROUGH, STATE, launch_command
+from .probe import probe_nccl_cmd
 
 app = typer.Typer(
     name="mgpu",
@@ -22,6 +23,13 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+)
+
+
+NO_SAVED_WORKAROUNDS = typer.Option(
+    "--no_saved_workarounds",
+    "--no-saved-workarounds",
+    help="Do not apply the NCCL workarounds probe-nccl saved for this machine.",
 )
 
 
@@ -46,11 +54,12 @@ def _root(
 def dry_run_cmd(
     spec,
     json: Annotated[bool, typer.Option("--json", help="Print argv, env, ranks as JSON.")] = False,
+    no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
 ) -> int:
     """Print exactly the command [bold]train[/] would exec; nothing is started."""
     from ..launch import plan
 
-    return plan(spec, as_json=json)
+    return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
 
 @app.command("train", context_settings=PASSTHROUGH)
@@ -85,15 +94,17 @@ def train_cmd(
             help="Then SIGKILL whatever survives SIGTERM this long.",
         ),
     ] = 5.0,
+    no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
 ) -> int:
     """Launch training on N ranks per node and supervise the whole process tree."""
     from ..launch import plan, train
     from ..supervise import SuperviseOptions
 
     options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after)
+    use_saved = not no_saved_workarounds
     if dry_run:
-        return plan(spec, as_json=json)
-    return train(spec, options, preflight=not no_preflight)
+        return plan(spec, as_json=json, use_saved_workarounds=use_saved)
+    return train(spec, options, preflight=not no_preflight, use_saved_workarounds=use_saved)
 
 
 @app.command("check-env", context_settings=PASSTHROUGH)
@@ -128,6 +139,9 @@ def skills_check_cmd(
 
     problems = check_tree(Path(path), lambda argv: parse_command_line(app, argv))
     return report.skills_problems(problems)
+
+
+app.command("probe-nccl", context_settings=PASSTHROUGH)(launch_command(probe_nccl_cmd))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,288 @@
+"""Everything ``probe-nccl`` prints: progress (stderr), the nccl-tests-like table and the verdict.
+
+The table and the verdict go to stdout; with ``--json`` stdout carries one JSON document instead
+(the same facts, plus the verdict and exit code) and nothing else. Progress always goes to stderr:
+a Rich live display on a terminal, one plain ``mgpu:`` line per launch otherwise (logs, CI).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import note, out
+
+if TYPE_CHECKING:
+    from ..probe.bisect import Trial
+    from ..probe.results import WorldResult
+    from ..probe.run import ProbeSummary
+
+#: Innermost stack lines shown per hung rank (the whole stack is in its file).
+STACK_LINES = 8
+#: Console width the results table is laid out for.
+TABLE_WIDTH = 120
+
+
+class ProbeDisplay:
+    """Progress of a probe on stderr (implements ``probe.run.Progress``)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.live = self.console.is_terminal
+        self._progress: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> ProbeDisplay:
+        if self.live:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("[bold]{task.fields[label]}[/]"),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def applied(self, env: Mapping[str, str]) -> None:
+        """Announce saved workarounds applied to every launch."""
+        for name, value in env.items():
+            note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
+
+    def begin(self, label: str, timeout: float) -> None:
+        """A launch starts."""
+        if self._progress is not None:
+            self._tasks[label] = self._progress.add_task(f"starting (timeout {timeout:g} s)", label=label)
+        else:
+            note(f"probe {label}: started (timeout {timeout:g} s)")
+
+    def update(self, label: str, text: str) -> None:
+        """Where the launch is now."""
+        if self._progress is not None and label in self._tasks:
+            self._progress.update(self._tasks[label], description=text)
+
+    def end(self, result: WorldResult) -> None:
+        """A launch finished (or was torn down)."""
+        if self._progress is not None and result.label in self._tasks:
+            self._progress.remove_task(self._tasks.pop(result.label))
+        extra = f" with {_env_text(result.env)}" if result.env else ""
+        note(f"probe {result.label}{extra}: {result.status} ({result.elapsed_s:.1f} s)")
+
+    def trial(self, label: str, trial: Trial) -> None:
+        """One workaround candidate was tried."""
+        c = trial.candidate
+        if trial.confirmed:
+            outcome = "fixes it, and it fails again without it (confirmed)"
+        elif trial.fixes:
+            outcome = f"passed, but the rerun without it passed too ({trial.without}): not attributable"
+        else:
+            outcome = f"still {trial.status}"
+        note(f"{label} with {c.assignment}: {outcome}")
+
+
+def _env_text(env: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in env.items())
+
+
+def verdict(s: ProbeSummary) -> str:
+    """One line: where communication works or fails, and what to do about it."""
+    launches = (*s.world, *s.pairs)
+    sizes = ",".join(str(r.world_size) for r in s.world)
+    if all(r.ok for r in launches):
+        pairs = " and between every GPU pair" if s.pairs else ""
+        return f"communication OK at world sizes {sizes}{pairs} — a hang in training is in the task or launch"
+    from ..probe.results import worst
+
+    status = worst(r.status for r in launches)
+    bad = [r for r in launches if r.status == status]
+    where = _where(bad)
+    if status == "error":
+        first = bad[0]
+        return f"error at {where} — {first.error or 'the launch failed'}; logs in {first.folder}/logs"
+    what = {"hang": "hang", "wrong-result": "wrong all-reduce results"}[status]
+    return f"{what} at {where} — communication problem: {_advice(s, bad[0])}"
+
+
+def _where(bad: list[WorldResult]) -> str:
+    sizes = [str(r.world_size) for r in bad if r.label.startswith("world size")]
+    pairs = [r.label.removeprefix("pair ") for r in bad if r.label.startswith("pair")]
+    parts = []
+    if sizes:
+        parts.append(("world size " if len(sizes) == 1 else "world sizes ") + ",".join(sizes))
+    if pairs:
+        parts.append(("GPU pair " if len(pairs) == 1 else "GPU pairs ") + " ".join(pairs))
+    return " and ".join(parts)
+
+
+def _advice(s: ProbeSummary, first: WorldResult) -> str:
+    stopped = [str(h.rank) for h in first.hung if h.state == "stopped"]
+    if stopped:
+        who = ("rank " if len(stopped) == 1 else "ranks ") + ",".join(stopped)
+        was = "was" if len(stopped) == 1 else "were"
+        why = f"{who} {was} stopped (SIGSTOP or a debugger) and the others waited for it; "
+        return why + _fixes(s, first)
+    return _fixes(s, first)
+
+
+def _fixes(s: ProbeSummary, first: WorldResult) -> str:
+    if s.backend != "nccl":
+        return (
+            "try GLOO_SOCKET_IFNAME=<interface> (the network ranks use), check firewalls, and that no "
+            "rank is stopped or starved of CPU"
+        )
+    if s.search is not None:
+        if not s.search.reproduced:
+            return f"the failure did not come back when retried ({s.search_label}); it is intermittent"
+        if s.search.confirmed:
+            fixes = " or ".join(c.assignment for c in s.search.confirmed)
+            saved = f" (saved: {s.saved})" if s.saved else " (--save-workaround stores it for train)"
+            return f"{fixes} fixes it, confirmed both ways{saved}"
+        return (
+            "none of the documented NCCL variables fixed it; rerun with NCCL_DEBUG=INFO and check "
+            "the topology (nvidia-smi topo -m), /dev/shm and ulimit -l"
+        )
+    from ..workarounds import CANDIDATES
+
+    some = ", ".join(c.assignment for c in CANDIDATES[:3])
+    ws = first.world_size
+    return f"try mgpu probe-nccl --world-size {ws} --try-workarounds (one at a time: {some}, ...)"
+
+
+def show(s: ProbeSummary, *, as_json: bool) -> None:
+    """Print the probe's result: tables and verdict, or one JSON document."""
+    if as_json:
+        out(json.dumps(summary_json(s), indent=2))
+        return
+    from rich.console import Console
+
+    # The table needs about 110 columns; never squeeze it into a narrow terminal (it would elide digits).
+    width = max(Console(file=sys.stdout).width, TABLE_WIDTH) if sys.stdout.isatty() else TABLE_WIDTH
+    console = Console(file=sys.stdout, width=width, highlight=False)
+    for result in (*s.world, *s.pairs):
+        _show_launch(console, result)
+    if s.search is not None:
+        _show_search(console, s)
+    if s.saved:
+        console.print(f"saved workaround {s.saved} for this machine in {s.store}")
+    console.print(verdict(s), markup=False, soft_wrap=True)
+
+
+def _show_launch(console: Any, r: WorldResult) -> None:
+    from rich import box
+    from rich.table import Table
+
+    head = f"{r.label}: {r.status}"
+    if r.init_s is not None:
+        head += f" · init {r.init_s:.3f} s"
+    if r.barrier_s is not None:
+        head += f" · barrier {r.barrier_s * 1e3:.2f} ms"
+    head += f" · {r.elapsed_s:.1f} s in all"
+    if r.env:
+        head += f" · {_env_text(r.env)}"
+    console.print(head, style="bold", markup=False, soft_wrap=True)
+    if r.sizes:
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        for name in ("\nsize\n(B)", "\ncount\n(elements)", "\ntype\n"):
+            table.add_column(name, justify="right", no_wrap=True)
+        for mode in ("out-of-place", "in-place"):
+            # Rich has no spanning headers: the mode names its group's first column, as in nccl-tests.
+            for name in (f"{mode}\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"):
+                table.add_column(name, justify="right", no_wrap=True)
+        for row in r.sizes:
+            cells = [str(row.bytes), str(row.count), row.type]
+            for m in (row.out_of_place, row.in_place):
+                wrong = f"[red]{m.wrong}[/]" if m.wrong else "0"
+                cells += [f"{m.time_s * 1e6:.1f}", f"{m.algbw:.3f}", f"{m.busbw:.3f}", wrong]
+            table.add_row(*cells)
+        console.print(table)
+        if r.world_size > 1:
+            peak = max(r.sizes, key=lambda x: x.out_of_place.busbw)
+            console.print(f"  peak busbw {peak.out_of_place.busbw:.3f} GB/s at {peak.bytes} B (out-of-place)")
+        else:
+            console.print("  busbw is 0 at world size 1: no data crosses a link")
+    for h in r.hung:
+        state = f", {h.state}" if h.state else ""
+        where = f" (pid {h.pid} on {h.host}{state})" if h.pid is not None else ""
+        age = f", last heartbeat {h.since_s:.1f} s ago" if h.since_s is not None else ""
+        console.print(f"  rank {h.rank}{where} did not finish: {h.stage}{age}", markup=False, soft_wrap=True)
+        if h.stack:
+            for line in _innermost(h.stack):
+                console.print(f"      {line}", markup=False, soft_wrap=True)
+            console.print(f"      full stack: {h.stack_file}", markup=False, soft_wrap=True)
+    if r.error:
+        console.print(f"  error: {r.error}", markup=False, soft_wrap=True)
+    if r.survivors:
+        console.print(f"  [red]processes left after teardown: {r.survivors}[/]")
+    console.print(f"  files: {r.folder}", markup=False, soft_wrap=True)
+
+
+def _innermost(stack: str) -> list[str]:
+    """The current thread's innermost frames from a faulthandler dump."""
+    lines = stack.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Current thread")), 0)
+    frames = [line.strip() for line in lines[start + 1 :] if line.strip().startswith("File ")]
+    return frames[:STACK_LINES]
+
+
+def _show_search(console: Any, s: ProbeSummary) -> None:
+    search = s.search
+    assert search is not None
+    console.print(f"workaround search on {s.search_label}: baseline {search.baseline}", style="bold")
+    if s.skipped:
+        console.print(f"  not tried (already set): {', '.join(s.skipped)}", markup=False)
+    for t in search.trials:
+        mark = "confirmed" if t.confirmed else ("passed once" if t.fixes else t.status)
+        without = f", without it: {t.without}" if t.without is not None else ""
+        console.print(f"  {t.candidate.assignment:<32} with it: {t.status}{without} → {mark}", markup=False)
+
+
+def summary_json(s: ProbeSummary) -> dict[str, Any]:
+    """The probe as a JSON-ready dict for tools and agents."""
+    data = {
+        "verdict": verdict(s),
+        "exit_code": s.exit_code,
+        "backend": s.backend,
+        "device": s.device,
+        "folder": s.folder,
+        "applied_workarounds": dict(s.applied),
+        "world_sizes": [_launch_json(r) for r in s.world],
+        "pairs": [_launch_json(r) for r in s.pairs],
+        "workaround_search": None,
+        "saved_workaround": s.saved,
+    }
+    if s.search is not None:
+        data["workaround_search"] = {
+            "launch": s.search_label,
+            "baseline": s.search.baseline,
+            "skipped": list(s.skipped),
+            "trials": [
+                {
+                    "variable": t.candidate.assignment,
+                    "with": t.status,
+                    "without": t.without,
+                    "confirmed": t.confirmed,
+                }
+                for t in s.search.trials
+            ],
+            "confirmed": [c.assignment for c in s.search.confirmed],
+        }
+    return data
+
+
+def _launch_json(r: WorldResult) -> dict[str, Any]:
+    data = dataclasses.asdict(r)
+    data["env"] = dict(r.env)
+    data["survivors"] = list(r.survivors)
+    return data
