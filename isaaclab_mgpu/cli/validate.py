@@ -27,8 +27,10 @@ ISAACLAB_TRAIN_FLAGS = frozenset(
 
 
 def training_flags() -> frozenset[str]:
-    """Flags a launch may pass through to the worker."""
-    return ISAACLAB_TRAIN_FLAGS
+    """Flags a launch may pass through: the built-in worker's and Isaac Lab ``train.py``'s."""
+    from ..worker.args import option_strings
+
+    return ISAACLAB_TRAIN_FLAGS | option_strings()
 
 
 def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:

@@ -82,7 +82,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m isaaclab_mgpu.worker", description="One rank of an mgpu training run.")
+    # No abbreviations: "--max" must not silently become --max_iterations.
+    p = _Parser(
+        prog="python -m isaaclab_mgpu.worker",
+        description="One rank of an mgpu training run.",
+        allow_abbrev=False,
+    )
 
     def add(name: str, **kw: object) -> None:
         names = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
@@ -104,6 +109,11 @@ def _parser() -> argparse.ArgumentParser:
     # Isaac Lab AppLauncher flags users commonly pass; meaningful for Isaac Lab tasks only.
     add("headless", action="store_true", help="Isaac Lab: run without a viewer.")
     return p
+
+
+def option_strings() -> frozenset[str]:
+    """Every flag the worker accepts, in both spellings."""
+    return frozenset(s for action in _parser()._actions for s in action.option_strings)
 
 
 def parse_args(argv: list[str]) -> WorkerArgs:
