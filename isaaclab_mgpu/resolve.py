@@ -43,7 +43,8 @@ DEFAULT_MASTER_PORT = 29500
 #: skrl's JAX launcher default coordinator port, used for SLURM fills.
 DEFAULT_JAX_PORT = 5000
 
-_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
+#: A GPU or MIG instance UUID (or a unique prefix) as CUDA_VISIBLE_DEVICES accepts it.
+GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def parse_visible_devices(value: str, total: int | None = None) -> tuple[str, ..
                     f"has {total} GPU(s) (0..{total - 1})"
                 )
             item = str(int(item))
-        elif not _UUID.match(item):
+        elif not GPU_UUID.match(item):
             raise UsageError(
                 f"CUDA_VISIBLE_DEVICES={value!r}: {item!r} is neither a GPU index nor a "
                 "GPU-/MIG- UUID; fix or unset the variable"

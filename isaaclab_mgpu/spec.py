@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from .errors import UsageError
@@ -132,9 +132,6 @@ class LaunchSpec:
     inject_distributed: bool | None = None
     """Append ``--distributed`` to the worker arguments; default: only for the built-in worker."""
 
-    explicit: frozenset[str] = field(default_factory=frozenset)
-    """Names of fields the user set explicitly (for messages, never for behaviour)."""
-
     def __post_init__(self) -> None:
         _validate(self)
 
@@ -142,8 +139,7 @@ class LaunchSpec:
     def from_options(cls, training_args: tuple[str, ...], **options: object) -> LaunchSpec:
         """Build a spec from command-line values (numbers may still be strings)."""
         typed = {name: _coerce(name, value) for name, value in options.items()}
-        explicit = frozenset(k for k, v in typed.items() if v not in (None, False))
-        return cls(training_args=tuple(training_args), explicit=explicit, **typed)
+        return cls(training_args=tuple(training_args), **typed)
 
     @property
     def library(self) -> str:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..resolve import GPU_UUID
 from .facts import UNLIMITED, Facts, Gpu, Package
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -356,9 +357,6 @@ def gpu_in_use_rule(f: Facts) -> list[Finding]:
     return out
 
 
-_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
-
-
 def cuda_visible_devices_rule(f: Facts) -> list[Finding]:
     """CUDA_VISIBLE_DEVICES: duplicates, -1, unknown UUIDs, indices out of range, malformed entries."""
     value = f.cuda_visible_devices
@@ -389,7 +387,7 @@ def cuda_visible_devices_rule(f: Facts) -> list[Finding]:
                 )
                 continue
             key = str(int(e))
-        elif _UUID.match(e):
+        elif GPU_UUID.match(e):
             key = e
             if e.startswith("GPU-") and f.gpu.nvml:
                 hits = [g for g in f.gpu.gpus if g.uuid.startswith(e)]
