@@ -163,11 +163,28 @@ def test_isaaclab_cartpole_on_two_cpu_ranks(tmp_path):
         pytest.skip("Isaac Lab is not installed (needs Python 3.12: uv sync --extra isaaclab)")
     from training_helpers import run, summary
 
-    args = ("--task", "Isaac-Cartpole-Direct-v0", "presets=newton_mjwarp", "--num_envs", "16")
-    code, out = run("rsl_rl", tmp_path, *args, "--max_iterations", "2", "--run_name", "isaac", timeout=900)
+    # Both kinds of Hydra item: a preset (kitless Newton physics, runs on CPU) and an agent path.
+    args = (
+        "--task",
+        "Isaac-Cartpole-Direct-v0",
+        "presets=newton_mjwarp",
+        "agent.algorithm.learning_rate=5e-4",
+    )
+    code, out = run(
+        "rsl_rl",
+        tmp_path,
+        *args,
+        "--num_envs",
+        "16",
+        "--max_iterations",
+        "2",
+        "--run_name",
+        "isaac",
+        timeout=900,
+    )
     assert code == 0, out[-3000:]
     s, _ = summary(tmp_path, "rsl_rl", "isaac")
-    assert s["checksums_equal"] and s["iterations"] == 2
+    assert s["checksums_equal"] and s["iterations"] == 2 and s["num_envs_per_rank"] == 16
 
 
 def test_console_plain_lines_off_a_terminal_and_rich_progress_on_one(capsys):

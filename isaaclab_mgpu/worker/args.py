@@ -2,7 +2,8 @@
 
 Flags follow Isaac Lab's ``train.py`` spellings (underscores; hyphen spellings accepted too).
 Positional ``key=value`` items are overrides: ``env.<field>=v`` and ``agent.<field>=v`` for the
-embedded tasks, anything for Isaac Lab tasks (its Hydra presets, e.g. ``presets=newton_mjwarp``).
+embedded tasks; for Isaac Lab tasks they go to Isaac Lab's Hydra configuration (``env.<path>=v``,
+``agent.<path>=v``, ``presets=newton_mjwarp``, ...; see :mod:`isaaclab_mgpu.tasks.isaaclab`).
 An unknown option is an error: one line on stderr naming it, exit status 2.
 """
 

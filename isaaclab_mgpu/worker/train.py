@@ -78,24 +78,29 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _make_env(args: WorkerArgs, num_envs: int, ctx: RankContext) -> Any:
-    from .. import tasks
+def _make_env(
+    args: WorkerArgs, num_envs: int | None, ctx: RankContext, my_dir: Path, stack: contextlib.ExitStack
+) -> tuple[Any, dict[str, Any] | None, int | None]:
+    """The rank's environment, the task's own rsl-rl runner config (Isaac Lab) and its iterations."""
+    from .. import backends, tasks
 
     if tasks.is_embedded(args.task):
+        n = num_envs or backends.DEFAULTS.get(args.task, backends.FALLBACK).num_envs
         try:
-            return tasks.make(args.task, num_envs, ctx.device, ctx.seed, args.overrides_for("env"))
+            return tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env")), None, None
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     from ..tasks import isaaclab
 
-    return isaaclab.make(args, num_envs, ctx)
+    task = isaaclab.open_task(args, num_envs, ctx, str(my_dir / "hydra"), stack)
+    return task.env, task.agent_cfg, task.max_iterations
 
 
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     """Train one rank as ``args`` asks; return its exit code (0, or 130 when stopped)."""
     import torch
 
-    from .. import backends
+    from .. import backends, tasks
 
     env_vars = os.environ if environ is None else environ
     cuda = torch.cuda.is_available()
@@ -108,12 +113,12 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     my_dir.mkdir(parents=True, exist_ok=True)
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
+    embedded = tasks.is_embedded(args.task)
     try:
-        ppo = backends.settings_with(defaults.ppo, args.overrides_for("agent"))
+        # Isaac Lab tasks take agent.* through Isaac Lab's own configuration instead.
+        ppo = backends.settings_with(defaults.ppo, args.overrides_for("agent") if embedded else {})
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    num_envs = args.num_envs or defaults.num_envs
-    iterations = args.max_iterations or defaults.max_iterations
 
     _seed(ctx.seed)
     if args.rl_library == "rsl_rl":
@@ -122,9 +127,11 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         set_torch_flags()
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
     own_group = ctx.distributed and not jax and init_torch_group(ctx)
-    code = _train(args, ctx, run_dir, my_dir, ppo, num_envs, iterations, console)
-    if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
-        leave_torch_group()
+    # The stack closes what the environment opened (an Isaac Lab env and its simulator) last.
+    with contextlib.ExitStack() as stack:
+        code = _train(args, ctx, run_dir, my_dir, ppo, console, stack)
+        if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
+            leave_torch_group()
     return code
 
 
@@ -134,14 +141,16 @@ def _train(
     run_dir: Path,
     my_dir: Path,
     ppo: Any,
-    num_envs: int,
-    iterations: int,
     console: TrainingConsole,
+    stack: contextlib.ExitStack,
 ) -> int:
     from .. import backends
 
-    env = _make_env(args, num_envs, ctx)
-    trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir))
+    defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
+    env, agent_cfg, task_iterations = _make_env(args, args.num_envs, ctx, my_dir, stack)
+    num_envs = int(env.num_envs)
+    iterations = args.max_iterations or task_iterations or defaults.max_iterations
+    trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir), agent_cfg)
     comm = Comm(ctx, trainer.comm_kind)
 
     start = 0
