@@ -6,7 +6,7 @@ is what ``dry-run`` prints and ``train`` execs.
 torchrun path (rsl-rl, skrl with torch, any ``--script``/``-m``)::
 
     PYTHON -m torch.distributed.run --nproc_per_node N [--standalone] [launcher options in Isaac
-        Lab's order] --log_dir DIR --tee 3 --local_ranks_filter 0
+        Lab's order, incl. --tee 3 --log_dir DIR] --local_ranks_filter 0 [--virtual_local_rank]
         (-m isaaclab_mgpu.worker --rl_library LIB [--ml_framework F] [--device cpu] | SCRIPT | -m MOD)
         TRAINING ARGS... --distributed
 
@@ -14,7 +14,7 @@ skrl JAX path: the same shape through :mod:`isaaclab_mgpu.jaxrun`, our supervise
 for ``skrl.utils.distributed.jax`` that keeps its ``JAX_*`` environment contract::
 
     PYTHON -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M --node_rank R]
-        --coordinator_address HOST:PORT --log_dir DIR --tee 3 --local_ranks_filter 0 WORKER...
+        --coordinator_address HOST:PORT --tee 3 --log_dir DIR --local_ranks_filter 0 WORKER...
 
 Differences from Isaac Lab's launcher, on purpose: a single node with no address given uses
 ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
@@ -91,6 +91,7 @@ def build(r: ResolvedSpec) -> Command:
         head += ["--coordinator_address", f"{host}:{port}"]
         for name in ("tee", "local_ranks_filter", "log_dir"):
             head += [f"--{name}", str(opts[name])] if opts.get(name) is not None else []
+        head += _default_filter(opts)
         launcher = "jaxrun"
     else:
         head = [r.python, "-m", "torch.distributed.run", "--nproc_per_node", str(r.nproc)]
@@ -98,7 +99,8 @@ def build(r: ResolvedSpec) -> Command:
             head.append("--standalone")
         for name in _TORCHRUN_ORDER:
             if opts.get(name) is not None:
-                head += [f"--{name}", str(opts[name])]
+                head += [f"--{name}", _text(opts[name])]
+        head += _default_filter(opts)
         if s.virtual_local_rank:
             head.append("--virtual_local_rank")
         launcher = "torchrun"
@@ -156,8 +158,19 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
     if s.tee is None and s.redirects is None:
         opts["tee"] = "3"
     if s.local_ranks_filter is None and not s.log_all_ranks:
-        opts["local_ranks_filter"] = "0"
+        opts["default_ranks_filter"] = "0"
     return opts
+
+
+def _default_filter(opts: dict[str, object]) -> list[str]:
+    # Isaac Lab's launcher appends its console filter after every forwarded option.
+    default = opts.get("default_ranks_filter")
+    return [] if default is None else ["--local_ranks_filter", str(default)]
+
+
+def _text(value: object) -> str:
+    # Numbers as the user would type them: --monitor_interval 5, not 5.0.
+    return format(value, "g") if isinstance(value, float) else str(value)
 
 
 def _rank_devices(r: ResolvedSpec) -> dict[int, str]:

@@ -168,6 +168,7 @@ class LaunchSpec:
 
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
+_BACKEND_NAME = re.compile(r"^[A-Za-z][\w.-]*$")
 _STD_SPEC = re.compile(r"^([0-3]|\d+:[0-3](,\d+:[0-3])*)$")
 
 
@@ -279,9 +280,11 @@ def _validate(s: LaunchSpec) -> None:
         check_port(s.master_port, "--master_port")
     if s.rdzv_endpoint is not None:
         split_host_port(s.rdzv_endpoint, "--rdzv_endpoint", port_required=False)
-    if s.rdzv_backend is not None and s.rdzv_backend not in RDZV_BACKENDS:
+    if s.rdzv_backend is not None and not _BACKEND_NAME.match(s.rdzv_backend):
+        # torchrun also accepts backends registered by plugins, so only the shape is checked.
         raise UsageError(
-            f"--rdzv_backend {s.rdzv_backend!r} is unknown; choose one of {', '.join(RDZV_BACKENDS)}"
+            f"--rdzv_backend {s.rdzv_backend!r} is not a backend name; use one of "
+            f"{', '.join(RDZV_BACKENDS)} or a registered plugin's name"
         )
     if s.start_method is not None and s.start_method not in START_METHODS:
         raise UsageError(f"--start_method {s.start_method!r} is unknown; choose spawn, fork or forkserver")

@@ -32,7 +32,7 @@ def test_isaaclab_documented_example():
     cmd = cmd_for(spec)
     assert cmd.argv == (
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "4",
-        "--master_port", "29504", "--tee", "3", "--local_ranks_filter", "0", "--log_dir", "logs/mgpu",
+        "--master_port", "29504", "--tee", "3", "--log_dir", "logs/mgpu", "--local_ranks_filter", "0",
         "-m", "isaaclab_mgpu.worker", "--rl_library", "rsl_rl",
         *ISAAC_ARGS, "--distributed",
     )  # fmt: skip
@@ -69,7 +69,7 @@ def test_multinode_c10d_example():
     assert head == (
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2",
         "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node01:29400",
-        "--rdzv_id", "job42", "--tee", "3", "--local_ranks_filter", "0", "--log_dir", "logs/mgpu",
+        "--rdzv_id", "job42", "--tee", "3", "--log_dir", "logs/mgpu", "--local_ranks_filter", "0",
     )  # fmt: skip
     cmd = cmd_for(spec, machine(8))
     assert cmd.world_size == 16
@@ -104,6 +104,20 @@ def test_every_torchrun_option_in_isaaclab_order():
         "--start_method", "--role", "--tee", "--redirects", "--local_ranks_filter", "--log_dir",
         "--virtual_local_rank",
     ]  # fmt: skip
+
+
+def test_default_filter_comes_after_forwarded_options_as_in_isaaclab():
+    argv = cmd_for(LaunchSpec(nproc_per_node="2", monitor_interval=5.0, virtual_local_rank=True)).argv
+    worker = argv.index("-m", 3)
+    assert argv[worker - 3 : worker] == ("--local_ranks_filter", "0", "--virtual_local_rank")
+    assert argv[argv.index("--monitor_interval") + 1] == "5"
+
+
+def test_custom_rendezvous_backend_passes_through():
+    argv = cmd_for(
+        LaunchSpec(nproc_per_node="2", nnodes="2", rdzv_backend="my-plugin", rdzv_endpoint="h:1")
+    ).argv
+    assert argv[argv.index("--rdzv_backend") + 1] == "my-plugin"
 
 
 def test_log_all_ranks_drops_default_filter():
@@ -141,8 +155,8 @@ def test_skrl_jax_uses_jaxrun_with_free_coordinator_port():
     assert cmd.launcher == "jaxrun"
     assert cmd.argv == (
         "python3", "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2",
-        "--coordinator_address", "127.0.0.1:45678", "--tee", "3", "--local_ranks_filter", "0",
-        "--log_dir", "logs/mgpu", "-m", "isaaclab_mgpu.worker", "--rl_library", "skrl",
+        "--coordinator_address", "127.0.0.1:45678", "--tee", "3", "--log_dir", "logs/mgpu",
+        "--local_ranks_filter", "0", "-m", "isaaclab_mgpu.worker", "--rl_library", "skrl",
         "--ml_framework", "jax", "--seed=1", "--distributed",
     )  # fmt: skip
 

@@ -166,6 +166,7 @@ BAD = [
     (["--local_ranks_filter", "a,b"], "is not a list of local ranks"),
     (["--num_gpus", "2", "--local_ranks_filter", "3"], "names local rank 3"),
     (["--rdzv_endpoint", "a:b:c"], "--rdzv_endpoint 'a:b:c' is malformed"),
+    (["--rdzv_backend", "bad backend"], "is not a backend name"),
     (["--rdzv_endpoint", "host:99999"], "is not a port"),
     (["--script", "/no/such/train.py"], "does not exist"),
     (["--device", "tpu"], "--device 'tpu' is unknown"),
