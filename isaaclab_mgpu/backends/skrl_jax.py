@@ -23,7 +23,7 @@ from ..tasks import VecTask
 from ..worker.rank import RankContext
 from ._patches import import_skrl, patch_skrl_jax
 from .base import PPOSettings, checksum, skrl_network, skrl_ppo_cfg
-from .skrl_torch import spaces
+from .skrl_torch import skrl_rollout, spaces
 
 
 class SkrlJaxTrainer:
@@ -83,32 +83,7 @@ class SkrlJaxTrainer:
         """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""
 
     def iterate(self) -> None:
-        agent, task = self.agent, self.task
-        total = self.timestep + self.ppo.rollout
-        obs = self.obs
-        for _ in range(self.ppo.rollout):
-            t = self.timestep
-            agent.pre_interaction(timestep=t, timesteps=total)
-            actions, _ = agent.act(obs, None, timestep=t, timesteps=total)
-            next_obs_t, reward, terminated, truncated, info = task.step(self._to_torch(actions))
-            next_obs = self._to_jax(next_obs_t)
-            agent.record_transition(
-                observations=obs,
-                states=None,
-                actions=actions,
-                rewards=self._to_jax(reward.unsqueeze(1)),
-                next_observations=next_obs,
-                next_states=None,
-                terminated=self._to_jax(terminated.unsqueeze(1)),
-                truncated=self._to_jax(truncated.unsqueeze(1)),
-                infos=info,
-                timestep=t,
-                timesteps=total,
-            )
-            agent.post_interaction(timestep=t, timesteps=total)
-            obs = next_obs
-            self.timestep += 1
-        self.obs = obs
+        skrl_rollout(self, to_task=self._to_torch, from_task=self._to_jax)
 
     def checksum(self) -> str:
         leaves = [

@@ -10,7 +10,10 @@ one worker iteration being ``rollouts`` steps, so the agent updates exactly once
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import gymnasium
@@ -28,6 +31,47 @@ def spaces(task: VecTask) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
     obs = gymnasium.spaces.Box(-np.inf, np.inf, (task.num_obs,), dtype=np.float32)
     act = gymnasium.spaces.Box(-1.0, 1.0, (task.num_actions,), dtype=np.float32)
     return obs, act
+
+
+def skrl_rollout(
+    trainer: Any,
+    *,
+    to_task: Callable[[Any], torch.Tensor] = lambda a: a,
+    from_task: Callable[[torch.Tensor], Any] = lambda t: t,
+    guard: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> None:
+    """One PPO rollout through skrl's agent interface, as ``SequentialTrainer.train`` steps it.
+
+    ``to_task``/``from_task`` carry actions into the torch task and its tensors back to the
+    agent's framework; ``guard`` wraps acting and recording (``torch.no_grad`` for torch agents).
+    """
+    agent, task = trainer.agent, trainer.task
+    total = trainer.timestep + trainer.ppo.rollout
+    obs = trainer.obs
+    for _ in range(trainer.ppo.rollout):
+        t = trainer.timestep
+        agent.pre_interaction(timestep=t, timesteps=total)
+        with guard():
+            actions, _ = agent.act(obs, None, timestep=t, timesteps=total)
+            next_obs_t, reward, terminated, truncated, info = task.step(to_task(actions))
+            next_obs = from_task(next_obs_t)
+            agent.record_transition(
+                observations=obs,
+                states=None,
+                actions=actions,
+                rewards=from_task(reward.unsqueeze(1)),
+                next_observations=next_obs,
+                next_states=None,
+                terminated=from_task(terminated.unsqueeze(1)),
+                truncated=from_task(truncated.unsqueeze(1)),
+                infos=info,
+                timestep=t,
+                timesteps=total,
+            )
+        agent.post_interaction(timestep=t, timesteps=total)
+        obs = next_obs
+        trainer.timestep += 1
+    trainer.obs = obs
 
 
 class SkrlTorchTrainer:
@@ -74,32 +118,7 @@ class SkrlTorchTrainer:
         """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""
 
     def iterate(self) -> None:
-        agent, task = self.agent, self.task
-        total = self.timestep + self.ppo.rollout
-        obs = self.obs
-        for _ in range(self.ppo.rollout):
-            t = self.timestep
-            agent.pre_interaction(timestep=t, timesteps=total)
-            with torch.no_grad():
-                actions, _ = agent.act(obs, None, timestep=t, timesteps=total)
-                next_obs, reward, terminated, truncated, info = task.step(actions)
-                agent.record_transition(
-                    observations=obs,
-                    states=None,
-                    actions=actions,
-                    rewards=reward.unsqueeze(1),
-                    next_observations=next_obs,
-                    next_states=None,
-                    terminated=terminated.unsqueeze(1),
-                    truncated=truncated.unsqueeze(1),
-                    infos=info,
-                    timestep=t,
-                    timesteps=total,
-                )
-            agent.post_interaction(timestep=t, timesteps=total)
-            obs = next_obs
-            self.timestep += 1
-        self.obs = obs
+        skrl_rollout(self, guard=torch.no_grad)
 
     def _models(self) -> list[torch.nn.Module]:
         return [self.agent.policy, self.agent.value]
