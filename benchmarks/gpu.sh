@@ -15,8 +15,8 @@
 # Steps, all against the real GPU(s), logged to $OUT/gpu.log (or benchmarks/results/gpu/gpu.log):
 #   checks  nvidia-smi; mgpu check-env --deep; mgpu probe-nccl --world-size 1 (NCCL); mgpu train with
 #           one GPU rank for a few iterations of rsl-rl, skrl torch and skrl JAX
-#   bench   python -m benchmarks launch shutdown probe training --device cuda --repeats $REPEATS
-#           (default 2), JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
+#   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 2),
+#           then shutdown --repeats 1; JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
 #   pytest  the whole test suite (python -m pytest -q)
 # Every step runs under one overall budget (BUDGET_S, default 560 s): a step gets at most what is
 # left, so the script ends inside a ten-minute command limit; a failed step does not stop the rest.
@@ -121,8 +121,11 @@ for s in "${STEPS[@]}"; do
         done
         ;;
     bench)
-        step benchmarks 420 "$PY" -m benchmarks launch shutdown probe training --device cuda \
+        step benchmarks 360 "$PY" -m benchmarks launch probe training --device cuda \
             --repeats "$REPEATS" --results "$RESULTS"
+        # Shutdown does not depend on the device (sleeping test workers), and its torchrun side
+        # waits a fixed 30 s per stubborn run: one repeat here.
+        step benchmark-shutdown 150 "$PY" -m benchmarks shutdown --repeats 1 --results "$RESULTS"
         ;;
     pytest)
         step pytest 400 "$PY" -m pytest -q -p no:cacheprovider

@@ -80,6 +80,7 @@ def bandwidth(nbytes: int, seconds: float, world_size: int) -> float:
 def hang_once(timeout: float, log_dir: str) -> tuple[float, float, str]:
     """Stop one rank in the timed loop; return (s from the stop to the report, s past timeout, status)."""
     n = ranks()
+    log_dir = tempfile.mkdtemp(dir=log_dir)  # its own folder: no heartbeat of an earlier launch
     argv = [MGPU, "probe-nccl", *_device_args(), "--sizes", "256K", "--iters", "100000000"]
     argv += ["--warmup", "0", "--timeout", str(timeout), "--json", "--log_dir", log_dir]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -89,7 +90,10 @@ def hang_once(timeout: float, log_dir: str) -> tuple[float, float, str]:
             for folder in Path(log_dir).glob(f"probe-*/ws{n}"):
                 beat = channel.read_heartbeats(folder).get(n - 1)
                 if beat and beat.stage == "collective" and beat.phase == "timed":
-                    os.kill(beat.pid, signal.SIGSTOP)
+                    try:
+                        os.kill(beat.pid, signal.SIGSTOP)
+                    except ProcessLookupError:  # the launch already ended; its report says why
+                        continue
                     stopped = time.monotonic()
         time.sleep(0.02)
     after_stop = time.monotonic() - stopped if stopped else float("nan")
