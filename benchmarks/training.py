@@ -7,7 +7,8 @@ JAX at ``ranks()`` ranks once more with ``MGPU_SKRL_JAX_STOCK_PMAP=1`` (stock sk
 ``jax.pmap`` in ``reduce_parameters`` and PPO's KL step; see ``isaaclab_mgpu.backends._patches``).
 
 Figures come from rank 0's per-iteration lines (``[mgpu] iteration i/N | ... | S steps/s | T
-s/it``): the median over the iterations after the first ``WARMUP``, which hold JAX's compilation
+s/it``; seconds per iteration recomputed from the exact steps/s, as T is rounded to 0.01 s): the
+median over the iterations after the first ``WARMUP``, which hold JAX's compilation
 and the allocator's first touches and would otherwise swamp a short run. The whole-run figures of
 ``summary.json`` (``s_per_iteration``, ``env_steps_per_s.total``, warm-up included) are kept in
 the JSON as ``summaries`` and quoted in the notes. env-steps/s counts every rank's steps.
@@ -26,6 +27,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from isaaclab_mgpu.backends import DEFAULTS
 
 from .common import MGPU, Figure, device, ranks, save, stream
 
@@ -62,9 +65,13 @@ def one_run(backend: str, n: int, env: dict[str, str] | None = None) -> dict[str
         summary = json.loads(next(Path(tmp, "logs").glob("*/*/*/summary.json")).read_text())
     if len(steady) != MEASURED:
         raise RuntimeError(f"{backend} x{n}: {len(steady)} iteration lines after the warm-up:\n{done.tail()}")
+    # The line prints s/it to 0.01 s, too coarse at ~0.1 s/it; steps/s is exact to a step, and
+    # steps/s = envs x rollout x ranks / seconds, so the seconds come from it.
+    steps = num_envs() * DEFAULTS["cartpole"].ppo.rollout * n
+    rates = [float(m.group(2).replace(",", "")) for m in steady]
     return {
-        "s_per_iteration": statistics.median(float(m.group(3)) for m in steady),
-        "env_steps_per_s": statistics.median(float(m.group(2).replace(",", "")) for m in steady),
+        "s_per_iteration": statistics.median(steps / r for r in rates),
+        "env_steps_per_s": statistics.median(rates),
         "summary_s_per_iteration": summary["s_per_iteration"],
         "summary_env_steps_per_s": summary["env_steps_per_s"]["total"],
         "wall_s": done.total_s,
