@@ -194,10 +194,14 @@ def save(name: str, figures: list[Figure], extra: dict | None = None) -> Path:
     return path
 
 
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _fmt(stats: dict[str, float]) -> str:
     if not stats:
         return "—"
-    return f"{stats['median']:.3g} ({stats['min']:.3g}–{stats['max']:.3g})"
+    return f"{_num(stats['median'])} ({_num(stats['min'])}–{_num(stats['max'])})"
 
 
 def write_markdown() -> Path:
@@ -229,7 +233,7 @@ def write_markdown() -> Path:
             ratio = f"{f['ratio']:.3g}×" if f["ratio"] is not None else "—"
             lines.append(
                 f"| {f['name']} | {f['unit']} | {_fmt(f['stats'])} | {f['baseline'] or '—'} | "
-                f"{_fmt(f['baseline_stats'])} | {ratio} | {f['goal']} |"
+                f"{_fmt(f['baseline_stats'])} | {ratio} | {f['goal'] or '—'} |"
             )
         notes = [f"- {f['name']}: {f['note']}" for f in data["figures"] if f["note"]]
         lines += ["", *notes, ""] if notes else [""]

@@ -40,7 +40,7 @@ BACKENDS = {
 }
 STOCK_PMAP = {"MGPU_SKRL_JAX_STOCK_PMAP": "1"}
 #: torchrun sets OMP_NUM_THREADS=1 only for several ranks; a lone CPU rank would otherwise run torch's
-#: intra-op pool on every core and, on a shared box, crawl (measured: 4.1 s/it instead of ~0.2), so
+#: intra-op pool on every core and, on a shared box, crawl (measured: 4.1 s/it instead of ~0.075), so
 #: every CPU run gets the same single thread and the ratios measure distribution, not threads.
 CPU_ENV = {"OMP_NUM_THREADS": "1"}
 LINE = re.compile(r"\[mgpu\] iteration (\d+)/\d+ \|.*\| ([\d,.]+) steps/s \| ([\d.]+) s/it")
