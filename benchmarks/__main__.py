@@ -1,33 +1,46 @@
-"""Run the benchmarks: ``uv run python -m benchmarks [NAME ...] [--repeats N]``.
+"""Run the benchmarks: ``uv run python -m benchmarks [NAME ...] [--repeats N] [--device cpu|cuda]``.
 
-Each benchmark writes ``benchmarks/results/<name>.json``; the Markdown table of all results is
-rewritten to ``benchmarks/results/README.md`` at the end.
+Each benchmark writes ``<results>/<name>.json`` (default ``benchmarks/results``); the Markdown
+table of every JSON file there is rewritten to ``<results>/README.md`` at the end. ``--device``
+(or ``MGPU_BENCH_DEVICE``) chooses CPU ranks (gloo) or GPU ranks (NCCL) for launch, probe and
+training; ``benchmarks/gpu.sh`` runs them on a GPU machine. See ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import time
 
 from .common import write_markdown
 
-ALL = ("startup", "shutdown")
+ALL = ("startup", "launch", "shutdown", "probe", "training")
 
 
 def main() -> None:
     """Run the chosen benchmarks (all by default) and render the results table."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("names", nargs="*", choices=[*ALL, []], help="benchmarks to run (default: all)")
-    parser.add_argument("--repeats", type=int, default=5, help="repeats per figure")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats per figure (default 3)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="ranks on CPU (gloo) or GPUs (NCCL)")
+    parser.add_argument("--results", help="folder for the JSON files and README.md")
     args = parser.parse_args()
+    if args.device:
+        os.environ["MGPU_BENCH_DEVICE"] = args.device
+    if args.results:
+        os.environ["MGPU_BENCH_RESULTS"] = os.path.abspath(args.results)
     for name in args.names or ALL:
         module = importlib.import_module(f"benchmarks.{name}")
+        started = time.perf_counter()
         for figure in module.run(repeats=args.repeats):
             ratio = figure.ratio()
             print(
                 f"{name}: {figure.name}: {figure.stats(figure.samples)}"
-                + (f" ratio {ratio:.3f}" if ratio else "")
+                + (f" ratio {ratio:.3f}" if ratio else ""),
+                flush=True,
             )
+        print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
     print(f"wrote {write_markdown()}")
 
 

@@ -2,8 +2,12 @@
 
 Every figure is a ratio to a baseline measured in the same run, with min / median / max over the
 repeats, because absolute numbers on a shared 2-core box say little. Results go to
-``benchmarks/results/<name>.json``; :func:`write_markdown` renders all of them into
-``benchmarks/results/README.md``.
+``benchmarks/results/<name>.json`` (``MGPU_BENCH_RESULTS`` or ``--results`` moves them);
+:func:`write_markdown` renders all of them into ``README.md`` beside them.
+
+The device the training-side benchmarks use comes from ``MGPU_BENCH_DEVICE`` (``cpu``, the
+default, or ``cuda``; ``--device`` sets it): on ``cpu`` they run 2 gloo ranks on this machine, on
+``cuda`` one NCCL rank per visible GPU, at most 2.
 """
 
 from __future__ import annotations
@@ -11,18 +15,56 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
+#: The ``mgpu`` command: this interpreter's console script, else the one on PATH (``gpu.sh`` puts a
+#: shim there when the project runs from a checkout on a machine's own Python).
+MGPU = str(BIN / "mgpu") if (BIN / "mgpu").exists() else (shutil.which("mgpu") or str(BIN / "mgpu"))
+
+
+def results_dir() -> Path:
+    """Where the JSON files and their README go."""
+    return Path(os.environ.get("MGPU_BENCH_RESULTS") or ROOT / "benchmarks" / "results")
+
+
+def device() -> str:
+    """``cpu`` or ``cuda``: what the launch, probe and training benchmarks run on."""
+    value = os.environ.get("MGPU_BENCH_DEVICE", "cpu")
+    if value not in ("cpu", "cuda"):
+        raise SystemExit(f"MGPU_BENCH_DEVICE={value!r}: use cpu or cuda")
+    return value
+
+
+def gpu_names() -> list[str]:
+    """The GPUs ``nvidia-smi`` lists (empty without a driver)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=False,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [g.strip() for g in out.split("\n") if g.strip()]
+
+
+def ranks() -> int:
+    """Ranks of a multi-rank figure: 2 on CPU, one per visible GPU (at most 2) on CUDA."""
+    if device() == "cpu":
+        return 2
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = len([d for d in visible.split(",") if d.strip()]) if visible is not None else len(gpu_names())
+    return max(1, min(2, count))
 
 
 @dataclass
@@ -61,33 +103,38 @@ class Figure:
 
 def machine() -> dict[str, object]:
     """What the numbers were measured on."""
-    try:
-        gpus = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=False,
-        ).stdout.split("\n")  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        gpus = []
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
     return {
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
         "cores": os.cpu_count(),
         "memory_gib": round(mem, 1),
-        "gpus": [g for g in gpus if g.strip()],
+        "gpus": gpu_names(),
         "python": platform.python_version(),
+        "device": device(),
+        "load_1min_at_end": load,
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
 
 
-def wall(argv: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 120) -> float:
-    """Seconds one command takes from exec to exit (it must exit 0)."""
+def wall(
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    ok: tuple[int, ...] = (0,),
+) -> float:
+    """Seconds one command takes from exec to exit (it must exit with a code in ``ok``)."""
     start = time.perf_counter()
     proc = subprocess.run(
         list(argv), capture_output=True, env={**os.environ, **(env or {})}, timeout=timeout, check=False
     )
     took = time.perf_counter() - start
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
     return took
 
@@ -97,34 +144,87 @@ def repeat(fn: Callable[[], float], times: int) -> list[float]:
     return [fn() for _ in range(times)]
 
 
+@dataclass
+class Streamed:
+    """A finished command's output lines, each with its arrival time after the start."""
+
+    lines: list[tuple[float, str]]
+    exit_code: int
+    total_s: float
+
+    def first(self, needle: str) -> float | None:
+        """Seconds from the start until the first line containing ``needle``."""
+        return next((t for t, line in self.lines if needle in line), None)
+
+    def tail(self, n: int = 15) -> str:
+        """The last ``n`` lines, for error messages."""
+        return "\n".join(line for _, line in self.lines[-n:])
+
+
+def stream(
+    argv: Sequence[str], *, cwd: str | Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> Streamed:
+    """Run ``argv`` with stdout and stderr on one pipe, timestamping each line as it arrives."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        list(argv), cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, bufsize=1,
+    )  # fmt: skip
+    killer = threading.Timer(timeout, proc.kill)  # a hung run must not hang the benchmark
+    killer.start()
+    lines: list[tuple[float, str]] = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append((time.perf_counter() - start, line.rstrip("\n")))
+        code = proc.wait()
+    finally:
+        killer.cancel()
+    return Streamed(lines, code, time.perf_counter() - start)
+
+
 def save(name: str, figures: list[Figure], extra: dict | None = None) -> Path:
     """Write ``benchmarks/results/<name>.json``."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    results = results_dir()
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"{name}.json"
     payload = {"benchmark": name, "machine": machine(), "figures": [f.to_json() for f in figures]}
     payload.update(extra or {})
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
 
 
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _fmt(stats: dict[str, float]) -> str:
     if not stats:
         return "—"
-    return f"{stats['median']:.3g} ({stats['min']:.3g}–{stats['max']:.3g})"
+    return f"{_num(stats['median'])} ({_num(stats['min'])}–{_num(stats['max'])})"
 
 
 def write_markdown() -> Path:
     """Render every results JSON into ``benchmarks/results/README.md``."""
-    lines = ["# Benchmark results", ""]
-    for path in sorted(RESULTS.glob("*.json")):
+    results = results_dir()
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `uv run python -m benchmarks`; what each figure means: `docs/benchmarks.md`.",
+        "Ratios compare medians measured in the same run.",
+        "",
+    ]
+    for path in sorted(results.glob("*.json")):
         data = json.loads(path.read_text())
         m = data["machine"]
         gpus = ", ".join(m["gpus"]) or "no GPU"
+        on = f", ranks on {m['device']}" if m.get("device") else ""
+        load = f", 1-min load {m['load_1min_at_end']:.1f} at the end" if m.get("load_1min_at_end") else ""
         lines += [
             f"## {data['benchmark']}",
             "",
             f"Measured {m['date']} on {m['cores']} cores, {m['memory_gib']} GiB, {gpus}, "
-            f"Python {m['python']}.",
+            f"Python {m['python']}{on}{load}.",
             "",
             "| figure | unit | median (min–max) | baseline | baseline median (min–max) | ratio | goal |",
             "|---|---|---|---|---|---|---|",
@@ -133,10 +233,10 @@ def write_markdown() -> Path:
             ratio = f"{f['ratio']:.3g}×" if f["ratio"] is not None else "—"
             lines.append(
                 f"| {f['name']} | {f['unit']} | {_fmt(f['stats'])} | {f['baseline'] or '—'} | "
-                f"{_fmt(f['baseline_stats'])} | {ratio} | {f['goal']} |"
+                f"{_fmt(f['baseline_stats'])} | {ratio} | {f['goal'] or '—'} |"
             )
         notes = [f"- {f['name']}: {f['note']}" for f in data["figures"] if f["note"]]
         lines += ["", *notes, ""] if notes else [""]
-    out = RESULTS / "README.md"
+    out = results / "README.md"
     out.write_text("\n".join(lines))
     return out

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from .common import BIN, PYTHON, ROOT, Figure, save
+from .common import MGPU, PYTHON, ROOT, Figure, save
 
 WORKERS = ROOT / "tests" / "workers"
 #: Processes each worker script leaves recorded once it runs (2 ranks).
@@ -45,7 +45,7 @@ def one_shutdown(launcher: str, worker: str) -> tuple[float, int]:
         logs = ["--tee", "3", "--local_ranks_filter", "0", "--log_dir", f"{tmp}/logs"]
         if launcher == "mgpu":
             argv = [
-                str(BIN / "mgpu"),
+                MGPU,
                 "train",
                 "--device",
                 "cpu",

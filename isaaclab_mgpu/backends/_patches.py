@@ -16,6 +16,11 @@
    by a version using one module-level pmap; the PPO module gets a ``jax`` proxy whose ``pmap``
    memoises by the lambda's code object (the lambdas there close over nothing, so equal code
    means an equal function).
+
+Benchmark switch: with ``MGPU_SKRL_JAX_STOCK_PMAP=1`` in a rank's environment, fix 3 is left out
+and skrl's per-call ``pmap`` runs as shipped, so ``benchmarks/training.py`` can measure what the
+cache buys in the same run. Fix 2 stays on (stock skrl cannot train on two ranks without it). It is
+read once, when :func:`patch_skrl_jax` first runs in the process; it is meant for benchmarks only.
 """
 
 from __future__ import annotations
@@ -86,6 +91,8 @@ def _torch_group_guard(active: bool, cpu: bool) -> Iterator[None]:
 
 
 _JAX_PATCHED = False
+#: Environment switch that leaves fix 3 out (benchmarks only; see the module docstring).
+STOCK_PMAP_ENV = "MGPU_SKRL_JAX_STOCK_PMAP"
 
 
 def patch_skrl_jax() -> None:
@@ -94,7 +101,15 @@ def patch_skrl_jax() -> None:
     if _JAX_PATCHED:
         return
     import jax
-    import jax.experimental.multihost_utils
+    import jax.experimental.multihost_utils  # fix 2: skrl uses it without importing it
+
+    if os.environ.get(STOCK_PMAP_ENV) != "1":
+        _cache_pmaps(jax)
+    _JAX_PATCHED = True
+
+
+def _cache_pmaps(jax: Any) -> None:
+    """Fix 3: compile skrl's all-reduce ``pmap`` once instead of on every call."""
     import skrl.agents.jax.ppo.ppo as ppo_module
     import skrl.models.jax.base as model_base
 
@@ -110,7 +125,6 @@ def patch_skrl_jax() -> None:
 
     model_base.Model.reduce_parameters = reduce_parameters
     ppo_module.jax = _CachedPmapJax(jax)
-    _JAX_PATCHED = True
 
 
 class _CachedPmapJax:

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# GPU checks and benchmarks for a lent GPU machine (H100/H200 class). Never part of CI.
+#
+#   benchmarks/gpu.sh --fetch-wheels   # on a connected machine: download the wheels to carry into .whl/
+#   benchmarks/gpu.sh [STEP ...]       # on the GPU machine; steps: checks bench pytest (default: all)
+#
+# Python: the checkout's .venv when it exists and sees a GPU (a `uv sync` done on a connected GPU
+# machine); otherwise the machine's own python3 (MGPU_PYTHON overrides), which must already hold
+# torch with CUDA and jax with its CUDA plugin (as the lent image does). The packages such an image
+# lacks (rsl-rl-lib, skrl, tensordict, gymnasium, GitPython and their small dependencies) travel as
+# wheels in .whl/ (`--fetch-wheels`, pinned to uv.lock) and are installed with pip --no-index into
+# /tmp/mgpu-site; the project itself runs from the checkout (PYTHONPATH) through an `mgpu` shim.
+# warp-lang is not carried: the embedded tasks do not need it (Isaac Lab tasks do).
+#
+# Steps, all against the real GPU(s), logged to $OUT/gpu.log (or benchmarks/results/gpu/gpu.log):
+#   checks  nvidia-smi; mgpu check-env --deep; mgpu probe-nccl --world-size 1 (NCCL); mgpu train with
+#           one GPU rank for a few iterations of rsl-rl, skrl torch and skrl JAX
+#   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 2),
+#           then shutdown --repeats 1; JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
+#   pytest  the whole test suite (python -m pytest -q)
+# Every step runs under one overall budget (BUDGET_S, default 560 s): a step gets at most what is
+# left, so the script ends inside a ten-minute command limit; a failed step does not stop the rest.
+# Exit status: the number of failed steps (0: all passed).
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+WHEELS=(rsl-rl-lib==5.5.1 skrl==2.1.1 tensordict==0.15.3 pyvers==0.2.3 gymnasium==1.4.0
+        farama-notifications==0.0.6 GitPython==3.2.1 gitdb==4.0.12 smmap==5.0.3)
+
+if [[ "${1:-}" == "--fetch-wheels" ]]; then
+    # Python 3.12 / x86-64 manylinux wheels, no dependencies resolved: the list above is complete
+    # for an image that already has torch, jax, flax, optax, numpy, tensorboard, onnx and tqdm.
+    mkdir -p .whl
+    exec python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+        -d .whl "${WHEELS[@]}"
+fi
+
+if [[ -n "${OUT:-}" ]]; then
+    LOG="$OUT/gpu.log"; RESULTS="$OUT/results"
+else
+    LOG="$REPO/benchmarks/results/gpu/gpu.log"; RESULTS="$REPO/benchmarks/results/gpu"
+fi
+mkdir -p "$(dirname "$LOG")" "$RESULTS"
+: >"$LOG"
+BUDGET_S="${BUDGET_S:-560}"
+REPEATS="${REPEATS:-2}"
+END=$((SECONDS + BUDGET_S))
+FAILED=0
+export PYTHONUNBUFFERED=1
+
+log() { echo "[gpu.sh $(date +%H:%M:%S)] $*" | tee -a "$LOG"; }
+
+# step NAME LIMIT_S CMD...: run CMD with at most LIMIT_S seconds (and never past the budget).
+step() {
+    local name="$1" limit="$2"; shift 2
+    local left=$((END - SECONDS))
+    if ((left < 20)); then
+        log "SKIP $name: budget spent"; FAILED=$((FAILED + 1)); return
+    fi
+    ((limit > left)) && limit=$left
+    log "START $name (limit ${limit}s): $*"
+    local t0=$SECONDS
+    timeout --kill-after=10 "$limit" "$@" >>"$LOG" 2>&1
+    local rc=$?
+    if ((rc == 0)); then
+        log "PASS $name ($((SECONDS - t0))s)"
+    else
+        log "FAIL $name: exit $rc ($((SECONDS - t0))s)$( ((rc == 124)) && echo ', timed out')"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+# --- the Python to use -----------------------------------------------------------------------
+if [[ -x .venv/bin/python ]] && .venv/bin/python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    PY="$REPO/.venv/bin/python"
+    export PATH="$REPO/.venv/bin:$PATH"
+else
+    # The interpreter itself (not a shim such as pyenv's): the mgpu shim's shebang points at it.
+    PY="$("${MGPU_PYTHON:-python3}" -c 'import sys; print(sys.executable)')"
+    if compgen -G ".whl/*.whl" >/dev/null; then
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target /tmp/mgpu-site .whl/*.whl >>"$LOG" 2>&1 || log "pip install of .whl/ failed (see above)"
+    fi
+    export PYTHONPATH="/tmp/mgpu-site:$REPO${PYTHONPATH:+:$PYTHONPATH}"
+    mkdir -p /tmp/mgpu-bin
+    printf '#!%s\nimport sys\nfrom isaaclab_mgpu.cli import main\nsys.exit(main())\n' "$PY" >/tmp/mgpu-bin/mgpu
+    chmod +x /tmp/mgpu-bin/mgpu
+    export PATH="/tmp/mgpu-bin:$PATH"
+fi
+log "python: $PY; results: $RESULTS; budget ${BUDGET_S}s; repeats $REPEATS"
+"$PY" - >>"$LOG" 2>&1 <<'EOF'
+import importlib.metadata as md, platform
+print("python", platform.python_version())
+for name in ("torch", "jax", "jaxlib", "rsl-rl-lib", "skrl", "tensordict", "gymnasium", "warp-lang"):
+    try:
+        print(f"{name} {md.version(name)}")
+    except md.PackageNotFoundError:
+        print(f"{name} MISSING")
+import torch
+print("cuda available:", torch.cuda.is_available(), "devices:", torch.cuda.device_count())
+EOF
+
+STEPS=("$@")
+((${#STEPS[@]})) || STEPS=(checks bench pytest)
+TRAIN_DIR="$(mktemp -d)"
+
+for s in "${STEPS[@]}"; do
+    case "$s" in
+    checks)
+        step nvidia-smi 30 nvidia-smi
+        step check-env-deep 150 mgpu check-env --deep
+        step probe-nccl-ws1 150 mgpu probe-nccl --world-size 1 --backend nccl --log_dir "$TRAIN_DIR/probe"
+        for lib in "rsl_rl" "skrl --ml_framework torch" "skrl --ml_framework jax"; do
+            # shellcheck disable=SC2086  # $lib is two words on purpose
+            step "train-1gpu-${lib// /-}" 150 bash -c \
+                "cd '$TRAIN_DIR' && mgpu train --nproc_per_node 1 --rl_library $lib --max_iterations 5 --num_envs 4096"
+        done
+        ;;
+    bench)
+        step benchmarks 360 "$PY" -m benchmarks launch probe training --device cuda \
+            --repeats "$REPEATS" --results "$RESULTS"
+        # Shutdown does not depend on the device (sleeping test workers), and its torchrun side
+        # waits a fixed 30 s per stubborn run: one repeat here.
+        step benchmark-shutdown 150 "$PY" -m benchmarks shutdown --repeats 1 --results "$RESULTS"
+        ;;
+    pytest)
+        step pytest 400 "$PY" -m pytest -q -p no:cacheprovider
+        ;;
+    *)
+        log "unknown step $s (use checks, bench, pytest)"; FAILED=$((FAILED + 1))
+        ;;
+    esac
+done
+rm -rf "$TRAIN_DIR"
+log "done: $FAILED failed step(s); log $LOG; results $RESULTS"
+exit "$FAILED"
