@@ -10,6 +10,7 @@ import sys
 import traceback
 from typing import Annotated
 
+import click
 import typer
 
 from .. import __version__
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         report.error("interrupted")
         return EXIT_INTERRUPTED
-    except typer.TyperException as exc:
+    except click.ClickException as exc:
         if STATE.debug:
             traceback.print_exc()
         report.error(exc.format_message())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import click
 import typer
 
 from ..errors import MgpuError
@@ -61,7 +62,7 @@ def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
             spec_from_options(ctx.args, {n: ctx.params[n] for n in SHARED})
     except MgpuError as exc:
         return str(exc)
-    except typer.TyperException as exc:
+    except click.ClickException as exc:
         return exc.format_message()
     finally:
         STATE.debug = saved_debug
