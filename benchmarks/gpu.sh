@@ -7,7 +7,8 @@
 # Python: the checkout's .venv when it exists and sees a GPU (a `uv sync` done on a connected GPU
 # machine); otherwise the machine's own python3 (MGPU_PYTHON overrides), which must already hold
 # torch with CUDA and jax with its CUDA plugin (as the lent image does). The packages such an image
-# lacks (rsl-rl-lib, skrl, tensordict, gymnasium, GitPython and their small dependencies) travel as
+# lacks (rsl-rl-lib, skrl, tensordict, gymnasium, GitPython, the Typer/click pair mgpu pins, and their
+# small dependencies) travel as
 # wheels in .whl/ (`--fetch-wheels`, pinned to uv.lock) and are installed with pip --no-index into
 # /tmp/mgpu-site; the project itself runs from the checkout (PYTHONPATH) through an `mgpu` shim.
 # warp-lang is not carried: the embedded tasks do not need it (Isaac Lab tasks do).
@@ -27,7 +28,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
 WHEELS=(rsl-rl-lib==5.5.1 skrl==2.1.1 tensordict==0.15.3 pyvers==0.2.3 gymnasium==1.4.0
-        farama-notifications==0.0.6 GitPython==3.2.1 gitdb==4.0.12 smmap==5.0.3)
+        farama-notifications==0.0.6 GitPython==3.2.1 gitdb==4.0.12 smmap==5.0.3
+        typer==0.25.1 click==8.5.1 shellingham==1.5.4 annotated-doc==0.0.7)
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     # Python 3.12 / x86-64 manylinux wheels, no dependencies resolved: the list above is complete
