@@ -366,11 +366,7 @@ def collect(
 
 def installed_packages() -> tuple[Package, ...]:
     """Versions of :data:`PACKAGES` and NCCL / jax CUDA plugin wheels, from metadata only."""
-    found: dict[str, str] = {}
-    for dist in importlib.metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
-        if name and name not in found:
-            found[name] = dist.version
+    found = _dist_info_versions()
     out = []
     for name in PACKAGES:
         cuda = _torch_cuda() if name == "torch" and name in found else None
@@ -381,6 +377,27 @@ def installed_packages() -> tuple[Package, ...]:
             cuda = (m.group(1) or m.group(2)) if m else None
             out.append(Package(name, found[name], cuda))
     return tuple(out)
+
+
+def _dist_info_versions() -> dict[str, str]:
+    """Installed distributions by normalised name, from ``NAME-VERSION.dist-info`` folder names.
+
+    Reading every METADATA file (``importlib.metadata.distributions()``) costs ~0.1 s per start;
+    the folder names carry the same name and version (the wheel spec escapes ``-`` in names).
+    """
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for folder in names:
+            if not folder.endswith(".dist-info"):
+                continue
+            name, sep, version = folder[: -len(".dist-info")].partition("-")
+            if sep:
+                found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), version)
+    return found
 
 
 def _torch_cuda() -> str | None:
