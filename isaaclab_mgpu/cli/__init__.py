@@ -15,7 +15,7 @@ import typer
 
 from .. import __version__
 from ..errors import EXIT_INTERRUPTED, MgpuError
-from .options import PASSTHROUGH, STATE, launch_command
+from .options import NO_SAVED_WORKAROUNDS, PASSTHROUGH, STATE, launch_command
 from .probe import probe_nccl_cmd
 
 app = typer.Typer(
@@ -24,13 +24,6 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
-)
-
-
-NO_SAVED_WORKAROUNDS = typer.Option(
-    "--no_saved_workarounds",
-    "--no-saved-workarounds",
-    help="Do not apply the NCCL workarounds probe-nccl saved for this machine.",
 )
 
 

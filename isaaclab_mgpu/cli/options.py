@@ -48,6 +48,13 @@ def _opt(name: str, help: str, *extra: str, panel: str = TORCHRUN, **kw: Any) ->
     return typer.Option(*_names(name, *extra), help=help, rich_help_panel=panel, **kw)
 
 
+#: Shared by train, dry-run and probe-nccl (not a launch-spec field: it selects the environment).
+NO_SAVED_WORKAROUNDS = typer.Option(
+    "--no_saved_workarounds",
+    "--no-saved-workarounds",
+    help="Do not apply the NCCL workarounds probe-nccl saved for this machine.",
+)
+
 # name -> (annotation, default); the annotation carries the typer.Option.
 SHARED: dict[str, tuple[Any, Any]] = {
     "nproc_per_node": (

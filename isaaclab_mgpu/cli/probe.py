@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from .options import _names
+from .options import NO_SAVED_WORKAROUNDS, _names
 
 PROBE = "Probe options"
 
@@ -35,9 +35,7 @@ def probe_nccl_cmd(
     save_workaround: Annotated[
         bool, _o("save_workaround", "Store a confirmed fix for this machine (train applies it).")
     ] = False,
-    no_saved_workarounds: Annotated[
-        bool, _o("no_saved_workarounds", "Do not apply this machine's saved workarounds.")
-    ] = False,
+    no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
     json: Annotated[bool, _o("json", "Print one JSON document instead of the tables.")] = False,
 ) -> int:
     """Tell a communication hang from a task bug: time and check all-reduce at each world size."""
