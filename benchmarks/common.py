@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from isaaclab_mgpu.resolve import nvml_gpu_names
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
@@ -47,15 +49,8 @@ def device() -> str:
 
 
 def gpu_names() -> list[str]:
-    """The GPUs ``nvidia-smi`` lists (empty without a driver)."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=False,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [g.strip() for g in out.split("\n") if g.strip()]
+    """The GPUs NVML lists (empty without a driver)."""
+    return list(nvml_gpu_names() or ())
 
 
 def ranks() -> int:

@@ -154,8 +154,8 @@ def probe_machine(environ: Mapping[str, str] | None = None) -> Machine:
     )
 
 
-def nvml_device_count() -> int | None:
-    """GPU count from NVML, or None when there is no usable driver."""
+def nvml_gpu_names() -> tuple[str, ...] | None:
+    """Model names of every GPU NVML sees (ignoring CUDA_VISIBLE_DEVICES); None without a driver."""
     try:
         import pynvml
     except ImportError:
@@ -165,12 +165,22 @@ def nvml_device_count() -> int | None:
     except pynvml.NVMLError:
         return None
     try:
-        return int(pynvml.nvmlDeviceGetCount())
+        names = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+        return tuple(names)
     except pynvml.NVMLError:
         return None
     finally:
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
+
+
+def nvml_device_count() -> int | None:
+    """GPU count from NVML, or None when there is no usable driver."""
+    names = nvml_gpu_names()
+    return None if names is None else len(names)
 
 
 def parse_visible_devices(value: str, total: int | None = None) -> tuple[str, ...]:

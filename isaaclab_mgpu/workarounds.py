@@ -14,13 +14,14 @@ another, nor to the same host after its GPUs changed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from .resolve import nvml_gpu_names
 
 
 @dataclass(frozen=True)
@@ -70,25 +71,7 @@ def machine_key(hostname: str, gpu_names: tuple[str, ...]) -> str:
 
 def gpu_names() -> tuple[str, ...]:
     """Model names of this machine's GPUs from NVML (all of them, ignoring CUDA_VISIBLE_DEVICES)."""
-    try:
-        import pynvml
-    except ImportError:
-        return ()
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return ()
-    try:
-        names = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-        return tuple(names)
-    except pynvml.NVMLError:
-        return ()
-    finally:
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
+    return nvml_gpu_names() or ()
 
 
 def this_machine() -> str:
