@@ -34,6 +34,8 @@ JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
 DEFAULT_LOG_DIR = "logs/mgpu"
 #: Environment variable carrying the run timestamp every rank shares.
 RUN_STAMP_ENV = "MGPU_RUN_STAMP"
+#: Set for the launch when ``--gpu_ids`` selected GPUs.
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 # Forwarded torchrun options, in the order Isaac Lab's launcher emits them.
 _TORCHRUN_ORDER = (
@@ -107,6 +109,8 @@ def build(r: ResolvedSpec) -> Command:
 
     argv = [*head, *worker_tail(r)]
     env = {RUN_STAMP_ENV: r.run_stamp, **dict(r.extra_env)}
+    if r.cuda_visible_devices is not None:
+        env[CUDA_VISIBLE_DEVICES] = r.cuda_visible_devices
     return Command(
         argv=tuple(argv),
         env=env,

@@ -20,7 +20,8 @@ def prepare(
     spec: LaunchSpec, *, strict: bool, extra_env: Mapping[str, str] | None = None
 ) -> tuple[ResolvedSpec, Command]:
     """Resolve ``spec`` against this machine and build its command."""
-    resolved = resolve(spec, probe_machine(), strict=strict, extra_env=extra_env)
+    machine = probe_machine(gpu_uuids=spec.gpu_ids is not None)
+    resolved = resolve(spec, machine, strict=strict, extra_env=extra_env)
     return resolved, build(resolved)
 
 

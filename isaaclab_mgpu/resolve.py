@@ -10,6 +10,11 @@ What resolve decides:
 - **Visible devices** without importing torch: ``CUDA_VISIBLE_DEVICES`` when set (indices,
   ``GPU-…``/``MIG-…`` UUIDs; ``-1`` hides the entries from there on, as CUDA does; duplicates and
   malformed entries are errors), else the NVML device count, else 0.
+- **GPU selection** (``--gpu_ids 0,2`` / ``--gpus``): each id is checked against the GPUs visible
+  here (an index below their count, a UUID NVML knows, no GPU twice, no more ids than GPUs) and the
+  launch gets ``CUDA_VISIBLE_DEVICES`` naming them. Indices count within an existing
+  ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do: with ``CUDA_VISIBLE_DEVICES=4,5,6,7``,
+  ``--gpu_ids 1,3`` launches with ``CUDA_VISIBLE_DEVICES=5,7``.
 - **Ranks per node**: ``gpu``/``auto``/default → the visible GPU count (``--device cpu``: default 1,
   ``cpu``/``auto`` → the CPU count, as torchrun does).
 - **SLURM**: inside an allocation of several nodes, a missing ``--nnodes``, ``--node_rank``,
@@ -37,14 +42,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .errors import EnvironmentProblem, UsageError
-from .spec import LaunchSpec, parse_nproc, split_host_port
+from .spec import GPU_UUID, LaunchSpec, parse_nproc, split_host_port
+
+__all__ = ["GPU_UUID", "Machine", "ResolvedSpec", "VisibleDevices", "probe_machine", "resolve"]
 
 DEFAULT_MASTER_PORT = 29500
 #: skrl's JAX launcher default coordinator port, used for SLURM fills.
 DEFAULT_JAX_PORT = 5000
-
-#: A GPU or MIG instance UUID (or a unique prefix) as CUDA_VISIBLE_DEVICES accepts it.
-GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class Machine:
 
     nvml_gpu_count: int | None = None
     """GPUs NVML reports, or None when NVML is unavailable (no driver)."""
+
+    nvml_gpu_uuids: tuple[str, ...] | None = None
+    """UUIDs of NVML's GPUs in index order; None when not probed or NVML is unavailable."""
 
     cpu_count: int = 1
     """Logical CPUs, for torchrun's ``cpu`` rank count."""
@@ -133,6 +140,9 @@ class ResolvedSpec:
     extra_env: tuple[tuple[str, str], ...] = ()
     """Additional environment variables for every rank (e.g. saved NCCL workarounds)."""
 
+    cuda_visible_devices: str | None = None
+    """``CUDA_VISIBLE_DEVICES`` for the launch when ``--gpu_ids`` selected GPUs, else None."""
+
     @property
     def world_size(self) -> int | None:
         """Total ranks across nodes, when known."""
@@ -141,21 +151,31 @@ class ResolvedSpec:
         return self.nproc * int((self.nnodes or "1").split(":")[-1])
 
 
-def probe_machine(environ: Mapping[str, str] | None = None) -> Machine:
-    """Gather the facts a launch depends on from this process and machine."""
+def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool = False) -> Machine:
+    """Gather the facts a launch depends on from this process and machine.
+
+    NVML is asked only when the answer matters: without ``CUDA_VISIBLE_DEVICES`` (the GPU count),
+    or with ``gpu_uuids`` (``--gpu_ids`` is checked against NVML's GPUs).
+    """
     env = dict(os.environ if environ is None else environ)
+    gpus = nvml_gpus() if gpu_uuids or "CUDA_VISIBLE_DEVICES" not in env else None
     return Machine(
         environ=env,
         python=sys.executable or "python3",
         hostname=socket.gethostname(),
-        nvml_gpu_count=None if "CUDA_VISIBLE_DEVICES" in env else nvml_device_count(),
+        nvml_gpu_count=None if gpus is None else len(gpus),
+        nvml_gpu_uuids=None if gpus is None else tuple(uuid for _, uuid in gpus),
         cpu_count=os.cpu_count() or 1,
         run_stamp=time.strftime("%Y-%m-%d_%H-%M-%S"),
     )
 
 
-def nvml_gpu_names() -> tuple[str, ...] | None:
-    """Model names of every GPU NVML sees (ignoring CUDA_VISIBLE_DEVICES); None without a driver."""
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def nvml_gpus() -> tuple[tuple[str, str], ...] | None:
+    """(model name, UUID) of every GPU NVML sees, ignoring CUDA_VISIBLE_DEVICES; None without a driver."""
     try:
         import pynvml
     except ImportError:
@@ -165,16 +185,22 @@ def nvml_gpu_names() -> tuple[str, ...] | None:
     except pynvml.NVMLError:
         return None
     try:
-        names = []
+        gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-        return tuple(names)
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append((_text(pynvml.nvmlDeviceGetName(handle)), _text(pynvml.nvmlDeviceGetUUID(handle))))
+        return tuple(gpus)
     except pynvml.NVMLError:
         return None
     finally:
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
+
+
+def nvml_gpu_names() -> tuple[str, ...] | None:
+    """Model names of every GPU NVML sees (ignoring CUDA_VISIBLE_DEVICES); None without a driver."""
+    gpus = nvml_gpus()
+    return None if gpus is None else tuple(name for name, _ in gpus)
 
 
 def nvml_device_count() -> int | None:
@@ -222,6 +248,64 @@ def visible_devices(machine: Machine) -> VisibleDevices:
     return VisibleDevices(0, "none")
 
 
+def selected_devices(spec: LaunchSpec, machine: Machine) -> VisibleDevices:
+    """The GPUs this node's ranks get: :func:`visible_devices`, narrowed by ``--gpu_ids``.
+
+    Raises a UsageError for an id that names no visible GPU, one GPU named twice, or more ids than
+    GPUs. Without any visible GPU (no driver) the ids cannot be checked and are taken as given.
+    """
+    visible = visible_devices(machine)
+    ids = spec.gpu_ids
+    if ids is None:
+        return visible
+    shown = ",".join(ids)
+    if visible.count == 0:
+        return VisibleDevices(len(ids), f"--gpu_ids (unchecked: {visible.source})", ids)
+    if len(ids) > visible.count:
+        raise UsageError(
+            f"--gpu_ids {shown} names {len(ids)} GPUs, but only {visible.count} are visible "
+            f"({visible.source}); list at most {visible.count}"
+        )
+    uuids = machine.nvml_gpu_uuids
+    chosen: list[str] = []
+    keys: list[str] = []
+    for gpu in ids:
+        if gpu.isdigit():
+            if int(gpu) >= visible.count:
+                relative = " (counted within CUDA_VISIBLE_DEVICES)" if visible.source != "NVML" else ""
+                raise UsageError(
+                    f"--gpu_ids {shown}: index {gpu} is out of range; {visible.count} GPU(s) are "
+                    f"visible{relative}, use indices 0..{visible.count - 1}"
+                )
+            entry = visible.entries[int(gpu)]
+        else:
+            entry = gpu
+        key = _gpu_key(entry, uuids)
+        where = f"--gpu_ids {shown}: {gpu}"
+        if key is None:
+            raise UsageError(f"{where} is not a GPU of this machine; nvidia-smi -L lists them")
+        if key in keys:
+            raise UsageError(f"{where} names a GPU already listed; list each GPU once")
+        hidden = uuids is not None and key not in (_gpu_key(e, uuids) for e in visible.entries)
+        if hidden and not gpu.isdigit():
+            raise UsageError(f"{where} is hidden by CUDA_VISIBLE_DEVICES; list a visible GPU")
+        keys.append(key)
+        chosen.append(entry)
+    return VisibleDevices(len(chosen), f"--gpu_ids {shown}", tuple(chosen))
+
+
+def _gpu_key(entry: str, uuids: tuple[str, ...] | None) -> str | None:
+    """One name per physical GPU (its NVML UUID when known), or None when NVML does not know it."""
+    if uuids is None:
+        return entry
+    if entry.isdigit():
+        return uuids[int(entry)] if int(entry) < len(uuids) else None
+    if entry.startswith("MIG-"):
+        return entry  # MIG instances are not in NVML's device list
+    hits = [u for u in uuids if u.startswith(entry)]
+    return hits[0] if len(hits) == 1 else None
+
+
 def first_slurm_host(nodelist: str) -> str:
     """Return the first host of a SLURM hostlist such as ``gpu[03-05,9],login1``."""
     depth, end = 0, len(nodelist)
@@ -264,6 +348,7 @@ def resolve(
 ) -> ResolvedSpec:
     """Make every machine-dependent choice for ``spec``; raise or warn per ``strict``."""
     warnings: list[str] = []
+    env = machine.environ
 
     def problem(message: str) -> None:
         if strict:
@@ -271,7 +356,12 @@ def resolve(
         warnings.append(message)
 
     if spec.device == "cuda":
-        visible = visible_devices(machine)
+        visible = selected_devices(spec, machine)
+        if spec.gpu_ids is not None and machine.nvml_gpu_count is None and "CUDA_VISIBLE_DEVICES" not in env:
+            problem(
+                f"no GPU is visible here, so --gpu_ids {','.join(spec.gpu_ids)} cannot be checked; "
+                "run on a GPU node, or use --device cpu without --gpu_ids"
+            )
     else:
         visible = VisibleDevices(0, "not used (--device cpu)")
     nproc = _resolve_nproc(spec, machine, visible, problem)
@@ -356,6 +446,7 @@ def resolve(
         filled=tuple(filled),
         warnings=tuple(warnings),
         extra_env=tuple(sorted((extra_env or {}).items())),
+        cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
     )
 
 

@@ -44,6 +44,9 @@ TORCHRUN_ONLY = (
 
 Device = Literal["cuda", "cpu"]
 
+#: A GPU or MIG instance UUID (or a unique prefix) as CUDA_VISIBLE_DEVICES accepts it.
+GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
+
 
 def spelling(name: str) -> str:
     """Return the command-line spelling of a spec field (Isaac Lab's underscore form)."""
@@ -132,6 +135,10 @@ class LaunchSpec:
     inject_distributed: bool | None = None
     """Append ``--distributed`` to the worker arguments; default: only for the built-in worker."""
 
+    gpu_ids: tuple[str, ...] | None = None
+    """GPUs for this node's ranks (``--gpu_ids 0,2``): indices or ``GPU-``/``MIG-`` UUIDs. Indices
+    count within an existing ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do."""
+
     def __post_init__(self) -> None:
         _validate(self)
 
@@ -213,6 +220,24 @@ def parse_nproc(value: str) -> int | str:
     return n
 
 
+def parse_gpu_ids(value: str) -> tuple[str, ...]:
+    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one."""
+    ids: list[str] = []
+    for raw in str(value).split(","):
+        item = raw.strip()
+        if item.isdigit():
+            item = str(int(item))
+        elif not GPU_UUID.match(item):
+            raise UsageError(
+                f"--gpu_ids {value!r}: {item!r} is neither a GPU index nor a GPU-/MIG- UUID; "
+                "use e.g. --gpu_ids 0,2 (nvidia-smi -L lists the UUIDs)"
+            )
+        if item in ids:
+            raise UsageError(f"--gpu_ids {value!r}: {item} is listed twice; list each GPU once")
+        ids.append(item)
+    return tuple(ids)
+
+
 def _number(kind: type, what: str) -> Callable[[str, object], object]:
     def convert(name: str, value: object) -> object:
         try:
@@ -228,6 +253,7 @@ _COERCE: dict[str, Callable[[str, object], object]] = {
     "node_rank": _number(int, "an integer; node ranks run from 0 to nnodes-1"),
     "max_restarts": _number(int, "an integer count of restarts"),
     "monitor_interval": _number(float, "a number of seconds"),
+    "gpu_ids": lambda name, value: parse_gpu_ids(str(value)),
 }
 
 
@@ -257,6 +283,8 @@ def _validate(s: LaunchSpec) -> None:
         )
     if s.device == "cpu" and nproc == "gpu":
         raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
+    if s.gpu_ids is not None:
+        _validate_gpu_ids(s, nproc)
 
     _validate_nodes(s)
 
@@ -303,6 +331,22 @@ def _validate(s: LaunchSpec) -> None:
         _validate_ranks_filter(s.local_ranks_filter, nproc)
         if s.log_all_ranks:
             raise UsageError("--local_ranks_filter and --log_all_ranks both given; choose one")
+
+
+def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
+    ids = s.gpu_ids or ()
+    shown = ",".join(ids)
+    if not ids:
+        raise UsageError("--gpu_ids is empty; list the GPUs to use, e.g. --gpu_ids 0,2")
+    if tuple(parse_gpu_ids(shown)) != tuple(ids):
+        raise UsageError(f"--gpu_ids {shown!r} is malformed; use e.g. --gpu_ids 0,2")
+    if s.device == "cpu":
+        raise UsageError("--gpu_ids selects GPUs, but --device cpu runs CPU ranks; drop one of them")
+    if isinstance(nproc, int) and nproc != len(ids):
+        raise UsageError(
+            f"--num_gpus {nproc} but --gpu_ids {shown} names {len(ids)} GPU(s); one rank runs per "
+            "GPU, so leave out --num_gpus (it defaults to the number of ids)"
+        )
 
 
 def _validate_nodes(s: LaunchSpec) -> None:

@@ -70,6 +70,19 @@ SHARED: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "gpu_ids": (
+        Annotated[
+            str | None,
+            typer.Option(
+                *_names("gpu_ids"),
+                "--gpus",
+                metavar="IDS",
+                help="GPUs to run on: indices or UUIDs, e.g. 0,2 (within CUDA_VISIBLE_DEVICES when set).",
+                rich_help_panel=LAUNCH,
+            ),
+        ],
+        None,
+    ),
     "rl_library": (
         Annotated[str | None, _opt("rl_library", "rsl_rl (default) or skrl.", panel=LAUNCH)],
         None,

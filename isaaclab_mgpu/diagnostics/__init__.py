@@ -62,7 +62,11 @@ def check(
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
     """Run ``check-env``: check, print the table (or JSON) and the command, return the exit code."""
     from ..report import checkenv as report
+    from ..resolve import probe_machine, selected_devices
 
+    if spec.gpu_ids is not None and spec.device == "cuda":
+        # Ids naming no GPU here are bad input (exit 2, as for train), not a failed check.
+        selected_devices(spec, probe_machine(gpu_uuids=True))
     result = check(spec, deep=deep)
     if as_json:
         report.json_report(result)

@@ -578,7 +578,7 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
         elif environ is os.environ or environ == dict(os.environ):
             r, cmd = prepare(spec, strict=False)
         else:
-            r = resolve_spec(spec, probe_machine(environ), strict=False)
+            r = resolve_spec(spec, probe_machine(environ, gpu_uuids=spec.gpu_ids is not None), strict=False)
             cmd = build(r)
     except MgpuError as exc:
         return Plan(**base, nproc=None, world_size=None, command=None, error=str(exc))
@@ -589,7 +589,8 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
         **{**base, "nnodes": nnodes, "node_rank": r.node_rank or 0},
         nproc=r.nproc if isinstance(r.nproc, int) else None,
         world_size=r.world_size,
-        command=shlex.join(cmd.argv),
+        command=(f"CUDA_VISIBLE_DEVICES={cmd.env['CUDA_VISIBLE_DEVICES']} " if r.cuda_visible_devices else "")
+        + shlex.join(cmd.argv),
         argv=tuple(cmd.argv),
         warnings=tuple(r.warnings),
         filled=tuple(r.filled),

@@ -40,7 +40,7 @@ import psutil
 from .. import workarounds
 from ..build import DEFAULT_LOG_DIR
 from ..errors import EnvironmentProblem, Interrupted, UsageError
-from ..resolve import Machine, probe_machine, visible_devices
+from ..resolve import Machine, probe_machine, selected_devices
 from ..spec import LaunchSpec
 from ..supervise import RunResult, SuperviseOptions, Supervisor
 from . import channel
@@ -173,7 +173,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
     cpu = spec.device == "cpu"
     backend = opts.backend_for(spec.device)
     nnodes = int(spec.nnodes or "1")
-    gpus = 0 if cpu else visible_devices(machine).count
+    gpus = 0 if cpu else selected_devices(spec, machine).count
     if not cpu and gpus == 0:
         raise EnvironmentProblem(
             "no GPU is visible here; use --device cpu to probe gloo on CPU ranks, or run on a GPU node"
@@ -198,7 +198,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
             raise UsageError(
                 "--pairs tests the links between this node's GPUs; use it with --device cuda on one node"
             )
-        entries = visible_devices(machine).entries
+        entries = selected_devices(spec, machine).entries
         if len(entries) < 2:
             raise EnvironmentProblem("--pairs needs at least 2 visible GPUs")
         for i in range(len(entries)):
@@ -228,8 +228,11 @@ def launch_spec(
         "--iters", str(opts.iters),
         "--warmup", str(opts.warmup),
     ]  # fmt: skip
+    # A pair names its two GPUs in CUDA_VISIBLE_DEVICES itself; a world size uses the first ids.
+    gpu_ids = None if spec.gpu_ids is None or launch.env else spec.gpu_ids[: launch.nproc]
     return dataclasses.replace(
         spec,
+        gpu_ids=gpu_ids,
         nproc_per_node=str(launch.nproc),
         module=module,
         inject_distributed=False,
@@ -499,7 +502,7 @@ def probe_nccl(
     machine: Machine | None = None,
 ) -> ProbeSummary:
     """Run the whole probe: the world-size sweep, pairs, and the workaround search."""
-    machine = machine or probe_machine()
+    machine = machine or probe_machine(gpu_uuids=spec.gpu_ids is not None)
     plan = plan_probe(spec, opts, machine)
     applied = workarounds.for_launch(machine.environ, device=spec.device, enabled=opts.saved_workarounds)
     root = Path(spec.log_dir or DEFAULT_LOG_DIR) / f"probe-{machine.run_stamp}"

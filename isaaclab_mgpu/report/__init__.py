@@ -39,8 +39,10 @@ def error(message: str) -> None:
 
 
 def command_line(cmd: Command) -> str:
-    """The exact command as one shell line: ``shlex.join`` of the argv."""
-    return shlex.join(cmd.argv)
+    """The exact command as one shell line: ``shlex.join`` of the argv, after the GPU selection."""
+    line = shlex.join(cmd.argv)
+    gpus = cmd.env.get("CUDA_VISIBLE_DEVICES")
+    return line if gpus is None else f"CUDA_VISIBLE_DEVICES={shlex.quote(gpus)} {line}"
 
 
 def command_json(cmd: Command, resolved: ResolvedSpec) -> dict[str, Any]:
