@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .progress import STALL_ENV, STARTUP_ENV
 from .resolve import ResolvedSpec
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
@@ -108,7 +109,13 @@ def build(r: ResolvedSpec) -> Command:
         launcher = "torchrun"
 
     argv = [*head, *worker_tail(r)]
-    env = {RUN_STAMP_ENV: r.run_stamp, **dict(r.extra_env)}
+    # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
+    env = {
+        RUN_STAMP_ENV: r.run_stamp,
+        STALL_ENV: _text(float(s.stall_timeout)),
+        STARTUP_ENV: _text(float(s.startup_timeout)),
+        **dict(r.extra_env),
+    }
     if r.cuda_visible_devices is not None:
         env[CUDA_VISIBLE_DEVICES] = r.cuda_visible_devices
     return Command(

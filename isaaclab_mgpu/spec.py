@@ -139,6 +139,17 @@ class LaunchSpec:
     """GPUs for this node's ranks (``--gpu_ids 0,2``): indices or ``GPU-``/``MIG-`` UUIDs. Indices
     count within an existing ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do."""
 
+    stall_timeout: float = 300.0
+    """Seconds a training rank may go without reporting progress before the run counts as hung (0: off)."""
+
+    startup_timeout: float = 900.0
+    """Seconds the ranks of a node may go without any start-up progress (rendezvous, process group,
+    environments, first broadcast) before the launch counts as hung (0: off)."""
+
+    stall_on_silence: bool = False
+    """Also count a rank that reports no progress (a user script) as stalled after
+    ``stall_timeout`` seconds without output."""
+
     def __post_init__(self) -> None:
         _validate(self)
 
@@ -254,6 +265,8 @@ _COERCE: dict[str, Callable[[str, object], object]] = {
     "max_restarts": _number(int, "an integer count of restarts"),
     "monitor_interval": _number(float, "a number of seconds"),
     "gpu_ids": lambda name, value: parse_gpu_ids(str(value)),
+    "stall_timeout": _number(float, "a number of seconds (0: off)"),
+    "startup_timeout": _number(float, "a number of seconds (0: off)"),
 }
 
 
@@ -303,6 +316,13 @@ def _validate(s: LaunchSpec) -> None:
             "--coordinator_address applies to skrl JAX only; add --rl_library skrl --ml_framework "
             "jax, or use --master_addr/--rdzv_endpoint for torchrun"
         )
+
+    for name in ("stall_timeout", "startup_timeout"):
+        value = getattr(s, name)
+        if not 0 <= value < float("inf"):
+            raise UsageError(f"{spelling(name)} {value:g} must be 0 (off) or a number of seconds")
+    if s.stall_on_silence and not s.stall_timeout:
+        raise UsageError("--stall_on_silence needs a --stall_timeout above 0")
 
     if s.master_port is not None:
         check_port(s.master_port, "--master_port")

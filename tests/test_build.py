@@ -39,7 +39,11 @@ def test_isaaclab_documented_example():
     assert shlex.split(shlex.join(cmd.argv)) == list(cmd.argv)
     assert cmd.world_size == 4
     assert cmd.rank_devices == {0: "cuda:0", 1: "cuda:1", 2: "cuda:2", 3: "cuda:3"}
-    assert cmd.env == {"MGPU_RUN_STAMP": "2026-01-02_03-04-05"}
+    assert cmd.env == {
+        "MGPU_RUN_STAMP": "2026-01-02_03-04-05",
+        "MGPU_STALL_TIMEOUT": "300",
+        "MGPU_STARTUP_TIMEOUT": "900",
+    }
     assert cmd.launcher == "torchrun"
 
 

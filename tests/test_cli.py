@@ -121,7 +121,24 @@ def test_json_output(capsys):
     assert data["rank_devices"] == {"0": "cuda:0", "1": "cuda:1"}
     assert data["argv"][-2:] == ["--seed=1", "--distributed"]
     assert data["command"] == shlex.join(data["argv"])
-    assert set(data["env"]) == {"MGPU_RUN_STAMP"}
+    assert set(data["env"]) == {"MGPU_RUN_STAMP", "MGPU_STALL_TIMEOUT", "MGPU_STARTUP_TIMEOUT"}
+    assert data["stall_watch"]["stall_timeout_s"] == 300
+    assert data["stall_watch"]["process_group_timeout_s"] == {"startup": 960, "training": 360}
+
+
+def test_stall_options_in_both_spellings_reach_the_ranks(capsys):
+    code, out, err = run(
+        capsys, "dry-run", "--device", "cpu", "--stall-timeout", "20", "--startup_timeout", "0", "--json"
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["env"]["MGPU_STALL_TIMEOUT"] == "20" and data["env"]["MGPU_STARTUP_TIMEOUT"] == "0"
+    assert "--stall_timeout 20 s, --startup_timeout off" in err
+    for bad in ("-1", "inf"):
+        code, _, err = run(capsys, "dry-run", "--device", "cpu", "--stall_timeout", bad)
+        assert code == 2 and "--stall_timeout" in err, err
+    code, _, err = run(capsys, "dry-run", "--device", "cpu", "--stall_timeout", "0", "--stall_on_silence")
+    assert code == 2 and "--stall_on_silence needs" in err
 
 
 def test_dry_run_warns_but_prints_above_visible(capsys):

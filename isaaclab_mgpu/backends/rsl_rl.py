@@ -22,6 +22,7 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
+from .. import progress
 from ..tasks import VecTask
 from ..worker.rank import RankContext, init_torch_group
 from .base import PPOSettings, checksum
@@ -165,6 +166,7 @@ class RslRlTrainer:
                 obs, rewards, dones = obs.to(device), rewards.to(device), dones.to(device)
                 alg.process_env_step(obs, rewards, dones, extras)
             alg.compute_returns(obs)
+        progress.beat("update")  # rsl-rl's update all-reduces the gradients
         alg.update()
         self.obs = obs
 

@@ -20,6 +20,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from .. import progress
 from ..tasks import VecTask
 from ..worker.rank import RankContext
 from ._patches import import_skrl
@@ -68,6 +69,8 @@ def skrl_rollout(
                 timestep=t,
                 timesteps=total,
             )
+        if t == total - 1:
+            progress.beat("update")  # the last step's post-interaction runs skrl's PPO update
         agent.post_interaction(timestep=t, timesteps=total)
         obs = next_obs
         trainer.timestep += 1

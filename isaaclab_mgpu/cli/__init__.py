@@ -15,7 +15,7 @@ import typer
 
 from .. import __version__
 from ..errors import EXIT_INTERRUPTED, MgpuError
-from .options import NO_SAVED_WORKAROUNDS, PASSTHROUGH, STATE, launch_command
+from .options import NO_SAVED_WORKAROUNDS, PASSTHROUGH, STATE, launch_command, train_launch_command
 from .probe import probe_nccl_cmd
 
 app = typer.Typer(
@@ -44,7 +44,7 @@ def _root(
 
 
 @app.command("dry-run", context_settings=PASSTHROUGH)
-@launch_command
+@train_launch_command
 def dry_run_cmd(
     spec,
     json: Annotated[bool, typer.Option("--json", help="Print argv, env, ranks as JSON.")] = False,
@@ -57,7 +57,7 @@ def dry_run_cmd(
 
 
 @app.command("train", context_settings=PASSTHROUGH)
-@launch_command
+@train_launch_command
 def train_cmd(
     spec,
     dry_run: Annotated[

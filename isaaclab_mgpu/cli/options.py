@@ -21,6 +21,7 @@ from ..spec import LaunchSpec
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 LAUNCH = "Launch options"
+STALLS = "Hang detection (train)"
 TORCHRUN = "torchrun options (forwarded when set)"
 LOGS = "Logs"
 
@@ -202,14 +203,59 @@ SHARED: dict[str, tuple[Any, Any]] = {
 }
 
 
+#: Stall watch options of train and dry-run (the launch spec carries them: ranks derive their
+#: process-group timeout from them).
+STALL: dict[str, tuple[Any, Any]] = {
+    "stall_timeout": (
+        Annotated[
+            float,
+            _opt(
+                "stall_timeout",
+                "Seconds a rank may make no training progress before mgpu dumps every rank's stack, "
+                "names the stalled rank and stops the run (exit 4). 0: off.",
+                panel=STALLS,
+                metavar="SECONDS",
+            ),
+        ],
+        300.0,
+    ),
+    "startup_timeout": (
+        Annotated[
+            float,
+            _opt(
+                "startup_timeout",
+                "Seconds this node's ranks may report no start-up progress (rendezvous, process "
+                "group, environments, first broadcast) before the launch counts as hung. 0: off.",
+                panel=STALLS,
+                metavar="SECONDS",
+            ),
+        ],
+        900.0,
+    ),
+    "stall_on_silence": (
+        Annotated[
+            bool,
+            _opt(
+                "stall_on_silence",
+                "For a --script/-m program that reports no progress: count a rank as stalled "
+                "after --stall_timeout seconds without output.",
+                panel=STALLS,
+            ),
+        ],
+        False,
+    ),
+}
+
+
 def spec_from_options(training_args: list[str], values: dict[str, Any]) -> LaunchSpec:
     """Build the LaunchSpec from parsed option values and the passthrough arguments."""
     fields = {k: v for k, v in values.items() if k != "debug"}
     return LaunchSpec.from_options(tuple(training_args), **fields)
 
 
-def launch_command(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Give ``fn(spec, ...)`` every shared launch option; it receives the built LaunchSpec."""
+def launch_command(fn: Callable[..., Any], *, groups: tuple[dict[str, tuple[Any, Any]], ...] = ()) -> Any:
+    """Give ``fn(spec, ...)`` every shared launch option (and ``groups``); it receives the LaunchSpec."""
+    options = {name: value for group in (SHARED, *groups) for name, value in group.items()}
     own = inspect.signature(fn)
     params = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values() if p.name != "spec"
@@ -217,12 +263,12 @@ def launch_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
     shared = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
-        for name, (ann, default) in SHARED.items()
+        for name, (ann, default) in options.items()
     ]
 
     @functools.wraps(fn)
     def wrapper(ctx: typer.Context, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in SHARED}
+        values = {name: kwargs.pop(name) for name in options}
         spec = spec_from_options(list(ctx.args), values)
         return fn(spec=spec, **kwargs)
 
@@ -230,6 +276,11 @@ def launch_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__annotations__ = {
         "ctx": typer.Context,
         **{p.name: p.annotation for p in params},
-        **{name: ann for name, (ann, _) in SHARED.items()},
+        **{name: ann for name, (ann, _) in options.items()},
     }
     return wrapper
+
+
+def train_launch_command(fn: Callable[..., Any]) -> Any:
+    """:func:`launch_command` plus the stall-watch options (train and dry-run)."""
+    return launch_command(fn, groups=(STALL,))

@@ -13,7 +13,9 @@ import sys
 from typing import Any
 
 from ..build import Command
+from ..progress import STALL_ENV, STARTUP_ENV, process_group_timeout
 from ..resolve import ResolvedSpec
+from ..spec import LaunchSpec
 
 
 def out(line: str) -> None:
@@ -59,7 +61,31 @@ def command_json(cmd: Command, resolved: ResolvedSpec) -> dict[str, Any]:
         "visible_gpus": {"count": resolved.visible.count, "source": resolved.visible.source},
         "filled": list(resolved.filled),
         "warnings": list(resolved.warnings),
+        "stall_watch": stall_watch(resolved),
     }
+
+
+def stall_watch(resolved: ResolvedSpec) -> dict[str, Any]:
+    """The stall bounds ``train`` watches with, and the ranks' process-group timeouts they imply."""
+    s = resolved.spec
+    env = {STALL_ENV: str(s.stall_timeout), STARTUP_ENV: str(s.startup_timeout)}
+    startup, stall = process_group_timeout(startup=True, environ=env), process_group_timeout(environ=env)
+    return {
+        "stall_timeout_s": s.stall_timeout,
+        "startup_timeout_s": s.startup_timeout,
+        "stall_on_silence": s.stall_on_silence,
+        "process_group_timeout_s": {
+            "startup": startup.total_seconds() if startup else None,
+            "training": stall.total_seconds() if stall else None,
+        },
+    }
+
+
+_STALL_DEFAULTS = (LaunchSpec.stall_timeout, LaunchSpec.startup_timeout, LaunchSpec.stall_on_silence)
+
+
+def _off(seconds: float) -> str:
+    return f"{seconds:g} s" if seconds else "off"
 
 
 def resolve_notes(resolved: ResolvedSpec) -> None:
@@ -75,6 +101,13 @@ def resolve_notes(resolved: ResolvedSpec) -> None:
 def dry_run(cmd: Command, resolved: ResolvedSpec, *, as_json: bool) -> None:
     """Print what ``train`` would exec."""
     resolve_notes(resolved)
+    s = resolved.spec
+    if (s.stall_timeout, s.startup_timeout, s.stall_on_silence) != _STALL_DEFAULTS:
+        silence = "; ranks that report nothing: no output for that long" if s.stall_on_silence else ""
+        note(
+            f"train would watch for stalls: --stall_timeout {_off(s.stall_timeout)}, "
+            f"--startup_timeout {_off(s.startup_timeout)}{silence}"
+        )
     if as_json:
         out(json.dumps(command_json(cmd, resolved), indent=2))
     else:

@@ -41,6 +41,9 @@ def _run(args: WorkerArgs) -> int:
 def main() -> None:
     """Process entry point (``python -m isaaclab_mgpu.worker``)."""
     args = parse_args(sys.argv[1:])  # bad input exits 2 before torch is even imported
+    from .. import progress
+
+    progress.beat("start")
     from torch.distributed.elastic.multiprocessing.errors import record
 
     if (args.device or "").startswith("cpu"):

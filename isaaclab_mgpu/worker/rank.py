@@ -139,7 +139,13 @@ def init_torch_group(ctx: RankContext) -> bool:
     if ctx.is_cuda:
         torch.cuda.set_device(int(ctx.device.split(":")[1]))
     if ctx.distributed and not dist.is_initialized():
-        dist.init_process_group(backend=ctx.torch_backend, rank=ctx.rank, world_size=ctx.world_size)
+        from .. import progress
+
+        # The second line of defence behind mgpu's stall watch: a hung collective fails after the
+        # start-up bound plus a margin (shortened to the stall bound once training starts).
+        timeout = progress.process_group_timeout(startup=True)
+        extra = {"timeout": timeout} if timeout is not None else {}
+        dist.init_process_group(backend=ctx.torch_backend, rank=ctx.rank, world_size=ctx.world_size, **extra)
         return True
     return False
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import progress
 from ..errors import EXIT_INTERRUPTED, UsageError
 from ..report.training import TrainingConsole
 from . import checkpoint
@@ -126,12 +127,14 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
 
         set_torch_flags()
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
+    progress.beat("init")
     own_group = ctx.distributed and not jax and init_torch_group(ctx)
     # The stack closes what the environment opened (an Isaac Lab env and its simulator) last.
     with contextlib.ExitStack() as stack:
         code = _train(args, ctx, run_dir, my_dir, ppo, console, stack)
         if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
             leave_torch_group()
+    progress.beat(progress.DONE)
     return code
 
 
@@ -147,9 +150,12 @@ def _train(
     from .. import backends
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
+    progress.beat("environment")
     env, agent_cfg, task_iterations = _make_env(args, args.num_envs, ctx, my_dir, stack)
     num_envs = int(env.num_envs)
     iterations = args.max_iterations or task_iterations or defaults.max_iterations
+    # skrl JAX joins its distributed runtime here (skrl's import calls jax.distributed.initialize).
+    progress.beat("trainer")
     trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir), agent_cfg)
     comm = Comm(ctx, trainer.comm_kind)
 
@@ -170,8 +176,10 @@ def _train(
         trainer.load_state_dict(data["state"])
         start, resumed_from = int(data["iteration"]), str(path)
         console.note(f"resumed from {path} at iteration {start}")
+    progress.beat("broadcast")
     trainer.sync()
     start_sums = _gather_checksums(comm, trainer.checksum(), console, "after initial broadcast")
+    progress.after_startup()
 
     total = start + iterations
     rewards: list[float | None] = []
@@ -184,11 +192,13 @@ def _train(
         t0 = time.perf_counter()
         for it in range(start, total):
             t_it = time.perf_counter()
+            progress.beat("rollout", it + 1)  # the back-end reports "update" itself
             trainer.iterate()
             steps_local += trainer.steps_per_iteration
             stats = env.pop_stats() if hasattr(env, "pop_stats") else None
             row = [float(stop.signal is not None)]
             row += [stats.return_sum, stats.episodes] if stats is not None else [0.0, 0.0]
+            progress.beat("sync")
             g = comm.gather(np.array(row, dtype=np.float64 if comm.kind != "jax" else np.float32))
             done = it + 1
             episodes = float(g[:, 2].sum())
@@ -202,13 +212,16 @@ def _train(
                 interrupted = True
                 break
             if ctx.rank == 0 and args.save_interval and done % args.save_interval == 0:
+                progress.beat("checkpoint")
                 last_saved = _save(trainer, args, run_dir, done, console)
         train_time = time.perf_counter() - t0
         console.stop()
 
+    progress.beat("finish")
     end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
     rates = comm.gather(np.array([steps_local / train_time if train_time > 0 else 0.0], dtype=np.float32))
     if ctx.rank == 0 and (last_saved is None or last_saved.name != f"model_{done}.pt"):
+        progress.beat("checkpoint")
         last_saved = _save(trainer, args, run_dir, done, console)
     code = EXIT_INTERRUPTED if interrupted else 0
     if ctx.rank == 0:

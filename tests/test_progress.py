@@ -1,0 +1,97 @@
+"""The rank side of the stall watch: progress files, the stack dump on SIGUSR1, process-group timeouts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+from isaaclab_mgpu import progress
+
+
+def test_reports_are_noops_outside_mgpu(tmp_path):
+    reporter = progress.Reporter({})
+    assert not reporter.enabled
+    reporter.beat("rollout", 3)  # nothing to write to, nothing raised
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_beat_replaces_one_file_per_rank_and_keeps_the_iteration(tmp_path):
+    env = {progress.DIR_ENV: str(tmp_path), "RANK": "3", "LOCAL_RANK": "1"}
+    reporter = progress.Reporter(env)
+    before = time.time()
+    reporter.iteration(7)
+    reporter.beat("update")
+    data = json.loads(progress.progress_path(tmp_path, 3).read_text())
+    assert (data["rank"], data["local_rank"], data["pid"]) == (3, 1, os.getpid())
+    assert (data["stage"], data["iteration"]) == ("update", 7)
+    assert data["time"] >= before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["progress.3.json", "stack.3.txt"]
+
+
+def test_sigusr1_dumps_the_python_stack_beside_the_torchrun_logs(tmp_path):
+    rank_logs = tmp_path / "attempt_0" / "0"
+    rank_logs.mkdir(parents=True)
+    code = (
+        "import time\n"
+        "from isaaclab_mgpu import progress\n"
+        "def waiting_in_a_collective():\n"
+        "    progress.beat('update', 4)\n"
+        "    time.sleep(60)\n"
+        "waiting_in_a_collective()\n"
+    )
+    env = {
+        **os.environ,
+        progress.DIR_ENV: str(tmp_path),
+        "RANK": "0",
+        "TORCHELASTIC_ERROR_FILE": str(rank_logs / "error.json"),
+    }
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        path = progress.progress_path(tmp_path, 0)
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads(path.read_text())["stack_file"] == str(rank_logs / "stack.txt")
+        proc.send_signal(signal.SIGUSR1)
+        stack = rank_logs / "stack.txt"
+        while "waiting_in_a_collective" not in stack.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "waiting_in_a_collective" in stack.read_text()
+        assert proc.poll() is None  # the dump does not end the rank
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_process_group_timeout_follows_the_bounds_plus_a_margin():
+    env = {progress.STALL_ENV: "20", progress.STARTUP_ENV: "900"}
+    assert progress.process_group_timeout(environ=env) == timedelta(seconds=20 + progress.MARGIN_S)
+    assert progress.process_group_timeout(startup=True, environ=env) == timedelta(seconds=960)
+    off = {progress.STALL_ENV: "0", progress.STARTUP_ENV: "0"}
+    assert progress.process_group_timeout(environ=off) is None
+    assert progress.process_group_timeout(startup=True, environ=off) is None
+    assert progress.process_group_timeout(environ={}) is None
+
+
+def test_a_real_gloo_group_gets_the_start_up_then_the_stall_timeout(tmp_path):
+    code = (
+        "import socket, torch, torch.distributed as dist\n"
+        "from isaaclab_mgpu import progress\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+        "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=0, world_size=1,\n"
+        "                        timeout=progress.process_group_timeout(startup=True))\n"
+        "gloo = dist.distributed_c10d._get_default_group()._get_backend(torch.device('cpu'))\n"
+        "print(gloo.options._timeout.total_seconds())\n"
+        "progress.after_startup()\n"
+        "print(gloo.options._timeout.total_seconds())\n"
+        "dist.destroy_process_group()\n"
+    )
+    env = {**os.environ, progress.STALL_ENV: "20", progress.STARTUP_ENV: "900"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["960.0", "80.0"]
