@@ -1,28 +1,26 @@
-"""The launch pipeline the commands share: spec → resolve → build → print or supervise."""
+"""The command layer the CLI calls: domain modules compute, this module hands their data to report.
+
+``dry-run`` → :func:`plan`, ``train`` → :func:`train`, ``check-env`` → :func:`check_env`,
+``probe-nccl`` → :func:`probe_nccl`. Each runs the shared core (:func:`~.pipeline.prepare`:
+spec → resolve → build) and the domain packages (``diagnostics``, ``supervise``, ``probe``), which
+return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from . import report, workarounds
-from .build import Command, build
 from .errors import Interrupted, WorkerFailure
-from .resolve import ResolvedSpec, probe_machine, resolve
+from .pipeline import prepare
 from .spec import LaunchSpec
 
 if TYPE_CHECKING:
+    from .probe.config import ProbeOptions
     from .supervise import RunResult, SuperviseOptions
 
-
-def prepare(
-    spec: LaunchSpec, *, strict: bool, extra_env: Mapping[str, str] | None = None
-) -> tuple[ResolvedSpec, Command]:
-    """Resolve ``spec`` against this machine and build its command."""
-    machine = probe_machine(gpu_uuids=spec.gpu_ids is not None)
-    resolved = resolve(spec, machine, strict=strict, extra_env=extra_env)
-    return resolved, build(resolved)
+__all__ = ["check_env", "exit_code", "plan", "prepare", "probe_nccl", "saved_workarounds", "train"]
 
 
 def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
@@ -46,16 +44,54 @@ def train(
     use_saved_workarounds: bool = True,
 ) -> int:
     """Launch and supervise ``spec``; 0 on success, else raise the error carrying the exit code."""
-    from .supervise import supervise
+    from .report import supervise as progress
+    from .supervise import SuperviseOptions, supervise
 
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
         from .diagnostics import preflight as run_preflight
+        from .diagnostics import preflight_error
+        from .report.checkenv import preflight_failures
 
-        run_preflight(spec, resolved)
+        failed = run_preflight(spec, resolved)
+        if failed:
+            preflight_failures(failed[1:])
+            raise preflight_error(failed)
     report.resolve_notes(resolved)
-    return exit_code(supervise(cmd, options), cmd.launcher)
+    options = options or SuperviseOptions()
+    result = supervise(cmd, options, progress)
+    if options.console:
+        progress.result(result)
+    return exit_code(result, cmd.launcher)
+
+
+def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
+    """Run ``check-env``: check, print the table (or JSON) and the command, return the exit code."""
+    from .diagnostics import check
+    from .report import checkenv as shown
+    from .resolve import probe_machine, selected_devices
+
+    if spec.gpu_ids is not None and spec.device == "cuda":
+        # Ids naming no GPU here are bad input (exit 2, as for train), not a failed check.
+        selected_devices(spec, probe_machine(gpu_uuids=True))
+    result = check(spec, deep=deep)
+    if as_json:
+        shown.json_report(result)
+    else:
+        shown.table(result)
+    return result.exit_code
+
+
+def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
+    """``mgpu probe-nccl``: run the probe with a progress display, print the result, return the exit code."""
+    from .probe.run import probe_nccl as run_probe
+    from .report import probe as shown
+
+    with shown.ProbeDisplay() as display:
+        summary = run_probe(spec, opts, display)
+    shown.show(summary, as_json=as_json)
+    return summary.exit_code
 
 
 def exit_code(result: RunResult, launcher: str) -> int:

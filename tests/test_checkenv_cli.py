@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from isaaclab_mgpu.cli import main
-from isaaclab_mgpu.diagnostics import check, preflight
+from isaaclab_mgpu.diagnostics import check, preflight, preflight_error
 from isaaclab_mgpu.diagnostics.deep import collect_deep, run_probes
 from isaaclab_mgpu.diagnostics.rules import AREAS, STATUSES
 from isaaclab_mgpu.errors import EnvironmentProblem
@@ -217,10 +217,11 @@ def spawned(monkeypatch):
 def test_preflight_refuses_a_busy_port_through_the_rules(busy_port):
     spec = LaunchSpec(device="cpu", nproc_per_node="2", master_port=busy_port)
     tolerant = resolve(spec, probe_machine(), strict=False)  # what a launch would carry past resolve
-    with pytest.raises(EnvironmentProblem) as info:
-        preflight(spec, tolerant)
-    assert "launch/port:master" in str(info.value) and str(busy_port) in str(info.value)
-    assert info.value.exit_code == 2
+    failed = preflight(spec, tolerant)
+    assert [f"{f.area}/{f.name}" for f in failed] == ["launch/port:master"]
+    error = preflight_error(failed)
+    assert isinstance(error, EnvironmentProblem) and error.exit_code == 2
+    assert "launch/port:master" in str(error) and str(busy_port) in str(error)
 
 
 def test_train_with_busy_port_fails_before_spawning(busy_port, spawned, capsys):

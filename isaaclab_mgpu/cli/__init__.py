@@ -111,7 +111,7 @@ def check_env_cmd(
     ] = False,
 ) -> int:
     """Say what will break a launch before it happens; exit 1 when a check fails."""
-    from ..diagnostics import check_env
+    from ..launch import check_env
 
     return check_env(spec, as_json=json, deep=deep)
 

@@ -39,8 +39,8 @@ def probe_nccl_cmd(
     json: Annotated[bool, _o("json", "Print one JSON document instead of the tables.")] = False,
 ) -> int:
     """Tell a communication hang from a task bug: time and check all-reduce at each world size."""
+    from ..launch import probe_nccl
     from ..probe.config import options_from_cli
-    from ..probe.run import command
 
     opts = options_from_cli(
         world_size=world_size,
@@ -55,4 +55,4 @@ def probe_nccl_cmd(
         save_workaround=save_workaround,
         saved_workarounds=not no_saved_workarounds,
     )
-    return command(spec, opts, as_json=json)
+    return probe_nccl(spec, opts, as_json=json)

@@ -8,9 +8,11 @@ Three parts with one direction of flow:
 - :mod:`.rules` — pure functions from facts to :class:`~.rules.Finding` (pass / warn / fail, the
   observed value, a one-line fix).
 
-Printing is :mod:`isaaclab_mgpu.report.checkenv`'s job. ``check-env`` exits 0 without failures
-and 1 (:data:`~isaaclab_mgpu.errors.EXIT_FAILED_CHECK`) with any; ``train`` runs the same fast
-checks (never ``--deep``) through :func:`preflight` and refuses to start on a failure.
+This package returns data and never prints: the command layer (:mod:`isaaclab_mgpu.launch`) hands
+a :class:`CheckResult` to :mod:`isaaclab_mgpu.report.checkenv`. ``check-env`` exits 0 without
+failures and 1 (:data:`~isaaclab_mgpu.errors.EXIT_FAILED_CHECK`) with any; ``train`` runs the same
+fast checks (never ``--deep``) through :func:`preflight` and refuses to start on a failure
+(:func:`preflight_error`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ from ..spec import LaunchSpec
 from .facts import Facts, collect
 from .rules import FAIL, Finding, evaluate, failures
 
-__all__ = ["CheckResult", "Facts", "Finding", "check", "check_env", "collect", "evaluate", "preflight"]
+__all__ = [
+    "CheckResult",
+    "Facts",
+    "Finding",
+    "check",
+    "collect",
+    "evaluate",
+    "preflight",
+    "preflight_error",
+]
 
 
 @dataclass(frozen=True)
@@ -59,34 +70,16 @@ def check(
     return CheckResult(facts, evaluate(facts))
 
 
-def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
-    """Run ``check-env``: check, print the table (or JSON) and the command, return the exit code."""
-    from ..report import checkenv as report
-    from ..resolve import probe_machine, selected_devices
-
-    if spec.gpu_ids is not None and spec.device == "cuda":
-        # Ids naming no GPU here are bad input (exit 2, as for train), not a failed check.
-        selected_devices(spec, probe_machine(gpu_uuids=True))
-    result = check(spec, deep=deep)
-    if as_json:
-        report.json_report(result)
-    else:
-        report.table(result)
-    return result.exit_code
+def preflight(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
+    """The fast checks before ``train`` spawns anything: the failing findings, in order."""
+    return failures(check(spec, resolved=resolved).findings)
 
 
-def preflight(spec: LaunchSpec, resolved: object) -> None:
-    """The fast checks before ``train`` spawns anything; raise on a failing one."""
-    from ..report import checkenv as report
-
-    result = check(spec, resolved=resolved)
-    failed = failures(result.findings)
-    if not failed:
-        return
-    report.preflight_failures(failed[1:])
+def preflight_error(failed: tuple[Finding, ...]) -> EnvironmentProblem:
+    """The error ``train`` raises for failing preflight checks (the first one named, the rest counted)."""
     first = failed[0]
     more = f" ({len(failed) - 1} more above)" if len(failed) > 1 else ""
-    raise EnvironmentProblem(
+    return EnvironmentProblem(
         f"preflight {first.area}/{first.name}: {first.observed}; fix: {first.fix}{more} "
         "[mgpu check-env shows every check; --no_preflight skips them]"
     )

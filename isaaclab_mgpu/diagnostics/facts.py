@@ -3,7 +3,7 @@
 :func:`collect` is the only impure part of ``check-env``: it reads package metadata (never
 importing the packages), asks NVML about GPUs, drivers, processes and topology, reads limits,
 ``/dev/shm`` and environment variables, probes the launch (port, host names, TCP to the master
-address) and plans the command with the same core as ``train`` (``launch.prepare(strict=False)``).
+address) and plans the command with the same core as ``train`` (``pipeline.prepare(strict=False)``).
 Everything lands in frozen dataclasses, so :mod:`.rules` can judge any machine a test describes.
 
 Speed is part of the contract: without ``--deep`` this finishes well under a second on a machine
@@ -559,9 +559,8 @@ def limits(environ: Mapping[str, str]) -> Limits:
 def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object | None = None) -> Plan:
     """Resolve and build ``spec`` with the launch core (not strict) and describe the result."""
     from ..build import build
-    from ..launch import prepare
-    from ..resolve import ResolvedSpec, probe_machine
-    from ..resolve import resolve as resolve_spec
+    from ..pipeline import prepare
+    from ..resolve import ResolvedSpec
 
     base = dict(
         device=spec.device,
@@ -575,11 +574,8 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
     try:
         if isinstance(resolved, ResolvedSpec):
             r, cmd = resolved, build(resolved)
-        elif environ is os.environ or environ == dict(os.environ):
-            r, cmd = prepare(spec, strict=False)
         else:
-            r = resolve_spec(spec, probe_machine(environ, gpu_uuids=spec.gpu_ids is not None), strict=False)
-            cmd = build(r)
+            r, cmd = prepare(spec, strict=False, environ=environ)
     except MgpuError as exc:
         return Plan(**base, nproc=None, world_size=None, command=None, error=str(exc))
     import shlex

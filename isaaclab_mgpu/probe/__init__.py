@@ -5,10 +5,12 @@
 - :mod:`.channel` — heartbeat, result and stack files: the side channel that does not go through
   the communicator under test.
 - :mod:`.run` — the parent: one supervised launch per world size (and per GPU pair), hang
-  diagnosis, the workaround search; :func:`.run.command` is what the CLI calls.
+  diagnosis, the workaround search; :func:`.run.probe_nccl` returns a :class:`.run.ProbeSummary`.
 - :mod:`.results` — per-rank files → table rows, statuses and the exit code (nccl-tests' algbw and
   busbw), pure.
 - :mod:`.bisect` — which documented NCCL variable fixes a failing launch, confirmed both ways.
 
-Printing lives in :mod:`isaaclab_mgpu.report.probe`. Importing this package imports no torch.
+Printing lives in :mod:`isaaclab_mgpu.report.probe` (its ``ProbeDisplay`` implements
+:class:`.run.Progress`); :func:`isaaclab_mgpu.launch.probe_nccl` joins the two.
+Importing this package imports no torch.
 """

@@ -2,7 +2,7 @@
 
 For every world size (then every device pair with ``--pairs``) the probe builds a
 :class:`~isaaclab_mgpu.spec.LaunchSpec` whose module is :mod:`isaaclab_mgpu.probe.worker` and
-sends it down the same path as ``train`` (``launch.prepare`` → ``build`` → ``Supervisor``). While
+sends it down the same path as ``train`` (``pipeline.prepare`` → ``build`` → ``Supervisor``). While
 the launch runs, the parent reads the ranks' heartbeat files for the progress display. When
 ``--timeout`` passes first, it:
 
@@ -263,7 +263,7 @@ class Prober:
 
     def validate(self, launches: tuple[Launch, ...]) -> None:
         """Resolve every launch strictly, so impossible input fails before anything is spawned."""
-        from ..launch import prepare
+        from ..pipeline import prepare
 
         for launch in launches:
             folder = self.root / launch.slug
@@ -277,7 +277,7 @@ class Prober:
 
     def run(self, launch: Launch, extra_env: Mapping[str, str] | None = None) -> WorldResult:
         """Run ``launch`` once with ``extra_env`` added; always returns with its tree gone."""
-        from ..launch import prepare
+        from ..pipeline import prepare
 
         folder = self.folder_for(launch)
         folder.mkdir(parents=True, exist_ok=True)
@@ -532,13 +532,3 @@ def probe_nccl(
             workarounds.save(path, workarounds.this_machine(), best.name, best.value)
             summary = dataclasses.replace(summary, saved=best.assignment, store=str(path))
     return summary
-
-
-def command(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
-    """``mgpu probe-nccl``: run the probe with a progress display, print the result, return the exit code."""
-    from ..report import probe as shown
-
-    with shown.ProbeDisplay() as display:
-        summary = probe_nccl(spec, opts, display)
-    shown.show(summary, as_json=as_json)
-    return summary.exit_code

@@ -32,6 +32,9 @@ Result
 The launcher's stdout is passed straight through; its stderr is read line by line to find
 failures, and mirrored to the console minus torch elastic's own Python traceback (its failure
 summary, which says more, is kept).
+
+Notes for people (stopping, escalating, where the logs are) go to a :class:`Progress` given by
+the caller (``report.supervise`` implements it); this package never imports the printing layer.
 """
 
 from __future__ import annotations
@@ -48,18 +51,26 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
 from ..build import Command
 from ..errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, MgpuError, UsageError
-from ..report import supervise as say
 from . import rootcause
 from . import tree as proctree
 from . import watchdog as _watchdog
 from .watchdog import DONE, MARKER_ENV
 
-__all__ = ["MARKER_ENV", "RankFailure", "RunResult", "SuperviseOptions", "Supervisor", "supervise"]
+__all__ = [
+    "MARKER_ENV",
+    "Progress",
+    "RankFailure",
+    "RunResult",
+    "SuperviseOptions",
+    "Supervisor",
+    "supervise",
+]
 
 #: Signals that start a stop; a second one of any of them kills the tree at once.
 STOP_SIGNALS = tuple(
@@ -164,12 +175,58 @@ class RunResult:
     """PIDs of the tree still alive at the end; empty unless a process could not be killed."""
 
 
+class Progress(Protocol):
+    """What the supervisor tells people while a run stops (``report.supervise`` implements it)."""
+
+    def log_folder(self, path: str) -> None: ...
+
+    def stopping(self, reason: str, launcher: str, grace: float, kill_after: float) -> None: ...
+
+    def stopping_after_failure(self, launcher: str, grace: float) -> None: ...
+
+    def forcing(self, count: int) -> None: ...
+
+    def escalating(self, count: int, grace: float) -> None: ...
+
+    def killing(self, count: int) -> None: ...
+
+    def stragglers(self, count: int, launcher: str) -> None: ...
+
+
+class _Silent:
+    """The :class:`Progress` of a run without a console: says nothing."""
+
+    def log_folder(self, path: str) -> None:
+        pass
+
+    def stopping(self, reason: str, launcher: str, grace: float, kill_after: float) -> None:
+        pass
+
+    def stopping_after_failure(self, launcher: str, grace: float) -> None:
+        pass
+
+    def forcing(self, count: int) -> None:
+        pass
+
+    def escalating(self, count: int, grace: float) -> None:
+        pass
+
+    def killing(self, count: int) -> None:
+        pass
+
+    def stragglers(self, count: int, launcher: str) -> None:
+        pass
+
+
 class Supervisor:
     """Owns one launch's process tree from start to the last process gone."""
 
-    def __init__(self, cmd: Command, options: SuperviseOptions | None = None) -> None:
+    def __init__(
+        self, cmd: Command, options: SuperviseOptions | None = None, progress: Progress | None = None
+    ) -> None:
         self.cmd = cmd
         self.options = options or SuperviseOptions()
+        self._say: Progress = progress if progress is not None and self.options.console else _Silent()
         self.run_id = uuid.uuid4().hex
         self._since = 0.0
         self._launcher: subprocess.Popen[bytes] | None = None
@@ -273,8 +330,8 @@ class Supervisor:
         if sig is not None and launcher is not None and launcher.poll() is None:
             with contextlib.suppress(OSError):
                 launcher.send_signal(sig)
-        if announce and sig is not None and self.options.console:
-            say.stopping(reason, self.cmd.launcher, self.options.grace_period, self.options.kill_after)
+        if announce and sig is not None:
+            self._say.stopping(reason, self.cmd.launcher, self.options.grace_period, self.options.kill_after)
 
     def _step(self) -> None:
         assert self._launcher is not None, "start() first"
@@ -289,13 +346,11 @@ class Supervisor:
                 continue  # one Ctrl-C delivered twice: by the terminal and by a wrapper (uv run)
             elif not self._forced:
                 self._forced = True
-                if self.options.console:
-                    say.forcing(len(self.descendants()))
+                self._say.forcing(len(self.descendants()))
         rc = self._launcher.poll()
         if self._failed_seen is not None and self._stop_at is None and rc is None and self._fail_fast:
             self._stop_at = now
-            if self.options.console:
-                say.stopping_after_failure(self.cmd.launcher, self.options.grace_period)
+            self._say.stopping_after_failure(self.cmd.launcher, self.options.grace_period)
         if now >= self._next_probe:
             self._next_probe = now + _PROBE
             if self._log_dir is None:
@@ -314,17 +369,16 @@ class Supervisor:
             orphaned = rc is not None or self._stop_at is None
             deadline = now if orphaned else self._stop_at + self.options.grace_period
             if self._term_at is None and now >= deadline:
-                if self.options.console:
-                    if rc is None:
-                        say.escalating(len(procs), self.options.grace_period)
-                    else:
-                        say.stragglers(len(procs), self.cmd.launcher)
+                if rc is None:
+                    self._say.escalating(len(procs), self.options.grace_period)
+                else:
+                    self._say.stragglers(len(procs), self.cmd.launcher)
                 proctree.signal_tree(procs, signal.SIGTERM)
                 proctree.signal_tree(procs, signal.SIGCONT)
                 self._term_at = now
             elif self._term_at is not None and now >= self._term_at + self.options.kill_after:
-                if self._kill_at is None and self.options.console:
-                    say.killing(len(procs))
+                if self._kill_at is None:
+                    self._say.killing(len(procs))
                 if self._stop_at is not None:
                     self._killed_after_grace = True
                 proctree.signal_tree(procs, signal.SIGKILL)
@@ -440,8 +494,7 @@ class Supervisor:
                 continue
             if path:
                 self._log_dir = str(Path(path).parent.parent.parent)
-                if self.options.console:
-                    say.log_folder(self._log_dir)
+                self._say.log_folder(self._log_dir)
                 return
 
     def _newest_run_dir(self) -> str | None:
@@ -483,9 +536,11 @@ class Supervisor:
         )
 
 
-def supervise(cmd: Command, options: SuperviseOptions | None = None) -> RunResult:
-    """Run ``cmd`` under a :class:`Supervisor` with Ctrl-C/SIGTERM handling; report the result."""
-    sup = Supervisor(cmd, options)
+def supervise(
+    cmd: Command, options: SuperviseOptions | None = None, progress: Progress | None = None
+) -> RunResult:
+    """Run ``cmd`` under a :class:`Supervisor` with Ctrl-C/SIGTERM handling; return the result."""
+    sup = Supervisor(cmd, options, progress)
     in_main = threading.current_thread() is threading.main_thread()
     previous = {}
     if in_main:
@@ -501,6 +556,4 @@ def supervise(cmd: Command, options: SuperviseOptions | None = None) -> RunResul
             result = sup.kill()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if sup.options.console:
-        say.result(result)
     return result

@@ -6,6 +6,9 @@ torch flags the rsl-rl path sets (``torch.backends.cuda.matmul.allow_tf32``,
 ``torch.backends.cudnn.allow_tf32``, ``.deterministic``, ``.benchmark``), ``skrl.config.jax.backend``
 (set the way Isaac Lab's ``train.py`` does; deleted again when it did not exist) and the SIGINT /
 SIGTERM handlers. All are restored on success, on an exception and on ``SystemExit``.
+
+This module is the worker process's command layer: it hands :mod:`.train` (which returns data and
+never imports the printing layer) the console of :mod:`isaaclab_mgpu.report.training`.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ def run_argv(argv: list[str]) -> int:
 
 
 def _run(args: WorkerArgs) -> int:
+    from ..report.training import TrainingConsole
     from .train import run
 
     try:
-        return run(args)
+        return run(args, TrainingConsole)
     except MgpuError as exc:
         sys.stderr.write(f"isaaclab_mgpu.worker: error: {exc}\n")
         return exc.exit_code

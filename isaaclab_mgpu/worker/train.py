@@ -21,15 +21,14 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .. import progress
 from ..errors import EXIT_INTERRUPTED, UsageError
-from ..report.training import TrainingConsole
 from . import checkpoint
 from .args import WorkerArgs
 from .rank import (
@@ -97,8 +96,32 @@ def _make_env(
     return task.env, task.agent_cfg, task.max_iterations
 
 
-def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
-    """Train one rank as ``args`` asks; return its exit code (0, or 130 when stopped)."""
+class TrainingConsole(Protocol):
+    """What a rank tells people (``report.training.TrainingConsole`` implements it)."""
+
+    def note(self, message: str) -> None: ...
+
+    def synced(self, when: str, checksum: str) -> None: ...
+
+    def start(self, description: str, first: int, total: int) -> None: ...
+
+    def iteration(
+        self, it: int, total: int, reward: float | None, steps_per_s: float, seconds: float
+    ) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def checkpoint(self, path: str) -> None: ...
+
+    def summary(self, s: dict[str, Any], path: str) -> None: ...
+
+
+def run(
+    args: WorkerArgs,
+    console_for: Callable[[int], TrainingConsole],
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Train one rank as ``args`` asks, telling ``console_for(rank)``; return its exit code (0, or 130)."""
     import torch
 
     from .. import backends, tasks
@@ -108,7 +131,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     ctx = rank_context(args, env_vars, cuda)
     if ctx.is_cuda and not cuda:
         raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
-    console = TrainingConsole(ctx.rank)
+    console = console_for(ctx.rank)
     run_dir = run_folder(args, run_stamp(env_vars))
     my_dir = rank_folder(run_dir, ctx.rank)
     my_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,148 @@
+"""The import graph of isaaclab_mgpu: no circle, and domain modules never import the printing layer.
+
+The graph is read from the source with :mod:`ast`, so it sees every import statement: module
+level, inside functions (the lazy imports that keep torch off ``mgpu --help``'s path) and under
+``if TYPE_CHECKING:``. TYPE_CHECKING-only imports count: a type named in a signature is a
+dependency of the design even when Python does not execute the import, and letting them through
+would let a circle hide behind a string annotation.
+
+An edge goes to the module an import statement names (``from ..worker.rank import X`` →
+``worker.rank``; ``from .. import backends`` → ``backends``). The parent packages Python
+initialises on the way (``worker/__init__.py`` above) are not edges of their own: every submodule
+import runs them, so counting them would only restate the package tree.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import isaaclab_mgpu
+
+ROOT = Path(isaaclab_mgpu.__file__).parent
+PKG = "isaaclab_mgpu"
+
+#: The command layer: the only modules besides report itself that may import report.
+#: ``worker.main`` is the per-rank process's entry point, its own command layer.
+COMMAND_LAYER = ("isaaclab_mgpu.cli", "isaaclab_mgpu.launch", "isaaclab_mgpu.worker.main")
+REPORT = "isaaclab_mgpu.report"
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in ROOT.rglob("*.py"):
+        parts = [PKG, *path.relative_to(ROOT).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _owner(name: str, mods: dict[str, Path]) -> str | None:
+    """The longest prefix of ``name`` that is one of our modules."""
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _targets(module: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]) -> set[str]:
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        if node.level:
+            package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            source = ".".join(base + ([node.module] if node.module else []))
+        else:
+            source = node.module or ""
+        submodules = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in mods]
+        plain = len(submodules) < len(node.names)
+        names = submodules + ([source] if plain else [])
+    found = {_owner(n, mods) for n in names if n == PKG or n.startswith(PKG + ".")}
+    return {t for t in found if t is not None and t != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the isaaclab_mgpu modules its source imports anywhere."""
+    mods = _modules()
+    graph = {}
+    for module, path in mods.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        edges: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                edges |= _targets(module, path, node, mods)
+        graph[module] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_no_import_circle():
+    assert circles(import_graph()) == []
+
+
+def test_domain_modules_do_not_import_report():
+    graph = import_graph()
+    offenders = {
+        module: sorted(t for t in targets if _within(t, (REPORT,)))
+        for module, targets in graph.items()
+        if not _within(module, (REPORT, *COMMAND_LAYER))
+    }
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+def test_the_graph_sees_what_the_checks_need():
+    """Guard against a graph that cannot fail: the edges these tests rely on must be found."""
+    graph = import_graph()
+    # a lazy, function-level import
+    assert "isaaclab_mgpu.probe.run" in graph["isaaclab_mgpu.launch"]
+    # a TYPE_CHECKING-only import
+    assert "isaaclab_mgpu.supervise" in graph["isaaclab_mgpu.report.supervise"]
+    # ``from .. import backends`` names the submodule, not the package above it
+    assert "isaaclab_mgpu.backends" in graph["isaaclab_mgpu.worker.train"]
+    assert PKG not in graph["isaaclab_mgpu.worker.train"]
+    # the printing layer is reached by the command layer
+    assert "isaaclab_mgpu.report.checkenv" in graph["isaaclab_mgpu.launch"]
+
+
+def test_circles_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
