@@ -21,7 +21,7 @@ from isaaclab_mgpu.resolve import probe_machine, resolve
 from isaaclab_mgpu.spec import LaunchSpec
 
 HEAVY = ("torch", "jax", "warp", "rsl_rl", "skrl", "tensordict")
-NO_GPU = os.environ.get("CUDA_VISIBLE_DEVICES") is None and probe_machine().nvml_gpu_count is None
+NO_GPU = probe_machine({}).nvml_gpu_count is None  # tests run without the caller's CUDA_VISIBLE_DEVICES
 
 
 def mgpu(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -151,6 +151,39 @@ def test_json_schema_is_stable():
         "world_size",
     ]
     assert report["exit_code"] == proc.returncode
+
+
+#: What NVIDIA's CUDA images export to describe themselves (measured on an H200 container).
+IMAGE_LABELS = {
+    "NCCL_VERSION": "2.28.3-1",
+    "CUDA_VERSION": "13.0.0",
+    "NVIDIA_VISIBLE_DEVICES": "all",
+    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+    "NV_LIBNCCL_PACKAGE_VERSION": "2.28.3-1",
+    "NV_CUDA_LIB_VERSION": "13.0.0-1",
+}
+
+
+def test_check_env_ignores_container_labels():
+    env = {**IMAGE_LABELS, "XDG_CONFIG_HOME": "/nonexistent"}
+    proc = mgpu("check-env", "--json", "--device", "cpu", env=env)
+    report = json.loads(proc.stdout)
+    nccl = [c for c in report["checks"] if c["name"].startswith("nccl_env")]
+    assert [(c["name"], c["status"]) for c in nccl] == [("nccl_env", "pass")], nccl
+    assert "NCCL_VERSION=2.28.3-1" in nccl[0]["observed"] and "label" in nccl[0]["observed"]
+    # A real setting beside the label is still seen, and the label still is not.
+    proc = mgpu("check-env", "--json", "--device", "cpu", env={**IMAGE_LABELS, "NCCL_DEBUG": "INFO"})
+    names = [c["name"] for c in json.loads(proc.stdout)["checks"] if c["name"].startswith("nccl_env")]
+    assert names == ["nccl_env:NCCL_DEBUG"]
+
+
+def test_tests_do_not_inherit_the_callers_environment():
+    from conftest import caller_variables
+
+    assert not caller_variables(os.environ)
+    assert caller_variables({**IMAGE_LABELS, "TORCH_NCCL_TRACE_BUFFER_SIZE": "1", "PATH": "/bin"}) == sorted(
+        [*IMAGE_LABELS, "TORCH_NCCL_TRACE_BUFFER_SIZE"]
+    )
 
 
 def test_check_env_takes_launch_options_busy_port(busy_port):

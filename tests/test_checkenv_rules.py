@@ -394,6 +394,15 @@ def test_slurm_with_several_tasks_per_node_warns():
     assert f.status == WARN and "--ntasks-per-node=1" in f.fix and "SLURM_NNODES" in f.observed
 
 
+def test_image_labels_are_not_nccl_settings():
+    from isaaclab_mgpu.diagnostics.facts import nccl_env
+
+    settings, labels = nccl_env({"NCCL_VERSION": "2.28.3-1", "NCCL_DEBUG": "WARN", "CUDA_VERSION": "13.0.0"})
+    assert settings == (("NCCL_DEBUG", "WARN"),) and labels == (("NCCL_VERSION", "2.28.3-1"),)
+    f = find(facts(2, env_labels=labels), "nccl_env")
+    assert f.status == PASS and "NCCL_VERSION=2.28.3-1" in f.observed and "label" in f.observed
+
+
 def test_rules_are_pure(monkeypatch):
     # The environment of this process must not leak into a judgement of the facts.
     monkeypatch.setenv("NCCL_P2P_DISABLE", "1")

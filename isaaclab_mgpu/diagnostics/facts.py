@@ -299,7 +299,7 @@ class Facts:
     """``CUDA_DEVICE_ORDER`` as set, or None."""
 
     nccl_env: tuple[tuple[str, str], ...]
-    """``NCCL_*`` and ``TORCH_NCCL_*`` variables set, sorted."""
+    """``NCCL_*`` and ``TORCH_NCCL_*`` settings set, sorted; image labels excluded (:func:`nccl_env`)."""
 
     saved_workarounds: tuple[tuple[str, str], ...]
     """Workarounds saved for this machine (``train`` applies them)."""
@@ -325,6 +325,28 @@ class Facts:
     deep: DeepFacts | None = None
     """Facts that need torch or jax, gathered in subprocesses, when ``--deep`` was asked for."""
 
+    env_labels: tuple[tuple[str, str], ...] = ()
+    """Image labels that look like NCCL settings (``NCCL_VERSION``), sorted: read by nothing."""
+
+
+def is_image_label(name: str) -> bool:
+    """True for a variable a container image sets to describe itself, not to configure NCCL/PyTorch.
+
+    NVIDIA's CUDA and framework images export ``NCCL_VERSION``, ``CUDA_VERSION``,
+    ``NV_LIBNCCL_PACKAGE_VERSION`` and the like: what was installed, not a setting. NCCL reads
+    ``NCCL_<PARAM>`` variables and none of its parameters names a version, so an ``NCCL_*`` or
+    ``TORCH_NCCL_*`` name ending in ``_VERSION`` is taken for such a label.
+    """
+    return name.endswith("_VERSION")
+
+
+def nccl_env(environ: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """The ``NCCL_*``/``TORCH_NCCL_*`` settings in ``environ``, and the image labels among them."""
+    named = sorted((k, v) for k, v in environ.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
+    settings = tuple((k, v) for k, v in named if not is_image_label(k))
+    labels = tuple((k, v) for k, v in named if is_image_label(k))
+    return settings, labels
+
 
 def collect(
     spec: LaunchSpec,
@@ -345,6 +367,7 @@ def collect(
         from .deep import collect_deep
 
         deep_facts = collect_deep(env)
+    settings, labels = nccl_env(env)
     return Facts(
         python_version=".".join(str(v) for v in sys.version_info[:3]),
         python_executable=sys.executable,
@@ -352,7 +375,7 @@ def collect(
         gpu=gpu,
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
         cuda_device_order=env.get("CUDA_DEVICE_ORDER"),
-        nccl_env=tuple(sorted((k, v) for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))),
+        nccl_env=settings,
         saved_workarounds=tuple(sorted(workarounds.saved_for(store, key).items())),
         workaround_store=str(store),
         machine_key=key,
@@ -361,6 +384,7 @@ def collect(
         net=net_facts(spec, plan, hostname),
         plan=plan,
         deep=deep_facts,
+        env_labels=labels,
     )
 
 

@@ -519,7 +519,11 @@ def topology_rule(f: Facts) -> list[Finding]:
 def nccl_env_rule(f: Facts) -> list[Finding]:
     """NCCL_* / TORCH_NCCL_* variables set: a workaround or debug setting left set is a warning."""
     if not f.nccl_env:
-        return [_f("nccl", "nccl_env", PASS, "no NCCL_* or TORCH_NCCL_* variable set")]
+        observed = "no NCCL_* or TORCH_NCCL_* setting"
+        if f.env_labels:
+            shown = ", ".join(f"{k}={v}" for k, v in f.env_labels)
+            observed += f" ({shown}: the image's label, read by neither NCCL nor PyTorch)"
+        return [_f("nccl", "nccl_env", PASS, observed)]
     saved = dict(f.saved_workarounds)
     nvlink = any(x.nvlink for x in f.gpu.links)
     out = []
