@@ -47,6 +47,7 @@ def train(
     from .report import supervise as progress
     from .supervise import SuperviseOptions, supervise
 
+    check_isaac_task(spec)
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
@@ -92,6 +93,17 @@ def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
         summary = run_probe(spec, opts, display)
     shown.show(summary, as_json=as_json)
     return summary.exit_code
+
+
+def check_isaac_task(spec: LaunchSpec) -> None:
+    """Refuse an Isaac Lab task the ranks could not run (see :mod:`isaaclab_mgpu.isaac.preflight`)."""
+    if not spec.builtin_worker:
+        return
+    from .isaac import preflight
+
+    request = preflight.request_from(spec.training_args, spec.library)
+    if request is not None:
+        preflight.check(request)
 
 
 def exit_code(result: RunResult, launcher: str) -> int:

@@ -20,7 +20,7 @@ from typing import Literal
 
 from .errors import UsageError
 
-RL_LIBRARIES = ("rsl_rl", "skrl")
+RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 ML_FRAMEWORKS = ("torch", "jax")
 DEVICES = ("cuda", "cpu")
 NPROC_TOKENS = ("gpu", "cpu", "auto")
@@ -61,7 +61,7 @@ class LaunchSpec:
     """Arguments for the worker, forwarded verbatim and in order (incl. ``key=value`` presets)."""
 
     rl_library: str | None = None
-    """``rsl_rl`` or ``skrl``; ``None`` means the default, rsl_rl (Isaac Lab's default)."""
+    """``rsl_rl``, ``skrl`` or ``rl_games`` (Isaac Lab tasks); ``None`` means rsl_rl (Isaac Lab's default)."""
 
     ml_framework: str | None = None
     """``torch`` or ``jax`` (skrl only); ``jax`` selects skrl's JAX launch contract."""
@@ -278,8 +278,9 @@ def _coerce(name: str, value: object) -> object:
 
 def _validate(s: LaunchSpec) -> None:
     if s.rl_library is not None and s.rl_library not in RL_LIBRARIES:
-        hint = " (rl_games: run Isaac Lab's train.py with --script)" if s.rl_library == "rl_games" else ""
-        raise UsageError(f"--rl_library {s.rl_library!r} is not supported; choose rsl_rl or skrl{hint}")
+        raise UsageError(f"--rl_library {s.rl_library!r} is not supported; choose rsl_rl, skrl or rl_games")
+    if s.library == "rl_games" and s.builtin_worker and not _names_isaac_task(s.training_args):
+        raise UsageError("--rl_library rl_games trains Isaac Lab tasks only; add --task Isaac-<task id>")
     if s.ml_framework is not None and s.ml_framework not in ML_FRAMEWORKS:
         raise UsageError(f"--ml_framework {s.ml_framework!r} is unknown; choose torch or jax")
     if s.ml_framework is not None and s.library != "skrl" and s.builtin_worker:
@@ -367,6 +368,14 @@ def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
             f"--num_gpus {nproc} but --gpu_ids {shown} names {len(ids)} GPU(s); one rank runs per "
             "GPU, so leave out --num_gpus (it defaults to the number of ids)"
         )
+
+
+def _names_isaac_task(args: tuple[str, ...]) -> bool:
+    for i, a in enumerate(args):
+        task = args[i + 1] if a == "--task" and i + 1 < len(args) else a.partition("--task=")[2]
+        if task.split(":")[-1].startswith("Isaac-"):
+            return True
+    return False
 
 
 def _validate_nodes(s: LaunchSpec) -> None:

@@ -168,7 +168,7 @@ BAD = [
     (["--nnodes", "0"], "--nnodes '0' must be a positive integer"),
     (["--nnodes", "2", "--node_rank", "2", "--master_addr", "h"], "--node_rank 2 is not below --nnodes 2"),
     (["--rl_library", "rl_zoo"], "--rl_library 'rl_zoo' is not supported"),
-    (["--rl_library", "rl_games"], "--script"),
+    (["--rl_library", "rl_games"], "rl_games trains Isaac Lab tasks only"),
     (["--rl_library", "skrl", "--ml_framework", "tf"], "--ml_framework 'tf' is unknown"),
     (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "gpu"], "needs an integer rank count"),
     (["--coordinator_address", "h:5000"], "applies to skrl JAX only"),

@@ -15,14 +15,12 @@ from .base import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, Trainer, settin
 __all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "create", "settings_with"]
 
 
-def create(
-    library: str, framework: str, env: Any, ppo: PPOSettings, ctx: Any, directory: str, agent_cfg: Any = None
-) -> Trainer:
+def create(library: str, framework: str, env: Any, ppo: PPOSettings, ctx: Any, directory: str) -> Trainer:
     """Build the trainer for ``library``/``framework`` on ``env`` for the rank ``ctx``."""
     if library == "rsl_rl":
         from .rsl_rl import RslRlTrainer
 
-        return RslRlTrainer(env, ppo, ctx, agent_cfg)
+        return RslRlTrainer(env, ppo, ctx)
     if framework == "jax":
         from .skrl_jax import SkrlJaxTrainer
 

@@ -140,11 +140,9 @@ class RslRlTrainer:
 
     comm_kind = "torch"
 
-    def __init__(
-        self, env: Any, ppo: PPOSettings, ctx: RankContext, cfg: dict[str, Any] | None = None
-    ) -> None:
-        self.env = env if isinstance(env, VecEnv) else TaskVecEnv(env)
-        self.runner = MgpuRunner(self.env, cfg or train_cfg(ppo), ctx)
+    def __init__(self, env: Any, ppo: PPOSettings, ctx: RankContext) -> None:
+        self.env = TaskVecEnv(env)
+        self.runner = MgpuRunner(self.env, train_cfg(ppo), ctx)
         self.alg = self.runner.alg
         self.rollout = int(self.runner.cfg["num_steps_per_env"])
         self.steps_per_iteration = self.env.num_envs * self.rollout

@@ -4,6 +4,9 @@ Flags follow Isaac Lab's ``train.py`` spellings (underscores; hyphen spellings a
 Positional ``key=value`` items are overrides: ``env.<field>=v`` and ``agent.<field>=v`` for the
 embedded tasks; for Isaac Lab tasks they go to Isaac Lab's Hydra configuration (``env.<path>=v``,
 ``agent.<path>=v``, ``presets=newton_mjwarp``, ...; see :mod:`isaaclab_mgpu.tasks.isaaclab`).
+Isaac Lab tasks (``--task Isaac-...``) also take the options of Isaac Lab's own ``train``
+(:data:`ISAAC_TRAIN_OPTIONS`, the one list of them): they are kept in order in
+:attr:`WorkerArgs.isaac_args` and handed to Isaac Lab verbatim.
 An unknown option is an error: one line on stderr naming it, exit status 2.
 """
 
@@ -13,11 +16,38 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-LIBRARIES = ("rsl_rl", "skrl")
+LIBRARIES = ("rsl_rl", "skrl", "rl_games")
+#: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
+EMBEDDED_LIBRARIES = ("rsl_rl", "skrl")
 FRAMEWORKS = ("torch", "jax")
 #: ``--resume`` without a path: the newest checkpoint of the newest earlier run of this experiment.
 RESUME_LATEST = "latest"
 DEFAULT_TASK = "cartpole"
+#: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
+ISAAC_PREFIX = "Isaac-"
+
+#: Options of Isaac Lab 3.0's ``train`` (rsl_rl, skrl, rl_games back-ends and the simulation launcher)
+#: that the worker forwards verbatim for Isaac Lab tasks, with how many values each takes (``"?"``:
+#: an optional value). Options the worker itself owns (``--task``, ``--num_envs``, ``--seed``,
+#: ``--max_iterations``, ``--device``, ``--distributed``, ``--ml_framework``, ``--experiment_name``,
+#: ``--run_name``) are not listed; ``--run_timestamp`` is set by mgpu for every rank.
+ISAAC_TRAIN_OPTIONS: dict[str, int | str] = {
+    "--agent": 1, "--algorithm": 1, "--checkpoint": 1, "--logger": 1, "--log_project_name": 1,
+    "--external_callback": 1, "--resume_optimizer_state": 0, "--no-resume_optimizer_state": 0,
+    "--video": 0, "--video_length": 1, "--video_interval": 1, "--frontend": 1,
+    "--export_io_descriptors": 0, "--ray-proc-id": 1, "-rid": 1,
+    "--capture_env_sensors": 1, "--capture_env_sensors_length": 1, "--capture_env_sensors_interval": 1,
+    "--capture_env_sensors_format": 1, "--sigma": 1, "--track": "?", "--wandb-project-name": 1,
+    "--wandb-entity": 1, "--wandb-name": 1, "--viz": 1, "--visualizer": 1, "--max_visible_envs": 1,
+    "--livestream": 1, "--xr": 0, "--deterministic": 0, "--experience": 1, "--kit_args": 1,
+    "--verbose": 0, "--info": 0, "--anim_recording_enabled": 0, "--anim_recording_start_time": 1,
+    "--anim_recording_stop_time": 1,
+}  # fmt: skip
+
+
+def is_isaac_task(task: str) -> bool:
+    """True for an Isaac Lab task id (``Isaac-...``)."""
+    return task.startswith(ISAAC_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -25,7 +55,7 @@ class WorkerArgs:
     """One rank's training request, as parsed from its argv."""
 
     rl_library: str = "rsl_rl"
-    """``rsl_rl`` or ``skrl``."""
+    """``rsl_rl``, ``skrl`` or (Isaac Lab tasks only) ``rl_games``."""
 
     ml_framework: str = "torch"
     """``torch`` or ``jax`` (skrl only)."""
@@ -65,6 +95,9 @@ class WorkerArgs:
 
     overrides: tuple[tuple[str, str], ...] = ()
     """``key=value`` items in order."""
+
+    isaac_args: tuple[str, ...] = ()
+    """Isaac Lab ``train`` options (:data:`ISAAC_TRAIN_OPTIONS`) as given, in order."""
 
     @property
     def experiment(self) -> str:
@@ -113,14 +146,48 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def option_strings() -> frozenset[str]:
-    """Every flag the worker accepts, in both spellings."""
-    return frozenset(s for action in _parser()._actions for s in action.option_strings)
+    """Every flag the worker accepts, in both spellings, Isaac Lab's forwarded ones included."""
+    own = frozenset(s for action in _parser()._actions for s in action.option_strings)
+    return own | frozenset(ISAAC_TRAIN_OPTIONS)
+
+
+def _split_isaac(rest: list[str], parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
+    """Take Isaac Lab's options (with their values) out of ``rest``; return them and what is left."""
+    isaac: list[str] = []
+    left: list[str] = []
+    i = 0
+    while i < len(rest):
+        item = rest[i]
+        flag = item.split("=", 1)[0] if item.startswith("-") else None
+        arity = ISAAC_TRAIN_OPTIONS.get(flag) if flag else None
+        if arity is None:
+            left.append(item)
+            i += 1
+            continue
+        isaac.append(item)
+        i += 1
+        if "=" in item:
+            continue
+        if arity == 1:
+            if i >= len(rest):
+                parser.error(f"{flag} needs a value")
+            isaac.append(rest[i])
+            i += 1
+        elif arity == "?" and i < len(rest) and not rest[i].startswith("-") and "=" not in rest[i]:
+            isaac.append(rest[i])
+            i += 1
+    return isaac, left
 
 
 def parse_args(argv: list[str]) -> WorkerArgs:
     """Parse ``argv``; exit 2 with one stderr line on any bad or unknown argument."""
     parser = _parser()
     ns, rest = parser.parse_known_args(argv)
+    isaac, rest = _split_isaac(rest, parser)
+    if isaac and not is_isaac_task(ns.task):
+        parser.error(f"{isaac[0].split('=')[0]} is an Isaac Lab option; it applies to Isaac Lab tasks only")
+    if ns.rl_library not in EMBEDDED_LIBRARIES and not is_isaac_task(ns.task):
+        parser.error(f"--rl_library {ns.rl_library} trains Isaac Lab tasks only; use rsl_rl or skrl")
     overrides: list[tuple[str, str]] = []
     for item in rest:
         key, sep, value = item.partition("=")
@@ -152,4 +219,5 @@ def parse_args(argv: list[str]) -> WorkerArgs:
         log_root=ns.log_root,
         distributed=ns.distributed,
         overrides=tuple(overrides),
+        isaac_args=tuple(isaac),
     )

@@ -78,22 +78,15 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _make_env(
-    args: WorkerArgs, num_envs: int | None, ctx: RankContext, my_dir: Path, stack: contextlib.ExitStack
-) -> tuple[Any, dict[str, Any] | None, int | None]:
-    """The rank's environment, the task's own rsl-rl runner config (Isaac Lab) and its iterations."""
+def _make_env(args: WorkerArgs, num_envs: int | None, ctx: RankContext) -> Any:
+    """The rank's embedded task (Isaac Lab tasks take :mod:`isaaclab_mgpu.isaac` instead)."""
     from .. import backends, tasks
 
-    if tasks.is_embedded(args.task):
-        n = num_envs or backends.DEFAULTS.get(args.task, backends.FALLBACK).num_envs
-        try:
-            return tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env")), None, None
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    from ..tasks import isaaclab
-
-    task = isaaclab.open_task(args, num_envs, ctx, str(my_dir / "hydra"), stack)
-    return task.env, task.agent_cfg, task.max_iterations
+    n = num_envs or backends.DEFAULTS.get(args.task, backends.FALLBACK).num_envs
+    try:
+        return tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env"))
+    except ValueError as exc:
+        raise UsageError(f"{exc}; Isaac Lab task ids start with Isaac-") from None
 
 
 class TrainingConsole(Protocol):
@@ -122,9 +115,15 @@ def run(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Train one rank as ``args`` asks, telling ``console_for(rank)``; return its exit code (0, or 130)."""
+    from .args import is_isaac_task
+
+    if is_isaac_task(args.task):  # Isaac Lab's own training code path (isaaclab_mgpu.isaac)
+        from ..isaac.rank import run as run_isaac
+
+        return run_isaac(args, environ)
     import torch
 
-    from .. import backends, tasks
+    from .. import backends
 
     env_vars = os.environ if environ is None else environ
     cuda = torch.cuda.is_available()
@@ -137,10 +136,8 @@ def run(
     my_dir.mkdir(parents=True, exist_ok=True)
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
-    embedded = tasks.is_embedded(args.task)
     try:
-        # Isaac Lab tasks take agent.* through Isaac Lab's own configuration instead.
-        ppo = backends.settings_with(defaults.ppo, args.overrides_for("agent") if embedded else {})
+        ppo = backends.settings_with(defaults.ppo, args.overrides_for("agent"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -152,11 +149,9 @@ def run(
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
     progress.beat("init")
     own_group = ctx.distributed and not jax and init_torch_group(ctx)
-    # The stack closes what the environment opened (an Isaac Lab env and its simulator) last.
-    with contextlib.ExitStack() as stack:
-        code = _train(args, ctx, run_dir, my_dir, ppo, console, stack)
-        if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
-            leave_torch_group()
+    code = _train(args, ctx, run_dir, my_dir, ppo, console)
+    if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
+        leave_torch_group()
     progress.beat(progress.DONE)
     return code
 
@@ -168,18 +163,17 @@ def _train(
     my_dir: Path,
     ppo: Any,
     console: TrainingConsole,
-    stack: contextlib.ExitStack,
 ) -> int:
     from .. import backends
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     progress.beat("environment")
-    env, agent_cfg, task_iterations = _make_env(args, args.num_envs, ctx, my_dir, stack)
+    env = _make_env(args, args.num_envs, ctx)
     num_envs = int(env.num_envs)
-    iterations = args.max_iterations or task_iterations or defaults.max_iterations
+    iterations = args.max_iterations or defaults.max_iterations
     # skrl JAX joins its distributed runtime here (skrl's import calls jax.distributed.initialize).
     progress.beat("trainer")
-    trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir), agent_cfg)
+    trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir))
     comm = Comm(ctx, trainer.comm_kind)
 
     start = 0
