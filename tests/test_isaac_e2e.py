@@ -77,6 +77,5 @@ def test_isaac_cartpole_on_two_cpu_ranks(library, asset_root, tmp_path):
     assert (run_dir / "rank_1" / "params" / "env.yaml").is_file()
     assert list(run_dir.rglob("events.out.tfevents.*")), sorted(run_dir.rglob("*"))
     assert s["checkpoint"] and Path(s["checkpoint"]).is_file() and run_dir in Path(s["checkpoint"]).parents
-    print(
-        f"{library}: {wall:.0f} s wall, {s['s_per_iteration']} s/it, {s['env_steps_per_s']['total']:.0f} steps/s"
-    )
+    rate = s["env_steps_per_s"]["total"]
+    print(f"{library}: {wall:.0f} s wall, {s['s_per_iteration']} s/it, {rate:.0f} env-steps/s")
