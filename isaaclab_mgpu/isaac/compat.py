@@ -27,6 +27,10 @@ worker joins a gloo process group itself *before* Isaac Lab runs, then:
    and rank-0-only settings (``print_stats``, ``lr_schedule``) are then set as rl-games sets them,
    and the module sees a ``torch`` whose ``cuda.set_device`` does nothing.
 
+6. skrl ``Agent.init`` resolves ``experiment.write_interval: auto`` to ``int(timesteps / 100)``,
+   which is 0 for runs under 100 timesteps and silently turns TensorBoard off; for such runs
+   "auto" becomes 1 (every timestep). Applies on every device.
+
 skrl JAX ranks keep the fixes of :mod:`isaaclab_mgpu.backends._patches` (``multihost_utils``
 import, cached ``pmap``).
 
@@ -41,7 +45,8 @@ is told where the run folder is and when each iteration ends, without changing w
   process group) are wrapped.
 - skrl: the runner class from ``import_skrl_runner`` (in ``train_skrl``) is wrapped: the agent
   has broadcast its parameters when the runner exists (first checksum); ``agent.update`` ends an
-  iteration (mean of the agent's ``_track_rewards``); ``run`` ends training.
+  iteration (mean of the agent's "Total reward (mean)" statistics since the last update, kept
+  from ``write_tracking_data``, which clears them); ``run`` ends training.
 - rl-games: ``train_epoch`` of the continuous and discrete bases ends an iteration (mean of
   ``game_rewards``) and takes the first checksum on its first call, after ``train`` broadcast rank
   0's parameters; their ``train`` methods end training.
@@ -300,6 +305,7 @@ def _skrl(backend: Any, *, observer: Observer) -> Iterator[None]:
         runner_cls = original(ml_framework)
 
         def build(env: Any, cfg: dict) -> Any:
+            _skrl_short_run_logging(cfg)
             runner = runner_cls(env, cfg)
             _observe_skrl(runner, cfg, observer)
             return runner
@@ -315,19 +321,35 @@ def _skrl_modules(agent: Any) -> list[Any]:
     return [models[k] for k in sorted(models) if models[k] is not None]
 
 
+def _skrl_short_run_logging(cfg: dict) -> None:
+    # skrl Agent.init resolves write_interval "auto" to int(timesteps / 100): 0 below 100 timesteps,
+    # which turns its TensorBoard writer off entirely (patch 6); "auto" then means every timestep.
+    experiment = cfg["agent"].setdefault("experiment", {})
+    timesteps = int(cfg.get("trainer", {}).get("timesteps", 0))
+    if experiment.get("write_interval", "auto") == "auto" and 0 < timesteps < 100:
+        experiment["write_interval"] = 1
+
+
 def _observe_skrl(runner: Any, cfg: dict, observer: Observer) -> None:
     agent = runner.agent
     rollouts = int(cfg["agent"]["rollouts"])
     env = runner.trainer.env
     steps = int(env.num_envs) * rollouts
     observer.synced(_skrl_modules(agent))  # skrl's agent broadcast rank 0's parameters when built
-    update, run = agent.update, runner.run
+    update, run, write = agent.update, runner.run, agent.write_tracking_data
+    means: list[float] = []
+
+    def wrote(*args: Any, **kwargs: Any) -> Any:
+        # skrl Agent.write_tracking_data clears the episode statistics it writes: keep their means.
+        means.extend(float(v) for v in agent.tracking_data.get("Reward / Total reward (mean)", ()))
+        return write(*args, **kwargs)
 
     def updated(*args: Any, **kwargs: Any) -> Any:
         # skrl Agent.update runs once per rollout (one iteration) on every rank.
         result = update(*args, **kwargs)
-        rewards = list(getattr(agent, "_track_rewards", ()))
-        observer.iteration(steps, float(sum(rewards) / len(rewards)) if rewards else None)
+        pending = means + [float(v) for v in agent.tracking_data.get("Reward / Total reward (mean)", ())]
+        means.clear()
+        observer.iteration(steps, sum(pending) / len(pending) if pending else None)
         return result
 
     def ran(*args: Any, **kwargs: Any) -> Any:
@@ -336,6 +358,7 @@ def _observe_skrl(runner: Any, cfg: dict, observer: Observer) -> None:
         observer.finished()
         return result
 
+    agent.write_tracking_data = wrote
     agent.update = updated
     runner.run = ran
 

@@ -9,7 +9,8 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 - on CPU ranks, a gloo process group joined first and the patches of :mod:`.compat`;
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
   after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
-  call per training iteration (the place for per-iteration hooks such as heartbeats), and, on
+  call per training iteration (where the bookkeeping and the progress heartbeat of
+  :mod:`isaaclab_mgpu.progress` run), and, on
   rank 0, ``summary.json`` in Isaac Lab's run folder with the keys of an embedded run.
 
 Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its ``params/`` dump,
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import progress
 from ..backends.base import checksum
 from ..errors import MgpuError, UsageError
 from ..worker.args import WorkerArgs
@@ -106,6 +108,8 @@ class Bookkeeper(compat.Observer):
         """Record the first checksum (parameters now equal on every rank) and start the clock."""
         self.start_sum = _checksum(modules)
         self._modules = modules
+        progress.beat("broadcast")
+        progress.after_startup()
         self.t0 = time.perf_counter()
 
     def iteration(self, steps: int, reward: float | None) -> None:
@@ -113,12 +117,14 @@ class Bookkeeper(compat.Observer):
         self.on_iteration(len(self.rewards) + 1, steps, reward)
 
     def on_iteration(self, iteration: int, steps: int, reward: float | None) -> None:
-        """Per-iteration hook of the Isaac Lab path: bookkeeping runs here (and any heartbeat)."""
+        """Per-iteration hook of the Isaac Lab path: bookkeeping and the progress heartbeat."""
         self.steps += steps
         self.rewards.append(reward)
+        progress.iteration(iteration)
 
     def finished(self) -> None:
         """Training returned: take the last checksum and gather every rank's record."""
+        progress.beat("finish")
         if self.t0 is not None:
             self.train_time = time.perf_counter() - self.t0
         self.end_sum = _checksum(self._modules) if hasattr(self, "_modules") else None
@@ -236,6 +242,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
     cpu = not ctx.is_cuda
     own_group = False
+    progress.beat("init")
     if cpu and ctx.distributed and not jax:
         from ..worker.rank import init_torch_group
 
@@ -244,6 +251,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     argv = train_argv(args, ctx, run_stamp(env_vars))
     from isaaclab_rl.entrypoints.dispatch import run_train_cli
 
+    progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
     with compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book):
         code = run_train_cli(argv)
     code = int(code or 0)
@@ -254,6 +262,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
             dist.destroy_process_group()
     if book.gathered is None and code == 0:  # e.g. Isaac Lab swallowed a KeyboardInterrupt
         raise MgpuError("Isaac Lab's training returned before it finished; see its output above")
+    progress.beat(progress.DONE)
     if ctx.rank == 0 and book.run_dir is not None:
         summary = book.summary(args, code)
         path = book.run_dir / "summary.json"
