@@ -7,7 +7,9 @@ Start
     The launcher starts in its own session with ``MGPU_RUN_ID=<uuid>`` added to its environment,
     so every descendant carries the marker (see :mod:`.tree`). Before that, ``mgpu`` makes itself
     a child subreaper on Linux and starts the :mod:`.watchdog`, which kills every marked process
-    if ``mgpu`` dies without cleaning up (SIGKILL, crash, lost terminal).
+    if ``mgpu`` dies without cleaning up (SIGKILL, crash, lost terminal). When the run ends the
+    subreaper attribute goes back to what the host process had and the dead orphans the run left
+    with it are reaped, so a process using the supervisor in-process is left as it was.
 
 Stop — one code path, :meth:`Supervisor._step`, driven by :meth:`Supervisor.wait`
     A stop begins with the first SIGINT/SIGTERM/SIGHUP (the handlers installed by
@@ -248,6 +250,8 @@ class Supervisor:
         self._next_probe = 0.0
         self._result: RunResult | None = None
         self._fail_fast = not _restarts(cmd.argv)
+        self._subreaper = False
+        self._sessions: set[int] = set()
 
     # -- public -----------------------------------------------------------------------------
 
@@ -255,7 +259,7 @@ class Supervisor:
         """Spawn the launcher in a new session and start tracking its tree."""
         if self._launcher is not None:
             raise RuntimeError("Supervisor.start() called twice")
-        proctree.set_subreaper()
+        self._subreaper = proctree.hold_subreaper()
         self._since = time.time() - 1.0  # psutil's create_time is coarser than time.time()
         self._watchdog = subprocess.Popen(
             [sys.executable, _watchdog.__file__, self.run_id, repr(self._since)],
@@ -274,6 +278,7 @@ class Supervisor:
             )
         except OSError as exc:
             self._release_watchdog()
+            self._release_subreaper()
             raise MgpuError(f"could not start {self.cmd.launcher}: {exc}") from exc
         self._known.add(self._launcher.pid)
         self._reader = threading.Thread(target=self._read_stderr, name="mgpu-launcher-stderr", daemon=True)
@@ -298,7 +303,11 @@ class Supervisor:
         pid = self._launcher.pid if self._launcher is not None else None
         exclude = frozenset({os.getpid(), *([self._watchdog.pid] if self._watchdog else [])})
         procs = proctree.tree(pid, self.run_id, self._since, exclude)
-        self._known.update(p.pid for p in procs)
+        for p in procs:
+            if p.pid not in self._known:
+                self._known.add(p.pid)
+                with contextlib.suppress(OSError):
+                    self._sessions.add(os.getsid(p.pid))
         return procs
 
     def stop(self, reason: str) -> RunResult:
@@ -416,6 +425,7 @@ class Supervisor:
         survivors = tuple(p.pid for p in self.descendants())
         self._reap()
         self._release_watchdog()
+        self._release_subreaper()
         failure = None if self._interrupted or rc == 0 else self._failure()
         if self._log_dir is None:
             self._log_dir = self._newest_run_dir()
@@ -436,6 +446,20 @@ class Supervisor:
             log_dir=self._log_dir,
             survivors=survivors,
         )
+
+    def _release_subreaper(self) -> None:
+        if not self._subreaper:
+            return
+        self._subreaper = False
+        proctree.release_subreaper()
+        # Orphans adopted while we were a subreaper stay our children: collect every tree process
+        # we saw and the dead children of the sessions the tree used (the launcher's, and those
+        # of setsid escapees that were seen). An escapee that dies within one probe interval
+        # without being seen is indistinguishable from the host's own child and is left alone.
+        owned = {self._launcher.pid if self._launcher else -1, self._watchdog.pid if self._watchdog else -1}
+        sessions = self._sessions | ({self._launcher.pid} if self._launcher is not None else set())
+        sessions.discard(os.getsid(0))
+        proctree.reap(self._known - owned | proctree.adopted_zombies(sessions, owned))
 
     def _release_watchdog(self) -> None:
         dog = self._watchdog

@@ -9,7 +9,10 @@ A launch's processes are found three ways, and the union is "the tree":
 
 On Linux ``mgpu`` also makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so
 orphans of the tree are re-parented to ``mgpu`` instead of init; :func:`reap` collects their exit
-status so they do not linger as zombies.
+status so they do not linger as zombies. The attribute belongs to the whole host process, which
+may be a notebook or a test runner using the supervisor in-process: :func:`hold_subreaper` and
+:func:`release_subreaper` count the runs that need it and put back the host's own setting when the
+last one ends, and :func:`adopted_zombies` finds the dead orphans of a run's session to reap then.
 
 Signals go to each process by PID (psutil guards against PID reuse) and, where ``os.killpg``
 exists, also to each process group of the tree except ``mgpu``'s own, which catches a child forked
@@ -23,14 +26,31 @@ import contextlib
 import ctypes
 import os
 import sys
+import threading
 
 import psutil
 
 from .watchdog import MARKER_ENV, marked_processes
 
-__all__ = ["MARKER_ENV", "alive", "portable", "reap", "set_subreaper", "signal_tree", "tree"]
+__all__ = [
+    "MARKER_ENV",
+    "adopted_zombies",
+    "alive",
+    "get_subreaper",
+    "hold_subreaper",
+    "portable",
+    "reap",
+    "release_subreaper",
+    "set_subreaper",
+    "signal_tree",
+    "tree",
+]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+_holders = 0
+_host_setting: bool | None = None
+_lock = threading.Lock()
 
 
 def portable() -> bool:
@@ -38,15 +58,74 @@ def portable() -> bool:
     return not hasattr(os, "killpg") or os.environ.get("MGPU_NO_KILLPG", "") not in ("", "0")
 
 
-def set_subreaper() -> bool:
-    """Make this process adopt its orphaned descendants (Linux); True when it took effect."""
+def set_subreaper(on: bool = True) -> bool:
+    """Make this process adopt its orphaned descendants, or stop (Linux); True when it took effect."""
     if not sys.platform.startswith("linux") or portable():
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def get_subreaper() -> bool | None:
+    """This process's child-subreaper attribute; None where it cannot be read (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        value = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
+            return None
+        return bool(value.value)
+    except (OSError, AttributeError):
+        return None
+
+
+def hold_subreaper() -> bool:
+    """Become a subreaper for one run (nested runs share it); True when this process is one now."""
+    global _holders, _host_setting
+    with _lock:
+        if _holders == 0:
+            _host_setting = get_subreaper()
+            if not _host_setting and not set_subreaper(True):
+                return False
+        _holders += 1
+        return True
+
+
+def release_subreaper() -> None:
+    """End one :func:`hold_subreaper`; the last one puts back the host process's own setting."""
+    global _holders
+    with _lock:
+        if _holders == 0:
+            return
+        _holders -= 1
+        if _holders == 0 and not _host_setting:
+            set_subreaper(False)
+
+
+def adopted_zombies(sessions: set[int], exclude: set[int]) -> set[int]:
+    """Dead children of this process that belong to one of ``sessions`` (orphans of a run's tree).
+
+    Only those: another child of the host (its own ``subprocess.Popen``) keeps its exit status for
+    whoever waits for it.
+    """
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return set()
+    found = set()
+    for child in children:
+        if child.pid in exclude:
+            continue
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE and os.getsid(child.pid) in sessions:
+                found.add(child.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
 
 
 def alive(proc: psutil.Process) -> bool:
