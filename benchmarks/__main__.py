@@ -16,12 +16,15 @@ import time
 from .common import write_markdown
 
 ALL = ("startup", "launch", "shutdown", "probe", "training")
+#: Benchmarks run only when named (Isaac Lab needs its own Python 3.12 environment).
+EXTRA = ("isaac",)
 
 
 def main() -> None:
     """Run the chosen benchmarks (all by default) and render the results table."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("names", nargs="*", choices=[*ALL, []], help="benchmarks to run (default: all)")
+    names = [*ALL, *EXTRA, []]
+    parser.add_argument("names", nargs="*", choices=names, help="benchmarks to run (default: all but isaac)")
     parser.add_argument("--repeats", type=int, default=3, help="repeats per figure (default 3)")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="ranks on CPU (gloo) or GPUs (NCCL)")
     parser.add_argument("--results", help="folder for the JSON files and README.md")

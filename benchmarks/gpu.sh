@@ -19,6 +19,9 @@
 #   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 2),
 #           then shutdown --repeats 1; JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
 #   pytest  the whole test suite (python -m pytest -q)
+#   isaac   only where Isaac Lab is importable (else logged as SKIP, not a failure): one GPU rank of
+#           Isaac-Cartpole-Direct (newton_mjwarp) per library Isaac Lab's launcher drives, then
+#           python -m benchmarks isaac (2 CPU ranks under mgpu vs isaaclab train)
 # Every step runs under one overall budget (BUDGET_S, default 560 s): a step gets at most what is
 # left, so the script ends inside a ten-minute command limit; a failed step does not stop the rest.
 # Exit status: the number of failed steps (0: all passed).
@@ -107,7 +110,7 @@ print("cuda available:", torch.cuda.is_available(), "devices:", torch.cuda.devic
 EOF
 
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(checks bench pytest)
+((${#STEPS[@]})) || STEPS=(checks bench pytest isaac)
 TRAIN_DIR="$(mktemp -d)"
 
 for s in "${STEPS[@]}"; do
@@ -132,8 +135,24 @@ for s in "${STEPS[@]}"; do
     pytest)
         step pytest 400 "$PY" -m pytest -q -p no:cacheprovider
         ;;
+    isaac)
+        if ! "$PY" -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("isaaclab") and u.find_spec("isaaclab_rl")))' 2>/dev/null; then
+            log "SKIP isaac: Isaac Lab is not importable with $PY (not a failure)"
+            continue
+        fi
+        if [[ -z "${ISAACSIM_ASSET_ROOT:-}" ]]; then  # no asset server from the lent machine
+            step isaac-assets 120 "$PY" -m isaaclab_mgpu.isaac.assets "$TRAIN_DIR/assets"
+            export ISAACSIM_ASSET_ROOT="$TRAIN_DIR/assets"
+        fi
+        for lib in "rsl_rl" "skrl" "skrl --ml_framework jax" "rl_games"; do
+            # shellcheck disable=SC2086  # $lib is several words on purpose
+            step "isaac-1gpu-${lib// /-}" 300 bash -c "cd '$TRAIN_DIR' && mgpu train --nproc_per_node 1 \
+                --task Isaac-Cartpole-Direct --num_envs 4096 --max_iterations 5 presets=newton_mjwarp --rl_library $lib"
+        done
+        step benchmark-isaac 400 "$PY" -m benchmarks isaac --repeats 1 --results "$RESULTS"
+        ;;
     *)
-        log "unknown step $s (use checks, bench, pytest)"; FAILED=$((FAILED + 1))
+        log "unknown step $s (use checks, bench, pytest, isaac)"; FAILED=$((FAILED + 1))
         ;;
     esac
 done
