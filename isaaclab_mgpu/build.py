@@ -19,16 +19,21 @@ for ``skrl.utils.distributed.jax`` that keeps its ``JAX_*`` environment contract
 Differences from Isaac Lab's launcher, on purpose: a single node with no address given uses
 ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
 ``--log_dir`` (default ``logs/mgpu``) and are tee'd to the console, so a filtered rank's output is
-never lost.
+never lost. A multi-node launch without ``--rdzv_id`` (``--master_addr``/``--master_port``, or an
+endpoint without an id) gets ``--rdzv_id mgpu_<host>_<port>``: torchrun names the per-rank log
+folder ``<run id>_<rand>`` (``none_<rand>`` otherwise), and the static rendezvous prefixes its
+store keys with the id, so it must be one every node computes alike: the rendezvous address is.
+(A single node keeps Isaac Lab's argv: ``--standalone`` names its folder with a fresh id anyway.)
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .progress import STALL_ENV, STARTUP_ENV
-from .resolve import ResolvedSpec
+from .resolve import DEFAULT_MASTER_PORT, ResolvedSpec
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
 JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
@@ -166,11 +171,25 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
         rdzv_id=r.rdzv_id,
     )
     opts.setdefault("log_dir", DEFAULT_LOG_DIR)
+    multi_node = int((r.nnodes or "1").split(":")[-1]) > 1
+    if r.rdzv_id is None and multi_node and not s.uses_jax:
+        opts["rdzv_id"] = _rendezvous_id(r)
     if s.tee is None and s.redirects is None:
         opts["tee"] = "3"
     if s.local_ranks_filter is None and not s.log_all_ranks:
         opts["default_ranks_filter"] = "0"
     return opts
+
+
+def _rendezvous_id(r: ResolvedSpec) -> str:
+    """``mgpu_<host>_<port>`` of the rendezvous: the same on every node of the launch."""
+    s = r.spec
+    host, port = s.master_addr or "127.0.0.1", str(s.master_port or DEFAULT_MASTER_PORT)
+    if r.rdzv_endpoint:
+        head, _, tail = r.rdzv_endpoint.rpartition(":")
+        host, port = (head, tail) if head and tail.isdigit() else (r.rdzv_endpoint, port)
+    host = re.sub(r"[^A-Za-z0-9.-]+", "-", host.strip("[]"))
+    return f"mgpu_{host}_{port}"
 
 
 def _default_filter(opts: dict[str, object]) -> list[str]:

@@ -80,6 +80,34 @@ def test_multinode_c10d_example():
     assert cmd.rank_devices[8] == "cuda:0" and cmd.rank_devices[15] == "cuda:7"
 
 
+@pytest.mark.parametrize("node_rank", [0, 1])
+def test_static_multinode_gets_a_rendezvous_id_every_node_shares(node_rank):
+    # torchrun would name the per-rank log folder none_<rand>; the static store prefixes keys with the id.
+    spec = LaunchSpec(
+        nproc_per_node="2", nnodes="2", node_rank=node_rank, master_addr="node01", master_port=29500
+    )
+    argv = cmd_for(spec).argv
+    head = argv[: argv.index("--tee")]
+    assert head[-6:] == (
+        "--master_addr",
+        "node01",
+        "--master_port",
+        "29500",
+        "--rdzv_id",
+        "mgpu_node01_29500",
+    )
+    endpoint = LaunchSpec(
+        nproc_per_node="2", nnodes="2", rdzv_backend="c10d", rdzv_endpoint="[fe80::1]:29400"
+    )
+    argv = cmd_for(endpoint).argv
+    assert argv[argv.index("--rdzv_id") + 1] == "mgpu_fe80-1_29400"
+    # One node keeps Isaac Lab's argv (see test_isaaclab_documented_example); an id given is kept.
+    assert "--rdzv_id" not in cmd_for(LaunchSpec(nproc_per_node="2", master_port=29500)).argv
+    given = LaunchSpec(nproc_per_node="2", nnodes="2", master_addr="node01", rdzv_id="job42")
+    argv = cmd_for(given).argv
+    assert argv[argv.index("--rdzv_id") + 1] == "job42" and argv.count("--rdzv_id") == 1
+
+
 def test_every_torchrun_option_in_isaaclab_order():
     spec = LaunchSpec(
         nproc_per_node="2",

@@ -1,0 +1,44 @@
+"""A static two-node rendezvous (--master_addr, no --rdzv_id), both "nodes" on this host.
+
+The id mgpu gives such a launch (``mgpu_<host>_<port>``) must let the nodes meet (the static
+rendezvous prefixes its store keys with it) and name each node's per-rank log folder.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+WORKERS = Path(__file__).parent / "workers"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_static_two_node_run_meets_and_names_its_log_folders(tmp_path):
+    port = _free_port()
+    procs = []
+    for node in (0, 1):
+        argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "1"]
+        argv += ["--nnodes", "2", "--node_rank", str(node), "--master_addr", "127.0.0.1"]
+        argv += ["--master_port", str(port), "--log_dir", str(tmp_path / f"node{node}"), "--no_preflight"]
+        argv += ["--script", str(WORKERS / "hello.py")]
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = []
+    try:
+        for proc in procs:
+            outs.append(proc.communicate(timeout=240)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(outs)[-4000:]
+    assert "hello from rank 0" in outs[0] and "hello from rank 1" in outs[1]
+    for node in (0, 1):
+        folders = [d.name for d in (tmp_path / f"node{node}").iterdir()]
+        assert len(folders) == 1 and folders[0].startswith(f"mgpu_127.0.0.1_{port}_"), folders
