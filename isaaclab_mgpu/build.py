@@ -147,9 +147,10 @@ def worker_tail(r: ResolvedSpec) -> list[str]:
         if s.device == "cpu":
             tail += ["--device", "cpu"]
     if s.script is not None or s.module is not None:
-        if s.rl_library is not None:
+        # Where the user wrote them after the program, the CLI left them in place (spec.in_user_order).
+        if s.rl_library is not None and not _given(s.training_args, "--rl_library", "--rl-library"):
             tail += ["--rl_library", s.rl_library]
-        if s.ml_framework is not None:
+        if s.ml_framework is not None and not _given(s.training_args, "--ml_framework", "--ml-framework"):
             tail += ["--ml_framework", s.ml_framework]
     tail += list(s.training_args)
     inject = s.builtin_worker if s.inject_distributed is None else s.inject_distributed
@@ -190,6 +191,11 @@ def _rendezvous_id(r: ResolvedSpec) -> str:
         host, port = (head, tail) if head and tail.isdigit() else (r.rdzv_endpoint, port)
     host = re.sub(r"[^A-Za-z0-9.-]+", "-", host.strip("[]"))
     return f"mgpu_{host}_{port}"
+
+
+def _given(args: tuple[str, ...], *names: str) -> bool:
+    """True when one of ``names`` is among ``args`` (``--name value`` or ``--name=value``)."""
+    return any(a.split("=", 1)[0] in names for a in args)
 
 
 def _default_filter(opts: dict[str, object]) -> list[str]:

@@ -14,7 +14,7 @@ line naming the value and the fix.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -412,3 +412,45 @@ def _validate_ranks_filter(value: str, nproc: int | str | None) -> None:
             f"--local_ranks_filter {value!r} names local rank {max(ranks)}, but only "
             f"{nproc} ranks run per node"
         )
+
+
+#: Options mgpu reads itself and also forwards to a ``--script``/``-m`` program (both spellings).
+FORWARDED_OPTIONS = ("--rl_library", "--rl-library", "--ml_framework", "--ml-framework")
+_PROGRAM_OPTIONS = ("-m", "--module", "--script")
+
+
+def in_user_order(argv: Sequence[str], training_args: Sequence[str], program: str) -> tuple[str, ...]:
+    """``training_args`` with the forwarded options put back where the user typed them.
+
+    ``argv`` is the command line as typed; ``program`` the ``--script``/``-m`` value. The option
+    parser takes ``--rl_library X`` out of the passthrough tokens; a program with sub-commands
+    (``-m isaaclab train --rl_library rsl_rl``) needs it after its sub-command, exactly where the
+    user wrote it. Options written before the program, or an argv that does not show the program,
+    leave ``training_args`` as they are (the builder then puts the options right after it).
+    """
+    start = None
+    for i, tok in enumerate(argv):
+        if tok in _PROGRAM_OPTIONS and i + 1 < len(argv) and argv[i + 1] == program:
+            start = i + 2
+        elif tok in (f"-m{program}", f"--module={program}", f"--script={program}"):
+            start = i + 1
+        if start is not None:
+            break
+    if start is None:
+        return tuple(training_args)
+    out: list[str] = []
+    rest = list(training_args)
+    tail = list(argv[start:])
+    i = 0
+    while i < len(tail) and tail[i] != "--":
+        tok = tail[i]
+        if tok in FORWARDED_OPTIONS and i + 1 < len(tail):
+            out += tail[i : i + 2]
+            i += 2
+            continue
+        if tok.split("=", 1)[0] in FORWARDED_OPTIONS and "=" in tok:
+            out.append(tok)
+        elif rest and tok == rest[0]:
+            out.append(rest.pop(0))
+        i += 1
+    return (*out, *rest)

@@ -6,6 +6,7 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -225,3 +226,34 @@ def test_module_entry_point():
     )
     assert proc.returncode == 0, proc.stderr
     assert "--device cpu --distributed" in proc.stdout
+
+
+SCRIPT = str(Path(__file__).parent / "workers" / "hello.py")
+
+
+@pytest.mark.parametrize(
+    ("typed", "forwarded"),
+    [
+        # the option after the module's own sub-command stays there
+        (
+            ["-m", "isaaclab", "train", "--rl_library", "rsl_rl", "--task", "T", "x=1"],
+            ["-m", "isaaclab", "train", "--rl_library", "rsl_rl", "--task", "T", "x=1"],
+        ),
+        # before the sub-command, also kept; mgpu's own options in between are taken out
+        (
+            ["--script", SCRIPT, "--rl-library=skrl", "--num_gpus", "2", "fit", "--ml_framework", "torch"],
+            [SCRIPT, "--rl-library=skrl", "fit", "--ml_framework", "torch"],
+        ),
+        # written before the program: right after it, as Isaac Lab's launcher does; `--` stays verbatim
+        (
+            ["--rl_library", "skrl", "-m", "pkg.run", "go", "--", "--num_gpus", "3"],
+            ["-m", "pkg.run", "--rl_library", "skrl", "go", "--num_gpus", "3"],
+        ),
+    ],
+)
+def test_user_program_gets_the_users_tokens_in_the_users_order(capsys, typed, forwarded):
+    code, out, err = run(capsys, "dry-run", "--device", "cpu", *typed)
+    assert code == 0, err
+    argv = shlex.split(out.splitlines()[-1])
+    start = argv.index(forwarded[0], argv.index("--local_ranks_filter") + 2)
+    assert argv[start:] == forwarded

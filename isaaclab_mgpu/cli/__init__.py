@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     STATE.debug = os.environ.get("MGPU_DEBUG", "") not in ("", "0")
     command = typer.main.get_command(app)
+    STATE.argv = list(args)
     try:
         result = command.main(args, prog_name="mgpu", standalone_mode=False)
     except MgpuError as exc:
@@ -162,4 +163,6 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         report.error(exc.format_message())
         return exc.exit_code
+    finally:
+        STATE.argv = None
     return result if isinstance(result, int) else 0

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..spec import LaunchSpec
+from ..spec import LaunchSpec, in_user_order
 
 #: Unknown options and positionals flow through to the worker, in order.
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -28,6 +28,8 @@ LOGS = "Logs"
 
 class _State:
     debug = False
+    argv: list[str] | None = None
+    """The command line as typed, while :func:`isaaclab_mgpu.cli.main` runs it."""
 
 
 STATE = _State()
@@ -250,6 +252,9 @@ STALL: dict[str, tuple[Any, Any]] = {
 def spec_from_options(training_args: list[str], values: dict[str, Any]) -> LaunchSpec:
     """Build the LaunchSpec from parsed option values and the passthrough arguments."""
     fields = {k: v for k, v in values.items() if k != "debug"}
+    program = values.get("module") or values.get("script")
+    if program and STATE.argv is not None:
+        training_args = list(in_user_order(STATE.argv, training_args, program))
     return LaunchSpec.from_options(tuple(training_args), **fields)
 
 
