@@ -2,7 +2,8 @@
 # GPU checks and benchmarks for a lent GPU machine (H100/H200 class). Never part of CI.
 #
 #   benchmarks/gpu.sh --fetch-wheels   # on a connected machine: download the wheels to carry into .whl/
-#   benchmarks/gpu.sh [STEP ...]       # on the GPU machine; steps: checks bench pytest (default: all)
+#   benchmarks/gpu.sh [STEP ...]       # on the GPU machine; steps: gputests checks bench pytest isaac
+#                                      # (default: all, in that order)
 #
 # Python: the checkout's .venv when it exists and sees a GPU (a `uv sync` done on a connected GPU
 # machine); otherwise the machine's own python3 (MGPU_PYTHON overrides), which must already hold
@@ -14,11 +15,16 @@
 # warp-lang is not carried: the embedded tasks do not need it (Isaac Lab tasks do).
 #
 # Steps, all against the real GPU(s), logged to $OUT/gpu.log (or benchmarks/results/gpu/gpu.log):
+#   gputests  python -m pytest tests/gpu: GPU memory freed within 5 s of Ctrl-C and of SIGKILL of mgpu
+#           (NVML), one GPU rank per back-end, probe-nccl on NCCL
 #   checks  nvidia-smi; mgpu check-env --deep; mgpu probe-nccl --world-size 1 (NCCL); mgpu train with
 #           one GPU rank for a few iterations of rsl-rl, skrl torch and skrl JAX
 #   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 2),
 #           then shutdown --repeats 1; JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
-#   pytest  the whole test suite (python -m pytest -q)
+#   pytest  the rest of the suite (everything but tests/gpu) in $SHARDS (default 4) pytest processes
+#           side by side, test files dealt round-robin, slowest first: serially it took over 200 s
+#           on a 16-core H200 machine, being mostly start-up latency (torchrun, imports, sleeps);
+#           each shard's files and its summary line are logged
 #   isaac   only where Isaac Lab is importable (else logged as SKIP, not a failure): one GPU rank of
 #           Isaac-Cartpole-Direct (newton_mjwarp) per library Isaac Lab's launcher drives, then
 #           python -m benchmarks isaac (2 CPU ranks under mgpu vs isaaclab train)
@@ -42,6 +48,33 @@ if [[ "${1:-}" == "--fetch-wheels" ]]; then
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
         -d .whl "${WHEELS[@]}"
+fi
+
+if [[ "${1:-}" == "--pytest-shards" ]]; then
+    # Internal: the pytest step. Known slow files first so that they land in different shards.
+    PY="$2"; SHARDS="${SHARDS:-4}"
+    SLOW=(tests/test_training.py tests/test_supervise.py tests/test_probe_run.py tests/test_isaac.py
+          tests/test_training_inprocess.py tests/test_checkenv_cli.py tests/test_multinode_static.py)
+    FILES=()
+    for f in "${SLOW[@]}"; do [[ -f "$f" ]] && FILES+=("$f"); done
+    for f in tests/test_*.py; do [[ " ${SLOW[*]} " == *" $f "* ]] || FILES+=("$f"); done
+    declare -a PIDS=() SHARD=()
+    for ((i = 0; i < ${#FILES[@]}; i++)); do SHARD[i % SHARDS]+=" ${FILES[i]}"; done
+    for ((k = 0; k < SHARDS; k++)); do
+        [[ -n "${SHARD[k]:-}" ]] || continue
+        echo "shard $k:${SHARD[k]}"
+        # shellcheck disable=SC2086  # the file list is split on purpose
+        "$PY" -m pytest -q -p no:cacheprovider ${SHARD[k]} >"/tmp/mgpu-shard-$k.log" 2>&1 &
+        PIDS[k]=$!
+    done
+    RC=0
+    for k in "${!PIDS[@]}"; do
+        wait "${PIDS[k]}"; rc=$?
+        ((rc)) && RC=1
+        echo "--- shard $k: exit $rc"
+        if ((rc)); then tail -60 "/tmp/mgpu-shard-$k.log"; else tail -1 "/tmp/mgpu-shard-$k.log"; fi
+    done
+    exit "$RC"
 fi
 
 if [[ -n "${OUT:-}" ]]; then
@@ -110,7 +143,7 @@ print("cuda available:", torch.cuda.is_available(), "devices:", torch.cuda.devic
 EOF
 
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(checks bench pytest isaac)
+((${#STEPS[@]})) || STEPS=(gputests checks bench pytest isaac)
 TRAIN_DIR="$(mktemp -d)"
 
 for s in "${STEPS[@]}"; do
@@ -132,8 +165,11 @@ for s in "${STEPS[@]}"; do
         # waits a fixed 30 s per stubborn run: one repeat here.
         step benchmark-shutdown 150 "$PY" -m benchmarks shutdown --repeats 1 --results "$RESULTS"
         ;;
+    gputests)
+        step gpu-tests 300 "$PY" -m pytest -q -p no:cacheprovider -rs tests/gpu
+        ;;
     pytest)
-        step pytest 400 "$PY" -m pytest -q -p no:cacheprovider
+        step pytest 400 bash benchmarks/gpu.sh --pytest-shards "$PY"
         ;;
     isaac)
         if ! "$PY" -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("isaaclab") and u.find_spec("isaaclab_rl")))' 2>/dev/null; then
