@@ -8,6 +8,7 @@ return data and never print; only here do results reach :mod:`isaaclab_mgpu.repo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING
 
@@ -28,10 +29,24 @@ def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
     return workarounds.for_launch(os.environ, device=spec.device, enabled=enabled)
 
 
-def plan(spec: LaunchSpec, *, as_json: bool, use_saved_workarounds: bool = True) -> int:
-    """Print the command ``train`` would exec (``dry-run``); problems are warnings."""
+def plan(
+    spec: LaunchSpec, *, as_json: bool, use_saved_workarounds: bool = True, preflight: bool = True
+) -> int:
+    """Print the command ``train`` would exec (``dry-run``); what train would refuse is a warning.
+
+    ``train`` refuses on resolve's strict problems and on a failing preflight check; here the
+    first are resolve's warnings and the second are added to them, so both say the same things.
+    """
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=False, extra_env=extra)
+    if preflight:
+        from .diagnostics import refusals
+
+        refused = tuple(
+            f"train would refuse: preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}"
+            for f in refusals(spec, resolved)
+        )
+        resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, *refused))
     report.dry_run(cmd, resolved, as_json=as_json)
     return 0
 
@@ -109,8 +124,11 @@ def check_isaac_task(spec: LaunchSpec) -> None:
 def exit_code(result: RunResult, launcher: str) -> int:
     """Map a run's result to 0, or raise the :mod:`errors` exception that carries its exit code."""
     if result.interrupted:
-        how = "survivors were SIGKILLed" if result.killed_after_grace else "every process ended"
-        raise Interrupted(f"interrupted; {how}", exit_code=result.exit_code)
+        if result.killed_after_grace:
+            how = "processes that outlived the grace period were SIGKILLed"
+        else:
+            how = "every process ended"
+        raise Interrupted(f"stopped as asked; {how}", exit_code=result.exit_code)
     if result.failure is not None:
         f = result.failure
         what = f"signal {f.signal}" if f.signal else f"exit code {f.exit_code}"

@@ -16,7 +16,8 @@ What resolve decides:
   ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do: with ``CUDA_VISIBLE_DEVICES=4,5,6,7``,
   ``--gpu_ids 1,3`` launches with ``CUDA_VISIBLE_DEVICES=5,7``.
 - **Ranks per node**: ``gpu``/``auto``/default → the visible GPU count (``--device cpu``: default 1,
-  ``cpu``/``auto`` → the CPU count, as torchrun does).
+  ``cpu``/``auto`` → the CPU count, as torchrun does). ``cpu`` with ``--device cuda`` keeps
+  torchrun's meaning, one rank per CPU core, each on a GPU: a problem when there are fewer GPUs.
 - **SLURM**: inside an allocation of several nodes, a missing ``--nnodes``, ``--node_rank``,
   rendezvous endpoint and id come from ``SLURM_NNODES``, ``SLURM_NODEID``, the first host of
   ``SLURM_JOB_NODELIST`` and ``SLURM_JOB_ID``. Explicit options always win.
@@ -458,14 +459,26 @@ def _resolve_nproc(
         if requested is None:
             return 1
         return machine.cpu_count if isinstance(requested, str) else requested
-    if requested == "cpu":
-        return machine.cpu_count
+    # torchrun's "cpu" (and "auto" without GPUs) means one rank per CPU core; with --device cuda
+    # each of them still drives a GPU (cuda:LOCAL_RANK), so it is checked against the GPUs too.
+    per_core = f"--num_gpus {requested} means one CUDA rank per CPU core, {machine.cpu_count} here"
+    cpu_ranks = f"for CPU ranks use --device cpu --num_gpus {max(2, min(machine.cpu_count, 4))}"
     if visible.count == 0:
+        if requested == "cpu":
+            problem(f"{per_core}, but no GPU is visible ({visible.source}); {cpu_ranks}")
+            return machine.cpu_count
         problem(
             f"no GPU is visible here ({visible.source}); use --device cpu to run CPU ranks "
             "with gloo, or run on a GPU node"
         )
         return requested if requested is not None else "gpu"
+    if requested == "cpu":
+        if machine.cpu_count > visible.count:
+            problem(
+                f"{per_core}, more than the {visible.count} GPU(s) visible ({visible.source}); "
+                f"use --num_gpus gpu for one rank per GPU, or {cpu_ranks}"
+            )
+        return machine.cpu_count
     if requested is None or isinstance(requested, str):
         return visible.count
     if requested > visible.count:

@@ -223,8 +223,8 @@ def _mgpu_argv(raw: str) -> list[str] | None:
         words = words[1:]
     if len(words) < 2 or words[0] != "mgpu":
         return None  # not a command line, or a bare mention of mgpu
-    # Placeholders like <N> or ... mark an illustration, not a command line to check.
-    if any(w in ("…", "...") or w.startswith("<") for w in words):
+    # Placeholders like <N>, [OPTIONS] or ... mark an illustration or a synopsis, not a command line.
+    if any(w in ("…", "...") or w.startswith(("<", "[")) for w in words):
         return None
     return words[1:]
 

@@ -282,6 +282,15 @@ def test_cuda_visible_devices(value, status, words):
     assert words in f.observed
 
 
+def test_cuda_visible_devices_unset_says_how_many_gpus_that_is():
+    from isaaclab_mgpu.diagnostics.facts import GpuFacts as _GpuFacts
+
+    assert find(facts(2), "cuda_visible_devices").observed == "unset (all 2 GPU(s) visible)"
+    assert find(facts(0), "cuda_visible_devices").observed == "unset (no GPU found)"
+    no_driver = facts(0, gpu=_GpuFacts(nvml=False, error="NVML Shared Library Not Found"))
+    assert find(no_driver, "cuda_visible_devices").observed == "unset (no GPU visible: no NVIDIA driver)"
+
+
 def test_cuda_visible_devices_hiding_all_is_only_a_warning_for_cpu_ranks():
     f = find(facts(2, cuda_visible_devices="-1", plan=plan(2, "cpu")), "cuda_visible_devices")
     assert f.status == WARN

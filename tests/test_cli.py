@@ -24,8 +24,13 @@ ISAAC = [
 
 @pytest.fixture(autouse=True)
 def four_gpus(monkeypatch):
-    """Four visible GPUs, as the environment says; no SLURM."""
+    """Four visible GPUs, as the environment says; no SLURM; no preflight verdicts about this box."""
+    import isaaclab_mgpu.diagnostics as diagnostics
+
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    # dry-run adds the preflight's failures (test_forwarded.py tests that); here they would depend
+    # on this machine's driver and packages.
+    monkeypatch.setattr(diagnostics, "refusals", lambda spec, resolved: ())
     for name in ("SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):
         monkeypatch.delenv(name, raising=False)
 
@@ -74,6 +79,8 @@ def test_train_dry_run_prints_the_same(capsys):
         (["--num_gpus=2", "--log_all_ranks"], ["--num-gpus=2", "--log-all-ranks"]),
         (["--num_gpus", "2", "--rl_library", "skrl"], ["--num-gpus", "2", "--rl-library", "skrl"]),
         (["--num_gpus", "2", "--local_ranks_filter", "1"], ["--num-gpus", "2", "--local-ranks-filter", "1"]),
+        (["--dry_run", "--inject_distributed", "-m", "x"], ["--dry-run", "--inject-distributed", "-m", "x"]),
+        (["--no_inject_distributed", "--device", "cpu"], ["--no-inject-distributed", "--device", "cpu"]),
         (
             [
                 "--num_gpus",
@@ -103,15 +110,26 @@ def test_train_dry_run_prints_the_same(capsys):
     ],
 )
 def test_underscore_and_hyphen_spellings_mean_the_same(capsys, under, hyphen):
-    assert run(capsys, "dry-run", *under)[1] == run(capsys, "dry-run", *hyphen)[1]
+    code, out, err = run(capsys, "train", "--dry_run", *under)
+    assert code == 0 and out, err
+    assert run(capsys, "train", "--dry_run", *hyphen)[1] == out
 
 
-def test_unknown_options_and_double_dash_pass_through(capsys):
+def test_training_args_and_double_dash_pass_through_in_order(capsys):
     _, out, _ = run(capsys, "dry-run", "--num_gpus", "2", "--headless", "--seed", "7", "agent.lr=3e-4",
-                    "--", "--num_gpus", "9", "--distributed")  # fmt: skip
+                    "--", "--run_name", "x", "--distributed")  # fmt: skip
     argv = shlex.split(out)
     tail = argv[argv.index("isaaclab_mgpu.worker") + 3 :]
-    assert tail == ["--headless", "--seed", "7", "agent.lr=3e-4", "--num_gpus", "9", "--distributed"]
+    assert tail == ["--headless", "--seed", "7", "agent.lr=3e-4", "--run_name", "x", "--distributed"]
+
+
+def test_a_user_script_gets_every_argument_unchecked(capsys):
+    script = str(Path(__file__).parent / "workers" / "hello.py")
+    _, out, err = run(capsys, "dry-run", "--num_gpus", "2", "--script", script, "--num_gpu", "3",
+                      "cartpol", "--", "--num_gpus", "9")  # fmt: skip
+    assert err == ""
+    argv = shlex.split(out)
+    assert argv[argv.index(script) + 1 :] == ["--num_gpu", "3", "cartpol", "--num_gpus", "9"]
 
 
 def test_json_output(capsys):
@@ -209,6 +227,46 @@ def test_no_gpu_train_suggests_cpu(capsys, no_spawn, monkeypatch):
 def test_debug_shows_traceback(capsys, no_spawn):
     code, _, err = run(capsys, "train", "--num_gpus", "0", "--debug")
     assert code == 2 and "Traceback" in err and err.strip().endswith("must be at least 1")
+
+
+def test_inject_distributed_flags(capsys):
+    _, out, _ = run(capsys, "dry-run", "--device", "cpu", "--no_inject_distributed")
+    assert "--distributed" not in shlex.split(out)
+    _, out, _ = run(capsys, "dry-run", "--device", "cpu", "-m", "mod", "--inject_distributed")
+    assert shlex.split(out)[-1] == "--distributed"
+    code, _, err = run(capsys, "dry-run", "--inject_distributed", "--no_inject_distributed")
+    assert code == 2 and "both given" in err
+
+
+def test_a_mistyped_command_is_suggested_once(capsys):
+    code, out, err = run(capsys, "trian")
+    assert code == 2 and out == ""
+    assert err == "mgpu: error: No such command 'trian'. Did you mean 'train'?\n"
+
+
+def test_a_deliberate_stop_is_not_an_error(capsys, monkeypatch):
+    from isaaclab_mgpu import launch
+    from isaaclab_mgpu.errors import Interrupted
+
+    def stopped(*args, **kwargs):
+        raise Interrupted("stopped as asked; every process ended", exit_code=130)
+
+    monkeypatch.setattr(launch, "train", stopped)
+    expected = (130, "", "mgpu: stopped as asked; every process ended\n")
+    assert run(capsys, "train", "--device", "cpu") == expected
+
+    def killed(*args, **kwargs):
+        raise Interrupted("stopped as asked; processes ... were SIGKILLed", exit_code=124)
+
+    monkeypatch.setattr(launch, "train", killed)
+    code, _, err = run(capsys, "train", "--device", "cpu")
+    assert code == 124 and err.startswith("mgpu: warning: stopped as asked")
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "train", ctrl_c)
+    assert run(capsys, "train", "--device", "cpu") == (130, "", "mgpu: stopped by Ctrl-C\n")
 
 
 def test_version_and_help(capsys):

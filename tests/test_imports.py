@@ -10,7 +10,9 @@ HEAVY = ("torch", "jax", "warp", "rsl_rl", "skrl", "tensordict")
 PROBE = """
 import sys
 from isaaclab_mgpu.cli import main
-RUNS = (["--help"], ["dry-run", "--num_gpus", "2", "--seed=1"], ["train", "--dry_run", "--num_gpus", "2"])
+RUNS = (["--help"], ["dry-run", "--num_gpus", "2", "--seed=1"], ["train", "--dry_run", "--num_gpus", "2"],
+        ["train", "--help"], ["train", "--num_gpu", "2"], ["train", "--task", "cartpol"],
+        ["check-env", "--devcie", "cpu"])  # the refusals before spawn stay as light as --help
 for argv in RUNS:
     try:
         main(argv)

@@ -207,6 +207,8 @@ def _world(ws, status, **kw):
 def test_verdict_ok():
     s = ProbeSummary("gloo", "cpu", "/tmp", (_world(1, "ok"), _world(2, "ok")))
     assert verdict(s) == ("communication OK at world sizes 1,2 — a hang in training is in the task or launch")
+    one = ProbeSummary("gloo", "cpu", "/tmp", (_world(3, "ok"),))
+    assert verdict(one).startswith("communication OK at world size 3 — ")
 
 
 def test_verdict_hang_on_nccl_suggests_the_search():

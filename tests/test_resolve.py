@@ -72,6 +72,17 @@ def test_no_gpu_suggests_cpu(no_gpu):
     assert planned.nproc == "gpu" and planned.world_size is None
 
 
+def test_num_gpus_cpu_is_one_cuda_rank_per_core(no_gpu):
+    # torchrun's meaning: os.cpu_count() ranks, each on cuda:LOCAL_RANK unless --device cpu.
+    with pytest.raises(EnvironmentProblem, match="one CUDA rank per CPU core, 2 here, but no GPU"):
+        res(LaunchSpec(nproc_per_node="cpu"), no_gpu)
+    planned = res(LaunchSpec(nproc_per_node="cpu"), no_gpu, strict=False)
+    assert planned.nproc == 2 and "--device cpu --num_gpus 2" in planned.warnings[0]
+    with pytest.raises(EnvironmentProblem, match="8 here, more than the 4 GPU"):
+        res(LaunchSpec(nproc_per_node="cpu"))  # 8 cores, 4 GPUs
+    assert res(LaunchSpec(nproc_per_node="cpu"), machine(8)).nproc == 8
+
+
 def test_cpu_ranks_ignore_gpus(no_gpu):
     assert res(LaunchSpec(device="cpu"), no_gpu).nproc == 1
     assert res(LaunchSpec(device="cpu", nproc_per_node="3"), no_gpu).nproc == 3

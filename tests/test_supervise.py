@@ -40,6 +40,7 @@ class Scenario:
     extra: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     grace: str = "1"
+    nproc: str = "2"
     jax: bool = False
     gap: float = 1.5
     """Seconds between signals: a human's second Ctrl-C, unless testing one Ctrl-C seen twice."""
@@ -76,6 +77,7 @@ SCENARIOS = {
     ),
     "stopped": Scenario("stopped.py", ready=2, signals=(signal.SIGINT,)),
     "exit3": Scenario("exit3.py", grace="60"),
+    "exit3_alone": Scenario("exit3.py", nproc="1"),
     "segfault": Scenario("segfault.py"),
     "raises": Scenario("raises.py"),
     "jax_ok": Scenario("jax_contract.py", jax=True),
@@ -102,7 +104,7 @@ def run_scenario(name: str, s: Scenario, base: Path) -> Outcome:
     folder = base / name
     pids = folder / "pids"
     pids.mkdir(parents=True)
-    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", s.nproc]
     if s.jax:
         argv += ["--rl_library", "skrl", "--ml_framework", "jax"]
     argv += ["--script", str(WORKERS / s.worker), "--grace_period", s.grace, "--kill_after", "1"]
@@ -175,6 +177,9 @@ def test_sigint_stops_cooperative_ranks_with_130(outcomes: dict[str, Outcome]) -
     assert o.rc == EXIT_INTERRUPTED, o.err
     assert "SIGINT received" in o.err and "Press Ctrl-C again to kill now" in o.err
     assert o.err.count("Press Ctrl-C again") == 1
+    # A deliberate stop is reported as one, not as an error.
+    assert o.err.splitlines()[-1] == "mgpu: stopped as asked; every process ended", o.err
+    assert "error" not in o.err
     _gone(o, 2)
 
 
@@ -236,6 +241,14 @@ def test_rank_exit_code_is_mgpus_exit_code(outcomes: dict[str, Outcome]) -> None
     assert "rank 1 giving up with exit code 3" in o.err
     assert "error: rank 1" in o.err.splitlines()[-1]
     _gone(o, 2)
+
+
+def test_a_lone_failing_rank_has_no_others_to_stop(outcomes: dict[str, Outcome]) -> None:
+    o = outcomes["exit3_alone"]
+    assert o.rc == 3, o.err
+    assert "root cause: rank 0" in o.err and "exit code 3" in o.err
+    assert "stopping the others" not in o.err
+    _gone(o, 1)
 
 
 def test_segfault_is_128_plus_signal(outcomes: dict[str, Outcome]) -> None:

@@ -14,7 +14,8 @@ import click
 import typer
 
 from .. import __version__
-from ..errors import EXIT_INTERRUPTED, MgpuError
+from ..errors import EXIT_INTERRUPTED, Interrupted, MgpuError
+from .command import LaunchCommand
 from .options import NO_SAVED_WORKAROUNDS, PASSTHROUGH, STATE, launch_command, train_launch_command
 from .probe import probe_nccl_cmd
 
@@ -24,6 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    suggest_commands=False,  # Click's own "No such command" already suggests; Typer would repeat it
 )
 
 
@@ -43,7 +45,7 @@ def _root(
     """Launch, supervise and diagnose multi-GPU and multi-node RL training."""
 
 
-@app.command("dry-run", context_settings=PASSTHROUGH)
+@app.command("dry-run", cls=LaunchCommand, context_settings=PASSTHROUGH)
 @train_launch_command
 def dry_run_cmd(
     spec,
@@ -56,25 +58,24 @@ def dry_run_cmd(
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
 
-@app.command("train", context_settings=PASSTHROUGH)
+@app.command("train", cls=LaunchCommand, context_settings=PASSTHROUGH)
 @train_launch_command
 def train_cmd(
     spec,
     dry_run: Annotated[
-        bool, typer.Option("--dry_run", "--dry-run", help="Print the command, start nothing.")
+        bool, typer.Option("--dry_run", help="Print the command, start nothing.")
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="With --dry_run: print JSON.")] = False,
     no_preflight: Annotated[
         bool,
         typer.Option(
-            "--no_preflight", "--no-preflight", help="Skip the check-env checks that run before launching."
+            "--no_preflight", help="Skip the check-env checks that run before launching."
         ),
     ] = False,
     grace_period: Annotated[
         float,
         typer.Option(
             "--grace_period",
-            "--grace-period",
             metavar="SECONDS",
             help="After Ctrl-C/SIGTERM: time for the launcher's own shutdown, then SIGTERM to all.",
         ),
@@ -83,7 +84,6 @@ def train_cmd(
         float,
         typer.Option(
             "--kill_after",
-            "--kill-after",
             metavar="SECONDS",
             help="Then SIGKILL whatever survives SIGTERM this long.",
         ),
@@ -97,11 +97,11 @@ def train_cmd(
     options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after)
     use_saved = not no_saved_workarounds
     if dry_run:
-        return plan(spec, as_json=json, use_saved_workarounds=use_saved)
+        return plan(spec, as_json=json, use_saved_workarounds=use_saved, preflight=not no_preflight)
     return train(spec, options, preflight=not no_preflight, use_saved_workarounds=use_saved)
 
 
-@app.command("check-env", context_settings=PASSTHROUGH)
+@app.command("check-env", cls=LaunchCommand, context_settings=PASSTHROUGH)
 @launch_command
 def check_env_cmd(
     spec,
@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     STATE.argv = list(args)
     try:
         result = command.main(args, prog_name="mgpu", standalone_mode=False)
+    except Interrupted as exc:  # a deliberate stop, not an error
+        report.stopped(str(exc), clean=exc.exit_code == EXIT_INTERRUPTED)
+        return exc.exit_code
     except MgpuError as exc:
         if STATE.debug:
             traceback.print_exc()
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        report.error("interrupted")
+        report.stopped("stopped by Ctrl-C", clean=True)
         return EXIT_INTERRUPTED
     except click.ClickException as exc:
         if STATE.debug:

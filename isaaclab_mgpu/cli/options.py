@@ -1,9 +1,11 @@
 """Launch options shared by every command, declared once.
 
 :func:`launch_command` turns a function taking ``spec: LaunchSpec`` into a Typer command that
-accepts every launcher option of Isaac Lab's ``train_multigpu`` (underscore and hyphen
-spellings), collects unknown options and ``key=value`` overrides as training arguments, and hands
-the function a validated :class:`~isaaclab_mgpu.spec.LaunchSpec`.
+accepts every launcher option of Isaac Lab's ``train_multigpu`` (declared in the underscore
+spelling; :mod:`.command` makes the hyphen spelling work too), collects unknown options and
+``key=value`` overrides as training arguments, and hands the function a validated
+:class:`~isaaclab_mgpu.spec.LaunchSpec`. For a :class:`~.command.LaunchCommand` the training
+arguments are also checked against the built-in worker's options (:mod:`isaaclab_mgpu.forwarded`).
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import inspect
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import click
 import typer
 
+from ..errors import EXIT_INTERRUPTED, Interrupted, UsageError
 from ..spec import LaunchSpec, in_user_order
+from .command import PASSTHROUGH, VERBATIM, LaunchCommand, option_names
 
-#: Unknown options and positionals flow through to the worker, in order.
-PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+__all__ = ["PASSTHROUGH", "SHARED", "STATE", "launch_command", "spec_for", "spec_from_options"]
 
 LAUNCH = "Launch options"
 STALLS = "Hang detection (train)"
+PROGRAM = "Your own training program (instead of the built-in worker)"
 TORCHRUN = "torchrun options (forwarded when set)"
 LOGS = "Logs"
 
@@ -42,9 +47,8 @@ def _set_debug(value: bool) -> bool:
 
 
 def _names(name: str, *extra: str) -> list[str]:
-    under = "--" + name
-    hyphen = under.replace("_", "-")
-    return [under, *([hyphen] if hyphen != under else []), *extra]
+    # The hyphen spelling is accepted through the context's token_normalize_func (see .command).
+    return ["--" + name, *extra]
 
 
 def _opt(name: str, help: str, *extra: str, panel: str = TORCHRUN, **kw: Any) -> Any:
@@ -54,7 +58,6 @@ def _opt(name: str, help: str, *extra: str, panel: str = TORCHRUN, **kw: Any) ->
 #: Shared by train, dry-run and probe-nccl (not a launch-spec field: it selects the environment).
 NO_SAVED_WORKAROUNDS = typer.Option(
     "--no_saved_workarounds",
-    "--no-saved-workarounds",
     help="Do not apply the NCCL workarounds probe-nccl saved for this machine.",
 )
 
@@ -65,9 +68,12 @@ SHARED: dict[str, tuple[Any, Any]] = {
             str | None,
             typer.Option(
                 *_names("num_gpus"),
-                *_names("nproc_per_node"),
                 metavar="N|gpu|cpu|auto",
-                help="Ranks per node (default: every visible GPU; 1 with --device cpu).",
+                help=(
+                    "Ranks per node (also --nproc_per_node). Default: every visible GPU; 1 with "
+                    "--device cpu. gpu: one per visible GPU. cpu, auto: torchrun's meaning, one rank "
+                    "per CPU core, each still on a GPU unless --device cpu."
+                ),
                 rich_help_panel=LAUNCH,
             ),
         ],
@@ -104,7 +110,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "script": (
         Annotated[
             str | None,
-            _opt("script", "Run this training script instead of the built-in worker.", panel=LAUNCH),
+            _opt("script", "Run this training script.", panel=PROGRAM, metavar="PATH"),
         ],
         None,
     ),
@@ -114,23 +120,28 @@ SHARED: dict[str, tuple[Any, Any]] = {
             typer.Option(
                 "-m",
                 "--module",
-                help="Run this module instead of the built-in worker.",
-                rich_help_panel=LAUNCH,
+                metavar="MODULE",
+                help="Run this Python module.",
+                rich_help_panel=PROGRAM,
             ),
         ],
         None,
     ),
+    # Two flags rather than one --x/--no_x pair: Typer's help gives negative names a column of their
+    # own, which squeezes every name in the panel at 80 columns.
     "inject_distributed": (
         Annotated[
-            bool | None,
-            typer.Option(
-                "--inject_distributed/--no_inject_distributed",
-                "--inject-distributed/--no-inject-distributed",
-                help="Append --distributed to the worker arguments (default: built-in worker only).",
-                rich_help_panel=LAUNCH,
-            ),
+            bool,
+            _opt("inject_distributed", "Append --distributed (built-in worker: default).", panel=PROGRAM),
         ],
-        None,
+        False,
+    ),
+    "no_inject_distributed": (
+        Annotated[
+            bool,
+            _opt("no_inject_distributed", "Never append --distributed.", panel=PROGRAM),
+        ],
+        False,
     ),
     "nnodes": (Annotated[str | None, _opt("nnodes", "Nodes: N or MIN:MAX.")], None),
     "node_rank": (Annotated[str | None, _opt("node_rank", "This node's rank.")], None),
@@ -251,11 +262,32 @@ STALL: dict[str, tuple[Any, Any]] = {
 
 def spec_from_options(training_args: list[str], values: dict[str, Any]) -> LaunchSpec:
     """Build the LaunchSpec from parsed option values and the passthrough arguments."""
-    fields = {k: v for k, v in values.items() if k != "debug"}
+    fields = {k: v for k, v in values.items() if k not in ("debug", "no_inject_distributed")}
+    if values.get("inject_distributed") and values.get("no_inject_distributed"):
+        raise UsageError("--inject_distributed and --no_inject_distributed both given; choose one")
+    # Neither flag: None, the default that depends on the worker (see LaunchSpec.inject_distributed).
+    fields["inject_distributed"] = (
+        True if values.get("inject_distributed") else False if values.get("no_inject_distributed") else None
+    )
     program = values.get("module") or values.get("script")
     if program and STATE.argv is not None:
         training_args = list(in_user_order(STATE.argv, training_args, program))
     return LaunchSpec.from_options(tuple(training_args), **fields)
+
+
+def spec_for(ctx: click.Context, values: dict[str, Any]) -> LaunchSpec:
+    """The LaunchSpec of a parsed command; a launch command's training arguments checked too."""
+    spec = spec_from_options(list(ctx.args), values)
+    if isinstance(ctx.command, LaunchCommand):
+        from ..forwarded import check_training_args
+
+        check_training_args(
+            spec,
+            launcher_options=option_names(ctx.command),
+            verbatim=ctx.meta.get(VERBATIM, 0),
+            command=ctx.info_name or "train",
+        )
+    return spec
 
 
 def launch_command(fn: Callable[..., Any], *, groups: tuple[dict[str, tuple[Any, Any]], ...] = ()) -> Any:
@@ -274,8 +306,11 @@ def launch_command(fn: Callable[..., Any], *, groups: tuple[dict[str, tuple[Any,
     @functools.wraps(fn)
     def wrapper(ctx: typer.Context, **kwargs: Any) -> Any:
         values = {name: kwargs.pop(name) for name in options}
-        spec = spec_from_options(list(ctx.args), values)
-        return fn(spec=spec, **kwargs)
+        spec = spec_for(ctx, values)
+        try:
+            return fn(spec=spec, **kwargs)
+        except KeyboardInterrupt:  # outside supervision (which handles its own); Typer would swallow it
+            raise Interrupted("stopped by Ctrl-C", exit_code=EXIT_INTERRUPTED) from None
 
     wrapper.__signature__ = own.replace(parameters=[ctx_param, *params, *shared])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {

@@ -2,8 +2,9 @@
 
 Used by ``mgpu skills check`` so that every command quoted in ``skills/`` and ``docs/`` stays
 valid: options must exist, values must pass the same validation as a real launch, and the
-training arguments a launch passes through must be flags the worker (or Isaac Lab's ``train.py``)
-knows. Arguments after ``--`` are the user's own and are not judged.
+training arguments a launch passes through must be flags the worker knows (checked by the
+worker's own parser, as a launch does; for a user ``--script``/``-m``, flags of the worker or of
+Isaac Lab's ``train.py``). Arguments after ``--`` are the user's own and are not judged.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import click
 import typer
 
 from ..errors import MgpuError
-from .options import SHARED, STATE, spec_from_options
+from .command import LaunchCommand
+from .options import SHARED, STATE, spec_for
 
 #: Flags of Isaac Lab's own ``train.py`` that docs may quote as training arguments.
 ISAACLAB_TRAIN_FLAGS = frozenset(
@@ -54,12 +56,17 @@ def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
             return "a command name is missing" if not words else f"unexpected {words[0]!r}"
         before = words[: words.index("--")] if "--" in words else words
         ctx = command.make_context(name, before, parent=group_ctx)
-        unknown = [a.split("=")[0] for a in ctx.args if a.startswith("--")]
-        strangers = [f for f in unknown if f not in training_flags()]
-        if strangers:
-            return f"unknown option {strangers[0]} (not an mgpu option nor a known training flag)"
+        checked = False
         if all(n in ctx.params for n in SHARED):
-            spec_from_options(ctx.args, {n: ctx.params[n] for n in SHARED})
+            # A launch command's training arguments for the built-in worker are checked by the
+            # worker's own parser, exactly as a real launch does it.
+            spec = spec_for(ctx, {n: ctx.params[n] for n in SHARED})
+            checked = isinstance(command, LaunchCommand) and spec.builtin_worker
+        if not checked:
+            unknown = [a.split("=")[0] for a in ctx.args if a.startswith("--")]
+            strangers = [f for f in unknown if f not in training_flags()]
+            if strangers:
+                return f"unknown option {strangers[0]} (not an mgpu option nor a known training flag)"
     except MgpuError as exc:
         return str(exc)
     except click.ClickException as exc:

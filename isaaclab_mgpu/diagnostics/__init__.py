@@ -34,6 +34,7 @@ __all__ = [
     "evaluate",
     "preflight",
     "preflight_error",
+    "refusals",
 ]
 
 
@@ -73,6 +74,21 @@ def check(
 def preflight(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
     """The fast checks before ``train`` spawns anything: the failing findings, in order."""
     return failures(check(spec, resolved=resolved).findings)
+
+
+def refusals(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
+    """The failing preflight checks beyond resolve's own warnings: what ``dry-run`` adds as warnings.
+
+    ``launch/plan`` restates resolve's warnings and ``launch/port:master`` a busy ``--master_port``
+    that resolve also reports; both are left out so that ``dry-run`` says each problem once.
+    """
+    warned = getattr(resolved, "warnings", ())
+    port_warned = any("--master_port" in w for w in warned)
+    return tuple(
+        f
+        for f in preflight(spec, resolved)
+        if f.name != "plan" and not (f.name == "port:master" and port_warned)
+    )
 
 
 def preflight_error(failed: tuple[Finding, ...]) -> EnvironmentProblem:

@@ -363,8 +363,11 @@ def cuda_visible_devices_rule(f: Facts) -> list[Finding]:
     name = "cuda_visible_devices"
     total = len(f.gpu.gpus) if f.gpu.nvml else None
     if value is None:
-        seen = f"all {total} GPU(s)" if total is not None else "every GPU"
-        return [_f("gpu", name, PASS, f"unset ({seen} visible)")]
+        if total is None:
+            seen = "no GPU visible: no NVIDIA driver"
+        else:
+            seen = f"all {total} GPU(s) visible" if total else "no GPU found"
+        return [_f("gpu", name, PASS, f"unset ({seen})")]
     cuda = _uses_gpus(f)
     bad = FAIL if cuda else WARN
     shown = f"CUDA_VISIBLE_DEVICES={value!r}"

@@ -40,6 +40,11 @@ def error(message: str) -> None:
     note(f"error: {message}")
 
 
+def stopped(message: str, *, clean: bool) -> None:
+    """A run stopped on request: a plain line, or a warning when processes had to be killed."""
+    (note if clean else warn)(message)
+
+
 def command_line(cmd: Command) -> str:
     """The exact command as one shell line: ``shlex.join`` of the argv, after the GPU selection."""
     line = shlex.join(cmd.argv)

@@ -102,7 +102,8 @@ def verdict(s: ProbeSummary) -> str:
     sizes = ",".join(str(r.world_size) for r in s.world)
     if all(r.ok for r in launches):
         pairs = " and between every GPU pair" if s.pairs else ""
-        return f"communication OK at world sizes {sizes}{pairs} — a hang in training is in the task or launch"
+        at = "world size" if len(s.world) == 1 else "world sizes"
+        return f"communication OK at {at} {sizes}{pairs} — a hang in training is in the task or launch"
     from ..probe.results import worst
 
     status = worst(r.status for r in launches)

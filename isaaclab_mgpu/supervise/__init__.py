@@ -359,7 +359,8 @@ class Supervisor:
         rc = self._launcher.poll()
         if self._failed_seen is not None and self._stop_at is None and rc is None and self._fail_fast:
             self._stop_at = now
-            self._say.stopping_after_failure(self.cmd.launcher, self.options.grace_period)
+            if self.cmd.world_size != 1:  # a lone rank has no others to stop
+                self._say.stopping_after_failure(self.cmd.launcher, self.options.grace_period)
         if now >= self._next_probe:
             self._next_probe = now + _PROBE
             if self._log_dir is None:

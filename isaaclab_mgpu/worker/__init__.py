@@ -1,7 +1,11 @@
 """The per-rank training worker: ``python -m isaaclab_mgpu.worker`` (started by torchrun or jaxrun).
 
-Importing this package first sets Warp's ``config.enable_backward = False`` (before any task,
-back-end or Isaac Lab module can create a Warp module); everything heavy is imported afterwards.
+Reaching an entry point of this package (``main``, ``run_argv``, ``train_in_process``; ``python
+-m isaaclab_mgpu.worker`` goes through ``main``) first sets Warp's ``config.enable_backward =
+False``, before any task, back-end or Isaac Lab module can create a Warp module; everything heavy
+is imported afterwards. Importing the package itself, or its pure argument parser
+(:mod:`.args`, which the launcher runs to refuse bad training arguments before spawning), stays
+light: no Warp, no torch.
 
 Command line (see ``--help`` and ``docs/training.md``)::
 
@@ -15,10 +19,21 @@ in torch elastic's ``@record``, so a failing rank's traceback lands in ``TORCHEL
 and the launcher names it as the root cause.
 """
 
-from ._warp import disable_warp_backward
+from __future__ import annotations
 
-disable_warp_backward()
-
-from .main import main, run_argv, train_in_process  # noqa: E402  (after the Warp flag, on purpose)
+import importlib
+from typing import Any
 
 __all__ = ["main", "run_argv", "train_in_process"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from ._warp import disable_warp_backward
+
+        disable_warp_backward()  # before .main can lead to a task, back-end or Isaac Lab import
+        entry = importlib.import_module(".main", __name__)
+        # Importing the submodule bound the name ``main`` to it; the entry points take the names.
+        globals().update({n: getattr(entry, n) for n in __all__})
+        return globals()[name]
+    raise AttributeError(f"module 'isaaclab_mgpu.worker' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""``python -m isaaclab_mgpu.worker``: one rank (the package import already set Warp's flag)."""
+"""``python -m isaaclab_mgpu.worker``: one rank (reaching ``main`` sets Warp's flag first)."""
 
 from . import main
 

@@ -8,13 +8,21 @@ Isaac Lab tasks (``--task Isaac-...``) also take the options of Isaac Lab's own 
 (:data:`ISAAC_TRAIN_OPTIONS`, the one list of them): they are kept in order in
 :attr:`WorkerArgs.isaac_args` and handed to Isaac Lab verbatim.
 An unknown option is an error: one line on stderr naming it, exit status 2.
+
+:func:`parse` is pure (argparse only, no torch, no output) and raises
+:class:`WorkerArgsError`; the launcher runs it on the exact arguments a rank will get, so
+everything this parser refuses is refused before anything is spawned. :func:`parse_args` is the
+worker's own entry: the same parse, the error as one stderr line and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from dataclasses import dataclass
+
+from ..errors import UsageError
 
 LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 #: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
@@ -23,6 +31,8 @@ FRAMEWORKS = ("torch", "jax")
 #: ``--resume`` without a path: the newest checkpoint of the newest earlier run of this experiment.
 RESUME_LATEST = "latest"
 DEFAULT_TASK = "cartpole"
+#: The embedded tasks by name (``isaaclab_mgpu.tasks.TASKS`` has their classes; a test keeps both equal).
+EMBEDDED_TASKS = ("cartpole", "pendulum")
 #: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
 ISAAC_PREFIX = "Isaac-"
 
@@ -109,18 +119,26 @@ class WorkerArgs:
         return {k[len(prefix) + 1 :]: v for k, v in self.overrides if k.startswith(prefix + ".")}
 
 
+class WorkerArgsError(UsageError):
+    """The worker refuses its argv; ``unknown`` is the offending item when it is not an option."""
+
+    def __init__(self, message: str, unknown: str | None = None) -> None:
+        super().__init__(message)
+        self.unknown = unknown
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse would print the usage first)
-        sys.stderr.write(f"isaaclab_mgpu.worker: error: {message} (see --help)\n")
-        raise SystemExit(2)
+    def error(self, message: str) -> None:  # raise instead of printing the usage and exiting
+        raise WorkerArgsError(message)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
     # No abbreviations: "--max" must not silently become --max_iterations.
     p = _Parser(
         prog="python -m isaaclab_mgpu.worker",
         description="One rank of an mgpu training run.",
         allow_abbrev=False,
+        add_help=add_help,
     )
 
     def add(name: str, **kw: object) -> None:
@@ -130,19 +148,47 @@ def _parser() -> argparse.ArgumentParser:
     add("rl_library", choices=LIBRARIES, default="rsl_rl", help="Training library.")
     add("ml_framework", choices=FRAMEWORKS, default="torch", help="skrl's ML framework.")
     add("device", default=None, help="cpu, cuda or cuda:N (default: CUDA when available).")
-    add("task", default=DEFAULT_TASK, help="Embedded task (cartpole, pendulum) or Isaac Lab task id.")
+    add("task", default=DEFAULT_TASK, metavar="NAME", help="cartpole, pendulum or an Isaac Lab task id.")
     add("num_envs", type=int, default=None, help="Environments per rank.")
     add("max_iterations", type=int, default=None, help="Training iterations in this run.")
     add("seed", type=int, default=42, help="Base seed (each rank adds its rank).")
     add("save_interval", type=int, default=50, help="Checkpoint every N iterations.")
-    add("resume", nargs="?", const=RESUME_LATEST, default=None, help="Continue from a run or checkpoint.")
-    add("run_name", default=None, help="Suffix of the run folder.")
-    add("experiment_name", default=None, help="Folder under logs/<library>/ (default: the task).")
-    add("log_root", default="logs", help="Root folder of the runs.")
+    add("resume", nargs="?", const=RESUME_LATEST, default=None, metavar="PATH",
+        help="Continue from a run or checkpoint (default: the latest).")
+    add("run_name", default=None, metavar="NAME", help="Suffix of the run folder.")
+    add("experiment_name", default=None, metavar="NAME", help="Folder under logs/<library>/ (default: task).")
+    add("log_root", default="logs", metavar="DIR", help="Root folder of the runs.")
     add("distributed", action="store_true", help="Run as one rank of a distributed launch.")
     # Isaac Lab AppLauncher flags users commonly pass; meaningful for Isaac Lab tasks only.
     add("headless", action="store_true", help="Isaac Lab: run without a viewer.")
     return p
+
+
+@dataclass(frozen=True)
+class OptionHelp:
+    """One worker option as ``--help`` lists it."""
+
+    names: tuple[str, ...]
+    """Its spellings, underscore form first."""
+
+    metavar: str | None
+    """What its value looks like; None for a flag."""
+
+    help: str
+    """What it does."""
+
+
+def options_help() -> tuple[OptionHelp, ...]:
+    """Every worker option with its spellings, value and help (for ``mgpu train --help``)."""
+    out = []
+    for action in _parser(add_help=False)._actions:
+        if action.nargs == 0:
+            metavar = None
+        else:
+            metavar = action.metavar or ("N" if action.type is int else action.dest.upper())
+            metavar = f"[{metavar}]" if action.nargs == "?" else metavar
+        out.append(OptionHelp(tuple(action.option_strings), metavar, action.help or ""))
+    return tuple(out)
 
 
 def option_strings() -> frozenset[str]:
@@ -179,9 +225,25 @@ def _split_isaac(rest: list[str], parser: argparse.ArgumentParser) -> tuple[list
     return isaac, left
 
 
-def parse_args(argv: list[str]) -> WorkerArgs:
-    """Parse ``argv``; exit 2 with one stderr line on any bad or unknown argument."""
-    parser = _parser()
+def check_task(task: str) -> None:
+    """Refuse a task name that is no embedded task and does not look like a Gym task id."""
+    if task in EMBEDDED_TASKS or is_isaac_task(task):
+        return
+    close = difflib.get_close_matches(task.lower(), EMBEDDED_TASKS, n=1, cutoff=0.7)
+    # A name with a hyphen may be a task some installed extension registers with Gymnasium
+    # (Isaac Lab's templates register "Template-..."); only plain names must be embedded tasks.
+    if "-" in task and not close:
+        return
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise WorkerArgsError(
+        f"--task {task!r} is not a task; {hint}(embedded tasks: {', '.join(EMBEDDED_TASKS)}; "
+        f"Isaac Lab task ids start with {ISAAC_PREFIX})"
+    )
+
+
+def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
+    """Parse ``argv``; raise :class:`WorkerArgsError` on any bad or unknown argument."""
+    parser = _parser(add_help=add_help)
     ns, rest = parser.parse_known_args(argv)
     isaac, rest = _split_isaac(rest, parser)
     if isaac and not is_isaac_task(ns.task):
@@ -192,7 +254,7 @@ def parse_args(argv: list[str]) -> WorkerArgs:
     for item in rest:
         key, sep, value = item.partition("=")
         if not sep or key.startswith("-") or not key:
-            parser.error(f"unknown argument {item!r}; training options are listed by --help")
+            raise WorkerArgsError(f"unknown argument {item!r}", item)
         overrides.append((key, value))
     for name in ("num_envs", "max_iterations"):
         value = getattr(ns, name)
@@ -204,6 +266,7 @@ def parse_args(argv: list[str]) -> WorkerArgs:
         parser.error(f"--ml_framework {ns.ml_framework} applies to skrl only; add --rl_library skrl")
     if ns.device is not None and not (ns.device in ("cpu", "cuda") or ns.device.startswith("cuda:")):
         parser.error(f"--device {ns.device!r} is unknown; use cpu, cuda or cuda:N")
+    check_task(ns.task)
     return WorkerArgs(
         rl_library=ns.rl_library,
         ml_framework=ns.ml_framework,
@@ -221,3 +284,13 @@ def parse_args(argv: list[str]) -> WorkerArgs:
         overrides=tuple(overrides),
         isaac_args=tuple(isaac),
     )
+
+
+def parse_args(argv: list[str]) -> WorkerArgs:
+    """Parse ``argv``; exit 2 with one stderr line on any bad or unknown argument."""
+    try:
+        return parse(argv)
+    except WorkerArgsError as exc:
+        hint = "options: python -m isaaclab_mgpu.worker --help"
+        sys.stderr.write(f"isaaclab_mgpu.worker: error: {exc} ({hint})\n")
+        raise SystemExit(2) from None
