@@ -41,9 +41,10 @@ def _underscored(option: str) -> str:
 
 def suggest(option: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``option`` (hyphens read as underscores), or None."""
-    names = sorted({_underscored(c) for c in candidates if c.startswith("--")})
-    close = difflib.get_close_matches(_underscored(option), names, n=1, cutoff=0.75)
-    return close[0] if close else None
+    # Compared without the leading "--", which would make any two short names look alike.
+    names = sorted({_underscored(c)[2:] for c in candidates if c.startswith("--")})
+    close = difflib.get_close_matches(_underscored(option)[2:], names, n=1, cutoff=0.75)
+    return "--" + close[0] if close else None
 
 
 def check_training_args(

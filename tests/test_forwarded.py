@@ -113,6 +113,7 @@ def test_the_worker_refuses_a_task_name_before_making_its_run_folder(tmp_path):
 def test_check_unit_parts():
     assert suggest("--num-gpu", {"--num_gpus", "--num_envs"}) == "--num_gpus"
     assert suggest("--zzz", {"--num_gpus"}) is None
+    assert suggest("--bogus", {"--gpus", "--seed"}) is None  # short names are not alike for "--"
     spec = LaunchSpec(rl_library="skrl", device="cpu", training_args=("--seed", "1"))
     assert worker_argv(spec) == [
         "--rl_library", "skrl", "--ml_framework", "torch", "--device", "cpu", "--seed", "1", "--distributed",

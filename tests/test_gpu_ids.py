@@ -108,7 +108,11 @@ def test_no_driver_train_refuses_dry_run_warns():
 @pytest.fixture
 def nvml(monkeypatch):
     """Four GPUs as NVML would list them; no CUDA_VISIBLE_DEVICES, no SLURM."""
+    import isaaclab_mgpu.diagnostics as diagnostics
+
     monkeypatch.setattr(resolve_mod, "nvml_gpus", lambda: FOUR)
+    # dry-run also warns about failing preflight checks, which would judge this box's real driver.
+    monkeypatch.setattr(diagnostics, "refusals", lambda spec, resolved: ())
     for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):
         monkeypatch.delenv(name, raising=False)
 
