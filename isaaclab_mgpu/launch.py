@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from . import report, workarounds
-from .errors import Interrupted, WorkerFailure
+from .errors import Interrupted, UsageError, WorkerFailure
 from .pipeline import prepare
 from .spec import LaunchSpec
 
@@ -39,13 +39,19 @@ def plan(
     """
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=False, extra_env=extra)
+    refused: list[str] = []
+    try:
+        check_isaac_task(spec)  # this machine's Isaac Lab: a plan for another machine may still hold
+    except UsageError as exc:
+        refused.append(f"train would refuse: {exc}")
     if preflight:
         from .diagnostics import refusals
 
-        refused = tuple(
+        refused += [
             f"train would refuse: preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}"
             for f in refusals(spec, resolved)
-        )
+        ]
+    if refused:
         resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, *refused))
     report.dry_run(cmd, resolved, as_json=as_json)
     return 0

@@ -31,6 +31,8 @@ def four_gpus(monkeypatch):
     # dry-run adds the preflight's failures (test_forwarded.py tests that); here they would depend
     # on this machine's driver and packages.
     monkeypatch.setattr(diagnostics, "refusals", lambda spec, resolved: ())
+    # Likewise whether this machine can run Isaac Lab tasks (tests/test_isaac.py covers that check).
+    monkeypatch.setattr("isaaclab_mgpu.launch.check_isaac_task", lambda spec: None)
     for name in ("SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):
         monkeypatch.delenv(name, raising=False)
 

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from isaaclab_mgpu.cli import main
+from isaaclab_mgpu.errors import UsageError
 from isaaclab_mgpu.forwarded import check_training_args, suggest, worker_argv
 from isaaclab_mgpu.spec import LaunchSpec
 from isaaclab_mgpu.worker.args import EMBEDDED_TASKS, WorkerArgsError, check_task, parse
@@ -85,7 +86,11 @@ def test_dry_run_and_check_env_report_what_train_refuses(capsys, no_spawn, args,
     assert lines["train"] == lines["dry-run"] == lines["check-env"]
 
 
-def test_key_value_items_isaac_tasks_and_extension_tasks_pass(capsys, no_spawn):
+def test_key_value_items_isaac_tasks_and_extension_tasks_pass(capsys, no_spawn, monkeypatch):
+    from isaaclab_mgpu import launch
+
+    # Whether this machine can run Isaac Lab is i11's pre-spawn check (isaac/preflight.py), not this one.
+    monkeypatch.setattr(launch, "check_isaac_task", lambda spec: None)
     for args in (
         ["--task", "pendulum", "env.dt=0.02", "agent.rollout=8", "--num-envs", "8"],
         ["--task=Isaac-Cartpole-Direct-v0", "presets=newton_mjwarp", "--headless"],
@@ -200,3 +205,19 @@ def test_help_lists_training_options_with_whole_names_at_80_columns(command):
     panel = proc.stdout[proc.stdout.index("Training options") :]
     for option in ("--task", "--num_envs", "--max_iterations", "--seed", "--resume", "KEY=VALUE"):
         assert option in panel.split(), option
+
+
+def test_dry_run_warns_about_an_isaac_task_train_would_refuse(capsys, no_spawn, monkeypatch):
+    from isaaclab_mgpu import launch
+
+    def refuse(spec):
+        raise UsageError("--task Isaac-Nope-v0 is not an Isaac Lab task")
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(launch, "check_isaac_task", refuse)
+    monkeypatch.setattr("isaaclab_mgpu.diagnostics.refusals", lambda spec, resolved: ())
+    code, out, err = run(capsys, "dry-run", "--device", "cpu", "--task", "Isaac-Nope-v0")
+    assert code == 0 and "--task Isaac-Nope-v0" in out
+    assert err == "mgpu: warning: train would refuse: --task Isaac-Nope-v0 is not an Isaac Lab task\n"
+    code, _, err = run(capsys, "train", "--device", "cpu", "--task", "Isaac-Nope-v0")
+    assert code == 2 and err == "mgpu: error: --task Isaac-Nope-v0 is not an Isaac Lab task\n"

@@ -61,6 +61,6 @@ class LaunchCommand(TyperCommand):
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_help(ctx, formatter)
         from ..report.help import training_options
-        from ..worker.args import options_help
+        from ..worker.args import ISAAC_TRAIN_OPTIONS, options_help
 
-        training_options(options_help(), ctx.info_name or "train")
+        training_options(options_help(), ctx.info_name or "train", ISAAC_TRAIN_OPTIONS)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 LAUNCHER_SET = frozenset({"--rl_library", "--ml_framework", "--device", "--distributed"})
 
 
-def training_options(options: Iterable[OptionHelp], command: str) -> None:
+def training_options(options: Iterable[OptionHelp], command: str, isaac: Iterable[str] = ()) -> None:
     """Print the worker's options as a panel like Typer's (its width rules: TERMINAL_WIDTH, else auto)."""
     from rich import box
     from rich.console import Console
@@ -32,6 +32,10 @@ def training_options(options: Iterable[OptionHelp], command: str) -> None:
             continue
         table.add_row(o.names[0], o.metavar or "", Text(o.help))
     table.add_row("KEY=VALUE", "", Text("Overrides: env.<field>=v, agent.<field>=v; Isaac Lab: Hydra."))
+    isaac = [o for o in isaac if o.startswith("--")]
+    if isaac:
+        shown = ", ".join(isaac[:4])
+        table.add_row("ISAAC LAB", "", Text(f"Isaac-… tasks also take Isaac Lab train's {shown}, …"))
     note = Text(
         f"Forwarded to every rank of the built-in worker, in order, with --distributed appended; "
         f"mgpu {command} refuses an unknown one before starting anything. Items after -- are "
