@@ -65,13 +65,42 @@ def test_option_strings_include_every_forwarded_isaac_lab_option():
 def test_train_argv_is_isaac_lab_distributed_command_line():
     from isaaclab_mgpu.isaac.rank import train_argv
 
-    args = parse_args([*ISAAC, "--num_envs", "64", "--max_iterations", "3", "--logger", "tensorboard",
+    args = parse_args([*ISAAC, "--num_envs", "64", "--max_iterations", "3", "--video",
                        "presets=newton_mjwarp", "--distributed"])  # fmt: skip
     assert train_argv(args, _ctx(), "2026-01-02_03-04-05") == [
         "--rl_library", "rsl_rl", "--task", "Isaac-Cartpole-Direct", "--device", "cpu",
         "--num_envs", "64", "--max_iterations", "3", "--seed", "42", "--distributed",
-        "--run_timestamp", "2026-01-02_03-04-05", "--logger", "tensorboard", "presets=newton_mjwarp",
+        "--run_timestamp", "2026-01-02_03-04-05", "--video", "presets=newton_mjwarp",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("library", "logger", "expected"),
+    [
+        ("rsl_rl", "wandb", ["--logger", "wandb"]),
+        ("rsl_rl", "tensorboard", []),
+        ("rl_games", "wandb", ["--track"]),
+        ("skrl", "none", ["agent.agent.experiment.write_interval=0"]),
+    ],
+)
+def test_logger_is_forwarded_the_isaac_lab_way(library, logger, expected):
+    from isaaclab_mgpu.isaac.rank import logger_argv, train_argv
+
+    assert logger_argv(library, logger) == expected
+    args = parse_args([*ISAAC, "--rl_library", library, "--logger", logger, "presets=x"])
+    argv = train_argv(args, _ctx(), "s")
+    assert argv[argv.index("--run_timestamp") + 2 :] == [
+        *[a for a in expected if a.startswith("-")],
+        "presets=x",
+        *[a for a in expected if not a.startswith("-")],
+    ]
+
+
+def test_logger_none_is_refused_where_isaac_lab_cannot_turn_it_off():
+    from isaaclab_mgpu.isaac.rank import logger_argv
+
+    with pytest.raises(UsageError, match="--logger none: Isaac Lab's rsl_rl back-end"):
+        logger_argv("rsl_rl", "none")
 
 
 def test_train_argv_single_rank_puts_the_agent_on_the_rank_device_unless_given():

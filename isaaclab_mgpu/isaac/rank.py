@@ -44,6 +44,35 @@ SINGLE_RANK_DEVICE_ITEMS = {
 }
 
 
+def logger_argv(library: str, logger: str | None) -> list[str]:
+    """mgpu's ``--logger tensorboard|wandb|neptune|none`` spelled the way Isaac Lab's back-end takes it."""
+    if logger in (None, "tensorboard"):
+        return []  # every back-end's default
+    if library == "rsl_rl" and logger in ("wandb", "neptune"):
+        return ["--logger", logger]
+    if library == "rl_games" and logger == "wandb":
+        return ["--track"]  # Isaac Lab's rl_games flag (it also needs --wandb-entity)
+    if library == "skrl" and logger == "wandb":
+        return ["+agent.agent.experiment.wandb=true"]
+    if library == "skrl" and logger == "none":
+        return ["agent.agent.experiment.write_interval=0"]
+    raise UsageError(f"--logger {logger}: Isaac Lab's {library} back-end has no such logger setting")
+
+
+def _pop_logger(isaac_args: tuple[str, ...]) -> tuple[list[str], str | None]:
+    rest: list[str] = []
+    logger = None
+    it = iter(isaac_args)
+    for item in it:
+        if item == "--logger":
+            logger = next(it, None)
+        elif item.startswith("--logger="):
+            logger = item.split("=", 1)[1]
+        else:
+            rest.append(item)
+    return rest, logger
+
+
 def train_argv(args: WorkerArgs, ctx: RankContext, stamp: str) -> list[str]:
     """Isaac Lab's training command line for this rank (what ``run_train_cli`` parses)."""
     argv = ["--rl_library", args.rl_library, "--task", args.task, "--device", ctx.device]
@@ -63,8 +92,11 @@ def train_argv(args: WorkerArgs, ctx: RankContext, stamp: str) -> list[str]:
         argv += ["--checkpoint", args.resume]
     if ctx.distributed:
         argv.append("--distributed")
-    argv += ["--run_timestamp", stamp, *args.isaac_args]
-    items = [f"{k}={v}" for k, v in args.overrides]
+    isaac_args, logger = _pop_logger(args.isaac_args)
+    logger = logger or getattr(args, "logger", None)  # the worker's own --logger, where it has one
+    log = logger_argv(args.rl_library, logger)
+    argv += ["--run_timestamp", stamp, *isaac_args, *[a for a in log if a.startswith("-")]]
+    items = [f"{k}={v}" for k, v in args.overrides] + [a for a in log if not a.startswith("-")]
     given = {k for k, _ in args.overrides}
     if not ctx.distributed:
         items += [f"{k}={ctx.device}" for k in SINGLE_RANK_DEVICE_ITEMS[args.rl_library] if k not in given]
