@@ -22,10 +22,13 @@ worker joins a gloo process group itself *before* Isaac Lab runs, then:
    ``import skrl`` runs with ``WORLD_SIZE > 1``: skrl is imported through
    :func:`isaaclab_mgpu.backends._patches.import_skrl` first, which makes that call a no-op.
 5. rl-games ``A2CBase.__init__`` (``rl_games/common/a2c_common.py``) calls
-   ``init_process_group("nccl")`` and sets ``cuda:LOCAL_RANK`` as its device, and ``train`` calls
-   ``torch.cuda.set_device``: on CPU ranks ``__init__`` runs with ``multi_gpu`` off, the rank fields
-   and rank-0-only settings (``print_stats``, ``lr_schedule``) are then set as rl-games sets them,
-   and the module sees a ``torch`` whose ``cuda.set_device`` does nothing.
+   ``init_process_group("nccl")`` and stores ``cuda:LOCAL_RANK`` as its device, and ``train`` calls
+   ``torch.cuda.set_device``: on CPU ranks that module sees a ``torch.distributed`` whose
+   ``init_process_group`` uses the worker's group and a ``torch`` whose ``cuda.set_device`` does
+   nothing, and the agent config keeps its CPU device; the rest of the multi-GPU set-up (ranks,
+   rank-0-only writer, statistics and learning-rate schedule, gradient all-reduce) is rl-games' own.
+   (A task with a central value network would need ``central_value.py`` treated alike; the
+   cartpole tasks have none.)
 
 6. skrl ``Agent.init`` resolves ``experiment.write_interval: auto`` to ``int(timesteps / 100)``,
    which is 0 for runs under 100 timesteps and silently turns TensorBoard off; for such runs
@@ -193,13 +196,17 @@ def _cpu_sim_device() -> Iterator[None]:
 
 
 def _import_skrl(framework: str, *, cpu: bool, distributed: bool) -> None:
+    # Patch 4 (CPU ranks) and, for JAX, the torch-style WORLD_SIZE mgpu's JAX launcher sets hidden
+    # from skrl's torch side. GPU torch ranks import skrl as Isaac Lab does: skrl creates the NCCL group.
     from ..backends._patches import import_skrl, patch_skrl_jax
 
     jax = framework == "jax"
-    jax_distributed = jax and int(os.environ.get("JAX_WORLD_SIZE", "1")) > 1
-    import_skrl(torch_distributed=distributed and not jax, jax_distributed=jax_distributed, cpu=cpu)
     if jax:
+        jax_distributed = int(os.environ.get("JAX_WORLD_SIZE", "1")) > 1
+        import_skrl(torch_distributed=False, jax_distributed=jax_distributed, cpu=cpu)
         patch_skrl_jax()
+    elif cpu:
+        import_skrl(torch_distributed=distributed, jax_distributed=False, cpu=cpu)
 
 
 # --- rsl-rl ------------------------------------------------------------------------------------
@@ -389,6 +396,30 @@ class _CpuCuda:
         return None
 
 
+class _KeepCpuDevice(dict):
+    """rl-games' agent config on a CPU rank: ``A2CBase.__init__`` cannot switch it to CUDA (patch 5)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "device" and str(value).startswith("cuda"):
+            return
+        super().__setitem__(key, value)
+
+
+class _JoinedGroup:
+    """``torch.distributed`` as rl_games.common.a2c_common sees it on CPU ranks (patch 5)."""
+
+    def __init__(self, dist: Any) -> None:
+        self._dist = dist
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dist, name)
+
+    def init_process_group(self, *args: Any, **kwargs: Any) -> None:
+        # A2CBase.__init__ calls init_process_group("nccl"); the worker's gloo group already exists.
+        if not self._dist.is_initialized():
+            raise RuntimeError("mgpu's CPU rank has no gloo process group before rl-games starts")
+
+
 @contextlib.contextmanager
 def _rl_games(*, cpu: bool, observer: Observer) -> Iterator[None]:
     from rl_games.common import a2c_common
@@ -397,23 +428,11 @@ def _rl_games(*, cpu: bool, observer: Observer) -> Iterator[None]:
     original_init = base.__init__
 
     def init_on_cpu(self: Any, base_name: str, params: dict) -> None:
-        # A2CBase.__init__ creates an NCCL group and moves to cuda:LOCAL_RANK when multi_gpu is set
-        # (patch 5): run it single-process on the worker's gloo group, then set what it would set.
-        config = params["config"]
-        multi = bool(config.get("multi_gpu", False))
-        rank = int(os.getenv("RANK", "0"))
-        if multi:
-            config["multi_gpu"] = False
-            if rank != 0:
-                config["print_stats"] = False
-                config["lr_schedule"] = None
+        # A2CBase.__init__ with multi_gpu stores cuda:LOCAL_RANK as the device (patch 5); everything
+        # else it does per rank (rank-0-only writer and stats, lr schedule) stays upstream's.
+        if params["config"].get("multi_gpu", False):
+            params["config"] = _KeepCpuDevice(params["config"])
         original_init(self, base_name, params)
-        if multi:
-            config["multi_gpu"] = True
-            self.multi_gpu = True
-            self.local_rank = int(os.getenv("LOCAL_RANK", "0"))
-            self.global_rank = rank
-            self.world_size = int(os.getenv("WORLD_SIZE", "1"))
 
     state = {"synced": False}
 
@@ -449,6 +468,7 @@ def _rl_games(*, cpu: bool, observer: Observer) -> Iterator[None]:
         if cpu:
             stack.enter_context(_replaced(base, "__init__", init_on_cpu))
             stack.enter_context(_replaced(a2c_common, "torch", _CpuTorch(sys.modules["torch"])))
+            stack.enter_context(_replaced(a2c_common, "dist", _JoinedGroup(a2c_common.dist)))
         yield
 
 

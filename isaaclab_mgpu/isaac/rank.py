@@ -236,17 +236,23 @@ def _join_words(g: np.ndarray) -> np.ndarray:
 
 
 def _checksum(modules: list[Any]) -> str:
-    """Checksum of every parameter (and buffer) of ``modules``: torch modules or skrl JAX models."""
+    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models).
+
+    Parameters only: running observation/value normalisers (rl-games' ``RunningMeanStd``) are
+    buffers each rank updates from its own environments, in every library's multi-GPU mode.
+    """
     arrays: list[np.ndarray] = []
     for module in modules:
-        state = getattr(module, "state_dict", None)
-        if callable(state):  # torch.nn.Module
-            arrays += [v.detach().float().cpu().numpy() for _, v in sorted(state().items())]
-        else:  # skrl JAX model: a flax TrainState-like object in .state_dict
+        named = getattr(module, "named_parameters", None)
+        if callable(named):  # torch.nn.Module
+            arrays += [p.detach().float().cpu().numpy() for _, p in sorted(named())]
+        else:  # skrl JAX model: parameters in .state_dict.params
             import jax
 
-            params = getattr(state, "params", state)
-            arrays += [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(params)]
+            state = module.state_dict
+            arrays += [
+                np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(getattr(state, "params", state))
+            ]
     return checksum(arrays)
 
 
