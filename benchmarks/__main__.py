@@ -15,7 +15,7 @@ import time
 
 from .common import write_markdown
 
-ALL = ("startup", "launch", "shutdown", "probe", "training")
+ALL = ("startup", "launch", "shutdown", "probe", "training", "stall")
 #: Benchmarks run only when named (Isaac Lab needs its own Python 3.12 environment).
 EXTRA = ("isaac",)
 

@@ -12,7 +12,9 @@ Exit codes (also in ``docs/commands.md``):
 2      bad input: nothing was spawned
 1, 3.. ``train``: a rank failed; the first failed rank's own exit code
 3      ``probe-nccl``: an all-reduce gave a wrong result (and nothing hung)
-4      ``probe-nccl``: a launch hung past ``--timeout`` (the worst outcome of a sweep wins)
+4      a hang: ``train``: a rank made no progress for ``--stall_timeout`` seconds (or start-up
+       none for ``--startup_timeout``) and the tree was stopped; ``probe-nccl``: a launch hung
+       past ``--timeout`` (the worst outcome of a sweep wins)
 124    ``train``: stopped, and some process had to be SIGKILLed after the grace period
 128+N  ``train``: the first failed rank died of signal N (139: SIGSEGV, 134: SIGABRT)
 130    ``train``: interrupted (Ctrl-C, SIGTERM, SIGHUP) and every process ended in time;
@@ -33,8 +35,9 @@ EXIT_USAGE = 2
 EXIT_PROBE_ERROR = 1
 #: probe-nccl: an all-reduce returned wrong elements.
 EXIT_PROBE_WRONG = 3
-#: probe-nccl: a launch hung past --timeout.
-EXIT_PROBE_HANG = 4
+#: A hang: train's stall watch stopped the run; probe-nccl: a launch hung past --timeout.
+EXIT_HANG = 4
+EXIT_PROBE_HANG = EXIT_HANG
 EXIT_INTERRUPTED = 130
 EXIT_KILLED_AFTER_GRACE = 124
 
@@ -62,6 +65,12 @@ class EnvironmentProblem(UsageError):
 
 class WorkerFailure(MgpuError):
     """A rank failed; ``exit_code`` is that rank's code (or 128+signal)."""
+
+
+class Hang(MgpuError):
+    """The run made no progress within its bound and was stopped."""
+
+    exit_code = EXIT_HANG
 
 
 class Interrupted(MgpuError):

@@ -10,16 +10,30 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from typing import TYPE_CHECKING
 
 from . import report, workarounds
-from .errors import Interrupted, UsageError, WorkerFailure
+from .errors import EXIT_INTERRUPTED, Hang, Interrupted, UsageError, WorkerFailure
 from .pipeline import prepare
 from .spec import LaunchSpec
 
 if TYPE_CHECKING:
+    from .build import Command
     from .probe.config import ProbeOptions
-    from .supervise import RunResult, SuperviseOptions
+    from .supervise import RunResult, StallOptions, SuperviseOptions
+
+#: Launch options ``probe-nccl`` takes as ``train`` does, in the order they are suggested.
+_PROBE_OPTIONS = (
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "gpu_ids",
+)
 
 __all__ = ["check_env", "exit_code", "plan", "prepare", "probe_nccl", "saved_workarounds", "train"]
 
@@ -81,11 +95,11 @@ def train(
             preflight_failures(failed[1:])
             raise preflight_error(failed)
     report.resolve_notes(resolved)
-    options = options or SuperviseOptions()
+    options = dataclasses.replace(options or SuperviseOptions(), stall=stall_options(spec, cmd))
     result = supervise(cmd, options, progress)
     if options.console:
         progress.result(result)
-    return exit_code(result, cmd.launcher)
+    return exit_code(result, cmd, spec)
 
 
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
@@ -127,8 +141,47 @@ def check_isaac_task(spec: LaunchSpec) -> None:
         preflight.check(request)
 
 
-def exit_code(result: RunResult, launcher: str) -> int:
+def stall_options(spec: LaunchSpec, cmd: Command) -> StallOptions:
+    """What the stall watch of ``train`` bounds, from the spec and the built command."""
+    from .supervise import StallOptions
+
+    return StallOptions(
+        stall_timeout=spec.stall_timeout,
+        startup_timeout=spec.startup_timeout,
+        on_silence=spec.stall_on_silence,
+        reports_expected=spec.builtin_worker,
+        multi_node=_multi_node(cmd),
+    )
+
+
+def _multi_node(cmd: Command) -> bool:
+    return cmd.world_size is not None and len(cmd.rank_devices) < cmd.world_size
+
+
+def probe_command(spec: LaunchSpec, world_size: int | None) -> str:
+    """The ``mgpu probe-nccl`` line that checks communication with ``spec``'s launch options."""
+    argv = ["mgpu", "probe-nccl"]
+    if spec.device == "cpu":
+        argv += ["--device", "cpu"]
+    if world_size:
+        argv += ["--world-size", str(world_size)]
+    for name in _PROBE_OPTIONS:
+        value = getattr(spec, name, None)
+        if value is not None:
+            argv += [f"--{name}", ",".join(value) if isinstance(value, tuple) else str(value)]
+    return shlex.join(argv)
+
+
+def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -> int:
     """Map a run's result to 0, or raise the :mod:`errors` exception that carries its exit code."""
+    launcher = cmd.launcher
+    if result.stall is not None:
+        where = ""
+        if result.stall.phase == "rendezvous" and spec is not None and spec.nnodes:
+            at = spec.rdzv_endpoint or ":".join(str(v) for v in (spec.master_addr, spec.master_port) if v)
+            where = f" (--nnodes {spec.nnodes}{f' at {at}' if at else ''})"
+        nxt = f"; check communication with: {probe_command(spec, cmd.world_size)}" if spec else ""
+        raise Hang(f"hang: {result.stall.headline()}{where}{nxt}", exit_code=result.exit_code)
     if result.interrupted:
         if result.killed_after_grace:
             how = "processes that outlived the grace period were SIGKILLed"
@@ -139,6 +192,13 @@ def exit_code(result: RunResult, launcher: str) -> int:
         f = result.failure
         what = f"signal {f.signal}" if f.signal else f"exit code {f.exit_code}"
         where = f" on {f.host}" if f.host else ""
+        if f.exit_code == EXIT_INTERRUPTED and _multi_node(cmd):
+            # Nobody interrupted this mgpu: the stop request reached this node's ranks from another.
+            raise WorkerFailure(
+                f"the run was stopped on another node: rank {f.rank}{where} ended on that stop "
+                f"request (exit code {f.exit_code}) after saving its state; see the other nodes' output",
+                exit_code=result.exit_code,
+            )
         raise WorkerFailure(f"rank {f.rank}{where} failed with {what}", exit_code=result.exit_code)
     if result.exit_code != 0:
         message = f"{launcher} failed with exit code {result.exit_code}"

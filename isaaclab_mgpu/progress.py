@@ -9,15 +9,19 @@
         progress.iteration(it + 1)      # once per iteration: that is all a training loop needs
         ...
 
-Finer stages name *where* a rank stalled: ``progress.beat("update")`` (the iteration number is
-kept from the last call). The built-in worker reports the start-up stages (``start``, ``init``,
-``environment``, ``trainer``, ``broadcast``) and, per iteration, ``rollout``, ``update``, ``sync``
-(the all-gather of statistics), ``checkpoint``, then ``finish`` and ``done``. Any other name is a
-training stage too. A library callback can hold a :class:`Reporter` (``Reporter().iteration(n)``).
+The first iteration a process runs counts as start-up (``"warmup": true`` in the report): it
+holds just-in-time compilation (skrl JAX's first update compiles for tens of seconds on a CPU)
+and first allocations. Finer stages name *where* a rank stalled: ``progress.beat("update")``
+(the iteration number is kept from the last call). The built-in worker reports the start-up
+stages (``start``, ``init``, ``environment``, ``trainer``, ``broadcast``) and, per iteration,
+``rollout``, ``update``, ``sync`` (the all-gather of statistics), ``checkpoint``, then ``finish``
+and ``done``. Any other name is a training stage too. A library callback can hold a
+:class:`Reporter` (``Reporter().iteration(n)``).
 
-The channel is a file per rank, ``<MGPU_PROGRESS_DIR>/progress.<rank>.json``, replaced atomically
-on each call (about 0.05 ms on tmpfs), in a folder the node's supervisor chose; nothing travels
-through the communicator that may be hung, and each node's supervisor reads only its own ranks.
+The channel is a file per rank, ``<MGPU_PROGRESS_DIR>/progress.<rank>.json`` (one JSON object,
+padded with spaces), overwritten in place by one ``pwrite`` per call (a few microseconds), in a
+folder on the node the node's supervisor chose; nothing travels through the communicator that
+may be hung, and each node's supervisor reads only its own ranks.
 Outside ``mgpu train`` (no ``MGPU_PROGRESS_DIR``) every call is a no-op.
 
 The first call also registers :mod:`faulthandler` on SIGUSR1, so the supervisor can have the rank
@@ -84,12 +88,15 @@ class Reporter:
         self.rank = int(env.get("RANK", env.get("JAX_RANK", "0")) or 0)
         self.local_rank = int(env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", "0")) or 0)
         self.path = progress_path(folder, self.rank) if folder else None
-        self._tmp = self.path.with_name(f".{self.path.name}.tmp") if self.path else None
         self._error_file = env.get("TORCHELASTIC_ERROR_FILE")
+        self._fd: int | None = None
         self._stack: IO[str] | None = None
         self._stack_path: str | None = None
-        self._fixed: dict[str, Any] = {}
+        self._prefix = ""
+        self._size = 0
+        self._stages: dict[str, str] = {}
         self.iteration_number: int | None = None
+        self._iterations = 0
 
     @property
     def enabled(self) -> bool:
@@ -98,18 +105,25 @@ class Reporter:
 
     def beat(self, stage: str, iteration: int | None = None) -> None:
         """Report entering ``stage`` (of ``iteration``, else the last iteration given)."""
-        if self._tmp is None:
+        if self.path is None:
             return
-        if not self._fixed:
-            self._start()
-        if iteration is not None:
+        if self._fd is None and not self._start():
+            return
+        if iteration is not None and iteration != self.iteration_number:
             self.iteration_number = iteration
-        data = {**self._fixed, "stage": stage, "iteration": self.iteration_number, "time": time.time()}
-        try:
-            # Atomic replace: the supervisor never reads half a report.
-            with open(self._tmp, "w") as f:
-                f.write(json.dumps(data))
-            os.replace(self._tmp, self.path)  # type: ignore[arg-type]
+            self._iterations += 1
+        text = self._stages.get(stage)
+        if text is None:
+            text = self._stages[stage] = json.dumps(stage)
+        record = f'{self._prefix}"stage": {text}, "iteration": {self.iteration_number or "null"}, '
+        warm = "true" if self._iterations <= 1 else "false"
+        record = f'{record}"warmup": {warm}, "time": {time.time()!r}}}'.encode()
+        if len(record) > self._size:
+            self._size = len(record) + 64
+        try:  # noqa: SIM105  (a try costs nothing here; contextlib.suppress costs a context manager)
+            # One pwrite of a space-padded record in place: about 1 µs, where a write-and-rename
+            # costs 0.2 ms. A reader that catches it half-written keeps the previous report.
+            os.pwrite(self._fd, record.ljust(self._size), 0)  # type: ignore[arg-type]
         except OSError:
             pass  # the supervisor's folder is gone (the run is ending): training goes on
 
@@ -117,15 +131,23 @@ class Reporter:
         """Report that iteration ``number`` begins (the one call a training loop needs)."""
         self.beat("iteration", number)
 
-    def _start(self) -> None:
+    def _start(self) -> bool:
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)  # type: ignore[arg-type]
+        except OSError:
+            self.path = None  # no supervisor folder (any more): reports are off
+            return False
         self._stack_path = self._open_stack_file()
-        self._fixed = {
+        fixed = {
             "rank": self.rank,
             "local_rank": self.local_rank,
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "stack_file": self._stack_path,
         }
+        self._prefix = json.dumps(fixed)[:-1] + ", "
+        self._size = max(512, len(self._prefix) + 160)
+        return True
 
     def _open_stack_file(self) -> str | None:
         if not hasattr(signal, "SIGUSR1") or self.path is None:

@@ -28,7 +28,9 @@ def test_beat_replaces_one_file_per_rank_and_keeps_the_iteration(tmp_path):
     reporter.beat("update")
     data = json.loads(progress.progress_path(tmp_path, 3).read_text())
     assert (data["rank"], data["local_rank"], data["pid"]) == (3, 1, os.getpid())
-    assert (data["stage"], data["iteration"]) == ("update", 7)
+    assert (data["stage"], data["iteration"], data["warmup"]) == ("update", 7, True)
+    reporter.iteration(8)
+    assert json.loads(progress.progress_path(tmp_path, 3).read_text())["warmup"] is False
     assert data["time"] >= before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["progress.3.json", "stack.3.txt"]
 
@@ -54,8 +56,8 @@ def test_sigusr1_dumps_the_python_stack_beside_the_torchrun_logs(tmp_path):
     try:
         path = progress.progress_path(tmp_path, 0)
         deadline = time.monotonic() + 60
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the file exists a moment before its first record is written
         assert json.loads(path.read_text())["stack_file"] == str(rank_logs / "stack.txt")
         proc.send_signal(signal.SIGUSR1)
         stack = rank_logs / "stack.txt"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from . import note, warn
 
 if TYPE_CHECKING:
-    from ..supervise import RankFailure, RunResult
+    from ..supervise import RankFailure, RunResult, Stall
 
 
 def log_folder(path: str) -> None:
@@ -65,9 +65,29 @@ def failure(f: RankFailure) -> None:
         note(f"its full output: {f.log_path}")
 
 
+def stall(s: Stall) -> None:
+    """The stall watch's verdict, as soon as it is found: who, where, their stacks, who still moves."""
+    note(f"hang: {s.headline()}")
+    for r in s.blamed() or [r for r in s.ranks if r.stalled]:
+        if r.stack:
+            note(f"{r.name()}: Python stack, innermost call first:")
+            for line in r.stack.splitlines()[1:]:
+                note(f"  {line.strip()}")
+    others = [r for r in s.ranks if r.rank not in s.culprits]
+    moving = {r.rank for r in s.progressing()}
+    for r in others:
+        how = "still progressing" if r.rank in moving else f"quiet for {r.quiet_s:.0f} s"
+        state = f", process {r.process}" if r.process not in ("running", "sleeping", "unknown") else ""
+        note(f"{r.name()}: {how}, last at {r.where()}{state}")
+    dumped = [r.stack_file for r in s.ranks if r.stack_file and r.stack]
+    if dumped:
+        note(f"every local rank's Python stack (all threads): {', '.join(dumped)}")
+    note("stopping every process of the run")
+
+
 def result(r: RunResult) -> None:
     """Closing lines: the failure, the log folder, and any process that could not be killed."""
-    if r.failure is not None and not r.interrupted:
+    if r.failure is not None and not r.interrupted and r.stall is None:
         failure(r.failure)
     if r.log_dir:
         log_folder(r.log_dir)

@@ -24,6 +24,16 @@ Stop — one code path, :meth:`Supervisor._step`, driven by :meth:`Supervisor.wa
     When the launcher ends by itself, processes that outlived it (orphaned grandchildren, setsid
     escapees) go the same way without waiting.
 
+Stall watch — :mod:`.stall`, with ``SuperviseOptions.stall``
+    The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
+    progress there (:mod:`isaaclab_mgpu.progress`). When the watch finds this node's run hung,
+    every local rank that reports gets SIGUSR1 (faulthandler dumps its Python stack beside its
+    logs; a stopped rank gets SIGCONT to take the signal and is stopped again right after), the
+    verdict goes to the :class:`Progress`, the local ranks are SIGKILLed (a hung rank saves
+    nothing, and one resumed by a SIGTERM+SIGCONT could unblock a peer on another node before its
+    own mgpu has spoken), and the launcher is stopped through the same path as below with a short
+    grace period. The run then exits :data:`~isaaclab_mgpu.errors.EXIT_HANG`.
+
 Result
     :class:`RunResult` keeps the launcher's status and names the first failed rank: torchrun
     always exits 1 when a worker fails, so the rank's real code (or signal) is read from the
@@ -58,8 +68,9 @@ from typing import Protocol
 import psutil
 
 from ..build import Command
-from ..errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, MgpuError, UsageError
+from ..errors import EXIT_HANG, EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, MgpuError, UsageError
 from . import rootcause
+from . import stall as _stall
 from . import tree as proctree
 from . import watchdog as _watchdog
 from .watchdog import DONE, MARKER_ENV
@@ -69,10 +80,15 @@ __all__ = [
     "Progress",
     "RankFailure",
     "RunResult",
+    "Stall",
+    "StallOptions",
     "SuperviseOptions",
     "Supervisor",
     "supervise",
 ]
+
+Stall = _stall.Stall
+StallOptions = _stall.StallOptions
 
 #: Signals that start a stop; a second one of any of them kills the tree at once.
 STOP_SIGNALS = tuple(
@@ -84,6 +100,13 @@ _PROBE = 0.5
 #: foreground group, and wrappers such as ``uv run`` forward it to mgpu once more.
 _SAME_INTERRUPT = 0.5
 _GIVE_UP = 5.0
+#: How often the stall watch reads the progress reports.
+_STALL_POLL = 0.5
+#: A hung run is stopped quickly: its ranks are stuck by definition and are SIGKILLed first.
+_HANG_GRACE = 3.0
+_HANG_KILL_AFTER = 2.0
+#: How long to wait for the dumped stacks.
+_STACK_WAIT = 3.0
 _ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 _TRACEBACK_STARTS = (
     "Traceback (most recent call last):",
@@ -112,6 +135,9 @@ class SuperviseOptions:
 
     console: bool = True
     """Mirror the launcher's output and the supervisor's notes to the console."""
+
+    stall: _stall.StallOptions | None = None
+    """Watch the ranks' progress reports for stalls (``mgpu train``); None: no watch."""
 
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
@@ -176,6 +202,9 @@ class RunResult:
     survivors: tuple[int, ...]
     """PIDs of the tree still alive at the end; empty unless a process could not be killed."""
 
+    stall: _stall.Stall | None = None
+    """The stall watch's verdict when the run was stopped as hung."""
+
 
 class Progress(Protocol):
     """What the supervisor tells people while a run stops (``report.supervise`` implements it)."""
@@ -193,6 +222,8 @@ class Progress(Protocol):
     def killing(self, count: int) -> None: ...
 
     def stragglers(self, count: int, launcher: str) -> None: ...
+
+    def stall(self, stall: _stall.Stall) -> None: ...
 
 
 class _Silent:
@@ -217,6 +248,9 @@ class _Silent:
         pass
 
     def stragglers(self, count: int, launcher: str) -> None:
+        pass
+
+    def stall(self, stall: _stall.Stall) -> None:
         pass
 
 
@@ -250,6 +284,12 @@ class Supervisor:
         self._next_probe = 0.0
         self._result: RunResult | None = None
         self._fail_fast = not _restarts(cmd.argv)
+        self._grace = self.options.grace_period
+        self._kill_after_s = self.options.kill_after
+        self._monitor: _stall.StallMonitor | None = None
+        self._next_stall_check = 0.0
+        self._stall: _stall.Stall | None = None
+        self._failure_judged = False
         self._subreaper = False
         self._sessions: set[int] = set()
 
@@ -268,6 +308,13 @@ class Supervisor:
             start_new_session=True,
         )
         env = {**os.environ, **self.cmd.env, MARKER_ENV: self.run_id}
+        watch = self.options.stall
+        if watch is not None and watch.active:
+            folder = _stall.progress_folder()
+            self._monitor = _stall.StallMonitor(
+                watch, folder, tuple(sorted(self.cmd.rank_devices)), host=socket.gethostname()
+            )
+            env[_stall.DIR_ENV] = folder
         try:
             self._launcher = subprocess.Popen(
                 self.cmd.argv,
@@ -279,6 +326,8 @@ class Supervisor:
         except OSError as exc:
             self._release_watchdog()
             self._release_subreaper()
+            if self._monitor is not None:
+                self._monitor.remove()
             raise MgpuError(f"could not start {self.cmd.launcher}: {exc}") from exc
         self._known.add(self._launcher.pid)
         self._reader = threading.Thread(target=self._read_stderr, name="mgpu-launcher-stderr", daemon=True)
@@ -340,7 +389,7 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 launcher.send_signal(sig)
         if announce and sig is not None:
-            self._say.stopping(reason, self.cmd.launcher, self.options.grace_period, self.options.kill_after)
+            self._say.stopping(reason, self.cmd.launcher, self._grace, self._kill_after_s)
 
     def _step(self) -> None:
         assert self._launcher is not None, "start() first"
@@ -357,16 +406,26 @@ class Supervisor:
                 self._forced = True
                 self._say.forcing(len(self.descendants()))
         rc = self._launcher.poll()
+        if self._failed_seen is not None and self._monitor is not None and not self._failure_judged:
+            # Multi-node: a collective that fails after a long wait means a stalled peer elsewhere.
+            self._failure_judged = True
+            if self._stall is None and self._stop_at is None:
+                self._stall = self._monitor.after_failure(self._failed_seen[1])
+                if self._stall is not None:
+                    self._say.stall(self._stall)
         if self._failed_seen is not None and self._stop_at is None and rc is None and self._fail_fast:
             self._stop_at = now
             if self.cmd.world_size != 1:  # a lone rank has no others to stop
-                self._say.stopping_after_failure(self.cmd.launcher, self.options.grace_period)
+                self._say.stopping_after_failure(self.cmd.launcher, self._grace)
         if now >= self._next_probe:
             self._next_probe = now + _PROBE
             if self._log_dir is None:
                 self._probe_log_dir()
             self._adopt()
         if rc is None and self._stop_at is None:
+            if self._monitor is not None and now >= self._next_stall_check:
+                self._next_stall_check = now + _STALL_POLL
+                self._watch_stalls()
             return
 
         procs = self.descendants()
@@ -377,16 +436,16 @@ class Supervisor:
         elif procs:
             # Once the launcher is gone nobody else will stop what is left: no reason to wait.
             orphaned = rc is not None or self._stop_at is None
-            deadline = now if orphaned else self._stop_at + self.options.grace_period
+            deadline = now if orphaned else self._stop_at + self._grace
             if self._term_at is None and now >= deadline:
                 if rc is None:
-                    self._say.escalating(len(procs), self.options.grace_period)
+                    self._say.escalating(len(procs), self._grace)
                 else:
                     self._say.stragglers(len(procs), self.cmd.launcher)
                 proctree.signal_tree(procs, signal.SIGTERM)
                 proctree.signal_tree(procs, signal.SIGCONT)
                 self._term_at = now
-            elif self._term_at is not None and now >= self._term_at + self.options.kill_after:
+            elif self._term_at is not None and now >= self._term_at + self._kill_after_s:
                 if self._kill_at is None:
                     self._say.killing(len(procs))
                 if self._stop_at is not None:
@@ -397,6 +456,82 @@ class Supervisor:
         rc = self._launcher.poll()
         if rc is not None and (not procs or gave_up):
             self._finish(rc)
+
+    # -- the stall watch ---------------------------------------------------------------------
+
+    def _watch_stalls(self) -> None:
+        assert self._monitor is not None
+        stall = self._monitor.check(output_times=self._output_times())
+        if stall is None:
+            return
+        stall = _stall.with_stacks(stall, self._dump_stacks(stall))
+        self._stall = stall
+        self._say.stall(stall)
+        # Hung ranks save nothing; SIGKILL keeps a stopped one from resuming (and unblocking a
+        # peer on another node) during a SIGTERM+SIGCONT shutdown.
+        pids = {r.pid for r in stall.ranks if r.pid is not None}
+        tree = [p for p in self.descendants() if p.pid in pids]
+        proctree.signal_tree([*tree, *(c for p in tree for c in _children(p))], signal.SIGKILL)
+        self._grace, self._kill_after_s = _HANG_GRACE, _HANG_KILL_AFTER
+        self._begin_stop(signal.SIGTERM, "hang found")
+
+    def _dump_stacks(self, stall: _stall.Stall) -> dict[int, str | None]:
+        """SIGUSR1 every local rank that registered faulthandler; return each one's stack tail."""
+        pending: dict[int, tuple[psutil.Process, Path, int, bool]] = {}
+        for r in stall.ranks:
+            if r.pid is None or not r.stack_file or r.process == "gone":
+                continue  # a rank without the handler would die of SIGUSR1
+            path = Path(r.stack_file)
+            try:
+                proc = psutil.Process(r.pid)
+                size = path.stat().st_size if path.exists() else 0
+                proc.send_signal(signal.SIGUSR1)
+                stopped = r.process == psutil.STATUS_STOPPED
+                if stopped:
+                    proc.send_signal(signal.SIGCONT)  # delivers the pending SIGUSR1
+            except (psutil.Error, OSError):
+                continue
+            pending[r.rank] = (proc, path, size, stopped)
+        stacks: dict[int, str | None] = {}
+        deadline = time.monotonic() + _STACK_WAIT
+        last: dict[int, int] = {}
+        while pending and time.monotonic() < deadline:
+            for rank, (proc, path, size, stopped) in list(pending.items()):
+                now_size = path.stat().st_size if path.exists() else 0
+                if now_size > size and now_size == last.get(rank):  # faulthandler writes in one go
+                    if stopped:
+                        with contextlib.suppress(psutil.Error):
+                            proc.send_signal(signal.SIGSTOP)  # keep it as it was found
+                    stacks[rank] = _read_from(path, size)
+                    del pending[rank]
+                last[rank] = now_size
+            time.sleep(0.01)
+        for rank, (proc, path, size, stopped) in pending.items():
+            if stopped:
+                with contextlib.suppress(psutil.Error):
+                    proc.send_signal(signal.SIGSTOP)
+            stacks[rank] = _read_from(path, size)
+        return {rank: _stall.stack_tail(text) if text else None for rank, text in stacks.items()}
+
+    def _output_times(self) -> dict[int, float] | None:
+        """Each local rank's last output (its log files' newest change), for --stall_on_silence."""
+        assert self._monitor is not None
+        if not self._monitor.options.on_silence or self._log_dir is None:
+            return None
+        times = {}
+        for local, rank in enumerate(self._monitor.ranks):
+            folder = rootcause.rank_folder(self._log_dir, local)
+            if folder is None:
+                continue
+            stamps = []
+            for name in ("stdout.log", "stderr.log"):
+                with contextlib.suppress(OSError):
+                    info = (folder / name).stat()
+                    if info.st_size:  # an empty file is the launcher's, not the rank's output
+                        stamps.append(info.st_mtime)
+            if stamps:
+                times[rank] = max(stamps)
+        return times
 
     def _adopt(self) -> None:
         # Orphans of the tree re-parented to us (subreaper) are reaped when they die; note them
@@ -427,10 +562,14 @@ class Supervisor:
         self._reap()
         self._release_watchdog()
         self._release_subreaper()
+        if self._monitor is not None:
+            self._monitor.remove()
         failure = None if self._interrupted or rc == 0 else self._failure()
         if self._log_dir is None:
             self._log_dir = self._newest_run_dir()
-        if self._interrupted:
+        if self._stall is not None:
+            code = EXIT_HANG
+        elif self._interrupted:
             code = EXIT_KILLED_AFTER_GRACE if self._killed_after_grace else EXIT_INTERRUPTED
         elif rc != 0:
             if failure is not None and (failure.exit_code or failure.signal):
@@ -446,6 +585,7 @@ class Supervisor:
             failure=failure,
             log_dir=self._log_dir,
             survivors=survivors,
+            stall=self._stall,
         )
 
     def _release_subreaper(self) -> None:
@@ -559,6 +699,22 @@ class Supervisor:
             stderr_tail=None if tb else rootcause.tail(folder / "stderr.log" if folder else None),
             log_path=str(folder) if folder else None,
         )
+
+
+def _children(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def supervise(
