@@ -67,6 +67,15 @@ def check_training_args(
         raise UsageError(_explain(exc, spec, set(launcher_options), verbatim, command)) from None
 
 
+def check_misspelt_options(args: Iterable[str], options: Iterable[str], command: str) -> None:
+    """For a command that forwards nothing (probe-nccl): refuse a close misspelling of its options."""
+    names = set(options)
+    for item in args:
+        name = item.split("=", 1)[0]
+        if name.startswith("--") and (close := suggest(name, names)) is not None:
+            raise UsageError(f"{name} is not an option of mgpu {command}; did you mean {close}?")
+
+
 def _explain(exc: WorkerArgsError, spec: LaunchSpec, launcher: set[str], verbatim: int, command: str) -> str:
     item = exc.unknown
     if item is None:

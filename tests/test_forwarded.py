@@ -221,3 +221,11 @@ def test_dry_run_warns_about_an_isaac_task_train_would_refuse(capsys, no_spawn, 
     assert err == "mgpu: warning: train would refuse: --task Isaac-Nope-v0 is not an Isaac Lab task\n"
     code, _, err = run(capsys, "train", "--device", "cpu", "--task", "Isaac-Nope-v0")
     assert code == 2 and err == "mgpu: error: --task Isaac-Nope-v0 is not an Isaac Lab task\n"
+
+
+def test_probe_nccl_suggests_its_own_options(capsys, no_spawn):
+    code, out, err = run(capsys, "probe-nccl", "--device", "cpu", "--world_sizs", "1,2")
+    assert (code, out) == (2, "")
+    assert err.endswith(": --world_sizs is not an option of mgpu probe-nccl; did you mean --world_sizes?\n")
+    code, _, err = run(capsys, "probe-nccl", "--device", "cpu", "--zzz")
+    assert code == 2 and "unexpected arguments" in err  # nothing close: probe-nccl's own refusal

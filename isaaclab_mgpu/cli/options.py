@@ -287,6 +287,10 @@ def spec_for(ctx: click.Context, values: dict[str, Any]) -> LaunchSpec:
             verbatim=ctx.meta.get(VERBATIM, 0),
             command=ctx.info_name or "train",
         )
+    elif spec.training_args and ctx.command is not None:
+        from ..forwarded import check_misspelt_options
+
+        check_misspelt_options(spec.training_args, option_names(ctx.command), ctx.info_name or "mgpu")
     return spec
 
 
