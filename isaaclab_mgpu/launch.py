@@ -11,16 +11,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import sys
 from typing import TYPE_CHECKING
 
-from . import report, workarounds
+from . import report, runs, workarounds
 from .errors import EXIT_INTERRUPTED, Hang, Interrupted, UsageError, WorkerFailure
 from .pipeline import prepare
-from .spec import LaunchSpec
+from .spec import LaunchSpec, training_option
 
 if TYPE_CHECKING:
     from .build import Command
     from .probe.config import ProbeOptions
+    from .resolve import ResolvedSpec
     from .supervise import RunResult, StallOptions, SuperviseOptions
 
 #: Launch options ``probe-nccl`` takes as ``train`` does, in the order they are suggested.
@@ -96,10 +98,43 @@ def train(
             raise preflight_error(failed)
     report.resolve_notes(resolved)
     options = dataclasses.replace(options or SuperviseOptions(), stall=stall_options(spec, cmd))
-    result = supervise(cmd, options, progress)
+    view = None
+    if options.console and options.on_stdout is None and sys.stdout.isatty():
+        # Only the launcher knows its stdout is a terminal; the ranks always print plain lines.
+        from .report.progress import LiveProgress
+
+        view = LiveProgress()
+        options = dataclasses.replace(options, on_stdout=view.feed)
+    try:
+        result = supervise(cmd, options, progress)
+    finally:
+        if view is not None:
+            view.close()
     if options.console:
         progress.result(result)
+    settle_run(resolved, cmd, result)
     return exit_code(result, cmd, spec)
+
+
+def settle_run(resolved: ResolvedSpec, cmd: Command, result: RunResult) -> None:
+    """Record in the run's summary.json how the launch ended when rank 0 could not (see :mod:`.runs`)."""
+    spec = resolved.spec
+    if not spec.builtin_worker or (resolved.node_rank or 0) != 0 or result.exit_code == 0:
+        return
+    if result.stall is not None:
+        status = "hung"
+    elif result.interrupted:
+        status = "interrupted"
+    else:
+        status = "failed"
+    folder = runs.planned_folder(spec.training_args, spec.library, resolved.run_stamp)
+    identity = {
+        "backend": spec.library,
+        "framework": spec.framework,
+        "task": training_option(spec.training_args, "task") or runs.DEFAULT_TASK,
+        "world_size": cmd.world_size,
+    }
+    runs.settle(folder, status, result.exit_code, identity)
 
 
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:

@@ -15,6 +15,8 @@ What resolve decides:
   launch gets ``CUDA_VISIBLE_DEVICES`` naming them. Indices count within an existing
   ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do: with ``CUDA_VISIBLE_DEVICES=4,5,6,7``,
   ``--gpu_ids 1,3`` launches with ``CUDA_VISIBLE_DEVICES=5,7``.
+- **Logger**: ``--logger wandb`` for the built-in worker needs wandb importable by the ranks'
+  interpreter; otherwise the launch is refused before anything starts.
 - **Ranks per node**: ``gpu``/``auto``/default → the visible GPU count (``--device cpu``: default 1,
   ``cpu``/``auto`` → the CPU count, as torchrun does). ``cpu`` with ``--device cuda`` keeps
   torchrun's meaning, one rank per CPU core, each on a GPU: a problem when there are fewer GPUs.
@@ -338,6 +340,13 @@ def pick_free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def module_installed(name: str) -> bool:
+    """True when ``name`` is importable here (the ranks run this interpreter); nothing is imported."""
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
 def resolve(
     spec: LaunchSpec,
     machine: Machine,
@@ -346,8 +355,14 @@ def resolve(
     port_free: Callable[[int], bool] = port_is_free,
     free_port: Callable[[], int] = pick_free_port,
     extra_env: Mapping[str, str] | None = None,
+    installed: Callable[[str], bool] | None = None,
 ) -> ResolvedSpec:
     """Make every machine-dependent choice for ``spec``; raise or warn per ``strict``."""
+    if spec.logger == "wandb" and not (installed or module_installed)("wandb"):
+        raise UsageError(
+            "--logger wandb: wandb is not installed for this Python; install it (uv add wandb) or "
+            "use --logger tensorboard"
+        )
     warnings: list[str] = []
     env = machine.environ
 

@@ -10,7 +10,9 @@ What is checked, under a project root:
   :data:`MIN_SCENARIOS` scenarios, each with Query, Expected behavior and Known failure modes;
 - in every Markdown file of ``skills/``, ``docs/`` and the README: relative links and back-quoted
   repository paths must exist, and every quoted ``mgpu …`` command line must parse against the
-  real CLI (it is parsed, never run), so a renamed flag fails the test suite.
+  real CLI (it is parsed, never run), so a renamed flag fails the test suite;
+- one command style in ``skills/``: command lines are written ``mgpu …``, never ``uv run mgpu …``
+  (each SKILL.md says once how to run them from a checkout).
 
 Checks are pure functions of file contents plus a ``parse`` callable supplied by the CLI layer;
 :func:`check_tree` collects :class:`Problem` records and prints nothing.
@@ -72,7 +74,20 @@ def check_tree(root: Path, parse: Parser) -> list[Problem]:
         rel = str(md.relative_to(root))
         problems += check_links(text, md, root, rel)
         problems += check_commands(text, rel, parse)
+        if rel.startswith("skills/"):
+            problems += check_command_style(text, rel)
     return problems
+
+
+def check_command_style(text: str, rel: str) -> list[Problem]:
+    """Skills quote command lines as ``mgpu …``; ``uv run mgpu …`` is a second style."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for raw in [line, *_CODE_SPAN.findall(line)]:
+            words = raw.strip().removeprefix("$ ").split()
+            if words[:3] == ["uv", "run", "mgpu"] and _mgpu_argv(raw) is not None:
+                out.append(Problem(rel, number, "write `mgpu …`, not `uv run mgpu …` (one command style)"))
+    return out
 
 
 def markdown_files(root: Path) -> list[Path]:

@@ -44,6 +44,9 @@ TORCHRUN_ONLY = (
 
 Device = Literal["cuda", "cpu"]
 
+#: The built-in worker's ``--logger`` values, spelled as Isaac Lab's ``train.py`` spells them (plus none).
+LOGGERS = ("tensorboard", "wandb", "none")
+
 #: A GPU or MIG instance UUID (or a unique prefix) as CUDA_VISIBLE_DEVICES accepts it.
 GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
 
@@ -180,6 +183,11 @@ class LaunchSpec:
         return self.script is None and self.module is None
 
     @property
+    def logger(self) -> str | None:
+        """The built-in worker's ``--logger`` as given in the training arguments, or None."""
+        return training_option(self.training_args, "logger") if self.builtin_worker else None
+
+    @property
     def nnodes_max(self) -> int:
         """The largest node count ``nnodes`` allows (1 when unset)."""
         return int((self.nnodes or "1").split(":")[-1])
@@ -229,6 +237,17 @@ def parse_nproc(value: str) -> int | str:
     if n < 1:
         raise UsageError(f"--num_gpus {value!r} must be at least 1")
     return n
+
+
+def training_option(args: tuple[str, ...], name: str) -> str | None:
+    """The last value given to training option ``--name`` (either spelling, ``--opt v`` or ``--opt=v``)."""
+    spellings = {f"--{name}", f"--{name.replace('_', '-')}"}
+    value = None
+    for i, arg in enumerate(args):
+        flag, sep, rest = arg.partition("=")
+        if flag in spellings:
+            value = rest if sep else (args[i + 1] if i + 1 < len(args) else "")
+    return value
 
 
 def parse_gpu_ids(value: str) -> tuple[str, ...]:
@@ -299,6 +318,10 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
     if s.gpu_ids is not None:
         _validate_gpu_ids(s, nproc)
+    if s.logger is not None and s.logger not in LOGGERS:
+        raise UsageError(f"--logger {s.logger!r} is unknown; choose tensorboard (default), wandb or none")
+    if s.logger == "none" and (training_option(s.training_args, "task") or "").startswith("Isaac-"):
+        raise UsageError("--logger none applies to the embedded tasks; Isaac Lab takes tensorboard or wandb")
 
     _validate_nodes(s)
 

@@ -29,7 +29,7 @@ Scaling.
 
 ## Workflow
 ```bash
-uv run mgpu dry-run --num_gpus 2 --task=cartpole
+mgpu dry-run --num_gpus 2 --task=cartpole
 mgpu train --device cpu --num-gpus 2 \\
     --max_iterations 5
 ```
@@ -87,6 +87,12 @@ def test_good_skill_passes(tmp_path):
         ("--task=cartpole", "--task=cartpol", "did you mean cartpole?"),
         ("--task=cartpole", "--task=cartpole --nnodes 0", "--nnodes '0' must be a positive integer"),
         ("mgpu dry-run", "mgpu dryrun", "no such command"),
+        ("mgpu dry-run --num_gpus 2", "uv run mgpu dry-run --num_gpus 2", "one command style"),
+        (
+            "## Validation\nChecksums",
+            "## Validation\nRun `uv run mgpu runs --last`. Checksums",
+            "one command style",
+        ),
         ("(reference.md)", "(missing.md)", "link target missing.md does not exist"),
         (
             "`skills/demo-skill/evaluations.md`",

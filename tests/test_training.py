@@ -26,7 +26,11 @@ def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved
     # Rank 0 owns the run folder; rank 1 writes only inside rank_1/.
     names = {p.name for p in run_dir.iterdir()}
     models = {f"model_{i}.pt" for i in (saved or [iterations])}
-    assert names == {"summary.json", "rank_1", *models}, names
+    curves = {n for n in names if n.startswith("events.out.tfevents.")}
+    assert len(curves) == 1, names  # TensorBoard, through the library's own writer
+    # rsl-rl's logger also stores the git state of the code it runs, as it does under Isaac Lab.
+    assert names - curves - {"git"} == {"summary.json", "rank_1", *models}, names
+    assert s["status"] == "finished"
 
 
 @pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
@@ -62,6 +66,7 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
     out = "".join(out_lines) + rest
     s, run_dir = summary(tmp_path, backend, "stop")
     assert s["interrupted"] is True and s["exit_status"] == 130, out[-3000:]
+    assert s["status"] == "interrupted"
     stopped = s["end_iteration"]
     assert 2 <= stopped < 500
     assert (run_dir / f"model_{stopped}.pt").is_file()

@@ -15,16 +15,28 @@ from .base import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, Trainer, settin
 __all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "create", "settings_with"]
 
 
-def create(library: str, framework: str, env: Any, ppo: PPOSettings, ctx: Any, directory: str) -> Trainer:
-    """Build the trainer for ``library``/``framework`` on ``env`` for the rank ``ctx``."""
+def create(
+    library: str,
+    framework: str,
+    env: Any,
+    ppo: PPOSettings,
+    ctx: Any,
+    directory: str,
+    logger: str = "none",
+) -> Trainer:
+    """Build the trainer for ``library``/``framework`` on ``env`` for the rank ``ctx``.
+
+    ``logger`` (``tensorboard``, ``wandb`` or ``none``) selects the library's own writer, which rank 0
+    points at ``directory`` (its run folder).
+    """
     if library == "rsl_rl":
         from .rsl_rl import RslRlTrainer
 
-        return RslRlTrainer(env, ppo, ctx)
+        return RslRlTrainer(env, ppo, ctx, log_dir=directory, logger=logger)
     if framework == "jax":
         from .skrl_jax import SkrlJaxTrainer
 
-        return SkrlJaxTrainer(env, ppo, ctx, directory)
+        return SkrlJaxTrainer(env, ppo, ctx, directory, logger)
     from .skrl_torch import SkrlTorchTrainer
 
-    return SkrlTorchTrainer(env, ppo, ctx, directory)
+    return SkrlTorchTrainer(env, ppo, ctx, directory, logger)

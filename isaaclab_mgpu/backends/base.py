@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -136,9 +137,45 @@ class Trainer(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
 
+    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
+        """Write this iteration's curves and ``scalars`` with the library's own writer (rank 0 only)."""
 
-def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str) -> dict[str, Any]:
-    """skrl 2.1's ``PPO_CFG`` fields for :class:`PPOSettings` (torch and JAX take the same)."""
+    def close(self) -> None:
+        """Flush and close the library's writer."""
+
+
+def skrl_log_iteration(agent: Any, timestep: int, scalars: Mapping[str, float]) -> None:
+    """Add ``scalars`` at ``timestep`` (skrl counts environment steps) to skrl's own event file, if any."""
+    writer = getattr(agent, "writer", None)
+    if writer is not None:
+        for tag, value in scalars.items():
+            writer.add_scalar(tag=tag, value=float(value), timestep=timestep)
+
+
+def skrl_close(agent: Any) -> None:
+    """Flush and close skrl's writer (skrl leaves it open; queued events would be lost at exit)."""
+    writer = getattr(agent, "writer", None)
+    if writer is not None:
+        writer.close()
+        agent.writer = None
+
+
+def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str, logger: str = "none") -> dict[str, Any]:
+    """skrl 2.1's ``PPO_CFG`` fields for :class:`PPOSettings` (torch and JAX take the same).
+
+    With a ``logger``, skrl's own experiment writer puts its TensorBoard event file straight into
+    ``directory`` (rank 0's run folder) once per iteration (``write_interval`` = one rollout);
+    ``wandb`` also syncs it to Weights & Biases. skrl's checkpoints stay off: the worker saves its own.
+    """
+    folder = os.path.normpath(directory)
+    experiment = {
+        "directory": os.path.dirname(folder) or ".",
+        "experiment_name": os.path.basename(folder),
+        "write_interval": ppo.rollout if logger != "none" else 0,
+        "checkpoint_interval": 0,
+    }
+    if logger == "wandb":
+        experiment.update(wandb=True, wandb_kwargs={"project": "isaaclab-mgpu"})
     return {
         "rollouts": ppo.rollout,
         "learning_epochs": ppo.epochs,
@@ -153,8 +190,7 @@ def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str) -> dict[str,
         "value_clip": ppo.clip,
         "entropy_loss_scale": ppo.entropy_coef,
         "value_loss_scale": ppo.value_loss_coef,
-        # The worker reports and checkpoints; skrl's own writers stay off.
-        "experiment": {"directory": directory, "write_interval": 0, "checkpoint_interval": 0},
+        "experiment": experiment,
     }
 
 

@@ -11,10 +11,20 @@ all-reduce, KL all-reduce) is rsl-rl's own and backend-neutral.
 The worker drives iterations itself through the algorithm's public steps (``act``,
 ``process_env_step``, ``compute_returns``, ``update``), so it can report, checkpoint and stop
 between any two iterations; ``OnPolicyRunner.learn`` would run them all in one call.
+
+Training curves go through rsl-rl's own ``Logger`` exactly as ``learn`` feeds it (its
+``process_env_step`` every step, its ``log`` every iteration), so rank 0's run folder gets the
+event file and tags rsl-rl users know (``Train/mean_reward``, ``Loss/surrogate``, ...); the worker's
+own scalars go through the same writer. ``Logger.log`` also prints a report block, which is
+swallowed: the worker has its own console lines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -80,9 +90,9 @@ class TaskVecEnv(VecEnv):
 class MgpuRunner(OnPolicyRunner):
     """``OnPolicyRunner`` whose multi-GPU set-up also accepts CPU ranks (gloo)."""
 
-    def __init__(self, env: VecEnv, train_cfg: dict, ctx: RankContext) -> None:
+    def __init__(self, env: VecEnv, train_cfg: dict, ctx: RankContext, log_dir: str | None = None) -> None:
         self.ctx = ctx
-        super().__init__(env, train_cfg, log_dir=None, device=ctx.device)
+        super().__init__(env, train_cfg, log_dir=log_dir, device=ctx.device)
 
     def _configure_multi_gpu(self) -> None:
         """Upstream's fields, but gloo on CPU / NCCL on CUDA, and the rank from the worker."""
@@ -102,6 +112,14 @@ class MgpuRunner(OnPolicyRunner):
         if ctx.is_cuda and self.device != f"cuda:{self.gpu_local_rank}":
             raise ValueError(f"device {self.device!r} does not match local rank {self.gpu_local_rank}")
         init_torch_group(ctx)
+
+
+def logger_cfg(logger: str, cfg: Mapping[str, Any]) -> Any:
+    """rsl-rl 5.5's ``cfg["logger"]`` for ``--logger``: the plain ``"tensorboard"`` or W&B's dict form."""
+    if logger == "wandb":
+        project = cfg.get("wandb_project") or cfg.get("experiment_name") or "isaaclab-mgpu"
+        return {"class_name": "WandbLogWriter", "project_name": project}
+    return "tensorboard"
 
 
 def train_cfg(ppo: PPOSettings) -> dict[str, Any]:
@@ -140,9 +158,26 @@ class RslRlTrainer:
 
     comm_kind = "torch"
 
-    def __init__(self, env: Any, ppo: PPOSettings, ctx: RankContext) -> None:
+    def __init__(
+        self,
+        env: Any,
+        ppo: PPOSettings,
+        ctx: RankContext,
+        *,
+        log_dir: str | None = None,
+        logger: str = "none",
+    ) -> None:
         self.env = TaskVecEnv(env)
-        self.runner = MgpuRunner(self.env, train_cfg(ppo), ctx)
+        cfg = train_cfg(ppo)
+        writes = logger != "none" and log_dir is not None and ctx.rank == 0
+        if writes:
+            cfg["logger"] = logger_cfg(logger, cfg)
+        self.runner = MgpuRunner(self.env, cfg, ctx, log_dir if writes else None)
+        self.log = self.runner.logger
+        if writes:
+            self.log.init_logging_writer()
+        self._times = (0.0, 0.0)
+        self._losses: dict[str, float] = {}
         self.alg = self.runner.alg
         self.rollout = int(self.runner.cfg["num_steps_per_env"])
         self.steps_per_iteration = self.env.num_envs * self.rollout
@@ -157,16 +192,51 @@ class RslRlTrainer:
     def iterate(self) -> None:
         alg, env, device = self.alg, self.env, self.runner.device
         obs = self.obs
+        start = time.perf_counter()
         with torch.inference_mode():
             for _ in range(self.rollout):
                 actions = alg.act(obs)
                 obs, rewards, dones, extras = env.step(actions.to(env.device))
                 obs, rewards, dones = obs.to(device), rewards.to(device), dones.to(device)
                 alg.process_env_step(obs, rewards, dones, extras)
+                self.log.process_env_step(rewards, dones, extras, None)
+            collected = time.perf_counter()
             alg.compute_returns(obs)
         progress.beat("update")  # rsl-rl's update all-reduces the gradients
-        alg.update()
+        self._losses = alg.update()
+        self._times = (collected - start, time.perf_counter() - collected)
         self.obs = obs
+
+    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
+        """rsl-rl's own log of 0-based ``iteration`` (as ``learn`` counts), then ``scalars``."""
+        writer = self.log.writer
+        if writer is None:
+            return
+        with contextlib.redirect_stdout(io.StringIO()):  # Logger.log prints a report block
+            self.log.log(
+                it=iteration,
+                start_it=start,
+                total_it=total,
+                collect_time=self._times[0],
+                learn_time=self._times[1],
+                loss_dict=self._losses,
+                learning_rate=self.alg.learning_rate,
+                action_std=self.alg.get_policy().output_std,
+                rnd_weight=None,
+            )
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, iteration)
+
+    def close(self) -> None:
+        """Flush and close rsl-rl's writer (TensorBoard's SummaryWriter or a LogWriter such as W&B)."""
+        from rsl_rl.utils.log_writer import LogWriter
+
+        writer = self.log.writer
+        if isinstance(writer, LogWriter):
+            self.log.stop_logging_writer()
+        elif writer is not None:
+            writer.close()
+        self.log.writer = None
 
     def checksum(self) -> str:
         saved = self.alg.save()

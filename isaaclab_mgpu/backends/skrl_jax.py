@@ -14,6 +14,7 @@ and JAX through NumPy on CPU and DLPack on CUDA. The agent is driven step by ste
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import torch
 from ..tasks import VecTask
 from ..worker.rank import RankContext
 from ._patches import import_skrl, patch_skrl_jax
-from .base import PPOSettings, checksum, skrl_network, skrl_ppo_cfg
+from .base import PPOSettings, checksum, skrl_close, skrl_log_iteration, skrl_network, skrl_ppo_cfg
 from .skrl_torch import skrl_rollout, spaces
 
 
@@ -31,7 +32,9 @@ class SkrlJaxTrainer:
 
     comm_kind = "jax"
 
-    def __init__(self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str) -> None:
+    def __init__(
+        self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str, logger: str = "none"
+    ) -> None:
         skrl = import_skrl(torch_distributed=False, jax_distributed=ctx.distributed, cpu=not ctx.is_cuda)
         patch_skrl_jax()
         import jax
@@ -61,7 +64,7 @@ class SkrlJaxTrainer:
             observation_space=obs_space,
             action_space=act_space,
             device=device,
-            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory),
+            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger if ctx.rank == 0 else "none"),
         )
         self.agent.init()
         self.agent.enable_training_mode(True)
@@ -84,6 +87,13 @@ class SkrlJaxTrainer:
 
     def iterate(self) -> None:
         skrl_rollout(self, to_task=self._to_torch, from_task=self._to_jax)
+
+    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
+        """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
+        skrl_log_iteration(self.agent, self.timestep, scalars)
+
+    def close(self) -> None:
+        skrl_close(self.agent)
 
     def checksum(self) -> str:
         leaves = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -24,7 +24,7 @@ from .. import progress
 from ..tasks import VecTask
 from ..worker.rank import RankContext
 from ._patches import import_skrl
-from .base import PPOSettings, checksum, skrl_network, skrl_ppo_cfg
+from .base import PPOSettings, checksum, skrl_close, skrl_log_iteration, skrl_network, skrl_ppo_cfg
 
 
 def spaces(task: VecTask) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
@@ -82,7 +82,9 @@ class SkrlTorchTrainer:
 
     comm_kind = "torch"
 
-    def __init__(self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str) -> None:
+    def __init__(
+        self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str, logger: str = "none"
+    ) -> None:
         import_skrl(torch_distributed=ctx.distributed, jax_distributed=False, cpu=not ctx.is_cuda)
         from skrl.agents.torch.ppo import PPO
         from skrl.memories.torch import RandomMemory
@@ -109,7 +111,7 @@ class SkrlTorchTrainer:
             observation_space=obs_space,
             action_space=act_space,
             device=ctx.device,
-            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory),
+            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger if ctx.rank == 0 else "none"),
         )
         self.agent.init()
         self.agent.enable_training_mode(True)
@@ -125,6 +127,13 @@ class SkrlTorchTrainer:
 
     def _models(self) -> list[torch.nn.Module]:
         return [self.agent.policy, self.agent.value]
+
+    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
+        """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
+        skrl_log_iteration(self.agent, self.timestep, scalars)
+
+    def close(self) -> None:
+        skrl_close(self.agent)
 
     def checksum(self) -> str:
         tensors = [t for m in self._models() for _, t in sorted(m.state_dict().items())]

@@ -62,15 +62,11 @@ def dry_run_cmd(
 @train_launch_command
 def train_cmd(
     spec,
-    dry_run: Annotated[
-        bool, typer.Option("--dry_run", help="Print the command, start nothing.")
-    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry_run", help="Print the command, start nothing.")] = False,
     json: Annotated[bool, typer.Option("--json", help="With --dry_run: print JSON.")] = False,
     no_preflight: Annotated[
         bool,
-        typer.Option(
-            "--no_preflight", help="Skip the check-env checks that run before launching."
-        ),
+        typer.Option("--no_preflight", help="Skip the check-env checks that run before launching."),
     ] = False,
     grace_period: Annotated[
         float,
@@ -114,6 +110,38 @@ def check_env_cmd(
     from ..launch import check_env
 
     return check_env(spec, as_json=json, deep=deep)
+
+
+@app.command("runs")
+def runs_cmd(
+    log_root: Annotated[
+        str, typer.Argument(metavar="[LOG_ROOT]", help="Folder holding the runs (the worker's --log_root).")
+    ] = "logs",
+    json: Annotated[bool, typer.Option("--json", help="Print the runs as a JSON list.")] = False,
+    last: Annotated[bool, typer.Option("--last", help="Print only the newest run's folder.")] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", metavar="N", help="Table: the newest N runs (0: all).")
+    ] = 50,
+) -> int:
+    """List training runs, newest first, from their summary.json files."""
+    from pathlib import Path
+
+    from ..errors import MgpuError, UsageError
+    from ..report import runs as report
+    from ..runs import find_runs
+
+    if not Path(log_root).is_dir():
+        raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
+    rows = find_runs(Path(log_root))
+    if last:
+        if not rows:
+            raise MgpuError(f"no run under {log_root} (looked for */*/*/summary.json)")
+        report.last(rows)
+    elif json:
+        report.as_json(rows)
+    else:
+        report.table(rows, log_root, limit=limit)
+    return 0
 
 
 skills_app = typer.Typer(help="Agent skills shipped in skills/.", no_args_is_help=True)

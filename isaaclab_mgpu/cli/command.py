@@ -44,10 +44,7 @@ PASSTHROUGH: dict[str, Any] = {
 def option_names(command: click.Command) -> set[str]:
     """Every option name ``command`` declares, negative flags included."""
     return {
-        name
-        for p in command.params
-        if isinstance(p, click.Option)
-        for name in (*p.opts, *p.secondary_opts)
+        name for p in command.params if isinstance(p, click.Option) for name in (*p.opts, *p.secondary_opts)
     }
 
 

@@ -1,8 +1,10 @@
 """Console output of a training rank: sync lines from every rank, progress and summary from rank 0.
 
-Rank 0 shows a Rich progress bar (iteration, mean episode reward, steps/s) when its stdout is a
-terminal, and one plain line per iteration otherwise (torchrun's ``--tee`` pipes, CI logs), so logs
-stay greppable. Every rank prints exactly one line per parameter synchronisation check.
+Rank 0 prints one plain line per iteration (iteration, mean episode reward, steps/s, s/it) when its
+stdout is not a terminal, which is always the case under ``mgpu train`` (torchrun's ``--tee`` and
+jaxrun pipe it), so logs stay greppable; ``mgpu train`` turns those lines into its own progress bar
+on a terminal (:mod:`.progress`). A worker run by hand on a terminal draws the same bar itself.
+Every rank prints exactly one line per parameter synchronisation check.
 """
 
 from __future__ import annotations
@@ -43,14 +45,23 @@ class TrainingConsole:
             return
         self.note(f"training {description}: iterations {first + 1}..{total}")
         if self.tty:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self._progress = Progress(
-                TextColumn("[bold]train"),
-                BarColumn(),
+                TextColumn("[bold]iteration"),
                 MofNCompleteColumn(),
+                BarColumn(),
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
             )
             self._task = self._progress.add_task("train", total=total, completed=first, info="")
             self._progress.start()

@@ -41,7 +41,8 @@ Result
     error file, even when its console output was filtered (see :mod:`.rootcause`). Exit codes are
     listed in :mod:`isaaclab_mgpu.errors`.
 
-The launcher's stdout is passed straight through; its stderr is read line by line to find
+The launcher's stdout is passed straight through (or, with ``SuperviseOptions.on_stdout``, handed
+line by line to a live progress view); its stderr is read line by line to find
 failures, and mirrored to the console minus torch elastic's own Python traceback (its failure
 summary, which says more, is kept).
 
@@ -61,6 +62,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -138,6 +140,9 @@ class SuperviseOptions:
 
     stall: _stall.StallOptions | None = None
     """Watch the ranks' progress reports for stalls (``mgpu train``); None: no watch."""
+    on_stdout: Callable[[bytes], None] | None = None
+    """Hand each line of the launcher's stdout to this (a live progress view) instead of passing
+    the stream straight through; called from a reader thread, finished before the result."""
 
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
@@ -268,6 +273,7 @@ class Supervisor:
         self._launcher: subprocess.Popen[bytes] | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
+        self._out_reader: threading.Thread | None = None
         self._lines: collections.deque[str] = collections.deque(maxlen=500)
         self._failed_seen: tuple[int, int, int] | None = None
         self._signals: list[tuple[int, float]] = []
@@ -315,11 +321,14 @@ class Supervisor:
                 watch, folder, tuple(sorted(self.cmd.rank_devices)), host=socket.gethostname()
             )
             env[_stall.DIR_ENV] = folder
+        stdout = None if self.options.console else subprocess.DEVNULL
+        if self.options.console and self.options.on_stdout is not None:
+            stdout = subprocess.PIPE
         try:
             self._launcher = subprocess.Popen(
                 self.cmd.argv,
                 env=env,
-                stdout=None if self.options.console else subprocess.DEVNULL,
+                stdout=stdout,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
             )
@@ -332,6 +341,11 @@ class Supervisor:
         self._known.add(self._launcher.pid)
         self._reader = threading.Thread(target=self._read_stderr, name="mgpu-launcher-stderr", daemon=True)
         self._reader.start()
+        if stdout == subprocess.PIPE:
+            self._out_reader = threading.Thread(
+                target=self._read_stdout, name="mgpu-launcher-stdout", daemon=True
+            )
+            self._out_reader.start()
 
     def interrupt(self, signum: int) -> None:
         """Record a stop signal (safe in a signal handler); :meth:`wait` acts on it."""
@@ -556,8 +570,9 @@ class Supervisor:
         self._known -= proctree.reap(self._known - owned)
 
     def _finish(self, rc: int) -> None:
-        if self._reader is not None:
-            self._reader.join(timeout=2.0)
+        for reader in (self._reader, self._out_reader):
+            if reader is not None:
+                reader.join(timeout=2.0)
         survivors = tuple(p.pid for p in self.descendants())
         self._reap()
         self._release_watchdog()
@@ -615,6 +630,17 @@ class Supervisor:
             dog.wait()
 
     # -- what the launcher says ----------------------------------------------------------------
+
+    def _read_stdout(self) -> None:
+        assert self._launcher is not None and self._launcher.stdout is not None
+        sink = self.options.on_stdout
+        assert sink is not None
+        for raw in iter(self._launcher.stdout.readline, b""):
+            try:
+                sink(raw)
+            except Exception:  # a display problem must never stop the supervision
+                sys.stdout.buffer.write(raw)
+                sys.stdout.flush()
 
     def _read_stderr(self) -> None:
         assert self._launcher is not None and self._launcher.stderr is not None

@@ -46,6 +46,9 @@ class EpisodeStats:
     steps: int = 0
     """Environment steps taken (``num_envs`` per call of ``step``)."""
 
+    length_sum: float = 0.0
+    """Sum of the lengths (in steps) of completed episodes."""
+
 
 class VecTask:
     """A vectorized task with a Gymnasium-like batched ``reset`` / ``step`` interface."""
@@ -66,7 +69,7 @@ class VecTask:
         self.generator.manual_seed(seed)
         self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._returns = torch.zeros(num_envs, device=self.device)
-        self._stats = torch.zeros(4, dtype=torch.float64, device=self.device)
+        self._stats = torch.zeros(5, dtype=torch.float64, device=self.device)
         self.state = self._reset_state(num_envs)
         self.obs = self._observe()
 
@@ -119,6 +122,7 @@ class VecTask:
                 done.sum().double(),
                 reward.sum().double(),
                 torch.tensor(float(self.num_envs), dtype=torch.float64, device=self.device),
+                self.episode_length_buf[done].sum().double(),
             ]
         )
         ids = done.nonzero(as_tuple=False).flatten()
@@ -133,7 +137,7 @@ class VecTask:
         """Return and clear the episode statistics gathered since the last call."""
         values = self._stats.tolist()
         self._stats.zero_()
-        return EpisodeStats(values[0], int(values[1]), values[2], int(values[3]))
+        return EpisodeStats(values[0], int(values[1]), values[2], int(values[3]), values[4])
 
 
 def apply_overrides(cfg: TaskCfg, overrides: dict[str, str]) -> TaskCfg:

@@ -23,6 +23,9 @@ import sys
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..runs import DEFAULT_LOG_ROOT
+from ..runs import DEFAULT_TASK as DEFAULT_TASK
+from ..spec import LOGGERS
 
 LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 #: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
@@ -30,7 +33,6 @@ EMBEDDED_LIBRARIES = ("rsl_rl", "skrl")
 FRAMEWORKS = ("torch", "jax")
 #: ``--resume`` without a path: the newest checkpoint of the newest earlier run of this experiment.
 RESUME_LATEST = "latest"
-DEFAULT_TASK = "cartpole"
 #: The embedded tasks by name (``isaaclab_mgpu.tasks.TASKS`` has their classes; a test keeps both equal).
 EMBEDDED_TASKS = ("cartpole", "pendulum")
 #: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
@@ -97,8 +99,13 @@ class WorkerArgs:
     experiment_name: str | None = None
     """Folder under ``logs/<library>/`` (default: the task name)."""
 
-    log_root: str = "logs"
+    log_root: str = DEFAULT_LOG_ROOT
     """Root of the run folders."""
+
+    logger: str = "tensorboard"
+    """Where rank 0 writes its training curves: ``tensorboard`` (event file in the run folder), ``wandb``
+    (Weights & Biases, when installed) or ``none``; written through each library's own writer. For
+    Isaac Lab tasks ``--logger`` also stays among :attr:`isaac_args` for Isaac Lab's ``train``."""
 
     distributed: bool = False
     """Train as one rank of a distributed run (WORLD_SIZE / JAX_WORLD_SIZE from the launcher)."""
@@ -153,11 +160,17 @@ def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
     add("max_iterations", type=int, default=None, help="Training iterations in this run.")
     add("seed", type=int, default=42, help="Base seed (each rank adds its rank).")
     add("save_interval", type=int, default=50, help="Checkpoint every N iterations.")
-    add("resume", nargs="?", const=RESUME_LATEST, default=None, metavar="PATH",
-        help="Continue from a run or checkpoint (default: the latest).")
+    add(
+        "resume",
+        nargs="?",
+        const=RESUME_LATEST,
+        default=None,
+        metavar="PATH",
+        help="Continue from a run or checkpoint (default: the latest).",
+    )
     add("run_name", default=None, metavar="NAME", help="Suffix of the run folder.")
     add("experiment_name", default=None, metavar="NAME", help="Folder under logs/<library>/ (default: task).")
-    add("log_root", default="logs", metavar="DIR", help="Root folder of the runs.")
+    add("log_root", default=DEFAULT_LOG_ROOT, metavar="DIR", help="Root folder of the runs.")
     add("distributed", action="store_true", help="Run as one rank of a distributed launch.")
     # Isaac Lab AppLauncher flags users commonly pass; meaningful for Isaac Lab tasks only.
     add("headless", action="store_true", help="Isaac Lab: run without a viewer.")
@@ -241,11 +254,34 @@ def check_task(task: str) -> None:
     )
 
 
+def _take_logger(isaac: list[str], parser: argparse.ArgumentParser, *, keep: bool) -> tuple[str, list[str]]:
+    """The ``--logger`` value (default tensorboard) and the Isaac Lab options, without it unless ``keep``.
+
+    Isaac Lab's ``train`` takes ``--logger`` itself (kept in place for Isaac Lab tasks); the embedded
+    tasks write their curves through the libraries' writers (``tensorboard``, ``wandb`` or ``none``).
+    """
+    value, rest, i = "tensorboard", [], 0
+    while i < len(isaac):
+        flag, sep, given = isaac[i].partition("=")
+        if flag != "--logger":
+            rest.append(isaac[i])
+            i += 1
+            continue
+        value = given if sep else isaac[i + 1]
+        rest += isaac[i : i + (1 if sep else 2)] if keep else []
+        i += 1 if sep else 2
+    if value not in LOGGERS or (keep and value == "none"):
+        choices = "tensorboard or wandb (Isaac Lab tasks)" if keep else "tensorboard, wandb or none"
+        parser.error(f"--logger {value!r} is unknown; choose {choices}")
+    return value, rest
+
+
 def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
     """Parse ``argv``; raise :class:`WorkerArgsError` on any bad or unknown argument."""
     parser = _parser(add_help=add_help)
     ns, rest = parser.parse_known_args(argv)
     isaac, rest = _split_isaac(rest, parser)
+    logger, isaac = _take_logger(isaac, parser, keep=is_isaac_task(ns.task))
     if isaac and not is_isaac_task(ns.task):
         parser.error(f"{isaac[0].split('=')[0]} is an Isaac Lab option; it applies to Isaac Lab tasks only")
     if ns.rl_library not in EMBEDDED_LIBRARIES and not is_isaac_task(ns.task):
@@ -280,6 +316,7 @@ def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
         run_name=ns.run_name,
         experiment_name=ns.experiment_name,
         log_root=ns.log_root,
+        logger=logger,
         distributed=ns.distributed,
         overrides=tuple(overrides),
         isaac_args=tuple(isaac),

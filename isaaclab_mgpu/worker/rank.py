@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import runs
 from .args import WorkerArgs
 
 RUN_STAMP_ENV = "MGPU_RUN_STAMP"
@@ -85,8 +86,7 @@ def run_stamp(environ: Mapping[str, str]) -> str:
 
 def run_folder(args: WorkerArgs, stamp: str) -> Path:
     """The run folder every rank of this run names identically."""
-    name = f"{stamp}_{args.run_name}" if args.run_name else stamp
-    return Path(args.log_root) / args.rl_library / args.experiment / name
+    return runs.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
 
 
 def rank_folder(run_dir: Path, rank: int) -> Path:

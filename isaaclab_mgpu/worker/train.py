@@ -9,13 +9,14 @@ global and all ranks agree on stopping at the same iteration boundary (a rank st
 leave the others waiting in a collective). A SIGINT/SIGTERM handler only records the request.
 
 Rank 0 writes ``model_<N>.pt`` every ``--save_interval`` iterations, at the end and when stopped,
-then ``summary.json``. An interrupted run returns 130 on every rank.
+then ``summary.json``; with ``--logger tensorboard`` (the default) it also writes the library's
+TensorBoard event file every iteration, plus the worker's own scalars (:mod:`.metrics`). An
+interrupted run returns 130 on every rank.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import signal
@@ -27,9 +28,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import progress
+from .. import progress, runs
 from ..errors import EXIT_INTERRUPTED, UsageError
-from . import checkpoint
+from . import checkpoint, metrics
 from .args import WorkerArgs
 from .rank import (
     Comm,
@@ -134,6 +135,8 @@ def run(
     run_dir = run_folder(args, run_stamp(env_vars))
     my_dir = rank_folder(run_dir, ctx.rank)
     my_dir.mkdir(parents=True, exist_ok=True)
+    if ctx.rank == 0:
+        _begin_summary(args, ctx, run_dir)
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     try:
@@ -149,7 +152,8 @@ def run(
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
     progress.beat("init")
     own_group = ctx.distributed and not jax and init_torch_group(ctx)
-    code = _train(args, ctx, run_dir, my_dir, ppo, console)
+    with contextlib.ExitStack() as cleanup:  # closes the trainer's writers however _train ends
+        code = _train(args, ctx, run_dir, my_dir, ppo, console, cleanup)
     if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
         leave_torch_group()
     progress.beat(progress.DONE)
@@ -163,6 +167,7 @@ def _train(
     my_dir: Path,
     ppo: Any,
     console: TrainingConsole,
+    cleanup: contextlib.ExitStack,
 ) -> int:
     from .. import backends
 
@@ -173,7 +178,8 @@ def _train(
     iterations = args.max_iterations or defaults.max_iterations
     # skrl JAX joins its distributed runtime here (skrl's import calls jax.distributed.initialize).
     progress.beat("trainer")
-    trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir))
+    trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir), args.logger)
+    cleanup.callback(trainer.close)  # flush the training curves however the run ends
     comm = Comm(ctx, trainer.comm_kind)
 
     start = 0
@@ -204,6 +210,7 @@ def _train(
     last_saved: Path | None = None
     interrupted = False
     steps_local = 0
+    refresh_at = time.monotonic() + runs.REFRESH_S
     with stop_on_signals() as stop:
         console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total)
         t0 = time.perf_counter()
@@ -213,24 +220,25 @@ def _train(
             trainer.iterate()
             steps_local += trainer.steps_per_iteration
             stats = env.pop_stats() if hasattr(env, "pop_stats") else None
-            row = [float(stop.signal is not None)]
-            row += [stats.return_sum, stats.episodes] if stats is not None else [0.0, 0.0]
+            own_rate = trainer.steps_per_iteration / max(time.perf_counter() - t_it, 1e-9)
+            row = metrics.row(stop.signal is not None, stats, own_rate, trainer.checksum())
             progress.beat("sync")
-            g = comm.gather(np.array(row, dtype=np.float64 if comm.kind != "jax" else np.float32))
+            m = metrics.summarize(comm.gather(row if comm.kind != "jax" else row.astype(np.float32)))
             done = it + 1
-            episodes = float(g[:, 2].sum())
-            reward = float(g[:, 1].sum() / episodes) if episodes else None
-            rewards.append(reward)
+            rewards.append(m.mean_reward)
             seconds = time.perf_counter() - t_it
-            console.iteration(
-                done, total, reward, trainer.steps_per_iteration * ctx.world_size / seconds, seconds
-            )
-            if g[:, 0].max() > 0:
+            rate = trainer.steps_per_iteration * ctx.world_size / seconds
+            console.iteration(done, total, m.mean_reward, rate, seconds)
+            trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds))
+            if m.stop:
                 interrupted = True
                 break
             if ctx.rank == 0 and args.save_interval and done % args.save_interval == 0:
                 progress.beat("checkpoint")
                 last_saved = _save(trainer, args, run_dir, done, console)
+            if ctx.rank == 0 and time.monotonic() >= refresh_at:
+                refresh_at = time.monotonic() + runs.REFRESH_S
+                _refresh_summary(run_dir, start, done, rewards, time.perf_counter() - t0)
         train_time = time.perf_counter() - t0
         console.stop()
 
@@ -244,6 +252,8 @@ def _train(
     if ctx.rank == 0:
         measured = [r for r in rewards if r is not None]
         summary = {
+            **(runs.read_summary(run_dir) or {}),
+            "status": "interrupted" if interrupted else "finished",
             "world_size": ctx.world_size,
             "backend": args.rl_library,
             "framework": args.ml_framework,
@@ -251,6 +261,7 @@ def _train(
             "task": args.task,
             "num_envs_per_rank": num_envs,
             "seed": args.seed,
+            "logger": args.logger,
             "start_iteration": start,
             "end_iteration": done,
             "iterations": done - start,
@@ -271,8 +282,8 @@ def _train(
             "interrupted": interrupted,
             "exit_status": code,
         }
-        path = run_dir / "summary.json"
-        _write_json(path, summary)
+        path = run_dir / runs.SUMMARY
+        runs.write_json(path, summary)
         console.summary(summary, str(path))
     return code
 
@@ -301,7 +312,38 @@ def _save(trainer: Any, args: WorkerArgs, run_dir: Path, iteration: int, console
     return path
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path) -> None:
+    """A ``running`` summary from the start, so a run that dies is still listed (see :mod:`..runs`)."""
+    runs.write_json(
+        run_dir / runs.SUMMARY,
+        {
+            "status": "running",
+            "started_at": time.time(),
+            "world_size": ctx.world_size,
+            "backend": args.rl_library,
+            "framework": args.ml_framework,
+            "device": "cuda" if ctx.is_cuda else "cpu",
+            "task": args.task,
+            "seed": args.seed,
+            "logger": args.logger,
+            "run_dir": str(run_dir),
+        },
+    )
+
+
+def _refresh_summary(
+    run_dir: Path, start: int, done: int, rewards: list[float | None], seconds: float
+) -> None:
+    """Progress so far, into the ``running`` summary."""
+    measured = [r for r in rewards if r is not None]
+    data = runs.read_summary(run_dir) or {}
+    data.update(
+        start_iteration=start,
+        end_iteration=done,
+        iterations=done - start,
+        s_per_iteration=round(seconds / max(done - start, 1), 4),
+        first_mean_reward=measured[0] if measured else None,
+        last_mean_reward=measured[-1] if measured else None,
+        mean_rewards=rewards,
+    )
+    runs.write_json(run_dir / runs.SUMMARY, data)

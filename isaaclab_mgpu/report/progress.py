@@ -1,0 +1,91 @@
+"""The live progress bar of ``mgpu train`` on a terminal, drawn by the launcher, never by a rank.
+
+Where it is decided: only the launcher knows whether its stdout is a terminal. The ranks' stdout
+is always a pipe or a file (torchrun's ``--tee`` tails their log files; jaxrun pumps them), so a
+rank prints one plain line per iteration whatever happens, and those lines are what the per-rank
+log files keep. When ``mgpu train``'s own stdout is a TTY, the supervisor hands every line the
+launcher prints to :class:`LiveProgress`: iteration lines of the shown rank become a Rich progress
+bar (iteration, mean reward, env-steps/s, s/it, elapsed and ETA) and every other line is printed
+above it. When stdout is not a terminal (SLURM, CI, ``| tee``, a file), nothing here runs and the
+plain lines pass through untouched, so no control character reaches a log.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+#: The worker's per-iteration line (see report/training.py), after an optional launcher prefix.
+ITERATION = re.compile(
+    r"^(?:\[[^\]]*\]:)?\[mgpu\] iteration (?P<it>\d+)/(?P<total>\d+) \| reward (?P<reward>\S+) \| "
+    r"(?P<rate>[\d,.]+) steps/s \| (?P<spi>[\d.]+) s/it"
+)
+#: The worker's end-of-run line: the bar is complete, what follows is the summary.
+_FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted):")
+
+
+class LiveProgress:
+    """Turns the launcher's stdout lines into a progress bar with the other lines above it."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(file=sys.stdout)
+        self._progress: Any = None
+        self._task: Any = None
+        self._closed = False
+
+    def feed(self, raw: bytes) -> None:
+        """Handle one line from the launcher's stdout (called from the supervisor's reader thread)."""
+        line = raw.decode(errors="replace").rstrip("\r\n")
+        m = ITERATION.match(line)
+        if m is not None and not self._closed:
+            self._update(m)
+            return
+        if _FINAL.match(line):
+            self._stop()
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            sys.stdout.buffer.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            sys.stdout.flush()
+
+    def close(self) -> None:
+        """End the live display (the last bar stays on screen)."""
+        self._stop()
+        self._closed = True
+
+    def _update(self, m: re.Match[str]) -> None:
+        it, total = int(m["it"]), int(m["total"])
+        info = f"reward {m['reward']} | {m['rate']} env-steps/s | {m['spi']} s/it"
+        if self._progress is None:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]iteration"),
+                MofNCompleteColumn(),
+                BarColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._task = self._progress.add_task("train", total=total, completed=it - 1, info=info)
+            self._progress.start()
+        self._progress.update(self._task, total=total, completed=it, info=info)
+
+    def _stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
