@@ -318,10 +318,9 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
     if s.gpu_ids is not None:
         _validate_gpu_ids(s, nproc)
-    if s.logger is not None and s.logger not in LOGGERS:
+    isaac_task = (training_option(s.training_args, "task") or "").startswith("Isaac-")
+    if s.logger is not None and s.logger not in LOGGERS and not isaac_task:  # Isaac Lab's: isaac/
         raise UsageError(f"--logger {s.logger!r} is unknown; choose tensorboard (default), wandb or none")
-    if s.logger == "none" and (training_option(s.training_args, "task") or "").startswith("Isaac-"):
-        raise UsageError("--logger none applies to the embedded tasks; Isaac Lab takes tensorboard or wandb")
 
     _validate_nodes(s)
 

@@ -260,6 +260,8 @@ def _take_logger(isaac: list[str], parser: argparse.ArgumentParser, *, keep: boo
     Isaac Lab's ``train`` takes ``--logger`` itself (kept in place for Isaac Lab tasks); the embedded
     tasks write their curves through the libraries' writers (``tensorboard``, ``wandb`` or ``none``).
     """
+    if keep:  # Isaac Lab tasks: isaaclab_mgpu.isaac.rank maps it per library (and refuses what cannot be)
+        return "tensorboard", isaac
     value, rest, i = "tensorboard", [], 0
     while i < len(isaac):
         flag, sep, given = isaac[i].partition("=")
@@ -268,11 +270,9 @@ def _take_logger(isaac: list[str], parser: argparse.ArgumentParser, *, keep: boo
             i += 1
             continue
         value = given if sep else isaac[i + 1]
-        rest += isaac[i : i + (1 if sep else 2)] if keep else []
         i += 1 if sep else 2
-    if value not in LOGGERS or (keep and value == "none"):
-        choices = "tensorboard or wandb (Isaac Lab tasks)" if keep else "tensorboard, wandb or none"
-        parser.error(f"--logger {value!r} is unknown; choose {choices}")
+    if value not in LOGGERS:
+        parser.error(f"--logger {value!r} is unknown; choose tensorboard, wandb or none")
     return value, rest
 
 
