@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from training_helpers import run
 
 from isaaclab_mgpu.cli import main
@@ -83,3 +84,33 @@ def test_a_run_whose_rank_fails_is_listed_as_failed(tmp_path):
         ("failed", "rsl_rl", "cartpole", 2)
     ]
     assert json.loads((tmp_path / rows[0].folder / "summary.json").read_text())["exit_status"] == 2
+
+
+@pytest.mark.parametrize(
+    ("result", "status"),
+    [
+        ({"exit_code": 4, "stall": "verdict"}, "hung"),
+        ({"exit_code": 130, "interrupted": True}, "interrupted"),
+        ({"exit_code": 3}, "failed"),
+    ],
+)
+def test_launcher_settles_the_status_from_the_run_result(tmp_path, monkeypatch, result, status):
+    from conftest import machine
+
+    from isaaclab_mgpu.build import build
+    from isaaclab_mgpu.launch import settle_run
+    from isaaclab_mgpu.resolve import resolve
+    from isaaclab_mgpu.spec import LaunchSpec
+    from isaaclab_mgpu.supervise import RunResult
+
+    monkeypatch.chdir(tmp_path)
+    spec = LaunchSpec.from_options(
+        ("--task", "pendulum", "--run_name", "x"), device="cpu", nproc_per_node="2"
+    )
+    resolved = resolve(spec, machine(0), strict=True, free_port=lambda: 1234)
+    folder = make(tmp_path / "logs", "rsl_rl", "pendulum", f"{resolved.run_stamp}_x", status="running")
+    fields = {"interrupted": False, "killed_after_grace": False, "failure": None, "log_dir": None,
+              "survivors": (), **result}  # fmt: skip
+    settle_run(resolved, build(resolved), RunResult(**fields))
+    data = json.loads((folder / "summary.json").read_text())
+    assert (data["status"], data["exit_status"]) == (status, result["exit_code"])
