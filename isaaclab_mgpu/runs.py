@@ -16,7 +16,8 @@ keeps ``summary.json`` there from the start:
   keeps ``running``.
 
 :func:`find_runs` reads only these files (one directory walk, three levels deep at most, no
-descent below a folder that holds a ``summary.json``), so listing thousands of runs stays fast.
+descent below a folder that holds a ``summary.json``), newest first by the folder names' stamps,
+and only as many as it is asked for, so listing thousands of runs stays fast.
 """
 
 from __future__ import annotations
@@ -127,16 +128,20 @@ def status_of(data: Mapping[str, Any]) -> str:
     return "finished" if data.get("exit_status", 0) == 0 else "failed"
 
 
-def _started(folder: Path, data: Mapping[str, Any]) -> float:
-    value = data.get("started_at")
-    if isinstance(value, (int, float)):
-        return float(value)
+def _folder_time(folder: Path) -> float:
+    """When the run started, from its folder name's stamp (``2026-12-01_01-44-06…``, as mgpu and Isaac
+    Lab name run folders), else the summary's modification time: no file has to be read."""
     try:
         return time.mktime(time.strptime(folder.name[:19], _STAMP))
     except ValueError:
         with contextlib.suppress(OSError):
             return (folder / SUMMARY).stat().st_mtime
     return 0.0
+
+
+def _started(folder: Path, data: Mapping[str, Any]) -> float:
+    value = data.get("started_at")
+    return float(value) if isinstance(value, (int, float)) else _folder_time(folder)
 
 
 def row(folder: Path, data: Mapping[str, Any]) -> RunRow:
@@ -176,12 +181,16 @@ def summary_folders(root: Path, depth: int = 3) -> Iterator[Path]:
             yield from summary_folders(Path(e.path), depth - 1)
 
 
-def find_runs(root: Path) -> list[RunRow]:
-    """Every run under ``root`` (a log root, library or experiment folder, or one run), newest first."""
-    rows = []
-    for folder in summary_folders(Path(root)):
+def find_runs(root: Path, limit: int = 0) -> list[RunRow]:
+    """The runs under ``root`` (a log root, library or experiment folder, or one run), newest first;
+    only the newest ``limit`` (0: all). Runs are ordered by their folder names' stamps before any
+    summary is read, so ``--last`` and a limited table read ``limit`` files, not thousands."""
+    folders = sorted(summary_folders(Path(root)), key=lambda f: (_folder_time(f), str(f)), reverse=True)
+    rows: list[RunRow] = []
+    for folder in folders:
         data = read_summary(folder)
         if data is not None:
             rows.append(row(folder, data))
-    rows.sort(key=lambda r: (r.started, r.folder), reverse=True)
+            if limit and len(rows) >= limit:
+                break
     return rows

@@ -114,3 +114,19 @@ def test_launcher_settles_the_status_from_the_run_result(tmp_path, monkeypatch, 
     settle_run(resolved, build(resolved), RunResult(**fields))
     data = json.loads((folder / "summary.json").read_text())
     assert (data["status"], data["exit_status"]) == (status, result["exit_code"])
+
+
+def test_table_limit_reads_only_the_newest(tmp_path, capsys):
+    for day in range(1, 6):
+        make(tmp_path, "rsl_rl", "cartpole", f"2026-01-0{day}_10-00-00", status="finished")
+    (tmp_path / "rsl_rl" / "cartpole" / "2026-01-01_10-00-00" / "summary.json").write_text("{broken")
+    assert [r.folder[-19:] for r in find_runs(tmp_path, limit=2)] == [
+        "2026-01-05_10-00-00",
+        "2026-01-04_10-00-00",
+    ]
+    assert len(find_runs(tmp_path)) == 4  # the unreadable one is left out
+    assert main(["runs", str(tmp_path), "--limit", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "2026-01-05_10-00-00" in out and "2026-01-03_10-00-00" not in out and "--limit 0" in err
+    assert main(["runs", str(tmp_path), "--limit", "0"]) == 0
+    assert "2026-01-02_10-00-00" in capsys.readouterr().out

@@ -132,7 +132,9 @@ def runs_cmd(
 
     if not Path(log_root).is_dir():
         raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
-    rows = find_runs(Path(log_root))
+    # One run more than the table shows tells it that there are more.
+    wanted = 1 if last else 0 if json or limit <= 0 else limit + 1
+    rows = find_runs(Path(log_root), limit=wanted)
     if last:
         if not rows:
             raise MgpuError(f"no run under {log_root} (looked for */*/*/summary.json)")

@@ -71,7 +71,7 @@ def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
         console = Console(width=250)
     console.print(t)
     if len(shown) < len(rows):
-        note(f"the newest {len(shown)} of {len(rows)} runs under {root}; --limit 0 shows all")
+        note(f"the newest {len(shown)} runs under {root}; --limit 0 shows all")
 
 
 def as_json(rows: Sequence[RunRow]) -> None:
