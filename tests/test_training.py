@@ -10,6 +10,18 @@ from training_helpers import SUMMARY_KEYS, run, start, summary
 
 # Per back-end: iterations that learn cartpole within seconds on 2 CPU ranks of 64 environments.
 LEARN_ITERATIONS = {"rsl_rl": 8, "skrl_torch": 8, "skrl_jax": 8}
+#: The run's seed, given explicitly (rank r uses SEED + r); threads and hash seed: training_helpers.
+SEED = 42
+#: Cartpole's mean episode reward must grow by this factor over LEARN_ITERATIONS. A run is
+#: deterministic for a seed here (skrl torch, seed 42: equal rewards to the last digit twice, and
+#: with PYTHONHASHSEED 1 or 2, OMP_NUM_THREADS 2), but another machine or library build acts like a
+#: new seed, so the bound comes from the spread over seeds. Measured once on the 2-core box under
+#: load, 2 ranks x 64 envs, 8 iterations, last/first mean reward (first 9.7-19.6):
+#:   rsl_rl      seeds 1-5: 3.56 3.45 4.56 5.22 4.24, seed 42: 3.84   (min 3.45)
+#:   skrl_torch  seeds 1-5: 2.79 3.59 2.90 3.77 3.76, seed 42: 3.75   (min 2.79)
+#:   skrl_jax    seeds 1-5: 3.28 3.15 2.49 2.10 2.58, seed 42: 2.94   (min 2.10)
+#: 1.5 leaves 1.4x under the worst seed of the slowest learner (the former 1.8 left 1.17x).
+LEARN_FACTOR = 1.5
 
 
 def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved=None) -> None:
@@ -36,13 +48,14 @@ def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved
 @pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
 def test_two_ranks_learn_cartpole_and_run_pendulum(backend, tmp_path):
     n = LEARN_ITERATIONS[backend]
-    code, out = run(backend, tmp_path, "--num_envs", "64", "--max_iterations", str(n), "--run_name", "learn")
+    args = ("--num_envs", "64", "--max_iterations", str(n), "--seed", str(SEED), "--run_name", "learn")
+    code, out = run(backend, tmp_path, *args)
     assert code == 0, out[-3000:]
     s, run_dir = summary(tmp_path, backend, "learn")
     _check_run(s, run_dir, backend, "cartpole", n)
     first, last = s["first_mean_reward"], s["last_mean_reward"]
     print(f"{backend}: cartpole reward {first:.2f} -> {last:.2f}, {s['s_per_iteration']:.3f} s/it")
-    assert last > 1.8 * first, s["mean_rewards"]
+    assert last > LEARN_FACTOR * first, s["mean_rewards"]
     assert "parameters synchronised" in out and "env-steps/s" in out
 
     pendulum = ("--task", "pendulum", "--num_envs", "32", "--max_iterations", "2", "--save_interval", "1")

@@ -36,8 +36,12 @@ BACKENDS = {
 def child_env(tmp: Path) -> dict[str, str]:
     """The environment for a training subprocess: lean, CPU-only, one JAX compile cache per session."""
     env = dict(os.environ)
+    # One thread per rank and a fixed hash seed: a run depends on its --seed alone, not on the machine's
+    # core count or the caller's environment (the learning thresholds are measured per seed).
     env.update(
         OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONHASHSEED="0",
         JAX_PLATFORMS="cpu",
         JAX_COMPILATION_CACHE_DIR=str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "jax"),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
