@@ -93,7 +93,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "rl_library": (
-        Annotated[str | None, _opt("rl_library", "rsl_rl (default) or skrl.", panel=LAUNCH)],
+        Annotated[str | None, _opt("rl_library", "rsl_rl (default), skrl or rl_games.", panel=LAUNCH)],
         None,
     ),
     "ml_framework": (
