@@ -8,6 +8,9 @@ Both run Isaac Lab's rsl-rl training code on ``Isaac-Cartpole-Direct`` with kitl
 - mgpu: ``mgpu train --device cpu --nproc_per_node 2 --task Isaac-Cartpole-Direct --num_envs 64
   --max_iterations N presets=newton_mjwarp`` (two ranks over gloo, 128 environments in all).
 
+Both sides run with ``OMP_NUM_THREADS=1``: torchrun sets it for every rank, and a single process
+left with torch's default thread pool oversubscribes a small machine, which measures threading,
+not the launcher (``MGPU_BENCH_ISAAC_BASELINE_THREADS`` sets the baseline's value instead).
 Seconds per iteration come from rsl-rl's own ``Iteration time`` lines (rank 0), the first
 iteration left out (it compiles Warp kernels); env-steps/s = environments × ``num_steps_per_env``
 × processes / seconds per iteration. The ratio is mgpu over baseline: above 1 for env-steps/s
@@ -88,10 +91,11 @@ def run(repeats: int = 1) -> list[Figure]:
     mgpu_argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2",
                  "--task", TASK, "--num_envs", str(NUM_ENVS), "--max_iterations", str(ITERATIONS),
                  "presets=newton_mjwarp"]  # fmt: skip
+    base_env = {**env, "OMP_NUM_THREADS": os.environ.get("MGPU_BENCH_ISAAC_BASELINE_THREADS", "1")}
     base_it, base_rate, mgpu_it, mgpu_rate = [], [], [], []
     try:
         for i in range(repeats):
-            s, r = _measure(base_argv, tmp / f"base{i}", env, 1)
+            s, r = _measure(base_argv, tmp / f"base{i}", base_env, 1)
             base_it.append(s)
             base_rate.append(r)
             s, r = _measure(mgpu_argv, tmp / f"mgpu{i}", env, 2)
@@ -99,7 +103,11 @@ def run(repeats: int = 1) -> list[Figure]:
             mgpu_rate.append(r)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    note = f"{TASK}, newton_mjwarp, {NUM_ENVS} envs per process, CPU, {ITERATIONS} iterations (first dropped)"
+    threads = base_env["OMP_NUM_THREADS"]
+    note = (
+        f"{TASK}, newton_mjwarp, {NUM_ENVS} envs per process, CPU, {ITERATIONS} iterations (first dropped), "
+        f"baseline OMP_NUM_THREADS={threads}"
+    )
     figures = [
         Figure(
             "seconds per iteration, 2 CPU ranks",
