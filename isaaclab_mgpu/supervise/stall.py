@@ -101,14 +101,31 @@ class Report:
     """A rank's last progress report, as read from its file."""
 
     rank: int
+    """Global rank."""
+
     local_rank: int | None
+    """Rank on its node."""
+
     pid: int | None
+    """The rank's process id."""
+
     host: str | None
+    """Host it runs on."""
+
     stage: str
+    """The stage it entered last (see :mod:`isaaclab_mgpu.progress`)."""
+
     iteration: int | None
+    """The iteration of that stage, once training began."""
+
     time: float
+    """When it entered the stage (epoch seconds)."""
+
     stack_file: str | None = None
+    """Where SIGUSR1 makes it dump its Python stack; None: no handler (never send it SIGUSR1)."""
+
     warmup: bool = False
+    """The stage belongs to the first iteration its process runs (counted as start-up)."""
 
     @classmethod
     def read(cls, path: Path) -> Report | None:
@@ -373,10 +390,20 @@ class StallMonitor:
     """Reads this node's progress files and keeps each rank's last sign of progress."""
 
     options: StallOptions
+    """The bounds."""
+
     folder: str
+    """The progress folder the ranks write into (``MGPU_PROGRESS_DIR``)."""
+
     ranks: tuple[int, ...]
+    """Global ranks started on this node, in local-rank order."""
+
     started: float = field(default_factory=time.time)
+    """When the launch started (epoch seconds): the clock before any report."""
+
     host: str | None = None
+    """This host's name, for ranks that never reported."""
+
     _writes: dict[int, tuple[int, float]] = field(default_factory=dict)
     _reports: dict[int, Report] = field(default_factory=dict)
 
