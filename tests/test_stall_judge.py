@@ -71,7 +71,12 @@ def test_start_up_is_bounded_by_the_newest_report_of_any_local_rank():
 def test_a_rank_that_never_reported_is_named_and_no_report_at_all_is_the_rendezvous():
     opts = StallOptions(startup_timeout=60)
     stall = verdict(opts, [rep(0, "init", at=T0)], T0 + 61)
-    assert stall.culprits == (1,) and "never reported" in stall.headline()
+    assert stall.culprits == (1,) and "s (bound 60 s), never reported" in stall.headline()
+    peers = verdict(
+        StallOptions(startup_timeout=60, multi_node=True), [rep(0, "init", at=T0)], T0 + 61, ranks=(0,)
+    )
+    assert peers.cause == "peer" and peers.headline().startswith("the ranks of another node never arrived")
+    assert "init_process_group" in peers.headline()
     rendezvous = verdict(opts, [], T0 + 61, started=T0)
     assert rendezvous.phase == "rendezvous" and "rendezvous" in rendezvous.headline()
     assert verdict(opts, [], T0 + 59, started=T0) is None

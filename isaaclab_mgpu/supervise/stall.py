@@ -249,9 +249,14 @@ class Stall:
             first = self.ranks[0] if self.ranks else None
             waiting = f"{first.name()} waited {first.quiet_s:.0f} s in {first.where()}" if first else ""
             broke = "; then its collective failed" if self.failed_after_wait else ""
+            what = (
+                "the ranks of another node never arrived"
+                if self.phase == "startup"
+                else "a peer on another node stopped reporting"
+            )
             return (
-                f"a peer on another node stopped reporting: no rank of this node is stopped or behind, "
-                f"{waiting}{broke} (this mgpu watches only its own node; see the other nodes' output)"
+                f"{what}: no rank of this node is stopped or behind, {waiting}{broke} "
+                "(this mgpu watches only its own node; see the other nodes' output)"
             )
         blamed = self.blamed()
         names = ", ".join(r.name() for r in blamed)
@@ -259,7 +264,8 @@ class Stall:
             return f"no output from {names} for {bound} (output watch, --stall_on_silence)"
         first = blamed[0]
         what = "no start-up progress" if self.phase == "startup" else "no progress"
-        text = f"{names}: {what} for {first.quiet_s:.0f} s (bound {bound}), in {first.where()}"
+        where = f"in {first.where()}" if first.stage is not None else first.where()
+        text = f"{names}: {what} for {first.quiet_s:.0f} s (bound {bound}), {where}"
         if self.cause == "stopped":
             text += "; its process is stopped (SIGSTOP, a debugger, or a frozen machine)"
         elif self.cause == "behind":
