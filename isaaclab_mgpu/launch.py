@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from .resolve import ResolvedSpec
     from .supervise import RunResult, StallOptions, SuperviseOptions
 
+#: What gloo and NCCL say when the peer's process went away (its node stopped or died).
+_PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
 #: Launch options ``probe-nccl`` takes as ``train`` does, in the order they are suggested.
 _PROBE_OPTIONS = (
     "nnodes",
@@ -234,7 +236,10 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
                 f"request (exit code {f.exit_code}) after saving its state; see the other nodes' output",
                 exit_code=result.exit_code,
             )
-        raise WorkerFailure(f"rank {f.rank}{where} failed with {what}", exit_code=result.exit_code)
+        broke = ""
+        if _multi_node(cmd) and any(m in (f.traceback or f.stderr_tail or "") for m in _PEER_GONE):
+            broke = "; its connection to a rank on another node broke: that node stopped or died"
+        raise WorkerFailure(f"rank {f.rank}{where} failed with {what}{broke}", exit_code=result.exit_code)
     if result.exit_code != 0:
         message = f"{launcher} failed with exit code {result.exit_code}"
         raise WorkerFailure(message, exit_code=result.exit_code)

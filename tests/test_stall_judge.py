@@ -173,6 +173,12 @@ def test_a_stop_from_another_node_is_not_called_a_failure_of_the_local_rank():
     with pytest.raises(WorkerFailure) as single:
         exit_code(_result(failure=failure), _command(2, [0, 1]))
     assert "rank 0 on node0 failed with exit code 130" in str(single.value)
+    reset = RankFailure(
+        0, 0, "node0", 1, None, "RuntimeError: [pair.cc:538] Read error: Connection reset by peer"
+    )
+    with pytest.raises(WorkerFailure) as broke:
+        exit_code(_result(failure=reset, exit_code=1), _command(2, [0]))
+    assert "connection to a rank on another node broke" in str(broke.value)
 
 
 def test_a_hang_exits_4_and_suggests_probe_nccl_with_the_same_launch_options():

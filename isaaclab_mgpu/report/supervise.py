@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import EXIT_INTERRUPTED
 from . import note, warn
 
 if TYPE_CHECKING:
@@ -54,7 +55,11 @@ def failure(f: RankFailure) -> None:
     rank = "rank ?" if f.rank is None else f"rank {f.rank}"
     local = "" if f.local_rank is None else f" (local rank {f.local_rank})"
     host = f" on {f.host}" if f.host else ""
-    note(f"root cause: {rank}{local}{host} failed with {what}")
+    if f.exit_code == EXIT_INTERRUPTED:
+        # The rank stopped cleanly on a request this mgpu did not send (another node, a signal).
+        note(f"root cause: {rank}{local}{host} ended on a stop request this mgpu did not send ({what})")
+    else:
+        note(f"root cause: {rank}{local}{host} failed with {what}")
     body = f.traceback or f.stderr_tail
     if body:
         source = "traceback" if f.traceback else "last lines of its stderr"
