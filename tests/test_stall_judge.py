@@ -198,3 +198,24 @@ def test_a_hang_exits_4_and_suggests_probe_nccl_with_the_same_launch_options():
         "mgpu probe-nccl --device cpu --world-size 2 --nnodes 2 --node_rank 0 --master_addr 10.0.0.1 "
         "--master_port 29511"
     )
+
+
+def test_a_collective_that_fails_after_a_long_wait_on_a_multi_node_run_is_a_peer_stall(tmp_path):
+    def write(stage, at, warmup=False):
+        record = {"rank": 0, "local_rank": 0, "pid": 1, "host": "node0", "stage": stage, "iteration": 4,
+                  "time": at, "warmup": warmup}  # fmt: skip
+        (tmp_path / "progress.0.json").write_text(json.dumps(record) + " " * 40)
+
+    multi = StallOptions(stall_timeout=20, multi_node=True)
+    write("update", T0)
+    stall = StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 15)
+    assert stall is not None and stall.cause == "peer" and stall.failed_after_wait
+    assert "then its collective failed" in stall.headline()
+    # A quick failure is the rank's own; so is one outside a collective, or on one node.
+    assert StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 5) is None
+    single = StallOptions(stall_timeout=20)
+    assert StallMonitor(single, str(tmp_path), (0,)).after_failure(0, now=T0 + 15) is None
+    write("rollout", T0)
+    assert StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 15) is None
+    write("update", T0, warmup=True)
+    assert StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 15) is None
