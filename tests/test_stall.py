@@ -8,6 +8,7 @@ reported and the tree gone 25-26 s after the SIGSTOP; the issue's bound is 35 s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -195,3 +196,29 @@ def test_a_node_that_never_joins_is_a_start_up_hang(tmp_path):
     assert "rendezvous" in text and "a node never joined" in text, text[-3000:]
     assert took < 10 + 30  # mgpu's own start-up (a few s) + 10 s + teardown; generous on a loaded box
     assert os.path.isdir(tmp_path)
+
+
+def test_the_progress_folder_goes_with_the_run_even_when_mgpu_is_sigkilled(tmp_path):
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2",
+            "--script", str(WORKERS / "sleeper.py")]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=child_env(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        folder = None
+        deadline = time.monotonic() + START_WITHIN
+        while folder is None and time.monotonic() < deadline and proc.poll() is None:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    folder = child.environ().get("MGPU_PROGRESS_DIR") or folder
+            time.sleep(0.2)
+        assert folder is not None and os.path.isdir(folder)
+        proc.kill()  # mgpu dies without cleaning up: its watchdog kills the tree and removes the folder
+        proc.wait()
+        deadline = time.monotonic() + 30  # the watchdog gives the tree up to 10 s, then removes it
+        while os.path.isdir(folder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not os.path.isdir(folder)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

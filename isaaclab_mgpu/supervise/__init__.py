@@ -307,12 +307,6 @@ class Supervisor:
             raise RuntimeError("Supervisor.start() called twice")
         self._subreaper = proctree.hold_subreaper()
         self._since = time.time() - 1.0  # psutil's create_time is coarser than time.time()
-        self._watchdog = subprocess.Popen(
-            [sys.executable, _watchdog.__file__, self.run_id, repr(self._since)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
         env = {**os.environ, **self.cmd.env, MARKER_ENV: self.run_id}
         watch = self.options.stall
         if watch is not None and watch.active:
@@ -321,6 +315,14 @@ class Supervisor:
                 watch, folder, tuple(sorted(self.cmd.rank_devices)), host=socket.gethostname()
             )
             env[_stall.DIR_ENV] = folder
+        # The watchdog also removes the progress folder when mgpu dies without doing it itself.
+        leftovers = [self._monitor.folder] if self._monitor is not None else []
+        self._watchdog = subprocess.Popen(
+            [sys.executable, _watchdog.__file__, self.run_id, repr(self._since), *leftovers],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         stdout = None if self.options.console else subprocess.DEVNULL
         if self.options.console and self.options.on_stdout is not None:
             stdout = subprocess.PIPE

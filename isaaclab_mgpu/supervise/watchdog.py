@@ -1,13 +1,14 @@
 """The watchdog: kills a run's process tree when ``mgpu`` itself dies without cleaning up.
 
-``mgpu train`` starts this file as a script (``python watchdog.py RUN_ID SINCE``), in its own
-session, with a pipe from ``mgpu`` as its stdin, before it starts the launcher. It then blocks on
+``mgpu train`` starts this file as a script (``python watchdog.py RUN_ID SINCE [FOLDER...]``), in
+its own session, with a pipe from ``mgpu`` as its stdin, before it starts the launcher. It then blocks on
 that pipe. When ``mgpu`` finishes normally it writes ``done`` and the watchdog exits quietly.
 When the pipe reaches end-of-file without ``done`` — ``mgpu`` was SIGKILLed, crashed, or lost its
 terminal — the watchdog finds every process whose environment carries ``MGPU_RUN_ID=RUN_ID``
 (every descendant of the launch inherits it, including processes that left the process group with
 ``setsid`` and orphans re-parented to init), sends them SIGTERM and SIGCONT, and SIGKILLs what is
-left one second later, until no such process remains (at most ten seconds).
+left one second later, until no such process remains (at most ten seconds), then removes the
+FOLDERs mgpu named (the stall watch's progress folder).
 
 This file must stay importable and runnable without the ``isaaclab_mgpu`` package: only the
 standard library and psutil, so the watchdog starts in a fraction of a second.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import time
@@ -102,6 +104,8 @@ def main(argv: list[str]) -> int:
     if data.strip().endswith(DONE):
         return 0
     kill_marked(run_id, since)
+    for folder in argv[2:]:  # the stall watch's progress folder: mgpu can no longer remove it
+        shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
