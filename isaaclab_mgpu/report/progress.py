@@ -25,6 +25,31 @@ ITERATION = re.compile(
 _FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted):")
 
 
+def iteration_bar(console: Any = None, *, redirect: bool = True) -> Any:
+    """A Rich progress bar for training iterations: count, bar, an info field, elapsed and ETA."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]iteration"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        redirect_stdout=redirect,
+        redirect_stderr=redirect,
+    )
+
+
 class LiveProgress:
     """Turns the launcher's stdout lines into a progress bar with the other lines above it."""
 
@@ -60,27 +85,7 @@ class LiveProgress:
         it, total = int(m["it"]), int(m["total"])
         info = f"reward {m['reward']} | {m['rate']} env-steps/s | {m['spi']} s/it"
         if self._progress is None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("[bold]iteration"),
-                MofNCompleteColumn(),
-                BarColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=self.console,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
+            self._progress = iteration_bar(self.console, redirect=False)
             self._task = self._progress.add_task("train", total=total, completed=it - 1, info=info)
             self._progress.start()
         self._progress.update(self._task, total=total, completed=it, info=info)

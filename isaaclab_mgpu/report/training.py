@@ -45,24 +45,9 @@ class TrainingConsole:
             return
         self.note(f"training {description}: iterations {first + 1}..{total}")
         if self.tty:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from .progress import iteration_bar
 
-            self._progress = Progress(
-                TextColumn("[bold]iteration"),
-                MofNCompleteColumn(),
-                BarColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-            )
+            self._progress = iteration_bar()
             self._task = self._progress.add_task("train", total=total, completed=first, info="")
             self._progress.start()
 
