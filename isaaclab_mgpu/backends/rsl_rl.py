@@ -87,6 +87,19 @@ class TaskVecEnv(VecEnv):
         )
 
 
+def set_rank_fields(runner: OnPolicyRunner, world_size: int, rank: int, local_rank: int) -> None:
+    """Upstream ``_configure_multi_gpu``'s rank fields and ``cfg["multi_gpu"]``, without its NCCL set-up."""
+    runner.gpu_world_size = world_size
+    runner.is_distributed = world_size > 1
+    runner.gpu_local_rank = local_rank if runner.is_distributed else 0
+    runner.gpu_global_rank = rank if runner.is_distributed else 0
+    runner.cfg["multi_gpu"] = (
+        {"global_rank": runner.gpu_global_rank, "local_rank": runner.gpu_local_rank, "world_size": world_size}
+        if runner.is_distributed
+        else None
+    )
+
+
 class MgpuRunner(OnPolicyRunner):
     """``OnPolicyRunner`` whose multi-GPU set-up also accepts CPU ranks (gloo)."""
 
@@ -97,18 +110,9 @@ class MgpuRunner(OnPolicyRunner):
     def _configure_multi_gpu(self) -> None:
         """Upstream's fields, but gloo on CPU / NCCL on CUDA, and the rank from the worker."""
         ctx = self.ctx
-        self.gpu_world_size = ctx.world_size
-        self.is_distributed = ctx.distributed
-        self.gpu_local_rank = ctx.local_rank if ctx.distributed else 0
-        self.gpu_global_rank = ctx.rank if ctx.distributed else 0
+        set_rank_fields(self, ctx.world_size, ctx.rank, ctx.local_rank)
         if not self.is_distributed:
-            self.cfg["multi_gpu"] = None
             return
-        self.cfg["multi_gpu"] = {
-            "global_rank": self.gpu_global_rank,
-            "local_rank": self.gpu_local_rank,
-            "world_size": self.gpu_world_size,
-        }
         if ctx.is_cuda and self.device != f"cuda:{self.gpu_local_rank}":
             raise ValueError(f"device {self.device!r} does not match local rank {self.gpu_local_rank}")
         init_torch_group(ctx)

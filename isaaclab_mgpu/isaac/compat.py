@@ -236,19 +236,11 @@ def _rsl_rl_gloo(self: Any) -> None:
     # (patch 3); same fields, the worker's gloo group.
     import torch.distributed as dist
 
-    self.gpu_world_size = int(os.getenv("WORLD_SIZE", "1"))
-    self.is_distributed = self.gpu_world_size > 1
-    self.gpu_local_rank = int(os.getenv("LOCAL_RANK", "0")) if self.is_distributed else 0
-    self.gpu_global_rank = int(os.getenv("RANK", "0")) if self.is_distributed else 0
-    if not self.is_distributed:
-        self.cfg["multi_gpu"] = None
-        return
-    self.cfg["multi_gpu"] = {
-        "global_rank": self.gpu_global_rank,
-        "local_rank": self.gpu_local_rank,
-        "world_size": self.gpu_world_size,
-    }
-    if not dist.is_initialized():
+    from ..backends.rsl_rl import set_rank_fields
+
+    world = int(os.getenv("WORLD_SIZE", "1"))
+    set_rank_fields(self, world, int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0")))
+    if self.is_distributed and not dist.is_initialized():
         raise RuntimeError("mgpu's CPU rank has no gloo process group before rsl-rl starts")
 
 
