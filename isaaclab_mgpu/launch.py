@@ -145,6 +145,7 @@ def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
     from .report import checkenv as shown
     from .resolve import probe_machine, selected_devices
 
+    check_isaac_task(spec)  # bad input for train is bad input here too (exit 2)
     if spec.gpu_ids is not None and spec.device == "cuda":
         # Ids naming no GPU here are bad input (exit 2, as for train), not a failed check.
         selected_devices(spec, probe_machine(gpu_uuids=True))

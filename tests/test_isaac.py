@@ -184,10 +184,10 @@ def test_missing_isaac_lab_and_old_python_are_refused(fake_isaac, monkeypatch):
         preflight.check(request, python=(3, 12))
 
 
-def _mgpu(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+def _mgpu(*args: str, cwd: Path, command: str = "train") -> tuple[subprocess.CompletedProcess[str], float]:
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "isaaclab_mgpu", "train", *args],
+        [sys.executable, "-m", "isaaclab_mgpu", command, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -213,6 +213,8 @@ def _refused(proc: subprocess.CompletedProcess[str], seconds: float, cwd: Path, 
 def test_cli_refuses_isaac_task_on_old_python_before_spawning(tmp_path):
     proc, seconds = _mgpu(*COMMON, "--task", "Isaac-Cartpole-Direct", cwd=tmp_path)
     _refused(proc, seconds, tmp_path, "Isaac Lab needs Python 3.12+")
+    proc, seconds = _mgpu(*COMMON, "--task", "Isaac-Cartpole-Direct", cwd=tmp_path, command="check-env")
+    _refused(proc, seconds, tmp_path, "Isaac Lab needs Python 3.12+")
 
 
 def test_cli_refuses_rl_games_without_an_isaac_task(tmp_path):
@@ -231,8 +233,9 @@ needs_isaac = pytest.mark.skipif(not _isaac_lab_here(), reason="Isaac Lab is not
 
 @needs_isaac
 def test_cli_refuses_unknown_isaac_task_before_spawning(tmp_path):
-    proc, seconds = _mgpu(*COMMON, "--task", "Isaac-Cartpol-Direct", cwd=tmp_path)
-    _refused(proc, seconds, tmp_path, "did you mean Isaac-Cartpole-Direct")
+    for command in ("train", "check-env"):
+        proc, seconds = _mgpu(*COMMON, "--task", "Isaac-Cartpol-Direct", cwd=tmp_path, command=command)
+        _refused(proc, seconds, tmp_path, "did you mean Isaac-Cartpole-Direct")
 
 
 @needs_isaac
