@@ -15,7 +15,6 @@ the topology. Facts that need torch or jax come from :mod:`.deep`, in subprocess
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import os
 import re
