@@ -10,6 +10,7 @@ keeps the GPU selection (``CUDA_VISIBLE_DEVICES``) that the GPU tests must respe
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -67,3 +68,13 @@ def four_gpus() -> Machine:
 @pytest.fixture
 def no_gpu() -> Machine:
     return Machine(environ={}, python="python3", nvml_gpu_count=None, cpu_count=2, run_stamp="s")
+
+
+@pytest.fixture
+def no_spawn(monkeypatch):
+    """Fail the test if anything tries to start a process."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"spawned {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)

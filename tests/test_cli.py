@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 from isaaclab_mgpu import __version__
-from isaaclab_mgpu.cli import main
 
 ISAAC = [
     "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
@@ -35,22 +35,6 @@ def four_gpus(monkeypatch):
     monkeypatch.setattr("isaaclab_mgpu.launch.check_isaac_task", lambda spec: None)
     for name in ("SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def no_spawn(monkeypatch):
-    """Fail the test if anything tries to start a process."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"spawned {args!r}")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_isaaclab_example_dry_run(capsys):

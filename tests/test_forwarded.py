@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
+from cli_helpers import run
 
-from isaaclab_mgpu.cli import main
 from isaaclab_mgpu.errors import UsageError
 from isaaclab_mgpu.forwarded import check_training_args, suggest, worker_argv
 from isaaclab_mgpu.spec import LaunchSpec
@@ -50,22 +50,6 @@ def empty_folder(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     for name in ("SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def no_spawn(monkeypatch):
-    """Fail the test if anything tries to start a process."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"spawned {args!r}")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -8,11 +8,11 @@ import shlex
 import subprocess
 
 import pytest
+from cli_helpers import run
 from conftest import machine
 
 from isaaclab_mgpu import resolve as resolve_mod
 from isaaclab_mgpu.build import build
-from isaaclab_mgpu.cli import main
 from isaaclab_mgpu.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.resolve import resolve
 from isaaclab_mgpu.spec import LaunchSpec
@@ -115,12 +115,6 @@ def nvml(monkeypatch):
     monkeypatch.setattr(diagnostics, "refusals", lambda spec, resolved: ())
     for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):
         monkeypatch.delenv(name, raising=False)
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("flag", ["--gpu_ids", "--gpu-ids", "--gpus"])
