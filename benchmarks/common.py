@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from isaaclab_mgpu.resolve import nvml_gpu_names
+from isaaclab_mgpu.launcher.resolve import nvml_gpu_names
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable

@@ -177,7 +177,7 @@ for s in "${STEPS[@]}"; do
             continue
         fi
         if [[ -z "${ISAACSIM_ASSET_ROOT:-}" ]]; then  # no asset server from the lent machine
-            step isaac-assets 120 "$PY" -m isaaclab_mgpu.isaac.assets "$TRAIN_DIR/assets"
+            step isaac-assets 120 "$PY" -m isaaclab_mgpu.tools.isaac_assets "$TRAIN_DIR/assets"
             export ISAACSIM_ASSET_ROOT="$TRAIN_DIR/assets"
         fi
         for lib in "rsl_rl" "skrl" "skrl --ml_framework jax" "rl_games"; do

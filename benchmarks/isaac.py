@@ -17,7 +17,7 @@ iteration left out (it compiles Warp kernels); env-steps/s = environments × ``n
 means the two ranks together step more environments per second than one process.
 
 Needs Isaac Lab (Python 3.12) and a local asset root (``ISAACSIM_ASSET_ROOT``; built with
-``python -m isaaclab_mgpu.isaac.assets`` when unset). Where Isaac Lab is not importable the
+``python -m isaaclab_mgpu.tools.isaac_assets`` when unset). Where Isaac Lab is not importable the
 benchmark reports itself skipped and writes nothing.
 """
 
@@ -55,7 +55,8 @@ def _asset_root(tmp: Path) -> str:
     if given:
         return given
     root = tmp / "assets"
-    subprocess.run([sys.executable, "-m", "isaaclab_mgpu.isaac.assets", str(root)], check=True, timeout=300)
+    build = [sys.executable, "-m", "isaaclab_mgpu.tools.isaac_assets", str(root)]
+    subprocess.run(build, check=True, timeout=300)
     return str(root)
 
 

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from statistics import geometric_mean
 
-from isaaclab_mgpu.probe import channel
-from isaaclab_mgpu.probe.config import parse_sizes
-from isaaclab_mgpu.probe.results import bandwidths
+from isaaclab_mgpu.contract import probe_channel as channel
+from isaaclab_mgpu.launcher.probe.config import parse_sizes
+from isaaclab_mgpu.launcher.probe.results import bandwidths
 
 from .common import MGPU, PYTHON, Figure, device, ranks, save
 

@@ -7,7 +7,7 @@ the seconds from the SIGSTOP to mgpu's ``mgpu: hang:`` line and to mgpu's exit (
 process gone), for T = 10 and 20 s; the baseline is T itself. Goal: the verdict within T + 5 s.
 
 Cost of the reports: the worker reports three stages per iteration (``rollout``, ``update``,
-``sync``); the figure is three :func:`isaaclab_mgpu.progress.beat` calls into a tmpfs folder,
+``sync``); the figure is three :func:`isaaclab_mgpu.contract.progress.beat` calls into a tmpfs folder,
 timed in this process over many calls, against the seconds per iteration of one CPU rank of
 rsl-rl on the embedded cartpole (its default 256 envs) under ``mgpu train`` with the watch on.
 Goal: under 1 % of the iteration.
@@ -25,7 +25,7 @@ import time
 
 import psutil
 
-from isaaclab_mgpu import progress
+from isaaclab_mgpu.contract import progress
 
 from .common import MGPU, Figure, device, ranks, save
 

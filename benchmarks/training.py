@@ -4,7 +4,7 @@ Every repeat runs ``mgpu train --rl_library rsl_rl`` / ``skrl --ml_framework tor
 --ml_framework jax`` on the embedded cartpole task (the task's default 256 envs per rank on CPU,
 4096 on CUDA) for ``WARMUP + MEASURED`` iterations, at 1 rank and at ``ranks()`` ranks, then skrl
 JAX at ``ranks()`` ranks once more with ``MGPU_SKRL_JAX_STOCK_PMAP=1`` (stock skrl's per-call
-``jax.pmap`` in ``reduce_parameters`` and PPO's KL step; see ``isaaclab_mgpu.backends._patches``).
+``jax.pmap`` in ``reduce_parameters`` and PPO's KL step; see ``isaaclab_mgpu.rank.patches.skrl``).
 
 Figures come from rank 0's per-iteration lines (``[mgpu] iteration i/N | ... | S steps/s | T
 s/it``; seconds per iteration recomputed from the exact steps/s, as T is rounded to 0.01 s): the
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from isaaclab_mgpu.backends import DEFAULTS
+from isaaclab_mgpu.rank.backends import DEFAULTS
 
 from .common import MGPU, Figure, device, ranks, save, stream
 

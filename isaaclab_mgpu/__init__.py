@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     if name == "train_in_process":
-        from .worker import train_in_process
+        from isaaclab_mgpu.rank.worker import train_in_process
 
         return train_in_process
     raise AttributeError(f"module 'isaaclab_mgpu' has no attribute {name!r}")

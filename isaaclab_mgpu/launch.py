@@ -14,16 +14,17 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from . import report, runs, workarounds
-from .errors import EXIT_INTERRUPTED, Hang, Interrupted, UsageError, WorkerFailure
-from .pipeline import prepare
-from .spec import LaunchSpec, training_option
+from isaaclab_mgpu import report
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Hang, Interrupted, UsageError, WorkerFailure
+from isaaclab_mgpu.launcher import runs, workarounds
+from isaaclab_mgpu.launcher.pipeline import prepare
+from isaaclab_mgpu.launcher.spec import LaunchSpec, training_option
 
 if TYPE_CHECKING:
-    from .build import Command
-    from .probe.config import ProbeOptions
-    from .resolve import ResolvedSpec
-    from .supervise import RunResult, StallOptions, SuperviseOptions
+    from isaaclab_mgpu.launcher.build import Command
+    from isaaclab_mgpu.launcher.probe.config import ProbeOptions
+    from isaaclab_mgpu.launcher.resolve import ResolvedSpec
+    from isaaclab_mgpu.launcher.supervise import RunResult, StallOptions, SuperviseOptions
 
 #: What gloo and NCCL say when the peer's process went away (its node stopped or died).
 _PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
@@ -63,7 +64,7 @@ def plan(
     except UsageError as exc:
         refused.append(f"train would refuse: {exc}")
     if preflight:
-        from .diagnostics import refusals
+        from isaaclab_mgpu.launcher.diagnostics import refusals
 
         refused += [
             f"train would refuse: preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}"
@@ -83,16 +84,16 @@ def train(
     use_saved_workarounds: bool = True,
 ) -> int:
     """Launch and supervise ``spec``; 0 on success, else raise the error carrying the exit code."""
-    from .report import supervise as progress
-    from .supervise import SuperviseOptions, supervise
+    from isaaclab_mgpu.launcher.supervise import SuperviseOptions, supervise
+    from isaaclab_mgpu.report import supervise as progress
 
     check_isaac_task(spec)
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
-        from .diagnostics import preflight as run_preflight
-        from .diagnostics import preflight_error
-        from .report.checkenv import preflight_failures
+        from isaaclab_mgpu.launcher.diagnostics import preflight as run_preflight
+        from isaaclab_mgpu.launcher.diagnostics import preflight_error
+        from isaaclab_mgpu.report.checkenv import preflight_failures
 
         failed = run_preflight(spec, resolved)
         if failed:
@@ -103,7 +104,7 @@ def train(
     view = None
     if options.console and options.on_stdout is None and sys.stdout.isatty():
         # Only the launcher knows its stdout is a terminal; the ranks always print plain lines.
-        from .report.progress import LiveProgress
+        from isaaclab_mgpu.report.progress import LiveProgress
 
         view = LiveProgress()
         options = dataclasses.replace(options, on_stdout=view.feed)
@@ -141,9 +142,9 @@ def settle_run(resolved: ResolvedSpec, cmd: Command, result: RunResult) -> None:
 
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
     """Run ``check-env``: check, print the table (or JSON) and the command, return the exit code."""
-    from .diagnostics import check
-    from .report import checkenv as shown
-    from .resolve import probe_machine, selected_devices
+    from isaaclab_mgpu.launcher.diagnostics import check
+    from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
+    from isaaclab_mgpu.report import checkenv as shown
 
     check_isaac_task(spec)  # bad input for train is bad input here too (exit 2)
     if spec.gpu_ids is not None and spec.device == "cuda":
@@ -159,8 +160,8 @@ def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
 
 def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
     """``mgpu probe-nccl``: run the probe with a progress display, print the result, return the exit code."""
-    from .probe.run import probe_nccl as run_probe
-    from .report import probe as shown
+    from isaaclab_mgpu.launcher.probe.run import probe_nccl as run_probe
+    from isaaclab_mgpu.report import probe as shown
 
     with shown.ProbeDisplay() as display:
         summary = run_probe(spec, opts, display)
@@ -169,10 +170,10 @@ def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
 
 
 def check_isaac_task(spec: LaunchSpec) -> None:
-    """Refuse an Isaac Lab task the ranks could not run (see :mod:`isaaclab_mgpu.isaac.preflight`)."""
+    """Refuse an Isaac Lab task the ranks could not run (:mod:`isaaclab_mgpu.launcher.isaac_preflight`)."""
     if not spec.builtin_worker:
         return
-    from .isaac import preflight
+    from isaaclab_mgpu.launcher import isaac_preflight as preflight
 
     request = preflight.request_from(spec.training_args, spec.library)
     if request is not None:
@@ -181,7 +182,7 @@ def check_isaac_task(spec: LaunchSpec) -> None:
 
 def stall_options(spec: LaunchSpec, cmd: Command) -> StallOptions:
     """What the stall watch of ``train`` bounds, from the spec and the built command."""
-    from .supervise import StallOptions
+    from isaaclab_mgpu.launcher.supervise import StallOptions
 
     return StallOptions(
         stall_timeout=spec.stall_timeout,

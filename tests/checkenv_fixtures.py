@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from isaaclab_mgpu.diagnostics.facts import (
+from isaaclab_mgpu.launcher.diagnostics.facts import (
     Facts,
     Gpu,
     GpuFacts,

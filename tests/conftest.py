@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from isaaclab_mgpu.resolve import Machine
+from isaaclab_mgpu.launcher.resolve import Machine
 
 #: Prefixes of the variables a test must not inherit from whoever runs pytest.
 CALLER_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "NV_", "NVIDIA_", "SLURM_", "TORCHELASTIC_", "JAX_", "MGPU_")

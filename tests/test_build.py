@@ -7,9 +7,9 @@ import shlex
 import pytest
 from conftest import machine
 
-from isaaclab_mgpu.build import build
-from isaaclab_mgpu.resolve import resolve
-from isaaclab_mgpu.spec import LaunchSpec
+from isaaclab_mgpu.launcher.build import build
+from isaaclab_mgpu.launcher.resolve import resolve
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 ISAAC_ARGS = (
     "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",

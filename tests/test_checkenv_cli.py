@@ -13,12 +13,12 @@ import psutil
 import pytest
 
 from isaaclab_mgpu.cli import main
-from isaaclab_mgpu.diagnostics import check, preflight, preflight_error
-from isaaclab_mgpu.diagnostics.deep import collect_deep, run_probes
-from isaaclab_mgpu.diagnostics.rules import AREAS, STATUSES
-from isaaclab_mgpu.errors import EnvironmentProblem
-from isaaclab_mgpu.resolve import probe_machine, resolve
-from isaaclab_mgpu.spec import LaunchSpec
+from isaaclab_mgpu.contract.errors import EnvironmentProblem
+from isaaclab_mgpu.launcher.diagnostics import check, preflight, preflight_error
+from isaaclab_mgpu.launcher.diagnostics.deep import collect_deep, run_probes
+from isaaclab_mgpu.launcher.diagnostics.rules import AREAS, STATUSES
+from isaaclab_mgpu.launcher.resolve import probe_machine, resolve
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 HEAVY = ("torch", "jax", "warp", "rsl_rl", "skrl", "tensordict")
 NO_GPU = probe_machine({}).nvml_gpu_count is None  # tests run without the caller's CUDA_VISIBLE_DEVICES
@@ -237,7 +237,7 @@ def test_bad_options_still_exit_2():
 @pytest.fixture
 def spawned(monkeypatch):
     """Record every launch train would supervise (and start nothing)."""
-    import isaaclab_mgpu.supervise as supervise
+    import isaaclab_mgpu.launcher.supervise as supervise
 
     calls = []
     done = supervise.RunResult(

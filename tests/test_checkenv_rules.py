@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from checkenv_fixtures import facts, gpu_machine, gpus, held, plan
 
-from isaaclab_mgpu.diagnostics.deep import DeepFacts, ProbeResult
-from isaaclab_mgpu.diagnostics.facts import (
+from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts, ProbeResult
+from isaaclab_mgpu.launcher.diagnostics.facts import (
     Endpoint,
     GpuLink,
     GpuProcess,
@@ -17,7 +17,7 @@ from isaaclab_mgpu.diagnostics.facts import (
     Package,
     parse_topo_matrix,
 )
-from isaaclab_mgpu.diagnostics.rules import AREAS, FAIL, PASS, STATUSES, WARN, evaluate, failures
+from isaaclab_mgpu.launcher.diagnostics.rules import AREAS, FAIL, PASS, STATUSES, WARN, evaluate, failures
 
 MIB = 2**20
 
@@ -240,7 +240,7 @@ def test_gpu_outside_the_launch_is_not_judged():
 
 
 def test_no_driver_fails_for_cuda_and_passes_for_cpu():
-    from isaaclab_mgpu.diagnostics.facts import GpuFacts
+    from isaaclab_mgpu.launcher.diagnostics.facts import GpuFacts
 
     none = GpuFacts(nvml=False, error="NVML: NVML Shared Library Not Found")
     assert find(facts(0, gpu=none), "driver").status == FAIL
@@ -283,7 +283,7 @@ def test_cuda_visible_devices(value, status, words):
 
 
 def test_cuda_visible_devices_unset_says_how_many_gpus_that_is():
-    from isaaclab_mgpu.diagnostics.facts import GpuFacts as _GpuFacts
+    from isaaclab_mgpu.launcher.diagnostics.facts import GpuFacts as _GpuFacts
 
     assert find(facts(2), "cuda_visible_devices").observed == "unset (all 2 GPU(s) visible)"
     assert find(facts(0), "cuda_visible_devices").observed == "unset (no GPU found)"
@@ -404,7 +404,7 @@ def test_slurm_with_several_tasks_per_node_warns():
 
 
 def test_image_labels_are_not_nccl_settings():
-    from isaaclab_mgpu.diagnostics.facts import nccl_env
+    from isaaclab_mgpu.launcher.diagnostics.facts import nccl_env
 
     settings, labels = nccl_env({"NCCL_VERSION": "2.28.3-1", "NCCL_DEBUG": "WARN", "CUDA_VERSION": "13.0.0"})
     assert settings == (("NCCL_DEBUG", "WARN"),) and labels == (("NCCL_VERSION", "2.28.3-1"),)
@@ -475,7 +475,7 @@ class FakeNvml:
 
 
 def test_nvml_facts_from_the_driver_interface():
-    from isaaclab_mgpu.diagnostics.facts import _nvml_facts
+    from isaaclab_mgpu.launcher.diagnostics.facts import _nvml_facts
 
     g = _nvml_facts(FakeNvml())
     assert g.nvml and g.driver_version == "550.54.15" and g.cuda_driver_version == "12.4"

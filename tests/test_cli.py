@@ -25,7 +25,7 @@ ISAAC = [
 @pytest.fixture(autouse=True)
 def four_gpus(monkeypatch):
     """Four visible GPUs, as the environment says; no SLURM; no preflight verdicts about this box."""
-    import isaaclab_mgpu.diagnostics as diagnostics
+    import isaaclab_mgpu.launcher.diagnostics as diagnostics
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     # dry-run adds the preflight's failures (test_forwarded.py tests that); here they would depend
@@ -232,7 +232,7 @@ def test_a_mistyped_command_is_suggested_once(capsys):
 
 def test_a_deliberate_stop_is_not_an_error(capsys, monkeypatch):
     from isaaclab_mgpu import launch
-    from isaaclab_mgpu.errors import Interrupted
+    from isaaclab_mgpu.contract.errors import Interrupted
 
     def stopped(*args, **kwargs):
         raise Interrupted("stopped as asked; every process ended", exit_code=130)

@@ -14,10 +14,10 @@ import sys
 import pytest
 from cli_helpers import run
 
-from isaaclab_mgpu.errors import UsageError
-from isaaclab_mgpu.forwarded import check_training_args, suggest, worker_argv
-from isaaclab_mgpu.spec import LaunchSpec
-from isaaclab_mgpu.worker.args import EMBEDDED_TASKS, WorkerArgsError, check_task, parse
+from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.launcher.forwarded import check_training_args, suggest, worker_argv
+from isaaclab_mgpu.launcher.spec import LaunchSpec
+from isaaclab_mgpu.rank.worker.args import EMBEDDED_TASKS, WorkerArgsError, check_task, parse
 
 COMMANDS = ("train", "dry-run", "check-env")
 
@@ -119,7 +119,7 @@ def test_check_unit_parts():
 
 
 def test_embedded_task_names_match_the_task_registry():
-    from isaaclab_mgpu.tasks import TASKS
+    from isaaclab_mgpu.rank.tasks import TASKS
 
     assert tuple(TASKS) == EMBEDDED_TASKS
 
@@ -139,7 +139,7 @@ def test_num_gpus_cpu_without_gpus_is_one_cuda_rank_per_core(capsys, no_spawn, m
 def test_num_gpus_cpu_with_fewer_gpus_than_cores(capsys, no_spawn, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    monkeypatch.setattr("isaaclab_mgpu.diagnostics.refusals", lambda spec, resolved: ())
+    monkeypatch.setattr("isaaclab_mgpu.launcher.diagnostics.refusals", lambda spec, resolved: ())
     code, out, err = run(capsys, "dry-run", "--num_gpus", "cpu")
     assert code == 0 and "--nproc_per_node 4" in out
     assert "more than the 1 GPU(s) visible" in err and "--num_gpus gpu" in err
@@ -147,7 +147,7 @@ def test_num_gpus_cpu_with_fewer_gpus_than_cores(capsys, no_spawn, monkeypatch):
 
 def test_dry_run_warns_about_every_preflight_refusal(capsys, no_spawn, monkeypatch):
     """A machine whose driver is missing: train refuses in its preflight, dry-run says so."""
-    from isaaclab_mgpu.diagnostics import facts
+    from isaaclab_mgpu.launcher.diagnostics import facts
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     monkeypatch.setattr(facts, "gpu_facts", lambda: facts.GpuFacts(nvml=False, error="no libnvidia-ml"))
@@ -199,7 +199,7 @@ def test_dry_run_warns_about_an_isaac_task_train_would_refuse(capsys, no_spawn, 
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setattr(launch, "check_isaac_task", refuse)
-    monkeypatch.setattr("isaaclab_mgpu.diagnostics.refusals", lambda spec, resolved: ())
+    monkeypatch.setattr("isaaclab_mgpu.launcher.diagnostics.refusals", lambda spec, resolved: ())
     code, out, err = run(capsys, "dry-run", "--device", "cpu", "--task", "Isaac-Nope-v0")
     assert code == 0 and "--task Isaac-Nope-v0" in out
     assert err == "mgpu: warning: train would refuse: --task Isaac-Nope-v0 is not an Isaac Lab task\n"

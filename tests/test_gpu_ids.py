@@ -11,11 +11,11 @@ import pytest
 from cli_helpers import run
 from conftest import machine
 
-from isaaclab_mgpu import resolve as resolve_mod
-from isaaclab_mgpu.build import build
-from isaaclab_mgpu.errors import EnvironmentProblem, UsageError
-from isaaclab_mgpu.resolve import resolve
-from isaaclab_mgpu.spec import LaunchSpec
+from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
+from isaaclab_mgpu.launcher import resolve as resolve_mod
+from isaaclab_mgpu.launcher.build import build
+from isaaclab_mgpu.launcher.resolve import resolve
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 UUIDS = tuple(f"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd" for i in range(4))
 FOUR = tuple((f"NVIDIA H200 #{i}", u) for i, u in enumerate(UUIDS))
@@ -108,7 +108,7 @@ def test_no_driver_train_refuses_dry_run_warns():
 @pytest.fixture
 def nvml(monkeypatch):
     """Four GPUs as NVML would list them; no CUDA_VISIBLE_DEVICES, no SLURM."""
-    import isaaclab_mgpu.diagnostics as diagnostics
+    import isaaclab_mgpu.launcher.diagnostics as diagnostics
 
     monkeypatch.setattr(resolve_mod, "nvml_gpus", lambda: FOUR)
     # dry-run also warns about failing preflight checks, which would judge this box's real driver.
@@ -148,8 +148,8 @@ def test_bad_ids_exit_2_with_one_line_for_every_command(capsys, nvml, monkeypatc
 
 
 def test_probe_uses_the_selected_gpus(nvml):
-    from isaaclab_mgpu.probe.config import options_from_cli
-    from isaaclab_mgpu.probe.run import launch_spec, plan_probe
+    from isaaclab_mgpu.launcher.probe.config import options_from_cli
+    from isaaclab_mgpu.launcher.probe.run import launch_spec, plan_probe
 
     opts = options_from_cli(
         world_size=None, world_sizes=None, sizes=None, backend=None, iters=2, warmup=1, timeout=5.0,

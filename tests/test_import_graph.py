@@ -24,7 +24,7 @@ PKG = "isaaclab_mgpu"
 
 #: The command layer: the only modules besides report itself that may import report.
 #: ``worker.main`` is the per-rank process's entry point, its own command layer.
-COMMAND_LAYER = ("isaaclab_mgpu.cli", "isaaclab_mgpu.launch", "isaaclab_mgpu.worker.main")
+COMMAND_LAYER = ("isaaclab_mgpu.cli", "isaaclab_mgpu.launch", "isaaclab_mgpu.rank.worker.main")
 REPORT = "isaaclab_mgpu.report"
 
 
@@ -133,12 +133,12 @@ def test_the_graph_sees_what_the_checks_need():
     """Guard against a graph that cannot fail: the edges these tests rely on must be found."""
     graph = import_graph()
     # a lazy, function-level import
-    assert "isaaclab_mgpu.probe.run" in graph["isaaclab_mgpu.launch"]
+    assert "isaaclab_mgpu.launcher.probe.run" in graph["isaaclab_mgpu.launch"]
     # a TYPE_CHECKING-only import
-    assert "isaaclab_mgpu.supervise" in graph["isaaclab_mgpu.report.supervise"]
+    assert "isaaclab_mgpu.launcher.supervise" in graph["isaaclab_mgpu.report.supervise"]
     # ``from .. import backends`` names the submodule, not the package above it
-    assert "isaaclab_mgpu.backends" in graph["isaaclab_mgpu.worker.train"]
-    assert PKG not in graph["isaaclab_mgpu.worker.train"]
+    assert "isaaclab_mgpu.rank.backends" in graph["isaaclab_mgpu.rank.worker.train"]
+    assert PKG not in graph["isaaclab_mgpu.rank.worker.train"]
     # the printing layer is reached by the command layer
     assert "isaaclab_mgpu.report.checkenv" in graph["isaaclab_mgpu.launch"]
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from isaaclab_mgpu.errors import UsageError
-from isaaclab_mgpu.isaac import compat, preflight
-from isaaclab_mgpu.worker.args import ISAAC_TRAIN_OPTIONS, option_strings, parse_args
-from isaaclab_mgpu.worker.rank import RankContext
+from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.launcher import isaac_preflight as preflight
+from isaaclab_mgpu.rank.patches import isaaclab as compat
+from isaaclab_mgpu.rank.worker.args import ISAAC_TRAIN_OPTIONS, option_strings, parse_args
+from isaaclab_mgpu.rank.worker.rank import RankContext
 
 ISAAC = ["--task", "Isaac-Cartpole-Direct", "--device", "cpu"]
 
@@ -63,7 +64,7 @@ def test_option_strings_include_every_forwarded_isaac_lab_option():
 
 
 def test_train_argv_is_isaac_lab_distributed_command_line():
-    from isaaclab_mgpu.isaac.rank import train_argv
+    from isaaclab_mgpu.rank.isaac import train_argv
 
     args = parse_args([*ISAAC, "--num_envs", "64", "--max_iterations", "3", "--video",
                        "presets=newton_mjwarp", "--distributed"])  # fmt: skip
@@ -84,7 +85,7 @@ def test_train_argv_is_isaac_lab_distributed_command_line():
     ],
 )
 def test_logger_is_forwarded_the_isaac_lab_way(library, logger, expected):
-    from isaaclab_mgpu.isaac.rank import logger_argv, train_argv
+    from isaaclab_mgpu.rank.isaac import logger_argv, train_argv
 
     assert logger_argv(library, logger) == expected
     args = parse_args([*ISAAC, "--rl_library", library, "--logger", logger, "presets=x"])
@@ -97,14 +98,14 @@ def test_logger_is_forwarded_the_isaac_lab_way(library, logger, expected):
 
 
 def test_logger_none_is_refused_where_isaac_lab_cannot_turn_it_off():
-    from isaaclab_mgpu.isaac.rank import logger_argv
+    from isaaclab_mgpu.rank.isaac import logger_argv
 
     with pytest.raises(UsageError, match="--logger none: Isaac Lab's rsl_rl back-end"):
         logger_argv("rsl_rl", "none")
 
 
 def test_train_argv_single_rank_puts_the_agent_on_the_rank_device_unless_given():
-    from isaaclab_mgpu.isaac.rank import train_argv
+    from isaaclab_mgpu.rank.isaac import train_argv
 
     one = _ctx(world=1, rank=0)
     rl_games = parse_args([*ISAAC, "--rl_library", "rl_games", "agent.params.config.device=cpu"])

@@ -7,7 +7,7 @@ file, a checkpoint and mgpu's ``summary.json`` (world size 2, equal parameter ch
 
 Runs only where Isaac Lab is importable (Python 3.12 with ``.[isaaclab]``; ``.ci/run`` builds that
 environment); skipped elsewhere. The robot and ground-plane files come from
-``python -m isaaclab_mgpu.isaac.assets`` unless ``ISAACSIM_ASSET_ROOT`` is already set. The first
+``python -m isaaclab_mgpu.tools.isaac_assets`` unless ``ISAACSIM_ASSET_ROOT`` is already set. The first
 run on a machine compiles Warp's kernels (minutes on CPU); later runs load them from Warp's cache.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from training_helpers import child_env
 
-from isaaclab_mgpu.isaac import preflight
+from isaaclab_mgpu.launcher import isaac_preflight as preflight
 
 pytestmark = pytest.mark.skipif(
     sys.version_info < (3, 12) or preflight._package_dir("isaaclab_rl") is None,
@@ -50,7 +50,8 @@ def asset_root(tmp_path_factory) -> str:
     if given:
         return given
     root = tmp_path_factory.mktemp("isaac_assets")
-    subprocess.run([sys.executable, "-m", "isaaclab_mgpu.isaac.assets", str(root)], check=True, timeout=300)
+    build = [sys.executable, "-m", "isaaclab_mgpu.tools.isaac_assets", str(root)]
+    subprocess.run(build, check=True, timeout=300)
     return str(root)
 
 

@@ -13,14 +13,14 @@ import psutil
 import pytest
 
 from isaaclab_mgpu import cli
-from isaaclab_mgpu.probe import channel
-from isaaclab_mgpu.probe.bisect import find_workarounds
-from isaaclab_mgpu.probe.config import ProbeOptions, parse_sizes
-from isaaclab_mgpu.probe.results import bus_factor
-from isaaclab_mgpu.probe.run import Prober, plan_probe, probe_nccl
-from isaaclab_mgpu.resolve import probe_machine
-from isaaclab_mgpu.spec import LaunchSpec
-from isaaclab_mgpu.workarounds import Candidate
+from isaaclab_mgpu.contract import probe_channel as channel
+from isaaclab_mgpu.launcher.probe.bisect import find_workarounds
+from isaaclab_mgpu.launcher.probe.config import ProbeOptions, parse_sizes
+from isaaclab_mgpu.launcher.probe.results import bus_factor
+from isaaclab_mgpu.launcher.probe.run import Prober, plan_probe, probe_nccl
+from isaaclab_mgpu.launcher.resolve import probe_machine
+from isaaclab_mgpu.launcher.spec import LaunchSpec
+from isaaclab_mgpu.launcher.workarounds import Candidate
 
 STANDINS = str(Path(__file__).parent / "probe_standins")
 

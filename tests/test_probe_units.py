@@ -7,18 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from isaaclab_mgpu import cli, workarounds
-from isaaclab_mgpu.build import build
-from isaaclab_mgpu.errors import EXIT_PROBE_ERROR, EXIT_PROBE_HANG, EXIT_PROBE_WRONG, UsageError
-from isaaclab_mgpu.probe.bisect import find_workarounds
-from isaaclab_mgpu.probe.config import (
+from isaaclab_mgpu import cli
+from isaaclab_mgpu.contract.errors import EXIT_PROBE_ERROR, EXIT_PROBE_HANG, EXIT_PROBE_WRONG, UsageError
+from isaaclab_mgpu.launcher import workarounds
+from isaaclab_mgpu.launcher.build import build
+from isaaclab_mgpu.launcher.probe.bisect import find_workarounds
+from isaaclab_mgpu.launcher.probe.config import (
     ProbeOptions,
     default_world_sizes,
     options_from_cli,
     parse_sizes,
     parse_world_sizes,
 )
-from isaaclab_mgpu.probe.results import (
+from isaaclab_mgpu.launcher.probe.results import (
     HungRank,
     WorldResult,
     aggregate,
@@ -26,11 +27,11 @@ from isaaclab_mgpu.probe.results import (
     bus_factor,
     exit_code,
 )
-from isaaclab_mgpu.probe.run import Launch, ProbeSummary, launch_spec, plan_probe
+from isaaclab_mgpu.launcher.probe.run import Launch, ProbeSummary, launch_spec, plan_probe
+from isaaclab_mgpu.launcher.resolve import Machine, resolve
+from isaaclab_mgpu.launcher.spec import LaunchSpec
+from isaaclab_mgpu.launcher.workarounds import CANDIDATES, Candidate
 from isaaclab_mgpu.report.probe import verdict
-from isaaclab_mgpu.resolve import Machine, resolve
-from isaaclab_mgpu.spec import LaunchSpec
-from isaaclab_mgpu.workarounds import CANDIDATES, Candidate
 
 # --- sizes and world sizes -------------------------------------------------------------------
 
@@ -304,7 +305,7 @@ def test_probe_launch_goes_through_the_train_builder(tmp_path):
     assert argv[argv.index("--nnodes") + 1] == "2"
     assert argv[argv.index("--master_addr") + 1] == "node0"
     tail = argv[argv.index("-m", 3) :]
-    assert tail[:2] == ["-m", "isaaclab_mgpu.probe.worker"]
+    assert tail[:2] == ["-m", "isaaclab_mgpu.rank.probe_worker"]
     assert tail[tail.index("--results") + 1] == str((tmp_path / "ws4").resolve())
     assert tail[tail.index("--backend") + 1] == "gloo"
     assert tail[tail.index("--sizes") + 1] == ",".join(map(str, plan.sizes))

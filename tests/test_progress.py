@@ -10,7 +10,7 @@ import sys
 import time
 from datetime import timedelta
 
-from isaaclab_mgpu import progress
+from isaaclab_mgpu.contract import progress
 
 
 def test_reports_are_noops_outside_mgpu(tmp_path):

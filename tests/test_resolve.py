@@ -7,15 +7,15 @@ import socket
 import pytest
 from conftest import machine
 
-from isaaclab_mgpu.errors import EnvironmentProblem, UsageError
-from isaaclab_mgpu.resolve import (
+from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
+from isaaclab_mgpu.launcher.resolve import (
     first_slurm_host,
     parse_visible_devices,
     port_is_free,
     resolve,
     visible_devices,
 )
-from isaaclab_mgpu.spec import LaunchSpec
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 
 def res(spec, m=None, strict=True, **kw):

@@ -9,7 +9,7 @@ import pytest
 from training_helpers import run
 
 from isaaclab_mgpu.cli import main
-from isaaclab_mgpu.runs import find_runs, planned_folder, settle, status_of, write_json
+from isaaclab_mgpu.launcher.runs import find_runs, planned_folder, settle, status_of, write_json
 
 
 def make(root, lib, exp, name, **data):
@@ -97,11 +97,11 @@ def test_a_run_whose_rank_fails_is_listed_as_failed(tmp_path):
 def test_launcher_settles_the_status_from_the_run_result(tmp_path, monkeypatch, result, status):
     from conftest import machine
 
-    from isaaclab_mgpu.build import build
     from isaaclab_mgpu.launch import settle_run
-    from isaaclab_mgpu.resolve import resolve
-    from isaaclab_mgpu.spec import LaunchSpec
-    from isaaclab_mgpu.supervise import RunResult
+    from isaaclab_mgpu.launcher.build import build
+    from isaaclab_mgpu.launcher.resolve import resolve
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
+    from isaaclab_mgpu.launcher.supervise import RunResult
 
     monkeypatch.chdir(tmp_path)
     spec = LaunchSpec.from_options(

@@ -18,7 +18,7 @@ import jax
 import skrl.agents.jax.ppo.ppo as ppo
 import skrl.models.jax.base as base
 original = base.Model.reduce_parameters
-from isaaclab_mgpu.backends._patches import patch_skrl_jax
+from isaaclab_mgpu.rank.patches.skrl import patch_skrl_jax
 patch_skrl_jax()
 make = lambda: (lambda x: jax.lax.psum(x, "i"))  # equal code, fresh function each call
 first, second = ppo.jax.pmap(make(), axis_name="i"), ppo.jax.pmap(make(), axis_name="i")

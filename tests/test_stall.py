@@ -21,7 +21,7 @@ import psutil
 import pytest
 from training_helpers import child_env, start
 
-from isaaclab_mgpu.errors import EXIT_HANG
+from isaaclab_mgpu.contract.errors import EXIT_HANG
 
 STALL = 20
 #: The issue's bound from SIGSTOP to mgpu's exit.

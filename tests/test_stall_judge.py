@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from isaaclab_mgpu.supervise.stall import Report, StallMonitor, StallOptions, judge, stack_tail
+from isaaclab_mgpu.launcher.supervise.stall import Report, StallMonitor, StallOptions, judge, stack_tail
 
 T0 = 1_000_000.0
 
@@ -146,13 +146,13 @@ def test_stack_tail_takes_the_main_threads_innermost_frames():
 
 
 def _command(world_size, local_ranks):
-    from isaaclab_mgpu.build import Command
+    from isaaclab_mgpu.launcher.build import Command
 
     return Command(("python",), {}, world_size, {r: "cpu" for r in local_ranks}, "torchrun", "logs/mgpu")
 
 
 def _result(**kw):
-    from isaaclab_mgpu.supervise import RunResult
+    from isaaclab_mgpu.launcher.supervise import RunResult
 
     base = dict(exit_code=130, interrupted=False, killed_after_grace=False, failure=None, log_dir=None,
                 survivors=())  # fmt: skip
@@ -162,9 +162,9 @@ def _result(**kw):
 def test_a_stop_from_another_node_is_not_called_a_failure_of_the_local_rank():
     import pytest
 
-    from isaaclab_mgpu.errors import WorkerFailure
+    from isaaclab_mgpu.contract.errors import WorkerFailure
     from isaaclab_mgpu.launch import exit_code
-    from isaaclab_mgpu.supervise import RankFailure
+    from isaaclab_mgpu.launcher.supervise import RankFailure
 
     failure = RankFailure(0, 0, "node0", 130, None, None)
     with pytest.raises(WorkerFailure) as multi:
@@ -184,9 +184,9 @@ def test_a_stop_from_another_node_is_not_called_a_failure_of_the_local_rank():
 def test_a_hang_exits_4_and_suggests_probe_nccl_with_the_same_launch_options():
     import pytest
 
-    from isaaclab_mgpu.errors import Hang
+    from isaaclab_mgpu.contract.errors import Hang
     from isaaclab_mgpu.launch import exit_code
-    from isaaclab_mgpu.spec import LaunchSpec
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
 
     stall = verdict(StallOptions(startup_timeout=60), [], T0 + 61, started=T0)
     spec = LaunchSpec(device="cpu", nnodes="2", node_rank=0, master_addr="10.0.0.1", master_port=29511)

@@ -22,9 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from isaaclab_mgpu.build import Command
-from isaaclab_mgpu.errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, UsageError
-from isaaclab_mgpu.supervise import SuperviseOptions, Supervisor, rootcause
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, UsageError
+from isaaclab_mgpu.launcher.build import Command
+from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor, rootcause
 
 WORKERS = Path(__file__).parent / "workers"
 ROOT = Path(__file__).parent.parent

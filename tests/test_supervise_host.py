@@ -19,8 +19,8 @@ import pytest
 HOST = r"""
 import ctypes, json, os, subprocess, sys, time
 import psutil
-from isaaclab_mgpu.build import Command
-from isaaclab_mgpu.supervise import SuperviseOptions, Supervisor
+from isaaclab_mgpu.launcher.build import Command
+from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor
 
 libc = ctypes.CDLL(None, use_errno=True)
 

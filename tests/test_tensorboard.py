@@ -10,7 +10,7 @@ import sys
 import pytest
 from training_helpers import child_env, run, summary
 
-from isaaclab_mgpu.backends.base import PPOSettings, skrl_ppo_cfg
+from isaaclab_mgpu.rank.backends.base import PPOSettings, skrl_ppo_cfg
 
 #: The mean-reward tag each library's own writer uses, and one loss tag of each.
 LIBRARY_TAGS = {
@@ -97,7 +97,7 @@ def test_logger_choice_reaches_skrl_writer():
 
 
 def test_rsl_rl_logger_cfg():
-    from isaaclab_mgpu.backends.rsl_rl import logger_cfg
+    from isaaclab_mgpu.rank.backends.rsl_rl import logger_cfg
 
     assert logger_cfg("tensorboard", {}) == "tensorboard"
     assert logger_cfg("wandb", {"experiment_name": "cartpole"}) == {
@@ -111,8 +111,8 @@ def test_rsl_rl_logger_cfg():
     [("wandb", "--logger wandb: wandb is not installed"), ("mlflow", "--logger 'mlflow' is unknown")],
 )
 def test_bad_logger_refused_before_spawn(capsys, monkeypatch, logger, message):
-    from isaaclab_mgpu import resolve
     from isaaclab_mgpu.cli import main
+    from isaaclab_mgpu.launcher import resolve
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"spawned {args!r}")
@@ -126,7 +126,7 @@ def test_bad_logger_refused_before_spawn(capsys, monkeypatch, logger, message):
 
 
 def test_worker_logger_option(capsys):
-    from isaaclab_mgpu.worker.args import parse_args
+    from isaaclab_mgpu.rank.worker.args import parse_args
 
     assert parse_args([]).logger == "tensorboard"
     assert parse_args(["--logger", "none"]).logger == "none"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import isaaclab_mgpu
-from isaaclab_mgpu import tasks
+from isaaclab_mgpu.rank import tasks
 
 FLAGS = (
     (torch.backends.cuda.matmul, "allow_tf32"),

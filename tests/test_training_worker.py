@@ -13,7 +13,8 @@ from training_helpers import child_env
 # Records, at the first import of each watched module, Warp's enable_backward (None: warp absent).
 PROBE = r"""
 import json, runpy, sys
-WATCH = {"isaaclab_mgpu.tasks", "isaaclab_mgpu.backends", "rsl_rl", "skrl", "isaaclab", "tensordict"}
+WATCH = {"isaaclab_mgpu.rank.tasks", "isaaclab_mgpu.rank.backends", "rsl_rl", "skrl", "isaaclab",
+         "tensordict"}
 seen = {}
 def hook(event, args):
     if event == "import" and args[0] in WATCH and args[0] not in seen:
@@ -24,7 +25,7 @@ sys.argv = ["worker", *json.loads(sys.argv[1])]
 code = 0
 try:
     if sys.argv[1:] == ["--import-only"]:
-        import isaaclab_mgpu.tasks
+        import isaaclab_mgpu.rank.tasks
     else:
         runpy.run_module("isaaclab_mgpu.worker", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
@@ -64,11 +65,11 @@ def test_warp_backward_is_disabled_before_tasks_and_backends_are_imported(tmp_pa
     args = ["--device", "cpu", "--num_envs", "8", "--max_iterations", "1", "agent.rollout=4"]
     seen, code, out = _probe(tmp_path, args)
     assert code == 0, out[-3000:]
-    for module in ("isaaclab_mgpu.tasks", "isaaclab_mgpu.backends", "rsl_rl", "tensordict"):
+    for module in ("isaaclab_mgpu.rank.tasks", "isaaclab_mgpu.rank.backends", "rsl_rl", "tensordict"):
         assert seen.get(module) is False, (module, seen)
     # The probe can tell the difference: importing a task module directly sees no flag set.
     seen, _, _ = _probe(tmp_path, ["--import-only"])
-    assert seen["isaaclab_mgpu.tasks"] is None
+    assert seen["isaaclab_mgpu.rank.tasks"] is None
 
 
 @pytest.mark.parametrize(
@@ -81,7 +82,7 @@ def test_warp_backward_is_disabled_before_tasks_and_backends_are_imported(tmp_pa
     ],
 )
 def test_bad_worker_arguments_exit_2_with_one_line(argv, needle, capsys):
-    from isaaclab_mgpu.worker.args import parse_args
+    from isaaclab_mgpu.rank.worker.args import parse_args
 
     with pytest.raises(SystemExit) as exc:
         parse_args(argv)
@@ -106,7 +107,7 @@ def test_unknown_argument_exits_2_from_the_process(tmp_path):
 
 
 def test_overrides_are_parsed_in_order():
-    from isaaclab_mgpu.worker.args import parse_args
+    from isaaclab_mgpu.rank.worker.args import parse_args
 
     args = parse_args(["--task", "pendulum", "env.dt=0.02", "agent.rollout=8", "presets=newton_mjwarp"])
     assert args.overrides_for("env") == {"dt": "0.02"}
@@ -117,7 +118,7 @@ def test_overrides_are_parsed_in_order():
 def test_cartpole_fails_by_falling_and_resets_itself():
     import torch
 
-    from isaaclab_mgpu.tasks import make
+    from isaaclab_mgpu.rank.tasks import make
 
     task = make("cartpole", 16, "cpu", seed=0)
     for _ in range(200):  # full push one way: the pole falls well within 200 steps
@@ -131,7 +132,7 @@ def test_cartpole_fails_by_falling_and_resets_itself():
 def test_pendulum_only_times_out():
     import torch
 
-    from isaaclab_mgpu.tasks import make
+    from isaaclab_mgpu.rank.tasks import make
 
     task = make("pendulum", 8, "cpu", seed=0, overrides={"episode_length": "10"})
     for _step in range(10):
@@ -159,7 +160,7 @@ def test_package_import_stays_light_and_train_in_process_is_lazy():
 
 
 def test_isaaclab_task_without_isaaclab_is_a_usage_error(tmp_path, capsys):
-    from isaaclab_mgpu.isaac import compat
+    from isaaclab_mgpu.rank.patches import isaaclab as compat
 
     if compat.installed_version() is not None:
         pytest.skip("Isaac Lab is installed here")

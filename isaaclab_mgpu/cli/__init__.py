@@ -1,6 +1,6 @@
 """The ``mgpu`` command line: thin Typer commands over one launch core.
 
-Each command turns its options into a :class:`~isaaclab_mgpu.spec.LaunchSpec` (shared options
+Each command turns its options into a :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` (shared options
 live in :mod:`.options`), then calls the core: resolve → build → print or supervise. No logic
 lives here; :func:`main` is the one place where errors become a stderr line and an exit code.
 """
@@ -13,11 +13,17 @@ from typing import Annotated
 import click
 import typer
 
-from .. import __version__
-from ..errors import EXIT_INTERRUPTED, Interrupted, MgpuError
-from .command import LaunchCommand
-from .options import NO_SAVED_WORKAROUNDS, PASSTHROUGH, STATE, launch_command, train_launch_command
-from .probe import probe_nccl_cmd
+from isaaclab_mgpu import __version__
+from isaaclab_mgpu.cli.command import LaunchCommand
+from isaaclab_mgpu.cli.options import (
+    NO_SAVED_WORKAROUNDS,
+    PASSTHROUGH,
+    STATE,
+    launch_command,
+    train_launch_command,
+)
+from isaaclab_mgpu.cli.probe import probe_nccl_cmd
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Interrupted, MgpuError
 
 app = typer.Typer(
     name="mgpu",
@@ -53,7 +59,7 @@ def dry_run_cmd(
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
 ) -> int:
     """Print exactly the command [bold]train[/] would exec; nothing is started."""
-    from ..launch import plan
+    from isaaclab_mgpu.launch import plan
 
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
@@ -87,8 +93,8 @@ def train_cmd(
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
 ) -> int:
     """Launch training on N ranks per node and supervise the whole process tree."""
-    from ..launch import plan, train
-    from ..supervise import SuperviseOptions
+    from isaaclab_mgpu.launch import plan, train
+    from isaaclab_mgpu.launcher.supervise import SuperviseOptions
 
     options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after)
     use_saved = not no_saved_workarounds
@@ -107,7 +113,7 @@ def check_env_cmd(
     ] = False,
 ) -> int:
     """Say what will break a launch before it happens; exit 1 when a check fails."""
-    from ..launch import check_env
+    from isaaclab_mgpu.launch import check_env
 
     return check_env(spec, as_json=json, deep=deep)
 
@@ -126,9 +132,9 @@ def runs_cmd(
     """List training runs, newest first, from their summary.json files."""
     from pathlib import Path
 
-    from ..errors import MgpuError, UsageError
-    from ..report import runs as report
-    from ..runs import find_runs
+    from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+    from isaaclab_mgpu.launcher.runs import find_runs
+    from isaaclab_mgpu.report import runs as report
 
     if not Path(log_root).is_dir():
         raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
@@ -157,9 +163,9 @@ def skills_check_cmd(
     """Validate skills/ and docs/: front matter, sections, links, paths and every quoted mgpu command."""
     from pathlib import Path
 
-    from .. import report
-    from ..skills_check import check_tree
-    from .validate import parse_command_line
+    from isaaclab_mgpu import report
+    from isaaclab_mgpu.cli.validate import parse_command_line
+    from isaaclab_mgpu.launcher.skills_check import check_tree
 
     problems = check_tree(Path(path), lambda argv: parse_command_line(app, argv))
     return report.skills_problems(problems)
@@ -170,7 +176,7 @@ app.command("probe-nccl", context_settings=PASSTHROUGH)(launch_command(probe_ncc
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``mgpu`` command line and return its exit code."""
-    from .. import report
+    from isaaclab_mgpu import report
 
     args = sys.argv[1:] if argv is None else argv
     STATE.debug = os.environ.get("MGPU_DEBUG", "") not in ("", "0")

@@ -7,7 +7,7 @@
   names stay readable at 80 columns.
 - **Where ``--`` was.** Click drops ``--`` and appends what followed it to the extra arguments;
   :class:`LaunchCommand` records how many trailing extra arguments came after it, so the
-  forwarded-argument check (:mod:`isaaclab_mgpu.forwarded`) can keep them verbatim.
+  forwarded-argument check (:mod:`isaaclab_mgpu.launcher.forwarded`) can keep them verbatim.
 - **The worker's options in ``--help``.** After Typer's panels, a "Training options" panel lists
   the built-in worker's options from its own parser.
 """
@@ -57,7 +57,7 @@ class LaunchCommand(TyperCommand):
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_help(ctx, formatter)
-        from ..report.help import training_options
-        from ..worker.args import ISAAC_TRAIN_OPTIONS, options_help
+        from isaaclab_mgpu.rank.worker.args import ISAAC_TRAIN_OPTIONS, options_help
+        from isaaclab_mgpu.report.help import training_options
 
         training_options(options_help(), ctx.info_name or "train", ISAAC_TRAIN_OPTIONS)

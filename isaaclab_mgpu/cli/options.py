@@ -4,8 +4,8 @@
 accepts every launcher option of Isaac Lab's ``train_multigpu`` (declared in the underscore
 spelling; :mod:`.command` makes the hyphen spelling work too), collects unknown options and
 ``key=value`` overrides as training arguments, and hands the function a validated
-:class:`~isaaclab_mgpu.spec.LaunchSpec`. For a :class:`~.command.LaunchCommand` the training
-arguments are also checked against the built-in worker's options (:mod:`isaaclab_mgpu.forwarded`).
+:class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`. For a :class:`~.command.LaunchCommand` the training
+arguments are also checked against the built-in worker's options (:mod:`isaaclab_mgpu.launcher.forwarded`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Annotated, Any
 import click
 import typer
 
-from ..errors import EXIT_INTERRUPTED, Interrupted, UsageError
-from ..spec import LaunchSpec, in_user_order
-from .command import PASSTHROUGH, VERBATIM, LaunchCommand, option_names
+from isaaclab_mgpu.cli.command import PASSTHROUGH, VERBATIM, LaunchCommand, option_names
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Interrupted, UsageError
+from isaaclab_mgpu.launcher.spec import LaunchSpec, in_user_order
 
 __all__ = ["PASSTHROUGH", "SHARED", "STATE", "launch_command", "spec_for", "spec_from_options"]
 
@@ -279,7 +279,7 @@ def spec_for(ctx: click.Context, values: dict[str, Any]) -> LaunchSpec:
     """The LaunchSpec of a parsed command; a launch command's training arguments checked too."""
     spec = spec_from_options(list(ctx.args), values)
     if isinstance(ctx.command, LaunchCommand):
-        from ..forwarded import check_training_args
+        from isaaclab_mgpu.launcher.forwarded import check_training_args
 
         check_training_args(
             spec,
@@ -288,7 +288,7 @@ def spec_for(ctx: click.Context, values: dict[str, Any]) -> LaunchSpec:
             command=ctx.info_name or "train",
         )
     elif spec.training_args and ctx.command is not None:
-        from ..forwarded import check_misspelt_options
+        from isaaclab_mgpu.launcher.forwarded import check_misspelt_options
 
         check_misspelt_options(spec.training_args, option_names(ctx.command), ctx.info_name or "mgpu")
     return spec

@@ -1,10 +1,10 @@
-"""``mgpu probe-nccl``: options only; the probe lives in :mod:`isaaclab_mgpu.probe`."""
+"""``mgpu probe-nccl``: options only; the probe lives in :mod:`isaaclab_mgpu.launcher.probe`."""
 
 from typing import Annotated
 
 import typer
 
-from .options import NO_SAVED_WORKAROUNDS, _names
+from isaaclab_mgpu.cli.options import NO_SAVED_WORKAROUNDS, _names
 
 PROBE = "Probe options"
 
@@ -39,8 +39,8 @@ def probe_nccl_cmd(
     json: Annotated[bool, _o("json", "Print one JSON document instead of the tables.")] = False,
 ) -> int:
     """Tell a communication hang from a task bug: time and check all-reduce at each world size."""
-    from ..launch import probe_nccl
-    from ..probe.config import options_from_cli
+    from isaaclab_mgpu.launch import probe_nccl
+    from isaaclab_mgpu.launcher.probe.config import options_from_cli
 
     opts = options_from_cli(
         world_size=world_size,

@@ -14,9 +14,9 @@ from typing import Any
 import click
 import typer
 
-from ..errors import MgpuError
-from .command import LaunchCommand
-from .options import SHARED, STATE, spec_for
+from isaaclab_mgpu.cli.command import LaunchCommand
+from isaaclab_mgpu.cli.options import SHARED, STATE, spec_for
+from isaaclab_mgpu.contract.errors import MgpuError
 
 #: Flags of Isaac Lab's own ``train.py`` that docs may quote as training arguments.
 ISAACLAB_TRAIN_FLAGS = frozenset(
@@ -31,7 +31,7 @@ ISAACLAB_TRAIN_FLAGS = frozenset(
 
 def training_flags() -> frozenset[str]:
     """Flags a launch may pass through: the built-in worker's and Isaac Lab ``train.py``'s."""
-    from ..worker.args import option_strings
+    from isaaclab_mgpu.rank.worker.args import option_strings
 
     return ISAACLAB_TRAIN_FLAGS | option_strings()
 

@@ -12,10 +12,10 @@ import shlex
 import sys
 from typing import Any
 
-from ..build import Command
-from ..progress import STALL_ENV, STARTUP_ENV, process_group_timeout
-from ..resolve import ResolvedSpec
-from ..spec import LaunchSpec
+from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV, process_group_timeout
+from isaaclab_mgpu.launcher.build import Command
+from isaaclab_mgpu.launcher.resolve import ResolvedSpec
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 
 def out(line: str) -> None:

@@ -16,11 +16,11 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import note, out
+from isaaclab_mgpu.report import note, out
 
 if TYPE_CHECKING:
-    from ..diagnostics import CheckResult
-    from ..diagnostics.rules import Finding
+    from isaaclab_mgpu.launcher.diagnostics import CheckResult
+    from isaaclab_mgpu.launcher.diagnostics.rules import Finding
 
 SCHEMA = "mgpu.check-env/1"
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}

@@ -13,12 +13,12 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import note, out
+from isaaclab_mgpu.report import note, out
 
 if TYPE_CHECKING:
-    from ..probe.bisect import Trial
-    from ..probe.results import WorldResult
-    from ..probe.run import ProbeSummary
+    from isaaclab_mgpu.launcher.probe.bisect import Trial
+    from isaaclab_mgpu.launcher.probe.results import WorldResult
+    from isaaclab_mgpu.launcher.probe.run import ProbeSummary
 
 #: Innermost stack lines shown per hung rank (the whole stack is in its file).
 STACK_LINES = 8
@@ -104,7 +104,7 @@ def verdict(s: ProbeSummary) -> str:
         pairs = " and between every GPU pair" if s.pairs else ""
         at = "world size" if len(s.world) == 1 else "world sizes"
         return f"communication OK at {at} {sizes}{pairs} — a hang in training is in the task or launch"
-    from ..probe.results import worst
+    from isaaclab_mgpu.launcher.probe.results import worst
 
     status = worst(r.status for r in launches)
     bad = [r for r in launches if r.status == status]
@@ -154,7 +154,7 @@ def _fixes(s: ProbeSummary, first: WorldResult) -> str:
             "none of the documented NCCL variables fixed it; rerun with NCCL_DEBUG=INFO and check "
             "the topology (nvidia-smi topo -m), /dev/shm and ulimit -l"
         )
-    from ..workarounds import CANDIDATES
+    from isaaclab_mgpu.launcher.workarounds import CANDIDATES
 
     some = ", ".join(c.assignment for c in CANDIDATES[:3])
     ws = first.world_size

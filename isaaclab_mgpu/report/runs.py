@@ -6,8 +6,8 @@ import json
 import time
 from collections.abc import Sequence
 
-from ..runs import RunRow
-from . import out
+from isaaclab_mgpu.launcher.runs import RunRow
+from isaaclab_mgpu.report import out
 
 _STATUS_STYLE = {
     "finished": "green",
@@ -37,7 +37,7 @@ def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from . import note
+    from isaaclab_mgpu.report import note
 
     if not rows:
         note(f"no runs under {root} (looked for */*/*/summary.json)")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import EXIT_INTERRUPTED
-from . import note, warn
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED
+from isaaclab_mgpu.report import note, warn
 
 if TYPE_CHECKING:
-    from ..supervise import RankFailure, RunResult, Stall
+    from isaaclab_mgpu.launcher.supervise import RankFailure, RunResult, Stall
 
 
 def log_folder(path: str) -> None:

@@ -45,7 +45,7 @@ class TrainingConsole:
             return
         self.note(f"training {description}: iterations {first + 1}..{total}")
         if self.tty:
-            from .progress import iteration_bar
+            from isaaclab_mgpu.report.progress import iteration_bar
 
             self._progress = iteration_bar()
             self._task = self._progress.add_task("train", total=total, completed=first, info="")

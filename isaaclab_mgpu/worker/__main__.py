@@ -1,5 +1,5 @@
 """``python -m isaaclab_mgpu.worker``: one rank (reaching ``main`` sets Warp's flag first)."""
 
-from . import main
+from isaaclab_mgpu.rank.worker import main
 
 main()

@@ -8,7 +8,7 @@ import sys
 
 import torch.distributed as dist
 
-from isaaclab_mgpu.probe import worker
+from isaaclab_mgpu.rank import probe_worker as worker
 
 _real_all_reduce = dist.all_reduce
 

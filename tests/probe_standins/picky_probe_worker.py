@@ -11,6 +11,6 @@ if __name__ == "__main__":
     if os.environ.get("NCCL_SHM_DISABLE") != "1":
         sys.stderr.write("stand-in failure: NCCL_SHM_DISABLE is not 1\n")
         sys.exit(3)
-    from isaaclab_mgpu.probe import worker
+    from isaaclab_mgpu.rank import probe_worker as worker
 
     sys.exit(worker.main())

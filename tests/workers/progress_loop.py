@@ -4,7 +4,7 @@ import os
 import signal
 import time
 
-from isaaclab_mgpu import progress
+from isaaclab_mgpu.contract import progress
 
 
 def train_step(iteration: int) -> None:

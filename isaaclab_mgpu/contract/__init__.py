@@ -1,0 +1,13 @@
+"""What crosses between mgpu's processes: one definition of each format, standard library only.
+
+Both sides import this package and nothing here imports either side. Three kinds of process meet
+in a run: the launcher (``mgpu``, :mod:`isaaclab_mgpu.launcher`), the ranks
+(:mod:`isaaclab_mgpu.rank`) and the tools that read a run afterwards (``mgpu runs``). They share:
+
+- :mod:`.errors` — the error hierarchy and the exit codes it maps to;
+- :mod:`.progress` — the progress report a rank writes and its supervisor reads, and the ranks'
+  reporting API (public as :mod:`isaaclab_mgpu.progress`);
+- :mod:`.probe_channel` — the probe ranks' heartbeat, result and stack files.
+
+Importing any of it is cheap in any process: no torch, no Rich, no third-party package.
+"""

@@ -1,0 +1,211 @@
+"""Progress reports from a training rank to the ``mgpu`` supervisor of its node: one call per stage.
+
+``mgpu train`` watches every rank for stalls (``--stall_timeout``, ``--startup_timeout``; see
+``docs/hang-triage.md``). A rank tells it where it is with one cheap call::
+
+    from isaaclab_mgpu import progress
+
+    for it in range(iterations):
+        progress.iteration(it + 1)      # once per iteration: that is all a training loop needs
+        ...
+
+The first iteration a process runs counts as start-up (``"warmup": true`` in the report): it
+holds just-in-time compilation (skrl JAX's first update compiles for tens of seconds on a CPU)
+and first allocations. Finer stages name *where* a rank stalled: ``progress.beat("update")``
+(the iteration number is kept from the last call). The built-in worker reports the start-up
+stages (``start``, ``init``, ``environment``, ``trainer``, ``broadcast``) and, per iteration,
+``rollout``, ``update``, ``sync`` (the all-gather of statistics), ``checkpoint``, then ``finish``
+and ``done``. Any other name is a training stage too. A library callback can hold a
+:class:`Reporter` (``Reporter().iteration(n)``).
+
+The channel is a file per rank, ``<MGPU_PROGRESS_DIR>/progress.<rank>.json`` (one JSON object,
+padded with spaces), overwritten in place by one ``pwrite`` per call (a few microseconds), in a
+folder on the node the node's supervisor chose; nothing travels through the communicator that
+may be hung, and each node's supervisor reads only its own ranks.
+Outside ``mgpu train`` (no ``MGPU_PROGRESS_DIR``) every call is a no-op.
+
+The first call also registers :mod:`faulthandler` on SIGUSR1, so the supervisor can have the rank
+dump its Python stack (all threads) into ``stack.txt`` beside the rank's torchrun log files
+(``$TORCHELASTIC_ERROR_FILE``'s folder) when it stalls.
+
+:func:`process_group_timeout` is the second line of defence for programs that create their own
+process group: ``init_process_group(..., timeout=progress.process_group_timeout(startup=True))``
+makes a hung collective fail after mgpu's start-up bound plus a margin, instead of NCCL's 10 or
+gloo's 30 minutes; :func:`after_startup` then shortens it to the stall timeout plus the margin.
+
+Standard library only: importing this module is cheap in any process.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal
+import socket
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "ITERATION_STAGES",
+    "STARTUP_STAGES",
+    "Reporter",
+    "after_startup",
+    "beat",
+    "iteration",
+    "process_group_timeout",
+]
+
+#: Folder of the progress files, chosen by the node's supervisor (absent: reports are off).
+DIR_ENV = "MGPU_PROGRESS_DIR"
+#: ``--stall_timeout`` and ``--startup_timeout`` in seconds (0: off), set by ``mgpu train``.
+STALL_ENV = "MGPU_STALL_TIMEOUT"
+STARTUP_ENV = "MGPU_STARTUP_TIMEOUT"
+#: Seconds a process group's timeout adds to mgpu's bound, so mgpu's report comes first.
+MARGIN_S = 60.0
+
+#: Start-up stages in order; a rank in one of them has not begun training.
+STARTUP_STAGES = ("start", "init", "environment", "trainer", "broadcast")
+#: Stages of one iteration in order (their order tells which rank lags behind another).
+ITERATION_STAGES = ("iteration", "rollout", "update", "sync", "checkpoint")
+#: The rank finished training and is exiting.
+DONE = "done"
+
+
+def progress_path(folder: str | Path, rank: int) -> Path:
+    """Where rank ``rank`` reports its progress."""
+    return Path(folder) / f"progress.{rank}.json"
+
+
+class Reporter:
+    """This rank's progress channel; :func:`beat` and :func:`iteration` use one per process."""
+
+    def __init__(self, environ: Any = None) -> None:
+        env = os.environ if environ is None else environ
+        folder = env.get(DIR_ENV)
+        self.rank = int(env.get("RANK", env.get("JAX_RANK", "0")) or 0)
+        self.local_rank = int(env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", "0")) or 0)
+        self.path = progress_path(folder, self.rank) if folder else None
+        self._error_file = env.get("TORCHELASTIC_ERROR_FILE")
+        self._fd: int | None = None
+        self._stack: IO[str] | None = None
+        self._stack_path: str | None = None
+        self._prefix = ""
+        self._size = 0
+        self._stages: dict[str, str] = {}
+        self.iteration_number: int | None = None
+        self._iterations = 0
+
+    @property
+    def enabled(self) -> bool:
+        """True when a supervisor reads the reports."""
+        return self.path is not None
+
+    def beat(self, stage: str, iteration: int | None = None) -> None:
+        """Report entering ``stage`` (of ``iteration``, else the last iteration given)."""
+        if self.path is None:
+            return
+        if self._fd is None and not self._start():
+            return
+        if iteration is not None and iteration != self.iteration_number:
+            self.iteration_number = iteration
+            self._iterations += 1
+        text = self._stages.get(stage)
+        if text is None:
+            text = self._stages[stage] = json.dumps(stage)
+        record = f'{self._prefix}"stage": {text}, "iteration": {self.iteration_number or "null"}, '
+        warm = "true" if self._iterations <= 1 else "false"
+        record = f'{record}"warmup": {warm}, "time": {time.time()!r}}}'.encode()
+        if len(record) > self._size:
+            self._size = len(record) + 64
+        try:  # noqa: SIM105  (a try costs nothing here; contextlib.suppress costs a context manager)
+            # One pwrite of a space-padded record in place: about 1 µs, where a write-and-rename
+            # costs 0.2 ms. A reader that catches it half-written keeps the previous report.
+            os.pwrite(self._fd, record.ljust(self._size), 0)  # type: ignore[arg-type]
+        except OSError:
+            pass  # the supervisor's folder is gone (the run is ending): training goes on
+
+    def iteration(self, number: int) -> None:
+        """Report that iteration ``number`` begins (the one call a training loop needs)."""
+        self.beat("iteration", number)
+
+    def _start(self) -> bool:
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)  # type: ignore[arg-type]
+        except OSError:
+            self.path = None  # no supervisor folder (any more): reports are off
+            return False
+        self._stack_path = self._open_stack_file()
+        fixed = {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "stack_file": self._stack_path,
+        }
+        self._prefix = json.dumps(fixed)[:-1] + ", "
+        self._size = max(512, len(self._prefix) + 160)
+        return True
+
+    def _open_stack_file(self) -> str | None:
+        if not hasattr(signal, "SIGUSR1") or self.path is None:
+            return None
+        folder = Path(self._error_file).parent if self._error_file else self.path.parent
+        path = folder / "stack.txt" if self._error_file else folder / f"stack.{self.rank}.txt"
+        try:
+            # Kept open for the life of the process: faulthandler writes from a signal handler.
+            self._stack = open(path, "a")  # noqa: SIM115
+            faulthandler.register(signal.SIGUSR1, file=self._stack, all_threads=True, chain=False)
+        except (OSError, ValueError, RuntimeError):
+            return None  # not the main interpreter, or the folder is not writable: no stacks
+        return os.path.abspath(path)
+
+
+_reporter: Reporter | None = None
+
+
+def _default() -> Reporter:
+    global _reporter
+    if _reporter is None:
+        _reporter = Reporter()
+    return _reporter
+
+
+def beat(stage: str, iteration: int | None = None) -> None:
+    """Tell this node's ``mgpu`` that this rank enters ``stage`` (no-op outside ``mgpu train``)."""
+    _default().beat(stage, iteration)
+
+
+def iteration(number: int) -> None:
+    """Tell this node's ``mgpu`` that iteration ``number`` begins: call it once per iteration."""
+    _default().iteration(number)
+
+
+def _seconds(name: str, environ: Any) -> float:
+    try:
+        return max(0.0, float((environ if environ is not None else os.environ).get(name, "0")))
+    except ValueError:
+        return 0.0
+
+
+def process_group_timeout(*, startup: bool = False, environ: Any = None) -> timedelta | None:
+    """mgpu's start-up or stall bound plus :data:`MARGIN_S`; None when that bound is off."""
+    bound = _seconds(STARTUP_ENV if startup else STALL_ENV, environ)
+    return timedelta(seconds=bound + MARGIN_S) if bound > 0 else None
+
+
+def after_startup(environ: Any = None) -> None:
+    """Shorten the default process group's timeout to the stall bound once start-up is over."""
+    timeout = process_group_timeout(environ=environ)
+    if timeout is None:
+        return
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        # torch 2.x: _set_pg_timeout is the one call that changes a live group's timeout
+        # (gloo and NCCL back-ends alike); init_process_group only sets it once.
+        setter = getattr(dist.distributed_c10d, "_set_pg_timeout", None)
+        if setter is not None:
+            setter(timeout)

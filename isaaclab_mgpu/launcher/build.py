@@ -1,0 +1,218 @@
+"""Pure command builders: a :class:`ResolvedSpec` in, a :class:`Command` (argv + env) out.
+
+No I/O, no ``os.environ``, no clock: the same resolved spec always gives the same command, which
+is what ``dry-run`` prints and ``train`` execs.
+
+torchrun path (rsl-rl, skrl with torch, any ``--script``/``-m``)::
+
+    PYTHON -m torch.distributed.run --nproc_per_node N [--standalone] [launcher options in Isaac
+        Lab's order, incl. --tee 3 --log_dir DIR] --local_ranks_filter 0 [--virtual_local_rank]
+        (-m isaaclab_mgpu.worker --rl_library LIB [--ml_framework F] [--device cpu] | SCRIPT | -m MOD)
+        TRAINING ARGS... --distributed
+
+skrl JAX path: the same shape through :mod:`isaaclab_mgpu.jaxrun`, our supervised replacement
+for ``skrl.utils.distributed.jax`` that keeps its ``JAX_*`` environment contract::
+
+    PYTHON -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M --node_rank R]
+        --coordinator_address HOST:PORT --tee 3 --log_dir DIR --local_ranks_filter 0 WORKER...
+
+Differences from Isaac Lab's launcher, on purpose: a single node with no address given uses
+``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
+``--log_dir`` (default ``logs/mgpu``) and are tee'd to the console, so a filtered rank's output is
+never lost. A multi-node launch without ``--rdzv_id`` (``--master_addr``/``--master_port``, or an
+endpoint without an id) gets ``--rdzv_id mgpu_<host>_<port>``: torchrun names the per-rank log
+folder ``<run id>_<rand>`` (``none_<rand>`` otherwise), and the static rendezvous prefixes its
+store keys with the id, so it must be one every node computes alike: the rendezvous address is.
+(A single node keeps Isaac Lab's argv: ``--standalone`` names its folder with a fresh id anyway.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
+from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
+
+WORKER_MODULE = "isaaclab_mgpu.worker"
+JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
+DEFAULT_LOG_DIR = "logs/mgpu"
+#: Environment variable carrying the run timestamp every rank shares.
+RUN_STAMP_ENV = "MGPU_RUN_STAMP"
+#: Set for the launch when ``--gpu_ids`` selected GPUs.
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+# Forwarded torchrun options, in the order Isaac Lab's launcher emits them.
+_TORCHRUN_ORDER = (
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "max_restarts",
+    "monitor_interval",
+    "start_method",
+    "role",
+    "tee",
+    "redirects",
+    "local_ranks_filter",
+    "log_dir",
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A launch ready to exec: the argv, the environment it adds, and what it will start."""
+
+    argv: tuple[str, ...]
+    """The full command line, starting with the Python interpreter."""
+
+    env: Mapping[str, str]
+    """Variables the launch adds to the inherited environment."""
+
+    world_size: int | None
+    """Total ranks across all nodes, when known."""
+
+    rank_devices: Mapping[int, str]
+    """Global rank → device for the ranks started on this node."""
+
+    launcher: str
+    """``torchrun`` or ``jaxrun``."""
+
+    log_dir: str
+    """Root folder of the per-rank log files."""
+
+
+def build(r: ResolvedSpec) -> Command:
+    """Build the command for ``r``: torchrun, or jaxrun for skrl JAX."""
+    s = r.spec
+    opts = _launcher_options(r)
+    if s.uses_jax:
+        head = [r.python, "-m", JAXRUN_MODULE, "--nproc_per_node", str(r.nproc)]
+        for name in ("nnodes", "node_rank"):
+            if opts.get(name) is not None:
+                head += [f"--{name}", str(opts[name])]
+        host, port = r.coordinator or ("127.0.0.1", 0)
+        head += ["--coordinator_address", f"{host}:{port}"]
+        for name in ("tee", "local_ranks_filter", "log_dir"):
+            head += [f"--{name}", str(opts[name])] if opts.get(name) is not None else []
+        head += _default_filter(opts)
+        launcher = "jaxrun"
+    else:
+        head = [r.python, "-m", "torch.distributed.run", "--nproc_per_node", str(r.nproc)]
+        if r.standalone:
+            head.append("--standalone")
+        for name in _TORCHRUN_ORDER:
+            if opts.get(name) is not None:
+                head += [f"--{name}", _text(opts[name])]
+        head += _default_filter(opts)
+        if s.virtual_local_rank:
+            head.append("--virtual_local_rank")
+        launcher = "torchrun"
+
+    argv = [*head, *worker_tail(r)]
+    # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
+    env = {
+        RUN_STAMP_ENV: r.run_stamp,
+        STALL_ENV: _text(float(s.stall_timeout)),
+        STARTUP_ENV: _text(float(s.startup_timeout)),
+        **dict(r.extra_env),
+    }
+    if r.cuda_visible_devices is not None:
+        env[CUDA_VISIBLE_DEVICES] = r.cuda_visible_devices
+    return Command(
+        argv=tuple(argv),
+        env=env,
+        world_size=r.world_size,
+        rank_devices=_rank_devices(r),
+        launcher=launcher,
+        log_dir=str(opts["log_dir"]),
+    )
+
+
+def worker_tail(r: ResolvedSpec) -> list[str]:
+    """The per-rank program and its arguments, ``--distributed`` last where it applies."""
+    s = r.spec
+    if s.script is not None:
+        tail = [s.script]
+    elif s.module is not None:
+        tail = ["-m", s.module]
+    else:
+        tail = ["-m", WORKER_MODULE, "--rl_library", s.library]
+        if s.library == "skrl":
+            tail += ["--ml_framework", s.framework]
+        if s.device == "cpu":
+            tail += ["--device", "cpu"]
+    if s.script is not None or s.module is not None:
+        # Where the user wrote them after the program, the CLI left them in place (spec.in_user_order).
+        if s.rl_library is not None and not _given(s.training_args, "--rl_library", "--rl-library"):
+            tail += ["--rl_library", s.rl_library]
+        if s.ml_framework is not None and not _given(s.training_args, "--ml_framework", "--ml-framework"):
+            tail += ["--ml_framework", s.ml_framework]
+    tail += list(s.training_args)
+    inject = s.builtin_worker if s.inject_distributed is None else s.inject_distributed
+    if inject and "--distributed" not in s.training_args:
+        tail.append("--distributed")
+    return tail
+
+
+def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
+    s = r.spec
+    opts: dict[str, object] = {
+        name: getattr(s, name) for name in _TORCHRUN_ORDER if getattr(s, name) is not None
+    }
+    opts.update(
+        nnodes=r.nnodes,
+        node_rank=r.node_rank,
+        rdzv_backend=r.rdzv_backend,
+        rdzv_endpoint=r.rdzv_endpoint,
+        rdzv_id=r.rdzv_id,
+    )
+    opts.setdefault("log_dir", DEFAULT_LOG_DIR)
+    multi_node = int((r.nnodes or "1").split(":")[-1]) > 1
+    if r.rdzv_id is None and multi_node and not s.uses_jax:
+        opts["rdzv_id"] = _rendezvous_id(r)
+    if s.tee is None and s.redirects is None:
+        opts["tee"] = "3"
+    if s.local_ranks_filter is None and not s.log_all_ranks:
+        opts["default_ranks_filter"] = "0"
+    return opts
+
+
+def _rendezvous_id(r: ResolvedSpec) -> str:
+    """``mgpu_<host>_<port>`` of the rendezvous: the same on every node of the launch."""
+    s = r.spec
+    host, port = s.master_addr or "127.0.0.1", str(s.master_port or DEFAULT_MASTER_PORT)
+    if r.rdzv_endpoint:
+        head, _, tail = r.rdzv_endpoint.rpartition(":")
+        host, port = (head, tail) if head and tail.isdigit() else (r.rdzv_endpoint, port)
+    host = re.sub(r"[^A-Za-z0-9.-]+", "-", host.strip("[]"))
+    return f"mgpu_{host}_{port}"
+
+
+def _given(args: tuple[str, ...], *names: str) -> bool:
+    """True when one of ``names`` is among ``args`` (``--name value`` or ``--name=value``)."""
+    return any(a.split("=", 1)[0] in names for a in args)
+
+
+def _default_filter(opts: dict[str, object]) -> list[str]:
+    # Isaac Lab's launcher appends its console filter after every forwarded option.
+    default = opts.get("default_ranks_filter")
+    return [] if default is None else ["--local_ranks_filter", str(default)]
+
+
+def _text(value: object) -> str:
+    # Numbers as the user would type them: --monitor_interval 5, not 5.0.
+    return format(value, "g") if isinstance(value, float) else str(value)
+
+
+def _rank_devices(r: ResolvedSpec) -> dict[int, str]:
+    if not isinstance(r.nproc, int):
+        return {}
+    first = (r.node_rank or 0) * r.nproc
+    if r.spec.device == "cpu":
+        return {first + i: "cpu" for i in range(r.nproc)}
+    return {first + i: f"cuda:{i}" for i in range(r.nproc)}

@@ -1,0 +1,101 @@
+"""``mgpu check-env`` and the ``train`` preflight: say what will break a launch before it happens.
+
+Three parts with one direction of flow:
+
+- :mod:`.facts` — :func:`~.facts.collect` gathers facts (package metadata, NVML, limits,
+  environment, the planned launch) into frozen dataclasses; the only impure part.
+- :mod:`.deep` — facts that need torch or jax, from subprocesses with a deadline (``--deep``).
+- :mod:`.rules` — pure functions from facts to :class:`~.rules.Finding` (pass / warn / fail, the
+  observed value, a one-line fix).
+
+This package returns data and never prints: the command layer (:mod:`isaaclab_mgpu.launch`) hands
+a :class:`CheckResult` to :mod:`isaaclab_mgpu.report.checkenv`. ``check-env`` exits 0 without
+failures and 1 (:data:`~isaaclab_mgpu.contract.errors.EXIT_FAILED_CHECK`) with any; ``train`` runs the same
+fast checks (never ``--deep``) through :func:`preflight` and refuses to start on a failure
+(:func:`preflight_error`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from isaaclab_mgpu.contract.errors import EXIT_FAILED_CHECK, EXIT_OK, EnvironmentProblem
+from isaaclab_mgpu.launcher.diagnostics.facts import Facts, collect
+from isaaclab_mgpu.launcher.diagnostics.rules import FAIL, Finding, evaluate, failures
+from isaaclab_mgpu.launcher.spec import LaunchSpec
+
+__all__ = [
+    "CheckResult",
+    "Facts",
+    "Finding",
+    "check",
+    "collect",
+    "evaluate",
+    "preflight",
+    "preflight_error",
+    "refusals",
+]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The facts gathered and the findings judged from them."""
+
+    facts: Facts
+    """What was observed."""
+
+    findings: tuple[Finding, ...]
+    """What the rules made of it, ordered by area."""
+
+    @property
+    def ok(self) -> bool:
+        """True when no check failed."""
+        return not any(f.status == FAIL for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """0 without failures, 1 with any."""
+        return EXIT_OK if self.ok else EXIT_FAILED_CHECK
+
+
+def check(
+    spec: LaunchSpec,
+    *,
+    deep: bool = False,
+    environ: Mapping[str, str] | None = None,
+    resolved: object | None = None,
+) -> CheckResult:
+    """Collect the facts for launching ``spec`` here and judge them."""
+    facts = collect(spec, environ, deep=deep, resolved=resolved)
+    return CheckResult(facts, evaluate(facts))
+
+
+def preflight(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
+    """The fast checks before ``train`` spawns anything: the failing findings, in order."""
+    return failures(check(spec, resolved=resolved).findings)
+
+
+def refusals(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
+    """The failing preflight checks beyond resolve's own warnings: what ``dry-run`` adds as warnings.
+
+    ``launch/plan`` restates resolve's warnings and ``launch/port:master`` a busy ``--master_port``
+    that resolve also reports; both are left out so that ``dry-run`` says each problem once.
+    """
+    warned = getattr(resolved, "warnings", ())
+    port_warned = any("--master_port" in w for w in warned)
+    return tuple(
+        f
+        for f in preflight(spec, resolved)
+        if f.name != "plan" and not (f.name == "port:master" and port_warned)
+    )
+
+
+def preflight_error(failed: tuple[Finding, ...]) -> EnvironmentProblem:
+    """The error ``train`` raises for failing preflight checks (the first one named, the rest counted)."""
+    first = failed[0]
+    more = f" ({len(failed) - 1} more above)" if len(failed) > 1 else ""
+    return EnvironmentProblem(
+        f"preflight {first.area}/{first.name}: {first.observed}; fix: {first.fix}{more} "
+        "[mgpu check-env shows every check; --no_preflight skips them]"
+    )

@@ -1,0 +1,687 @@
+"""Facts about this machine and the planned launch, gathered once, judged elsewhere.
+
+:func:`collect` is the only impure part of ``check-env``: it reads package metadata (never
+importing the packages), asks NVML about GPUs, drivers, processes and topology, reads limits,
+``/dev/shm`` and environment variables, probes the launch (port, host names, TCP to the master
+address) and plans the command with the same core as ``train`` (``pipeline.prepare(strict=False)``).
+Everything lands in frozen dataclasses, so :mod:`.rules` can judge any machine a test describes.
+
+Speed is part of the contract: without ``--deep`` this finishes well under a second on a machine
+without GPUs. Name lookups run in a daemon thread with a deadline (a broken resolver cannot hang
+the command); the TCP probe has a short timeout; ``nvidia-smi`` runs only when NVML cannot tell
+the topology. Facts that need torch or jax come from :mod:`.deep`, in subprocesses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from isaaclab_mgpu.contract.errors import MgpuError
+from isaaclab_mgpu.launcher import workarounds
+from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts
+from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port
+
+#: Distributions whose versions are reported (``nvidia-nccl-*`` and ``jax-cuda*`` are found by prefix).
+PACKAGES = ("torch", "rsl-rl-lib", "skrl", "jax", "jaxlib", "warp-lang", "isaaclab", "tensordict")
+_PREFIXES = ("nvidia-nccl-", "jax-cuda")
+#: SLURM variables worth showing; resolve fills the launch from the first five.
+SLURM_VARS = (
+    "SLURM_JOB_ID",
+    "SLURM_NNODES",
+    "SLURM_NODEID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_LOCALID",
+    "SLURM_GPUS_ON_NODE",
+)
+#: How long a name lookup or the TCP probe may take before it counts as failed.
+NET_TIMEOUT = 1.0
+UNLIMITED = -1
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding memory on a GPU."""
+
+    pid: int
+    """Process id as NVML reports it (may belong to another PID namespace)."""
+
+    used_mib: int | None
+    """GPU memory it holds, MiB (None when the driver does not say)."""
+
+    name: str | None = None
+    """Process name, when visible from here."""
+
+    cmdline: str | None = None
+    """Command line, when visible from here."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as NVML reports it."""
+
+    index: int
+    """NVML index (PCI bus order, as nvidia-smi shows)."""
+
+    name: str
+    """Product name, e.g. ``NVIDIA H100 80GB HBM3``."""
+
+    uuid: str
+    """``GPU-…`` UUID (what CUDA_VISIBLE_DEVICES may name)."""
+
+    memory_total_mib: int
+    """Total memory, MiB."""
+
+    memory_used_mib: int
+    """Memory in use now, MiB."""
+
+    processes: tuple[GpuProcess, ...] = ()
+    """Compute processes holding memory on it."""
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """How two GPUs reach each other."""
+
+    a: int
+    """NVML index of the first GPU."""
+
+    b: int
+    """NVML index of the second GPU."""
+
+    nvlink: bool
+    """True when they talk over NVLink (directly or through NVSwitch)."""
+
+    path: str
+    """nvidia-smi's name of the PCIe path: PIX, PXB, PHB, NODE, SYS (or NV# / SOC / unknown)."""
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """What the NVIDIA driver says about this machine."""
+
+    nvml: bool
+    """True when NVML could be initialised (a driver is loaded)."""
+
+    error: str | None = None
+    """Why NVML is unavailable, when it is."""
+
+    driver_version: str | None = None
+    """Driver version, e.g. ``550.54.15``."""
+
+    cuda_driver_version: str | None = None
+    """Highest CUDA version the driver supports, ``MAJOR.MINOR``."""
+
+    gpus: tuple[Gpu, ...] = ()
+    """Every GPU, visible to this process or not."""
+
+    links: tuple[GpuLink, ...] = ()
+    """One entry per GPU pair."""
+
+    topology_source: str = "none"
+    """Where ``links`` come from: ``nvml``, ``nvidia-smi`` or ``none``."""
+
+
+@dataclass(frozen=True)
+class Package:
+    """An installed distribution, read from its metadata (never imported)."""
+
+    name: str
+    """Distribution name as installed."""
+
+    version: str | None
+    """Version, or None when not installed."""
+
+    cuda: str | None = None
+    """CUDA version the build targets, when the package says (torch ``version.py``, plugin name)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits and shared memory of this process."""
+
+    shm_bytes: int | None
+    """Size of ``/dev/shm`` in bytes (None: not mounted)."""
+
+    memlock_soft: int
+    """``ulimit -l`` in bytes, ``UNLIMITED`` (-1) when unlimited."""
+
+    memlock_hard: int
+    """Hard memlock limit in bytes, -1 when unlimited."""
+
+    nofile_soft: int
+    """Open-files soft limit (``ulimit -n``), -1 when unlimited."""
+
+    nofile_hard: int
+    """Open-files hard limit, -1 when unlimited."""
+
+    cpu_count: int
+    """CPUs this process may run on (its affinity mask)."""
+
+    omp_num_threads: str | None
+    """``OMP_NUM_THREADS`` as set, or None."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The launch ``train`` would make with the given options, and what it depends on."""
+
+    device: str
+    """``cuda`` or ``cpu``."""
+
+    launcher: str
+    """``torchrun`` or ``jaxrun``."""
+
+    library: str
+    """RL library (with defaults applied)."""
+
+    framework: str
+    """ML framework (with defaults applied)."""
+
+    builtin_worker: bool
+    """True when the packaged worker runs (so the RL library must be installed)."""
+
+    nproc: int | None
+    """Ranks on this node, when known."""
+
+    world_size: int | None
+    """Ranks across all nodes, when known."""
+
+    nnodes: int
+    """Nodes (the maximum of an elastic range)."""
+
+    node_rank: int
+    """This node's rank (0 when unset)."""
+
+    command: str | None
+    """The exact command line, or None when it could not be built."""
+
+    argv: tuple[str, ...] = ()
+    """The command's argv."""
+
+    error: str | None = None
+    """Why the command could not be built (the error ``train`` would stop with)."""
+
+    warnings: tuple[str, ...] = ()
+    """Problems resolve tolerated because it was not strict."""
+
+    filled: tuple[str, ...] = ()
+    """Values filled from the environment (SLURM)."""
+
+    visible_entries: tuple[str, ...] = ()
+    """GPUs the launch would use (indices or UUIDs as CUDA_VISIBLE_DEVICES names them)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A host:port the launch will use, and what probing it showed."""
+
+    role: str
+    """``master``, ``rdzv_endpoint`` or ``coordinator``."""
+
+    host: str
+    """Host as given."""
+
+    port: int | None
+    """Port as given or defaulted."""
+
+    local: bool
+    """True when this host is where the endpoint must be served (node rank 0 / a local address)."""
+
+    port_free: bool | None = None
+    """For a local endpoint: whether the port can be bound now."""
+
+    resolves: bool | None = None
+    """Whether the host name resolves."""
+
+    address: str | None = None
+    """What it resolved to."""
+
+    reachable: str | None = None
+    """TCP probe from a non-zero node rank: ``open``, ``refused``, ``timeout`` or ``unreachable``."""
+
+
+@dataclass(frozen=True)
+class NetFacts:
+    """This host's name and the rendezvous endpoints of the launch."""
+
+    hostname: str
+    """``socket.gethostname()``."""
+
+    hostname_address: str | None
+    """What the host name resolves to, or None."""
+
+    hostname_error: str | None
+    """Why it did not resolve."""
+
+    endpoints: tuple[Endpoint, ...] = ()
+    """The rendezvous endpoints the options name."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything ``check-env`` judges; produced by :func:`collect`, judged by :mod:`.rules`."""
+
+    python_version: str
+    """``MAJOR.MINOR.PATCH`` of this interpreter."""
+
+    python_executable: str
+    """Path of this interpreter (the one that starts the launcher)."""
+
+    packages: tuple[Package, ...]
+    """Installed versions of the packages a launch may use."""
+
+    gpu: GpuFacts
+    """NVML view of GPUs, driver and topology."""
+
+    cuda_visible_devices: str | None
+    """``CUDA_VISIBLE_DEVICES`` as set, or None."""
+
+    cuda_device_order: str | None
+    """``CUDA_DEVICE_ORDER`` as set, or None."""
+
+    nccl_env: tuple[tuple[str, str], ...]
+    """``NCCL_*`` and ``TORCH_NCCL_*`` settings set, sorted; image labels excluded (:func:`nccl_env`)."""
+
+    saved_workarounds: tuple[tuple[str, str], ...]
+    """Workarounds saved for this machine (``train`` applies them)."""
+
+    workaround_store: str
+    """Path of the saved-workaround store."""
+
+    machine_key: str
+    """Key of this machine in that store."""
+
+    limits: Limits
+    """Shared memory and resource limits."""
+
+    slurm: tuple[tuple[str, str], ...]
+    """SLURM variables set, in :data:`SLURM_VARS` order."""
+
+    net: NetFacts
+    """Host name and rendezvous endpoints."""
+
+    plan: Plan
+    """The launch that ``train`` would make."""
+
+    deep: DeepFacts | None = None
+    """Facts that need torch or jax, gathered in subprocesses, when ``--deep`` was asked for."""
+
+    env_labels: tuple[tuple[str, str], ...] = ()
+    """Image labels that look like NCCL settings (``NCCL_VERSION``), sorted: read by nothing."""
+
+
+def is_image_label(name: str) -> bool:
+    """True for a variable a container image sets to describe itself, not to configure NCCL/PyTorch.
+
+    NVIDIA's CUDA and framework images export ``NCCL_VERSION``, ``CUDA_VERSION``,
+    ``NV_LIBNCCL_PACKAGE_VERSION`` and the like: what was installed, not a setting. NCCL reads
+    ``NCCL_<PARAM>`` variables and none of its parameters names a version, so an ``NCCL_*`` or
+    ``TORCH_NCCL_*`` name ending in ``_VERSION`` is taken for such a label.
+    """
+    return name.endswith("_VERSION")
+
+
+def nccl_env(environ: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """The ``NCCL_*``/``TORCH_NCCL_*`` settings in ``environ``, and the image labels among them."""
+    named = sorted((k, v) for k, v in environ.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
+    settings = tuple((k, v) for k, v in named if not is_image_label(k))
+    labels = tuple((k, v) for k, v in named if is_image_label(k))
+    return settings, labels
+
+
+def collect(
+    spec: LaunchSpec,
+    environ: Mapping[str, str] | None = None,
+    *,
+    deep: bool = False,
+    resolved: object | None = None,
+) -> Facts:
+    """Gather every fact ``check-env`` judges for launching ``spec`` from this machine."""
+    env = dict(os.environ if environ is None else environ)
+    gpu = gpu_facts()
+    hostname = socket.gethostname()
+    store = workarounds.store_path(env)
+    key = workarounds.machine_key(hostname, tuple(g.name for g in gpu.gpus))
+    plan = plan_launch(spec, env, resolved)
+    deep_facts = None
+    if deep:
+        from isaaclab_mgpu.launcher.diagnostics.deep import collect_deep
+
+        deep_facts = collect_deep(env)
+    settings, labels = nccl_env(env)
+    return Facts(
+        python_version=".".join(str(v) for v in sys.version_info[:3]),
+        python_executable=sys.executable,
+        packages=installed_packages(),
+        gpu=gpu,
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        cuda_device_order=env.get("CUDA_DEVICE_ORDER"),
+        nccl_env=settings,
+        saved_workarounds=tuple(sorted(workarounds.saved_for(store, key).items())),
+        workaround_store=str(store),
+        machine_key=key,
+        limits=limits(env),
+        slurm=tuple((k, env[k]) for k in SLURM_VARS if k in env),
+        net=net_facts(spec, plan, hostname),
+        plan=plan,
+        deep=deep_facts,
+        env_labels=labels,
+    )
+
+
+def installed_packages() -> tuple[Package, ...]:
+    """Versions of :data:`PACKAGES` and NCCL / jax CUDA plugin wheels, from metadata only."""
+    found = _dist_info_versions()
+    out = []
+    for name in PACKAGES:
+        cuda = _torch_cuda() if name == "torch" and name in found else None
+        out.append(Package(name, found.get(name), cuda))
+    for name in sorted(found):
+        if name.startswith(_PREFIXES):
+            m = re.search(r"cuda(\d+)|cu(\d+)$", name)
+            cuda = (m.group(1) or m.group(2)) if m else None
+            out.append(Package(name, found[name], cuda))
+    return tuple(out)
+
+
+def _dist_info_versions() -> dict[str, str]:
+    """Installed distributions by normalised name, from ``NAME-VERSION.dist-info`` folder names.
+
+    Reading every METADATA file (``importlib.metadata.distributions()``) costs ~0.1 s per start;
+    the folder names carry the same name and version (the wheel spec escapes ``-`` in names).
+    """
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for folder in names:
+            if not folder.endswith(".dist-info"):
+                continue
+            name, sep, version = folder[: -len(".dist-info")].partition("-")
+            if sep:
+                found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), version)
+    return found
+
+
+def _torch_cuda() -> str | None:
+    """torch's CUDA build version read from ``torch/version.py`` without importing torch."""
+    with contextlib.suppress(Exception):
+        spec = importlib.util.find_spec("torch")
+        if spec and spec.submodule_search_locations:
+            text = Path(next(iter(spec.submodule_search_locations)), "version.py").read_text()
+            m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+            return m.group(1) if m else "none"
+    return None
+
+
+def gpu_facts() -> GpuFacts:
+    """Ask NVML about the driver, every GPU, the processes on them and their topology."""
+    try:
+        import pynvml
+    except ImportError:
+        return GpuFacts(nvml=False, error="nvidia-ml-py is not installed")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return GpuFacts(nvml=False, error=f"NVML: {exc}")
+    try:
+        return _nvml_facts(pynvml)
+    except pynvml.NVMLError as exc:
+        return GpuFacts(nvml=False, error=f"NVML: {exc}")
+    finally:
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvml_facts(nv) -> GpuFacts:  # nv: the pynvml module
+    driver = _text(nv.nvmlSystemGetDriverVersion())
+    cuda = None
+    with contextlib.suppress(nv.NVMLError):
+        v = int(nv.nvmlSystemGetCudaDriverVersion())
+        cuda = f"{v // 1000}.{(v % 1000) // 10}"
+    handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+    gpus = []
+    for i, h in enumerate(handles):
+        mem = nv.nvmlDeviceGetMemoryInfo(h)
+        procs: list[GpuProcess] = []
+        with contextlib.suppress(nv.NVMLError):
+            for p in nv.nvmlDeviceGetComputeRunningProcesses(h):
+                used = getattr(p, "usedGpuMemory", None)
+                procs.append(_process(int(p.pid), None if used is None else int(used) // 2**20))
+        gpus.append(
+            Gpu(
+                index=i,
+                name=_text(nv.nvmlDeviceGetName(h)),
+                uuid=_text(nv.nvmlDeviceGetUUID(h)),
+                memory_total_mib=int(mem.total) // 2**20,
+                memory_used_mib=int(mem.used) // 2**20,
+                processes=tuple(procs),
+            )
+        )
+    links, source = _nvml_links(nv, handles)
+    if len(handles) > 1 and source == "none":
+        links, source = smi_links(), "nvidia-smi"
+        source = source if links else "none"
+    return GpuFacts(
+        nvml=True,
+        driver_version=driver,
+        cuda_driver_version=cuda,
+        gpus=tuple(gpus),
+        links=links,
+        topology_source=source,
+    )
+
+
+_ANCESTOR = {0: "SOC", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+
+def _nvml_links(nv, handles: list) -> tuple[tuple[GpuLink, ...], str]:
+    links = []
+    try:
+        for a in range(len(handles)):
+            for b in range(a + 1, len(handles)):
+                level = int(nv.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]))
+                nvlink = False
+                with contextlib.suppress(nv.NVMLError):
+                    status = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], nv.NVML_P2P_CAPS_INDEX_NVLINK)
+                    nvlink = status == nv.NVML_P2P_STATUS_OK
+                links.append(GpuLink(a, b, nvlink, "NV" if nvlink else _ANCESTOR.get(level, "unknown")))
+    except nv.NVMLError:
+        return (), "none"
+    return tuple(links), "nvml"
+
+
+def smi_links(run: Callable[..., str] | None = None) -> tuple[GpuLink, ...]:
+    """GPU pairs from ``nvidia-smi topo -m`` (when NVML cannot say)."""
+    if run is None:
+        if shutil.which("nvidia-smi") is None:
+            return ()
+        try:
+            text = subprocess.run(
+                ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=5, check=False
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ()
+    else:
+        text = run()
+    return parse_topo_matrix(text)
+
+
+def parse_topo_matrix(text: str) -> tuple[GpuLink, ...]:
+    """Parse the GPU rows of ``nvidia-smi topo -m`` into one :class:`GpuLink` per pair."""
+    rows = {}
+    for line in text.splitlines():
+        cells = re.sub(r"\x1b\[[0-9;]*m", "", line).split()
+        if cells and re.fullmatch(r"GPU\d+", cells[0]):
+            rows[int(cells[0][3:])] = cells[1:]
+    links = []
+    for a, cells in sorted(rows.items()):
+        for b in range(a + 1, len(rows)):
+            path = cells[b] if b < len(cells) else "unknown"
+            links.append(GpuLink(a, b, path.startswith("NV"), path))
+    return tuple(links)
+
+
+def _process(pid: int, used_mib: int | None) -> GpuProcess:
+    name = cmdline = None
+    with contextlib.suppress(Exception):
+        import psutil
+
+        proc = psutil.Process(pid)
+        name = proc.name()
+        cmdline = " ".join(proc.cmdline())[:300]
+    return GpuProcess(pid, used_mib, name, cmdline)
+
+
+def _limit(which: int) -> tuple[int, int]:
+    soft, hard = resource.getrlimit(which)
+    norm = [UNLIMITED if v == resource.RLIM_INFINITY else int(v) for v in (soft, hard)]
+    return norm[0], norm[1]
+
+
+def limits(environ: Mapping[str, str]) -> Limits:
+    """Shared memory size, memlock and open-files limits, usable CPUs, OMP_NUM_THREADS."""
+    try:
+        st = os.statvfs("/dev/shm")
+        shm = st.f_frsize * st.f_blocks
+    except OSError:
+        shm = None
+    mem_soft, mem_hard = _limit(resource.RLIMIT_MEMLOCK)
+    nf_soft, nf_hard = _limit(resource.RLIMIT_NOFILE)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return Limits(shm, mem_soft, mem_hard, nf_soft, nf_hard, cpus, environ.get("OMP_NUM_THREADS"))
+
+
+def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object | None = None) -> Plan:
+    """Resolve and build ``spec`` with the launch core (not strict) and describe the result."""
+    from isaaclab_mgpu.launcher.build import build
+    from isaaclab_mgpu.launcher.pipeline import prepare
+    from isaaclab_mgpu.launcher.resolve import ResolvedSpec
+
+    base = dict(
+        device=spec.device,
+        launcher="jaxrun" if spec.uses_jax else "torchrun",
+        library=spec.library,
+        framework=spec.framework,
+        builtin_worker=spec.builtin_worker,
+        nnodes=spec.nnodes_max,
+        node_rank=spec.node_rank or 0,
+    )
+    try:
+        if isinstance(resolved, ResolvedSpec):
+            r, cmd = resolved, build(resolved)
+        else:
+            r, cmd = prepare(spec, strict=False, environ=environ)
+    except MgpuError as exc:
+        return Plan(**base, nproc=None, world_size=None, command=None, error=str(exc))
+    import shlex
+
+    nnodes = int((r.nnodes or "1").split(":")[-1])
+    return Plan(
+        **{**base, "nnodes": nnodes, "node_rank": r.node_rank or 0},
+        nproc=r.nproc if isinstance(r.nproc, int) else None,
+        world_size=r.world_size,
+        command=(f"CUDA_VISIBLE_DEVICES={cmd.env['CUDA_VISIBLE_DEVICES']} " if r.cuda_visible_devices else "")
+        + shlex.join(cmd.argv),
+        argv=tuple(cmd.argv),
+        warnings=tuple(r.warnings),
+        filled=tuple(r.filled),
+        visible_entries=tuple(r.visible.entries),
+    )
+
+
+def _within(fn: Callable[[], T], timeout: float) -> tuple[T | None, str | None]:
+    """Run ``fn`` in a daemon thread; give up after ``timeout`` (a hung resolver must not hang us)."""
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except Exception as exc:
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        return None, f"no answer within {timeout:g} s"
+    return box.get("value"), box.get("error")  # type: ignore[return-value]
+
+
+def lookup(host: str, timeout: float = NET_TIMEOUT) -> tuple[str | None, str | None]:
+    """Resolve ``host`` to an IPv4/IPv6 address within ``timeout``: (address, error)."""
+    value, error = _within(lambda: socket.getaddrinfo(host, None, type=socket.SOCK_STREAM), timeout)
+    if error or not value:
+        return None, error or "no address"
+    return str(value[0][4][0]), None
+
+
+def tcp_probe(host: str, port: int, timeout: float = NET_TIMEOUT) -> str:
+    """Try one TCP connection: ``open``, ``refused`` (host answered), ``timeout`` or ``unreachable``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return "open"
+    except ConnectionRefusedError:
+        return "refused"
+    except TimeoutError:
+        return "timeout"
+    except OSError:
+        return "unreachable"
+
+
+_LOCAL = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+def net_facts(spec: LaunchSpec, plan: Plan, hostname: str) -> NetFacts:
+    """Resolve this host's name; probe the rendezvous endpoints the options name."""
+    from isaaclab_mgpu.launcher.resolve import port_is_free
+
+    address, error = lookup(hostname)
+    endpoints = []
+    wanted: list[tuple[str, str, int | None]] = []
+    if spec.uses_jax and spec.coordinator_address:
+        host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
+        wanted.append(("coordinator", host.strip("[]"), port))
+    if spec.master_addr or spec.master_port:
+        wanted.append(("master", spec.master_addr or "127.0.0.1", spec.master_port or 29500))
+    if spec.rdzv_endpoint:
+        host, port = split_host_port(spec.rdzv_endpoint, "--rdzv_endpoint", port_required=False)
+        wanted.append(("rdzv_endpoint", host.strip("[]"), port or 29400))
+    for role, host, port in wanted:
+        local = plan.node_rank == 0 and (host in _LOCAL or host in (hostname, address))
+        free = port_is_free(port) if local and port else None
+        resolves, addr, reachable = None, None, None
+        if host and host not in _LOCAL:
+            addr, _ = lookup(host)
+            resolves = addr is not None
+        if resolves is not False and not local and plan.nnodes > 1 and port:
+            reachable = tcp_probe(host, port)
+        endpoints.append(Endpoint(role, host, port, local, free, resolves, addr, reachable))
+    return NetFacts(hostname, address, error, tuple(endpoints))

@@ -1,0 +1,277 @@
+"""``python -m isaaclab_mgpu.jaxrun``: start skrl JAX ranks on this node, fail-fast and supervised.
+
+Our replacement for ``python -m skrl.utils.distributed.jax``, which always exits 0, never stops
+the other ranks when one fails, and keeps no logs. Same environment contract, torchrun's habits::
+
+    python -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M] [--node_rank R]
+        --coordinator_address HOST:PORT [--tee T] [--local_ranks_filter F] [--log_dir D]
+        [--stop_timeout S] (-m MODULE | SCRIPT) ARGS...
+
+Each rank gets skrl's variables ``JAX_LOCAL_RANK``, ``JAX_RANK``, ``JAX_WORLD_SIZE``,
+``JAX_COORDINATOR_ADDR``, ``JAX_COORDINATOR_PORT``, the torch-style ``RANK``, ``LOCAL_RANK``,
+``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, and ``TORCHELASTIC_ERROR_FILE`` (where torch
+elastic's ``@record`` writes the rank's traceback); ``OMP_NUM_THREADS=1`` with several ranks and
+``PYTHONUNBUFFERED=1`` unless already set. Port 0 picks a free port (single node only).
+
+Logs follow torchrun's layout: ``<log_dir>/<run_id>_<rand>/attempt_0/<local_rank>/`` holds
+``stdout.log``, ``stderr.log`` and ``error.json``. Every rank's output always goes to its files;
+``--tee`` (0 none, 1 stdout, 2 stderr, 3 both, or per local rank ``0:3,1:1``; default 3) selects
+the streams also shown on the console, for the local ranks in ``--local_ranks_filter`` (default:
+all), each line prefixed ``[default<local_rank>]:`` as torchrun does.
+
+Fail-fast: when a rank exits non-zero or dies of a signal, the launcher logs
+``failed (exitcode: N) local_rank: L (pid: P)``, sends SIGTERM to the other ranks' process groups,
+SIGKILLs them after ``--stop_timeout`` seconds (default 30, torchrun's), prints a failure summary
+whose "Root Cause (first observed failure)" entry has torchrun's fields (so ``mgpu`` reads both
+launchers alike), and exits with that rank's code, or 128+N when it died of signal N. SIGINT,
+SIGTERM and SIGHUP are forwarded to every rank's process group; a second SIGINT SIGKILLs them;
+the launcher then exits 128+N. It never exits 0 unless every rank did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from isaaclab_mgpu.launcher.supervise.rootcause import read_error_file
+
+_POLL = 0.05
+_PR_SET_PDEATHSIG = 1
+_LOCK = threading.Lock()
+
+
+@dataclass
+class _Rank:
+    local: int
+    rank: int
+    folder: Path
+    proc: subprocess.Popen[bytes] | None = None
+    pumps: list[threading.Thread] = field(default_factory=list)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse jaxrun's command line (underscore and hyphen spellings)."""
+    p = argparse.ArgumentParser(
+        prog="python -m isaaclab_mgpu.jaxrun",
+        description="Start skrl JAX ranks on this node, fail-fast, with per-rank logs.",
+    )
+    p.add_argument("--nproc_per_node", "--nproc-per-node", type=int, required=True)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node_rank", "--node-rank", type=int, default=0)
+    p.add_argument("--coordinator_address", "--coordinator-address", default="127.0.0.1:5000")
+    p.add_argument("--tee", default="3")
+    p.add_argument("--local_ranks_filter", "--local-ranks-filter", default=None)
+    p.add_argument("--log_dir", "--log-dir", default="logs/mgpu")
+    p.add_argument("--stop_timeout", "--stop-timeout", type=float, default=30.0)
+    p.add_argument("-m", "--module", action="store_true", help="SCRIPT is a module name")
+    p.add_argument("script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER)
+    a = p.parse_args(argv)
+    if a.nproc_per_node < 1 or a.nnodes < 1 or not 0 <= a.node_rank < a.nnodes:
+        p.error("need --nproc_per_node ≥ 1, --nnodes ≥ 1 and 0 ≤ --node_rank < --nnodes")
+    host, _, port = a.coordinator_address.rpartition(":")
+    if not host or not port.isdigit():
+        p.error(f"--coordinator_address {a.coordinator_address!r} must be host:port")
+    return a
+
+
+def tee_streams(spec: str, local_rank: int) -> int:
+    """Bit mask of streams to show for ``local_rank`` (1 stdout, 2 stderr) from a --tee value."""
+    if ":" not in spec:
+        return int(spec)
+    per = dict(item.split(":") for item in spec.split(","))
+    return int(per.get(str(local_rank), 0))
+
+
+def rank_env(a: argparse.Namespace, local: int, host: str, port: int, error_file: Path) -> dict[str, str]:
+    """The environment one rank starts with: ours plus skrl's JAX and torch-style variables."""
+    world = a.nnodes * a.nproc_per_node
+    rank = a.node_rank * a.nproc_per_node + local
+    env = dict(os.environ)
+    if a.nproc_per_node > 1:
+        env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(
+        JAX_LOCAL_RANK=str(local),
+        JAX_RANK=str(rank),
+        JAX_WORLD_SIZE=str(world),
+        JAX_COORDINATOR_ADDR=host,
+        JAX_COORDINATOR_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(local),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(a.nproc_per_node),
+        GROUP_RANK=str(a.node_rank),
+        TORCHELASTIC_ERROR_FILE=str(error_file),
+    )
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: if jaxrun is SIGKILLed, the kernel kills the rank.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+def _pump(src: IO[bytes], log: Path, console: IO[bytes] | None, prefix: bytes) -> None:
+    with open(log, "ab") as f:
+        for line in iter(src.readline, b""):
+            f.write(line)
+            f.flush()
+            if console is not None:
+                with _LOCK:
+                    console.write(prefix + line)
+                    console.flush()
+
+
+def _signal_group(proc: subprocess.Popen[bytes] | None, sig: int) -> None:
+    if proc is None:
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, sig)
+
+
+def _summary(script: str, r: _Rank, code: int, host: str) -> str:
+    tb = read_error_file(r.folder / "error.json")
+    pid = r.proc.pid if r.proc else -1
+    if tb is None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown"
+        tb = f"Signal {-code} ({name}) received by PID {pid}"
+    lines = (tb or "no traceback: wrap the rank's main in torch elastic's @record").splitlines()
+    error_file = r.folder / "error.json"
+    bar = "=" * 60
+    return "\n".join(
+        [
+            bar,
+            f"{script} FAILED",
+            "-" * 60,
+            "Root Cause (first observed failure):",
+            "[0]:",
+            f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S')}",
+            f"  host      : {host}",
+            f"  rank      : {r.rank} (local_rank: {r.local})",
+            f"  exitcode  : {code} (pid: {pid})",
+            f"  error_file: {error_file if error_file.exists() else '<N/A>'}",
+            f"  traceback : {lines[0]}",
+            *(f"    {line}" for line in lines[1:]),
+            bar,
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ranks until all succeed, one fails, or a signal stops them; return the exit code."""
+    a = parse_args(argv)
+    host, _, port_text = a.coordinator_address.rpartition(":")
+    port = int(port_text)
+    if port == 0:
+        if a.nnodes > 1:
+            print("jaxrun: --coordinator_address port 0 needs a single node", file=sys.stderr)
+            return 2
+        port = _free_port()
+    root = Path(a.log_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4()}_", dir=root))
+    shown = None if a.local_ranks_filter is None else {int(x) for x in a.local_ranks_filter.split(",")}
+    argv0 = [sys.executable, *(["-m"] if a.module else []), a.script, *a.script_args]
+
+    received: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: received.append(signum))
+
+    ranks = []
+    for local in range(a.nproc_per_node):
+        folder = run_dir / "attempt_0" / str(local)
+        folder.mkdir(parents=True)
+        r = _Rank(local, a.node_rank * a.nproc_per_node + local, folder)
+        r.proc = subprocess.Popen(
+            argv0,
+            env=rank_env(a, local, host, port, folder / "error.json"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        ranks.append(r)
+    # Pumps start after every fork: preexec_fn is only safe while this process has one thread.
+    for r in ranks:
+        mask = tee_streams(a.tee, r.local) if shown is None or r.local in shown else 0
+        prefix = f"[default{r.local}]:".encode()
+        assert r.proc is not None and r.proc.stdout is not None and r.proc.stderr is not None
+        for bit, src, name, console in (
+            (1, r.proc.stdout, "stdout.log", sys.stdout.buffer),
+            (2, r.proc.stderr, "stderr.log", sys.stderr.buffer),
+        ):
+            shown_on = console if mask & bit else None
+            t = threading.Thread(target=_pump, args=(src, r.folder / name, shown_on, prefix), daemon=True)
+            t.start()
+            r.pumps.append(t)
+
+    failure: tuple[_Rank, int] | None = None
+    handled = 0
+    deadline: float | None = None
+    stop_signal: int | None = None
+    while True:
+        while handled < len(received):
+            sig = received[handled]
+            handled += 1
+            forced = sig == signal.SIGINT and stop_signal == signal.SIGINT
+            stop_signal = stop_signal or sig
+            deadline = deadline or time.monotonic() + a.stop_timeout
+            for r in ranks:
+                _signal_group(r.proc, signal.SIGKILL if forced else sig)
+        for r in ranks:
+            assert r.proc is not None
+            rc = r.proc.poll()
+            if rc not in (None, 0) and failure is None and stop_signal is None:
+                failure = (r, rc)
+                what = f"failed (exitcode: {rc}) local_rank: {r.local} (pid: {r.proc.pid})"
+                print(f"jaxrun: rank {r.rank} {what}", file=sys.stderr, flush=True)
+                deadline = time.monotonic() + a.stop_timeout
+                for other in ranks:
+                    _signal_group(other.proc, signal.SIGTERM)
+        if all(r.proc is not None and r.proc.poll() is not None for r in ranks):
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            for r in ranks:
+                _signal_group(r.proc, signal.SIGKILL)
+        time.sleep(_POLL)
+
+    for r in ranks:
+        for t in r.pumps:
+            t.join(timeout=2.0)
+        # A rank's own process group may still hold its children: they die with it.
+        _signal_group(r.proc, signal.SIGKILL)
+    if failure is not None:
+        r, rc = failure
+        print(_summary(a.script, r, rc, socket.gethostname()), file=sys.stderr, flush=True)
+        return rc if rc > 0 else 128 - rc
+    if stop_signal is not None:
+        return 128 + stop_signal
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

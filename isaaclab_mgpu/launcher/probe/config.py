@@ -1,0 +1,169 @@
+"""What a probe run was asked to do: parsed, validated, frozen. Pure: no I/O, no torch.
+
+``--sizes`` takes a range ``LO:HI`` (doubling steps, as nccl-tests' ``-b LO -e HI -f 2``), a range
+with its own factor ``LO:HI:F``, or a comma list; each size is a byte count with an optional
+binary unit (``8``, ``4K``, ``64M``, ``1G``; K = 1024). ``--world-sizes`` is a comma list.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.probe_channel import ELEMENT_BYTES, element_count
+
+#: Default message sizes: nccl-tests' sweep on GPUs, a shorter one for gloo on CPU ranks.
+DEFAULT_SIZES_GPU = "8:64M"
+DEFAULT_SIZES_CPU = "8:1M"
+DEFAULT_ITERS = 20
+DEFAULT_WARMUP = 5
+DEFAULT_TIMEOUT = 60.0
+#: Largest message the probe accepts (one buffer per rank, two for out-of-place).
+MAX_SIZE = 8 << 30
+BACKENDS = ("nccl", "gloo")
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20}
+_UNITS |= {"MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+_SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """A validated probe request (everything but the launch options, which form a LaunchSpec)."""
+
+    world_sizes: tuple[int, ...] | None = None
+    """World sizes to test in order; ``None`` = the default sweep for this machine."""
+
+    backend: str | None = None
+    """``nccl`` or ``gloo``; ``None`` = nccl on GPUs, gloo with ``--device cpu``."""
+
+    sizes: tuple[int, ...] = ()
+    """Message sizes in bytes; empty = the default sweep for the device."""
+
+    iters: int = DEFAULT_ITERS
+    """Timed collectives per message size and mode."""
+
+    warmup: int = DEFAULT_WARMUP
+    """Untimed collectives before the timed ones."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds one launch (one world size, or one pair) may take before it counts as a hang."""
+
+    pairs: bool = False
+    """Also all-reduce between every pair of devices (world size 2 each) to find one bad link."""
+
+    try_workarounds: bool = False
+    """For a failing world size, rerun with each documented NCCL variable and confirm fixes."""
+
+    save_workaround: bool = False
+    """Store the first confirmed fix for this machine (implies ``try_workarounds``)."""
+
+    saved_workarounds: bool = True
+    """Apply this machine's saved workarounds to every launch, as ``train`` does."""
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise UsageError(f"--backend {self.backend!r} is unknown; choose nccl or gloo")
+        if self.world_sizes is not None and (not self.world_sizes or min(self.world_sizes) < 1):
+            raise UsageError("--world-sizes must list positive integers, e.g. 1,2,4")
+        if self.iters < 1:
+            raise UsageError(f"--iters {self.iters} must be at least 1")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup {self.warmup} must be 0 or more")
+        if not self.timeout > 0:
+            raise UsageError(f"--timeout {self.timeout} must be a positive number of seconds")
+
+    def backend_for(self, device: str) -> str:
+        """The backend with the default applied for ``device``; raise on nccl without GPUs."""
+        backend = self.backend or ("gloo" if device == "cpu" else "nccl")
+        if backend == "nccl" and device == "cpu":
+            raise UsageError("--backend nccl needs GPUs; use --backend gloo with --device cpu")
+        return backend
+
+    def sizes_for(self, device: str) -> tuple[int, ...]:
+        """The message sizes with the default applied for ``device``, in whole float32 elements."""
+        sizes = self.sizes or parse_sizes(DEFAULT_SIZES_CPU if device == "cpu" else DEFAULT_SIZES_GPU)
+        return tuple(sorted({element_count(s) * ELEMENT_BYTES for s in sizes}))
+
+
+def parse_size(text: str, option: str = "--sizes") -> int:
+    """Parse one byte count such as ``8``, ``4K``, ``64M``, ``1GiB``."""
+    m = _SIZE.match(text)
+    unit = m.group(2).upper() if m else ""
+    if not m or unit not in _UNITS:
+        raise UsageError(f"{option} {text!r} is not a size; use bytes with an optional unit, e.g. 8, 4K, 64M")
+    value = int(m.group(1)) * _UNITS[unit]
+    if not ELEMENT_BYTES <= value <= MAX_SIZE:
+        raise UsageError(f"{option} {text!r} is out of range; sizes run from 4 bytes to 8G")
+    return value
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """Parse ``LO:HI`` (×2 steps), ``LO:HI:F`` or ``A,B,C`` into byte counts, ascending."""
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) not in (2, 3):
+            raise UsageError(f"--sizes {text!r} is malformed; use LO:HI, LO:HI:FACTOR or a list A,B,C")
+        lo, hi = parse_size(parts[0]), parse_size(parts[1])
+        factor = _factor(parts[2], text) if len(parts) == 3 else 2
+        if lo > hi:
+            raise UsageError(f"--sizes {text!r}: the first size is larger than the last; swap them")
+        sizes = [lo]
+        while sizes[-1] * factor <= hi:
+            sizes.append(sizes[-1] * factor)
+        return tuple(sizes)
+    sizes = sorted({parse_size(part) for part in text.split(",") if part.strip()})
+    if not sizes:
+        raise UsageError("--sizes is empty; give e.g. 8:64M or 1K,1M")
+    return tuple(sizes)
+
+
+def _factor(text: str, whole: str) -> int:
+    if not text.strip().isdigit() or int(text) < 2:
+        raise UsageError(f"--sizes {whole!r}: the step factor must be an integer of 2 or more")
+    return int(text)
+
+
+def parse_world_sizes(text: str) -> tuple[int, ...]:
+    """Parse ``1,2,4`` into world sizes, in the given order without repeats."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f"--world-sizes {text!r}: {part!r} is not a positive integer; use e.g. 1,2,4")
+        if int(part) not in out:
+            out.append(int(part))
+    return tuple(out)
+
+
+def default_world_sizes(devices: int, *, cpu: bool) -> tuple[int, ...]:
+    """1, 2, then powers of two up to ``devices``, and ``devices`` itself (CPU ranks: 1, 2)."""
+    if cpu:
+        return (1, 2)
+    sizes = [1]
+    n = 2
+    while n <= devices:
+        sizes.append(n)
+        n *= 2
+    if devices > 1 and devices not in sizes:
+        sizes.append(devices)
+    return tuple(sizes)
+
+
+def options_from_cli(
+    *,
+    world_size: int | None,
+    world_sizes: str | None,
+    sizes: str | None,
+    **rest: object,
+) -> ProbeOptions:
+    """Build ProbeOptions from the command line's raw values (``--world-size`` xor ``--world-sizes``)."""
+    if world_size is not None and world_sizes is not None:
+        raise UsageError("--world-size and --world-sizes both given; use one")
+    if world_size is not None and world_size < 1:
+        raise UsageError(f"--world-size {world_size} must be at least 1")
+    chosen = parse_world_sizes(world_sizes) if world_sizes else None
+    if world_size is not None:
+        chosen = (world_size,)
+    return ProbeOptions(world_sizes=chosen, sizes=parse_sizes(sizes) if sizes else (), **rest)  # type: ignore[arg-type]

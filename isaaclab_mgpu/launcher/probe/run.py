@@ -1,0 +1,543 @@
+"""The parent side of ``mgpu probe-nccl``: one supervised launch per world size, each with a timeout.
+
+For every world size (then every device pair with ``--pairs``) the probe builds a
+:class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` whose module is :mod:`isaaclab_mgpu.rank.probe_worker` and
+sends it down the same path as ``train`` (``pipeline.prepare`` → ``build`` → ``Supervisor``). While
+the launch runs, the parent reads the ranks' heartbeat files for the progress display. When
+``--timeout`` passes first, it:
+
+1. reads the heartbeats to name every local rank that did not finish and the stage it is in
+   (a rank with no heartbeat never got past the launcher or the rendezvous);
+2. notes each such rank's process state (``stopped`` for a SIGSTOPped rank), sends it SIGUSR1 so
+   faulthandler dumps its Python stack (SIGCONT after it for a stopped rank, which delivers the
+   pending signal), and waits briefly for the stacks;
+3. tears the launch down through ``Supervisor.stop`` — no process of the tree survives — and
+   moves on to the next world size.
+
+Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (heartbeats,
+``result.<rank>.json``, ``stack.<rank>.txt``, the per-rank logs) and stays there for post-mortems.
+
+With ``--try-workarounds`` the smallest failing world size is handed to the engine in
+:mod:`.bisect` as ``run(env) -> status``; ``--save-workaround`` stores the first confirmed fix.
+Multi-node: run the same command on every node (``--nnodes``, ``--node_rank`` and the rendezvous
+options, as for ``train``); each node reports its own ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+from isaaclab_mgpu.contract import probe_channel as channel
+from isaaclab_mgpu.contract.errors import EnvironmentProblem, Interrupted, UsageError
+from isaaclab_mgpu.launcher import workarounds
+from isaaclab_mgpu.launcher.build import DEFAULT_LOG_DIR
+from isaaclab_mgpu.launcher.probe.bisect import Search, Trial, find_workarounds
+from isaaclab_mgpu.launcher.probe.config import ProbeOptions, default_world_sizes
+from isaaclab_mgpu.launcher.probe.results import (
+    ERROR,
+    HANG,
+    OK,
+    HungRank,
+    WorldResult,
+    aggregate,
+    exit_code,
+    slowest,
+)
+from isaaclab_mgpu.launcher.resolve import Machine, probe_machine, selected_devices
+from isaaclab_mgpu.launcher.spec import LaunchSpec
+from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Supervisor
+
+WORKER_MODULE = "isaaclab_mgpu.rank.probe_worker"
+#: How often the parent looks at the launch and the heartbeats.
+POLL_S = 0.2
+#: How long to wait for hung ranks to write their stacks after SIGUSR1.
+STACK_WAIT_S = 3.0
+#: Hung ranks are stuck by definition: keep the teardown short.
+TEARDOWN = SuperviseOptions(grace_period=3.0, kill_after=2.0, console=False)
+#: Launch options the probe decides itself.
+_NOT_FOR_PROBE = ("nproc_per_node", "rl_library", "ml_framework", "script", "module", "inject_distributed")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One planned launch: a world size, or a pair of devices."""
+
+    label: str
+    """``world size 2`` or ``pair 0,1``."""
+
+    world_size: int
+    """Total ranks."""
+
+    nproc: int
+    """Ranks on this node."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables this launch adds (``CUDA_VISIBLE_DEVICES`` for a pair)."""
+
+    @property
+    def slug(self) -> str:
+        """Folder name for this launch."""
+        return self.label.replace("world size ", "ws").replace("pair ", "pair-").replace(",", "-")
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """Everything decided before the first launch."""
+
+    backend: str
+    """``nccl`` or ``gloo``."""
+
+    sizes: tuple[int, ...]
+    """Message sizes in bytes."""
+
+    world: tuple[Launch, ...]
+    """One launch per world size, in order."""
+
+    pairs: tuple[Launch, ...] = ()
+    """One launch per device pair (``--pairs``)."""
+
+
+@dataclass(frozen=True)
+class ProbeSummary:
+    """The whole probe, for the report."""
+
+    backend: str
+    """Backend probed."""
+
+    device: str
+    """``cuda`` or ``cpu``."""
+
+    folder: str
+    """Root of this probe's files."""
+
+    world: tuple[WorldResult, ...]
+    """Per world size."""
+
+    pairs: tuple[WorldResult, ...] = ()
+    """Per device pair."""
+
+    applied: Mapping[str, str] = field(default_factory=dict)
+    """Saved workarounds applied to every launch."""
+
+    search_label: str | None = None
+    """The launch ``--try-workarounds`` worked on."""
+
+    search: Search | None = None
+    """What ``--try-workarounds`` found."""
+
+    skipped: tuple[str, ...] = ()
+    """Candidates not tried because the environment already sets them."""
+
+    saved: str | None = None
+    """``NAME=VALUE`` stored by ``--save-workaround``."""
+
+    store: str | None = None
+    """Where it was stored."""
+
+    @property
+    def exit_code(self) -> int:
+        """0 only when every launch passed."""
+        return exit_code(r.status for r in (*self.world, *self.pairs))
+
+
+class Progress(Protocol):
+    """What the probe tells the display (``report.probe`` implements it)."""
+
+    def begin(self, label: str, timeout: float) -> None: ...
+
+    def update(self, label: str, text: str) -> None: ...
+
+    def end(self, result: WorldResult) -> None: ...
+
+    def trial(self, label: str, trial: Trial) -> None: ...
+
+    def applied(self, env: Mapping[str, str]) -> None: ...
+
+
+def check_spec(spec: LaunchSpec) -> None:
+    """Reject launch options that make no sense for a probe (before anything is spawned)."""
+    for name in _NOT_FOR_PROBE:
+        if getattr(spec, name) not in (None, False):
+            hint = "; use --world-size N" if name == "nproc_per_node" else ""
+            raise UsageError(f"--{name} does not apply to probe-nccl, which runs its own worker{hint}")
+    if spec.training_args:
+        raise UsageError(f"probe-nccl got unexpected arguments {' '.join(spec.training_args)!r}; see --help")
+    if spec.nnodes is not None and ":" in spec.nnodes:
+        raise UsageError(f"--nnodes {spec.nnodes!r}: probe-nccl needs a fixed node count, e.g. --nnodes 2")
+
+
+def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbePlan:
+    """Decide backend, sizes and launches for ``spec`` on ``machine``; raise on impossible input."""
+    check_spec(spec)
+    cpu = spec.device == "cpu"
+    backend = opts.backend_for(spec.device)
+    nnodes = int(spec.nnodes or "1")
+    gpus = 0 if cpu else selected_devices(spec, machine).count
+    if not cpu and gpus == 0:
+        raise EnvironmentProblem(
+            "no GPU is visible here; use --device cpu to probe gloo on CPU ranks, or run on a GPU node"
+        )
+    world_sizes = opts.world_sizes or tuple(n * nnodes for n in default_world_sizes(gpus, cpu=cpu))
+    world = []
+    for ws in world_sizes:
+        if ws % nnodes:
+            raise UsageError(
+                f"world size {ws} does not split over --nnodes {nnodes}; use a multiple of {nnodes}"
+            )
+        nproc = ws // nnodes
+        if not cpu and nproc > gpus:
+            raise EnvironmentProblem(
+                f"world size {ws} needs {nproc} GPU(s) per node but {gpus} are visible; "
+                f"use world sizes up to {gpus * nnodes}"
+            )
+        world.append(Launch(f"world size {ws}", ws, nproc))
+    pairs: list[Launch] = []
+    if opts.pairs:
+        if cpu or nnodes > 1:
+            raise UsageError(
+                "--pairs tests the links between this node's GPUs; use it with --device cuda on one node"
+            )
+        entries = selected_devices(spec, machine).entries
+        if len(entries) < 2:
+            raise EnvironmentProblem("--pairs needs at least 2 visible GPUs")
+        for i in range(len(entries)):
+            for j in range(i + 1, len(entries)):
+                env = {"CUDA_VISIBLE_DEVICES": f"{entries[i]},{entries[j]}"}
+                pairs.append(Launch(f"pair {i},{j}", 2, 2, env))
+    if (opts.try_workarounds or opts.save_workaround) and backend != "nccl":
+        raise UsageError("--try-workarounds tries NCCL variables; it needs --backend nccl on GPUs")
+    return ProbePlan(backend, opts.sizes_for(spec.device), tuple(world), tuple(pairs))
+
+
+def launch_spec(
+    spec: LaunchSpec,
+    launch: Launch,
+    plan: ProbePlan,
+    opts: ProbeOptions,
+    folder: Path,
+    *,
+    module: str = WORKER_MODULE,
+) -> LaunchSpec:
+    """The LaunchSpec that runs the probe worker for ``launch``, writing into ``folder``."""
+    args = [
+        "--results", str(folder.resolve()),
+        "--backend", plan.backend,
+        "--device", spec.device,
+        "--sizes", ",".join(str(s) for s in plan.sizes),
+        "--iters", str(opts.iters),
+        "--warmup", str(opts.warmup),
+    ]  # fmt: skip
+    # A pair names its two GPUs in CUDA_VISIBLE_DEVICES itself; a world size uses the first ids.
+    gpu_ids = None if spec.gpu_ids is None or launch.env else spec.gpu_ids[: launch.nproc]
+    return dataclasses.replace(
+        spec,
+        gpu_ids=gpu_ids,
+        nproc_per_node=str(launch.nproc),
+        module=module,
+        inject_distributed=False,
+        training_args=tuple(args),
+        log_dir=str(folder / "logs"),
+    )
+
+
+class Prober:
+    """Runs launches of one probe, each in a fresh folder under ``root``."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        opts: ProbeOptions,
+        plan: ProbePlan,
+        root: Path,
+        progress: Progress,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        module: str = WORKER_MODULE,
+    ) -> None:
+        self.spec, self.opts, self.plan, self.root = spec, opts, plan, root
+        self.progress = progress
+        self.base_env = dict(base_env or {})
+        self.module = module
+        self._runs: dict[str, int] = {}
+
+    def validate(self, launches: tuple[Launch, ...]) -> None:
+        """Resolve every launch strictly, so impossible input fails before anything is spawned."""
+        from isaaclab_mgpu.launcher.pipeline import prepare
+
+        for launch in launches:
+            folder = self.root / launch.slug
+            spec = launch_spec(self.spec, launch, self.plan, self.opts, folder, module=self.module)
+            prepare(spec, strict=True, extra_env={**self.base_env, **launch.env})
+
+    def folder_for(self, launch: Launch) -> Path:
+        """A new folder for the next run of ``launch`` (reruns get ``-2``, ``-3``, ...)."""
+        n = self._runs[launch.slug] = self._runs.get(launch.slug, 0) + 1
+        return self.root / (launch.slug if n == 1 else f"{launch.slug}-{n}")
+
+    def run(self, launch: Launch, extra_env: Mapping[str, str] | None = None) -> WorldResult:
+        """Run ``launch`` once with ``extra_env`` added; always returns with its tree gone."""
+        from isaaclab_mgpu.launcher.pipeline import prepare
+
+        folder = self.folder_for(launch)
+        folder.mkdir(parents=True, exist_ok=True)
+        env = {**self.base_env, **launch.env, **(extra_env or {})}
+        spec = launch_spec(self.spec, launch, self.plan, self.opts, folder, module=self.module)
+        # Validated strictly before the sweep (validate()); here a master port still in TIME_WAIT
+        # from the previous launch must not abort the sweep.
+        _, cmd = prepare(spec, strict=False, extra_env=env)
+        ranks = tuple(sorted(cmd.rank_devices)) or tuple(range(launch.nproc))
+
+        self.progress.begin(launch.label, self.opts.timeout)
+        start = time.monotonic()
+        sup = Supervisor(cmd, TEARDOWN)
+        hung: tuple[HungRank, ...] = ()
+        timed_out = False
+        with _signals_to(sup) as interrupted:
+            sup.start()
+            while (outcome := sup.wait(timeout=POLL_S)) is None:
+                if interrupted():
+                    continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
+                self.progress.update(launch.label, _position(channel.read_heartbeats(folder), ranks))
+                if time.monotonic() - start >= self.opts.timeout:
+                    hung = diagnose_hang(sup, folder, ranks)
+                    outcome = sup.stop(f"probe-nccl: {launch.label} timed out after {self.opts.timeout:g} s")
+                    timed_out = True
+                    break
+        if interrupted():
+            self.progress.end(_interrupted(launch, folder, time.monotonic() - start))
+            message = "probe-nccl interrupted; every rank of the launch was stopped"
+            raise Interrupted(message, exit_code=outcome.exit_code)
+        result = self._result(launch, folder, ranks, env, outcome, timed_out, hung, time.monotonic() - start)
+        self.progress.end(result)
+        return result
+
+    def _result(
+        self,
+        launch: Launch,
+        folder: Path,
+        ranks: tuple[int, ...],
+        env: Mapping[str, str],
+        outcome: RunResult,
+        timed_out: bool,
+        hung: tuple[HungRank, ...],
+        elapsed: float,
+    ) -> WorldResult:
+        per_rank = channel.read_results(folder)
+        beats = channel.read_heartbeats(folder)
+        sizes = aggregate(per_rank, launch.world_size)
+        error = None
+        if timed_out:
+            status = HANG
+        elif outcome.exit_code != 0:
+            status, error = ERROR, _error_text(outcome, folder)
+        elif any(beats.get(r) is None or beats[r].stage != "done" for r in ranks):
+            status, error = ERROR, "a rank exited without finishing the probe"
+        elif len(sizes) < len(self.plan.sizes):
+            status, error = ERROR, "a rank reported fewer message sizes than asked"
+        else:
+            status = "wrong-result" if any(s.wrong for s in sizes) else OK
+        return WorldResult(
+            label=launch.label,
+            world_size=launch.world_size,
+            status=status,
+            elapsed_s=elapsed,
+            folder=str(folder),
+            init_s=slowest(per_rank, "init_s"),
+            barrier_s=slowest(per_rank, "barrier_s"),
+            sizes=sizes,
+            hung=hung,
+            error=error,
+            env=dict(env),
+            survivors=tuple(outcome.survivors),
+        )
+
+
+def diagnose_hang(sup: Supervisor, folder: Path, ranks: tuple[int, ...]) -> tuple[HungRank, ...]:
+    """Name the ranks that did not finish, their stage and state, and collect their stacks."""
+    beats = channel.read_heartbeats(folder)
+    tree = {p.pid: p for p in sup.descendants()}
+    now = time.time()
+    pending: list[tuple[int, channel.Heartbeat | None, psutil.Process | None, str | None]] = []
+    for rank in ranks:
+        beat = beats.get(rank)
+        if beat is not None and beat.stage == "done":
+            continue
+        proc = tree.get(beat.pid) if beat is not None else None
+        pending.append((rank, beat, proc, _state(proc) if beat is not None else None))
+    asked = []
+    for rank, _beat, proc, state in pending:
+        if proc is None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGUSR1)
+            if state == psutil.STATUS_STOPPED:
+                proc.send_signal(signal.SIGCONT)  # deliver the pending SIGUSR1
+            asked.append(channel.stack_path(folder, rank))
+    _wait_for_stacks(asked)
+    hung = []
+    for rank, beat, proc, state in pending:
+        if beat is None:
+            hung.append(HungRank(rank, "not started (launcher or rendezvous)", None))
+            continue
+        path = channel.stack_path(folder, rank)
+        stack = path.read_text(errors="replace").strip() if proc is not None and path.exists() else ""
+        hung.append(
+            HungRank(
+                rank=rank,
+                stage=beat.describe(),
+                state=state if proc is not None else "gone",
+                pid=beat.pid,
+                host=beat.host,
+                since_s=max(0.0, now - beat.time),
+                stack=stack or None,
+                stack_file=str(path) if stack else None,
+            )
+        )
+    return tuple(hung)
+
+
+def _state(proc: psutil.Process | None) -> str:
+    if proc is None:
+        return "gone"
+    try:
+        return str(proc.status())
+    except psutil.Error:
+        return "gone"
+
+
+def _wait_for_stacks(paths: list[Path]) -> None:
+    """Wait until every stack file stopped growing (faulthandler writes it in one go)."""
+    deadline = time.monotonic() + STACK_WAIT_S
+    last: dict[Path, int] = {}
+    while paths and time.monotonic() < deadline:
+        sizes = {p: p.stat().st_size if p.exists() else 0 for p in paths}
+        if all(sizes[p] > 0 and sizes[p] == last.get(p) for p in paths):
+            return
+        last = sizes
+        time.sleep(0.1)
+
+
+def _position(beats: Mapping[int, channel.Heartbeat], ranks: tuple[int, ...]) -> str:
+    """The lagging rank's stage, for the progress line."""
+    mine = [beats[r] for r in ranks if r in beats]
+    if len(mine) < len(ranks):
+        return "starting ranks"
+    lag = min(mine, key=lambda b: b.progress())
+    if lag.stage == "done":
+        return "every rank done; the launcher is exiting"
+    return f"rank {lag.rank}: {lag.describe()}"
+
+
+def _error_text(outcome: RunResult, folder: Path) -> str:
+    failure = outcome.failure
+    if failure is not None:
+        where = f"rank {failure.rank}: " if failure.rank is not None else ""
+        for text in (failure.traceback, failure.stderr_tail):
+            lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+            if lines:
+                return where + lines[-1]
+    message = _first_error_file(folder / "logs")
+    if message:
+        return message
+    if failure is not None and failure.signal:
+        return f"a rank died of {failure.signal}"
+    return f"the launch exited with {outcome.exit_code}"
+
+
+def _first_error_file(logs: Path) -> str | None:
+    """The message of the earliest per-rank error file torchrun's ``@record`` wrote."""
+    import json
+
+    found = []
+    for path in logs.glob("**/error.json"):
+        try:
+            data = json.loads(path.read_text())["message"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(data, dict):
+            stamp = int(data.get("extraInfo", {}).get("timestamp", 0) or 0)
+            text = str(data.get("message", "")).strip().splitlines()
+        else:
+            stamp, text = 0, str(data).strip().splitlines()
+        if text:
+            found.append((stamp, f"local rank {path.parent.name}: {text[-1]}"))
+    return min(found)[1] if found else None
+
+
+@contextlib.contextmanager
+def _signals_to(sup: Supervisor) -> Iterator[Callable[[], bool]]:
+    """While inside, SIGINT/SIGTERM/SIGHUP are recorded and handed to ``sup`` (one shutdown path)."""
+    seen = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen.is_set
+        return
+
+    def record(signum: int, _frame: object) -> None:
+        seen.set()
+        sup.interrupt(signum)
+
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    previous = {
+        s: signal.signal(s, record) for s in (getattr(signal, n) for n in names if hasattr(signal, n))
+    }
+    try:
+        yield seen.is_set
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _interrupted(launch: Launch, folder: Path, elapsed: float) -> WorldResult:
+    return WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
+
+
+def probe_nccl(
+    spec: LaunchSpec,
+    opts: ProbeOptions,
+    progress: Progress,
+    *,
+    module: str = WORKER_MODULE,
+    extra_env: Mapping[str, str] | None = None,
+    machine: Machine | None = None,
+) -> ProbeSummary:
+    """Run the whole probe: the world-size sweep, pairs, and the workaround search."""
+    machine = machine or probe_machine(gpu_uuids=spec.gpu_ids is not None)
+    plan = plan_probe(spec, opts, machine)
+    applied = workarounds.for_launch(machine.environ, device=spec.device, enabled=opts.saved_workarounds)
+    root = Path(spec.log_dir or DEFAULT_LOG_DIR) / f"probe-{machine.run_stamp}"
+    base_env = {**applied, **(extra_env or {})}
+    prober = Prober(spec, opts, plan, root, progress, base_env=base_env, module=module)
+
+    prober.validate((*plan.world, *plan.pairs))
+    progress.applied(applied)
+    world = tuple(prober.run(launch) for launch in plan.world)
+    pairs = tuple(prober.run(launch) for launch in plan.pairs)
+    summary = ProbeSummary(plan.backend, spec.device, str(root), world, pairs, applied)
+
+    failing = next((launch for launch, r in zip(plan.world, world, strict=True) if not r.ok), None)
+    if (opts.try_workarounds or opts.save_workaround) and failing is not None:
+        already = {*machine.environ, *applied}
+        candidates = [c for c in workarounds.CANDIDATES if c.name not in already]
+        skipped = tuple(c.assignment for c in workarounds.CANDIDATES if c not in candidates)
+        search = find_workarounds(
+            lambda env: prober.run(failing, env).status,
+            candidates,
+            on_trial=lambda t: progress.trial(failing.label, t),
+        )
+        summary = dataclasses.replace(summary, search_label=failing.label, search=search, skipped=skipped)
+        if opts.save_workaround and search.confirmed:
+            best = search.confirmed[0]
+            path = workarounds.store_path(machine.environ)
+            workarounds.save(path, workarounds.this_machine(), best.name, best.value)
+            summary = dataclasses.replace(summary, saved=best.assignment, store=str(path))
+    return summary

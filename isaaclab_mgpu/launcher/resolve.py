@@ -1,0 +1,504 @@
+"""The one impure step before a launch: look at the machine and fill in what the spec left open.
+
+:func:`probe_machine` gathers every fact a launch depends on (environment variables, the Python
+interpreter, visible GPUs, the host name) into a :class:`Machine`. :func:`resolve` is then a
+function of ``(LaunchSpec, Machine)`` plus two narrow probes it is handed (is a port free, pick a
+free port), so tests can resolve against any machine they describe.
+
+What resolve decides:
+
+- **Visible devices** without importing torch: ``CUDA_VISIBLE_DEVICES`` when set (indices,
+  ``GPU-…``/``MIG-…`` UUIDs; ``-1`` hides the entries from there on, as CUDA does; duplicates and
+  malformed entries are errors), else the NVML device count, else 0.
+- **GPU selection** (``--gpu_ids 0,2`` / ``--gpus``): each id is checked against the GPUs visible
+  here (an index below their count, a UUID NVML knows, no GPU twice, no more ids than GPUs) and the
+  launch gets ``CUDA_VISIBLE_DEVICES`` naming them. Indices count within an existing
+  ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do: with ``CUDA_VISIBLE_DEVICES=4,5,6,7``,
+  ``--gpu_ids 1,3`` launches with ``CUDA_VISIBLE_DEVICES=5,7``.
+- **Logger**: ``--logger wandb`` for the built-in worker needs wandb importable by the ranks'
+  interpreter; otherwise the launch is refused before anything starts.
+- **Ranks per node**: ``gpu``/``auto``/default → the visible GPU count (``--device cpu``: default 1,
+  ``cpu``/``auto`` → the CPU count, as torchrun does). ``cpu`` with ``--device cuda`` keeps
+  torchrun's meaning, one rank per CPU core, each on a GPU: a problem when there are fewer GPUs.
+- **SLURM**: inside an allocation of several nodes, a missing ``--nnodes``, ``--node_rank``,
+  rendezvous endpoint and id come from ``SLURM_NNODES``, ``SLURM_NODEID``, the first host of
+  ``SLURM_JOB_NODELIST`` and ``SLURM_JOB_ID``. Explicit options always win.
+- **Rendezvous**: one node and no address or port given → torchrun ``--standalone`` (a free port
+  chosen by the store itself, so concurrent runs never collide). A given master port must be free
+  on the rank-0 node. skrl JAX without ``--coordinator_address`` on one node gets 127.0.0.1 and a
+  free port.
+
+In ``strict`` mode (``train``) a machine fact that makes the launch impossible raises an
+:class:`~isaaclab_mgpu.contract.errors.EnvironmentProblem`; otherwise (``dry-run``) it becomes a warning
+and the command is still built, so a command can be planned on a login node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
+from isaaclab_mgpu.launcher.spec import GPU_UUID, LaunchSpec, parse_nproc, split_host_port
+
+__all__ = ["GPU_UUID", "Machine", "ResolvedSpec", "VisibleDevices", "probe_machine", "resolve"]
+
+DEFAULT_MASTER_PORT = 29500
+#: skrl's JAX launcher default coordinator port, used for SLURM fills.
+DEFAULT_JAX_PORT = 5000
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Facts about this machine that a launch depends on (see :func:`probe_machine`)."""
+
+    environ: Mapping[str, str] = field(default_factory=dict)
+    """The environment the launch inherits."""
+
+    python: str = "python"
+    """The interpreter that runs torchrun / the JAX launcher."""
+
+    hostname: str = "localhost"
+    """This host's name, used in reports."""
+
+    nvml_gpu_count: int | None = None
+    """GPUs NVML reports, or None when NVML is unavailable (no driver)."""
+
+    nvml_gpu_uuids: tuple[str, ...] | None = None
+    """UUIDs of NVML's GPUs in index order; None when not probed or NVML is unavailable."""
+
+    cpu_count: int = 1
+    """Logical CPUs, for torchrun's ``cpu`` rank count."""
+
+    run_stamp: str = "1970-01-01_00-00-00"
+    """One timestamp for the run folder, shared by every rank."""
+
+
+@dataclass(frozen=True)
+class VisibleDevices:
+    """GPUs a process launched here would see."""
+
+    count: int
+    """How many GPUs are visible."""
+
+    source: str
+    """Where the count comes from: CUDA_VISIBLE_DEVICES, NVML or none."""
+
+    entries: tuple[str, ...] = ()
+    """The visible entries as written in CUDA_VISIBLE_DEVICES (indices or UUIDs)."""
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    """A launch spec with every machine-dependent choice made; the builder's only input."""
+
+    spec: LaunchSpec
+    """What the user asked for."""
+
+    python: str
+    """Interpreter that starts the launcher."""
+
+    nproc: int | str
+    """Ranks per node: an int, or torchrun's token when the count could not be known (dry-run)."""
+
+    visible: VisibleDevices
+    """GPUs visible to the launch."""
+
+    nnodes: str | None = None
+    """Node count to pass on (None: single node, nothing to pass)."""
+
+    node_rank: int | None = None
+    """This node's rank to pass on."""
+
+    standalone: bool = False
+    """Use torchrun ``--standalone`` (single node, free port picked by the store)."""
+
+    rdzv_backend: str | None = None
+    """Rendezvous backend to pass on."""
+
+    rdzv_endpoint: str | None = None
+    """Rendezvous endpoint to pass on."""
+
+    rdzv_id: str | None = None
+    """Rendezvous id to pass on."""
+
+    coordinator: tuple[str, int] | None = None
+    """JAX coordinator host and port (skrl JAX only)."""
+
+    run_stamp: str = ""
+    """Timestamp shared by every rank of this run."""
+
+    filled: tuple[str, ...] = ()
+    """Human-readable notes on values filled from the environment (SLURM)."""
+
+    warnings: tuple[str, ...] = ()
+    """Problems tolerated because the resolve was not strict (dry-run)."""
+
+    extra_env: tuple[tuple[str, str], ...] = ()
+    """Additional environment variables for every rank (e.g. saved NCCL workarounds)."""
+
+    cuda_visible_devices: str | None = None
+    """``CUDA_VISIBLE_DEVICES`` for the launch when ``--gpu_ids`` selected GPUs, else None."""
+
+    @property
+    def world_size(self) -> int | None:
+        """Total ranks across nodes, when known."""
+        if not isinstance(self.nproc, int):
+            return None
+        return self.nproc * int((self.nnodes or "1").split(":")[-1])
+
+
+def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool = False) -> Machine:
+    """Gather the facts a launch depends on from this process and machine.
+
+    NVML is asked only when the answer matters: without ``CUDA_VISIBLE_DEVICES`` (the GPU count),
+    or with ``gpu_uuids`` (``--gpu_ids`` is checked against NVML's GPUs).
+    """
+    env = dict(os.environ if environ is None else environ)
+    gpus = nvml_gpus() if gpu_uuids or "CUDA_VISIBLE_DEVICES" not in env else None
+    return Machine(
+        environ=env,
+        python=sys.executable or "python3",
+        hostname=socket.gethostname(),
+        nvml_gpu_count=None if gpus is None else len(gpus),
+        nvml_gpu_uuids=None if gpus is None else tuple(uuid for _, uuid in gpus),
+        cpu_count=os.cpu_count() or 1,
+        run_stamp=time.strftime("%Y-%m-%d_%H-%M-%S"),
+    )
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def nvml_gpus() -> tuple[tuple[str, str], ...] | None:
+    """(model name, UUID) of every GPU NVML sees, ignoring CUDA_VISIBLE_DEVICES; None without a driver."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append((_text(pynvml.nvmlDeviceGetName(handle)), _text(pynvml.nvmlDeviceGetUUID(handle))))
+        return tuple(gpus)
+    except pynvml.NVMLError:
+        return None
+    finally:
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+
+def nvml_gpu_names() -> tuple[str, ...] | None:
+    """Model names of every GPU NVML sees (ignoring CUDA_VISIBLE_DEVICES); None without a driver."""
+    gpus = nvml_gpus()
+    return None if gpus is None else tuple(name for name, _ in gpus)
+
+
+def nvml_device_count() -> int | None:
+    """GPU count from NVML, or None when there is no usable driver."""
+    names = nvml_gpu_names()
+    return None if names is None else len(names)
+
+
+def parse_visible_devices(value: str, total: int | None = None) -> tuple[str, ...]:
+    """Parse ``CUDA_VISIBLE_DEVICES`` into the visible entries, raising on invalid ones."""
+    entries: list[str] = []
+    for raw in value.split(","):
+        item = raw.strip()
+        if item == "" and value.strip() == "":
+            break
+        if item.lstrip("-").isdigit() and int(item) < 0:
+            break  # CUDA hides this entry and every one after it
+        if item.isdigit():
+            if total is not None and int(item) >= total:
+                raise UsageError(
+                    f"CUDA_VISIBLE_DEVICES={value!r}: index {item} is out of range, this machine "
+                    f"has {total} GPU(s) (0..{total - 1})"
+                )
+            item = str(int(item))
+        elif not GPU_UUID.match(item):
+            raise UsageError(
+                f"CUDA_VISIBLE_DEVICES={value!r}: {item!r} is neither a GPU index nor a "
+                "GPU-/MIG- UUID; fix or unset the variable"
+            )
+        if item in entries:
+            raise UsageError(f"CUDA_VISIBLE_DEVICES={value!r}: {item} is listed twice; list each GPU once")
+        entries.append(item)
+    return tuple(entries)
+
+
+def visible_devices(machine: Machine) -> VisibleDevices:
+    """Count the GPUs a launch from ``machine`` would see, without importing torch."""
+    cvd = machine.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        entries = parse_visible_devices(cvd, machine.nvml_gpu_count)
+        return VisibleDevices(len(entries), "CUDA_VISIBLE_DEVICES", entries)
+    if machine.nvml_gpu_count is not None:
+        n = machine.nvml_gpu_count
+        return VisibleDevices(n, "NVML", tuple(str(i) for i in range(n)))
+    return VisibleDevices(0, "none")
+
+
+def selected_devices(spec: LaunchSpec, machine: Machine) -> VisibleDevices:
+    """The GPUs this node's ranks get: :func:`visible_devices`, narrowed by ``--gpu_ids``.
+
+    Raises a UsageError for an id that names no visible GPU, one GPU named twice, or more ids than
+    GPUs. Without any visible GPU (no driver) the ids cannot be checked and are taken as given.
+    """
+    visible = visible_devices(machine)
+    ids = spec.gpu_ids
+    if ids is None:
+        return visible
+    shown = ",".join(ids)
+    if visible.count == 0:
+        return VisibleDevices(len(ids), f"--gpu_ids (unchecked: {visible.source})", ids)
+    if len(ids) > visible.count:
+        raise UsageError(
+            f"--gpu_ids {shown} names {len(ids)} GPUs, but only {visible.count} are visible "
+            f"({visible.source}); list at most {visible.count}"
+        )
+    uuids = machine.nvml_gpu_uuids
+    chosen: list[str] = []
+    keys: list[str] = []
+    for gpu in ids:
+        if gpu.isdigit():
+            if int(gpu) >= visible.count:
+                relative = " (counted within CUDA_VISIBLE_DEVICES)" if visible.source != "NVML" else ""
+                raise UsageError(
+                    f"--gpu_ids {shown}: index {gpu} is out of range; {visible.count} GPU(s) are "
+                    f"visible{relative}, use indices 0..{visible.count - 1}"
+                )
+            entry = visible.entries[int(gpu)]
+        else:
+            entry = gpu
+        key = _gpu_key(entry, uuids)
+        where = f"--gpu_ids {shown}: {gpu}"
+        if key is None:
+            raise UsageError(f"{where} is not a GPU of this machine; nvidia-smi -L lists them")
+        if key in keys:
+            raise UsageError(f"{where} names a GPU already listed; list each GPU once")
+        hidden = uuids is not None and key not in (_gpu_key(e, uuids) for e in visible.entries)
+        if hidden and not gpu.isdigit():
+            raise UsageError(f"{where} is hidden by CUDA_VISIBLE_DEVICES; list a visible GPU")
+        keys.append(key)
+        chosen.append(entry)
+    return VisibleDevices(len(chosen), f"--gpu_ids {shown}", tuple(chosen))
+
+
+def _gpu_key(entry: str, uuids: tuple[str, ...] | None) -> str | None:
+    """One name per physical GPU (its NVML UUID when known), or None when NVML does not know it."""
+    if uuids is None:
+        return entry
+    if entry.isdigit():
+        return uuids[int(entry)] if int(entry) < len(uuids) else None
+    if entry.startswith("MIG-"):
+        return entry  # MIG instances are not in NVML's device list
+    hits = [u for u in uuids if u.startswith(entry)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """Return the first host of a SLURM hostlist such as ``gpu[03-05,9],login1``."""
+    depth, end = 0, len(nodelist)
+    for i, ch in enumerate(nodelist):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            end = i
+            break
+    first = nodelist[:end].strip()
+    # Each bracket group contributes its first element: "a[1-2]b[07,9]" -> "a1b07".
+    return re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], first)
+
+
+def port_is_free(port: int) -> bool:
+    """True when ``port`` can be bound on every interface of this host."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_free_port() -> int:
+    """Ask the kernel for a free TCP port on the loopback interface."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def module_installed(name: str) -> bool:
+    """True when ``name`` is importable here (the ranks run this interpreter); nothing is imported."""
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def resolve(
+    spec: LaunchSpec,
+    machine: Machine,
+    *,
+    strict: bool,
+    port_free: Callable[[int], bool] = port_is_free,
+    free_port: Callable[[], int] = pick_free_port,
+    extra_env: Mapping[str, str] | None = None,
+    installed: Callable[[str], bool] | None = None,
+) -> ResolvedSpec:
+    """Make every machine-dependent choice for ``spec``; raise or warn per ``strict``."""
+    if spec.logger == "wandb" and not (installed or module_installed)("wandb"):
+        raise UsageError(
+            "--logger wandb: wandb is not installed for this Python; install it (uv add wandb) or "
+            "use --logger tensorboard"
+        )
+    warnings: list[str] = []
+    env = machine.environ
+
+    def problem(message: str) -> None:
+        if strict:
+            raise EnvironmentProblem(message)
+        warnings.append(message)
+
+    if spec.device == "cuda":
+        visible = selected_devices(spec, machine)
+        if spec.gpu_ids is not None and machine.nvml_gpu_count is None and "CUDA_VISIBLE_DEVICES" not in env:
+            problem(
+                f"no GPU is visible here, so --gpu_ids {','.join(spec.gpu_ids)} cannot be checked; "
+                "run on a GPU node, or use --device cpu without --gpu_ids"
+            )
+    else:
+        visible = VisibleDevices(0, "not used (--device cpu)")
+    nproc = _resolve_nproc(spec, machine, visible, problem)
+
+    if spec.script is not None and not os.path.isfile(spec.script):
+        raise UsageError(f"--script {spec.script!r} does not exist; give the path of a Python file")
+
+    nnodes, node_rank, filled = spec.nnodes, spec.node_rank, []
+    rdzv_backend, rdzv_endpoint, rdzv_id = spec.rdzv_backend, spec.rdzv_endpoint, spec.rdzv_id
+    coordinator = None
+    if spec.coordinator_address is not None:
+        host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
+        coordinator = (host, int(port or 0))
+
+    env = machine.environ
+    slurm_nodes = env.get("SLURM_NNODES", "")
+    if env.get("SLURM_JOB_ID") and slurm_nodes.isdigit() and int(slurm_nodes) > 1:
+        first = first_slurm_host(env.get("SLURM_JOB_NODELIST", "")) or None
+        if nnodes is None:
+            nnodes = slurm_nodes
+            filled.append(f"--nnodes {nnodes} from SLURM_NNODES")
+        if node_rank is None and env.get("SLURM_NODEID", "").isdigit():
+            node_rank = int(env["SLURM_NODEID"])
+            filled.append(f"--node_rank {node_rank} from SLURM_NODEID")
+        if spec.uses_jax:
+            if coordinator is None and first:
+                coordinator = (first, DEFAULT_JAX_PORT)
+                filled.append(f"--coordinator_address {first}:{DEFAULT_JAX_PORT} from SLURM_JOB_NODELIST")
+        elif spec.master_addr is None:
+            if rdzv_endpoint is None and first:
+                rdzv_endpoint = f"{first}:{spec.master_port or DEFAULT_MASTER_PORT}"
+                filled.append(f"--rdzv_endpoint {rdzv_endpoint} from SLURM_JOB_NODELIST")
+            if rdzv_id is None:
+                rdzv_id = env["SLURM_JOB_ID"]
+                filled.append(f"--rdzv_id {rdzv_id} from SLURM_JOB_ID")
+            if rdzv_backend is None:
+                rdzv_backend = "c10d"
+                filled.append("--rdzv_backend c10d for the SLURM rendezvous")
+
+    multi_node = int((nnodes or "1").split(":")[-1]) > 1
+    if node_rank is not None and nnodes is not None and node_rank >= int(nnodes.split(":")[-1]):
+        raise UsageError(f"--node_rank {node_rank} is not below --nnodes {nnodes}")
+
+    standalone = False
+    if spec.uses_jax:
+        if coordinator is None:
+            if multi_node:
+                raise UsageError(
+                    "a multi-node skrl JAX launch needs --coordinator_address host:port "
+                    "(the address of node 0)"
+                )
+            coordinator = ("127.0.0.1", free_port())
+    else:
+        rendezvous_given = any(
+            v is not None for v in (spec.master_addr, spec.master_port, rdzv_endpoint, rdzv_backend)
+        )
+        if multi_node and spec.master_addr is None and rdzv_endpoint is None:
+            raise UsageError(
+                f"--nnodes {nnodes} needs a rendezvous address: --master_addr HOST (with "
+                "--master_port) or --rdzv_endpoint HOST:PORT --rdzv_backend c10d"
+            )
+        standalone = not multi_node and not rendezvous_given
+        if spec.master_port is not None and (node_rank or 0) == 0 and not port_free(spec.master_port):
+            problem(
+                f"--master_port {spec.master_port} is already in use on this host; pick another "
+                "port or leave it out to get a free one"
+            )
+
+    return ResolvedSpec(
+        spec=spec,
+        python=machine.python,
+        nproc=nproc,
+        visible=visible,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        standalone=standalone,
+        rdzv_backend=rdzv_backend,
+        rdzv_endpoint=rdzv_endpoint,
+        rdzv_id=rdzv_id,
+        coordinator=coordinator,
+        run_stamp=machine.run_stamp,
+        filled=tuple(filled),
+        warnings=tuple(warnings),
+        extra_env=tuple(sorted((extra_env or {}).items())),
+        cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
+    )
+
+
+def _resolve_nproc(
+    spec: LaunchSpec, machine: Machine, visible: VisibleDevices, problem: Callable[[str], None]
+) -> int | str:
+    requested = parse_nproc(spec.nproc_per_node) if spec.nproc_per_node is not None else None
+    if spec.device == "cpu":
+        if requested is None:
+            return 1
+        return machine.cpu_count if isinstance(requested, str) else requested
+    # torchrun's "cpu" (and "auto" without GPUs) means one rank per CPU core; with --device cuda
+    # each of them still drives a GPU (cuda:LOCAL_RANK), so it is checked against the GPUs too.
+    per_core = f"--num_gpus {requested} means one CUDA rank per CPU core, {machine.cpu_count} here"
+    cpu_ranks = f"for CPU ranks use --device cpu --num_gpus {max(2, min(machine.cpu_count, 4))}"
+    if visible.count == 0:
+        if requested == "cpu":
+            problem(f"{per_core}, but no GPU is visible ({visible.source}); {cpu_ranks}")
+            return machine.cpu_count
+        problem(
+            f"no GPU is visible here ({visible.source}); use --device cpu to run CPU ranks "
+            "with gloo, or run on a GPU node"
+        )
+        return requested if requested is not None else "gpu"
+    if requested == "cpu":
+        if machine.cpu_count > visible.count:
+            problem(
+                f"{per_core}, more than the {visible.count} GPU(s) visible ({visible.source}); "
+                f"use --num_gpus gpu for one rank per GPU, or {cpu_ranks}"
+            )
+        return machine.cpu_count
+    if requested is None or isinstance(requested, str):
+        return visible.count
+    if requested > visible.count:
+        problem(
+            f"--num_gpus {requested} is more than the {visible.count} GPU(s) visible "
+            f"({visible.source}); use --num_gpus {visible.count} or fewer"
+        )
+    return requested

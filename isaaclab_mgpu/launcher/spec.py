@@ -1,0 +1,478 @@
+"""The typed launch specification: what the user asked for, validated, and nothing more.
+
+``LaunchSpec`` is built once from the command line (``cli``) or from code, is frozen, and is the
+only input of :func:`isaaclab_mgpu.launcher.resolve.resolve`. Every field that mirrors an Isaac Lab
+``train_multigpu`` / torchrun option is ``None`` when the user did not set it, so the builder can
+forward exactly the options that were given, as Isaac Lab does.
+
+Validation here is static (ranges, choices, formats, combinations that cannot apply to the chosen
+launch path). Anything that needs to look at the machine (visible GPUs, ports, files, SLURM)
+belongs to ``resolve``. Every failure raises :class:`~isaaclab_mgpu.contract.errors.UsageError` with one
+line naming the value and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from isaaclab_mgpu.contract.errors import UsageError
+
+RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
+ML_FRAMEWORKS = ("torch", "jax")
+DEVICES = ("cuda", "cpu")
+NPROC_TOKENS = ("gpu", "cpu", "auto")
+RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
+START_METHODS = ("spawn", "fork", "forkserver")
+
+#: torchrun options that skrl's JAX launch contract has no equivalent for.
+TORCHRUN_ONLY = (
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "max_restarts",
+    "monitor_interval",
+    "start_method",
+    "role",
+    "virtual_local_rank",
+    "redirects",
+)
+
+Device = Literal["cuda", "cpu"]
+
+#: The built-in worker's ``--logger`` values, spelled as Isaac Lab's ``train.py`` spells them (plus none).
+LOGGERS = ("tensorboard", "wandb", "none")
+
+#: A GPU or MIG instance UUID (or a unique prefix) as CUDA_VISIBLE_DEVICES accepts it.
+GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
+
+
+def spelling(name: str) -> str:
+    """Return the command-line spelling of a spec field (Isaac Lab's underscore form)."""
+    return "--" + name
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A validated request to launch ``nproc_per_node`` ranks on each of ``nnodes`` nodes."""
+
+    training_args: tuple[str, ...] = ()
+    """Arguments for the worker, forwarded verbatim and in order (incl. ``key=value`` presets)."""
+
+    rl_library: str | None = None
+    """``rsl_rl``, ``skrl`` or ``rl_games`` (Isaac Lab tasks); ``None`` means rsl_rl (Isaac Lab's default)."""
+
+    ml_framework: str | None = None
+    """``torch`` or ``jax`` (skrl only); ``jax`` selects skrl's JAX launch contract."""
+
+    device: Device = "cuda"
+    """``cuda``: one GPU per rank, NCCL. ``cpu``: CPU ranks with gloo, no GPU needed."""
+
+    nproc_per_node: str | None = None
+    """Ranks per node: a positive integer or torchrun's ``gpu``/``cpu``/``auto``; ``None`` = default."""
+
+    nnodes: str | None = None
+    """Number of nodes, ``N`` or torchrun's elastic ``MIN:MAX``."""
+
+    node_rank: int | None = None
+    """This node's rank among ``nnodes`` (0-based)."""
+
+    coordinator_address: str | None = None
+    """JAX coordinator ``host:port`` (skrl JAX only)."""
+
+    master_addr: str | None = None
+    """torchrun ``--master_addr``: address of the rank-0 node (static rendezvous)."""
+
+    master_port: int | None = None
+    """torchrun ``--master_port``: port of the rank-0 node's store (static rendezvous)."""
+
+    rdzv_backend: str | None = None
+    """torchrun rendezvous backend: static, c10d, etcd or etcd-v2."""
+
+    rdzv_endpoint: str | None = None
+    """torchrun rendezvous endpoint ``host[:port]``."""
+
+    rdzv_id: str | None = None
+    """torchrun rendezvous id shared by every node of one job."""
+
+    max_restarts: int | None = None
+    """torchrun ``--max_restarts``: worker-group restarts before failing."""
+
+    monitor_interval: float | None = None
+    """torchrun ``--monitor_interval`` in seconds."""
+
+    start_method: str | None = None
+    """torchrun ``--start_method``: spawn, fork or forkserver."""
+
+    role: str | None = None
+    """torchrun ``--role`` name shown in log prefixes."""
+
+    tee: str | None = None
+    """torchrun ``--tee``: 0-3 or ``rank:value,...``; copy streams to console and log files."""
+
+    redirects: str | None = None
+    """torchrun ``--redirects``: 0-3 or ``rank:value,...``; send streams to log files only."""
+
+    local_ranks_filter: str | None = None
+    """Comma-separated local ranks whose output reaches the console."""
+
+    log_dir: str | None = None
+    """Folder for per-rank log files."""
+
+    log_all_ranks: bool = False
+    """Show every rank on the console instead of local rank 0 only."""
+
+    virtual_local_rank: bool = False
+    """torchrun ``--virtual_local_rank``: every worker sees LOCAL_RANK=0."""
+
+    script: str | None = None
+    """Run this torchrun-style training script instead of the built-in worker."""
+
+    module: str | None = None
+    """Run this Python module (``-m``) instead of the built-in worker."""
+
+    inject_distributed: bool | None = None
+    """Append ``--distributed`` to the worker arguments; default: only for the built-in worker."""
+
+    gpu_ids: tuple[str, ...] | None = None
+    """GPUs for this node's ranks (``--gpu_ids 0,2``): indices or ``GPU-``/``MIG-`` UUIDs. Indices
+    count within an existing ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do."""
+
+    stall_timeout: float = 300.0
+    """Seconds a training rank may go without reporting progress before the run counts as hung (0: off)."""
+
+    startup_timeout: float = 900.0
+    """Seconds the ranks of a node may go without any start-up progress (rendezvous, process group,
+    environments, first broadcast) before the launch counts as hung (0: off)."""
+
+    stall_on_silence: bool = False
+    """Also count a rank that reports no progress (a user script) as stalled after
+    ``stall_timeout`` seconds without output."""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @classmethod
+    def from_options(cls, training_args: tuple[str, ...], **options: object) -> LaunchSpec:
+        """Build a spec from command-line values (numbers may still be strings)."""
+        typed = {name: _coerce(name, value) for name, value in options.items()}
+        return cls(training_args=tuple(training_args), **typed)
+
+    @property
+    def library(self) -> str:
+        """The RL library, with the default applied."""
+        return self.rl_library or "rsl_rl"
+
+    @property
+    def framework(self) -> str:
+        """The ML framework, with the default applied."""
+        return self.ml_framework or "torch"
+
+    @property
+    def uses_jax(self) -> bool:
+        """True when the launch follows skrl's JAX contract instead of torchrun."""
+        return self.framework == "jax"
+
+    @property
+    def builtin_worker(self) -> bool:
+        """True when the packaged worker (not a user script or module) runs in each rank."""
+        return self.script is None and self.module is None
+
+    @property
+    def logger(self) -> str | None:
+        """The built-in worker's ``--logger`` as given in the training arguments, or None."""
+        return training_option(self.training_args, "logger") if self.builtin_worker else None
+
+    @property
+    def nnodes_max(self) -> int:
+        """The largest node count ``nnodes`` allows (1 when unset)."""
+        return int((self.nnodes or "1").split(":")[-1])
+
+
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
+_BACKEND_NAME = re.compile(r"^[A-Za-z][\w.-]*$")
+_STD_SPEC = re.compile(r"^([0-3]|\d+:[0-3](,\d+:[0-3])*)$")
+
+
+def split_host_port(value: str, option: str, *, port_required: bool) -> tuple[str, int | None]:
+    """Split ``host[:port]`` (IPv6 in brackets), raising a UsageError naming ``option``."""
+    m = _HOST_PORT.match(value.strip())
+    if not m:
+        need = "host:port" if port_required else "host[:port]"
+        raise UsageError(f"{option} {value!r} is malformed; give it as {need}, e.g. node01:29500")
+    port = m.group("port")
+    if port is None:
+        if port_required:
+            raise UsageError(f"{option} {value!r} has no port; give it as host:port, e.g. {value}:5000")
+        return m.group("host"), None
+    return m.group("host"), check_port(port, option)
+
+
+def check_port(value: object, option: str) -> int:
+    """Return ``value`` as a TCP port, or raise a UsageError naming ``option``."""
+    try:
+        port = int(str(value))
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise UsageError(f"{option} {value} is not a port; use a number from 1 to 65535")
+    return port
+
+
+def parse_nproc(value: str) -> int | str:
+    """Return the rank count as an int, or one of torchrun's tokens gpu/cpu/auto."""
+    text = value.strip().lower()
+    if text in NPROC_TOKENS:
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(
+            f"--num_gpus {value!r} is not a rank count; use a positive integer or gpu, cpu, auto"
+        ) from None
+    if n < 1:
+        raise UsageError(f"--num_gpus {value!r} must be at least 1")
+    return n
+
+
+def training_option(args: tuple[str, ...], name: str) -> str | None:
+    """The last value given to training option ``--name`` (either spelling, ``--opt v`` or ``--opt=v``)."""
+    spellings = {f"--{name}", f"--{name.replace('_', '-')}"}
+    value = None
+    for i, arg in enumerate(args):
+        flag, sep, rest = arg.partition("=")
+        if flag in spellings:
+            value = rest if sep else (args[i + 1] if i + 1 < len(args) else "")
+    return value
+
+
+def parse_gpu_ids(value: str) -> tuple[str, ...]:
+    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one."""
+    ids: list[str] = []
+    for raw in str(value).split(","):
+        item = raw.strip()
+        if item.isdigit():
+            item = str(int(item))
+        elif not GPU_UUID.match(item):
+            raise UsageError(
+                f"--gpu_ids {value!r}: {item!r} is neither a GPU index nor a GPU-/MIG- UUID; "
+                "use e.g. --gpu_ids 0,2 (nvidia-smi -L lists the UUIDs)"
+            )
+        if item in ids:
+            raise UsageError(f"--gpu_ids {value!r}: {item} is listed twice; list each GPU once")
+        ids.append(item)
+    return tuple(ids)
+
+
+def _number(kind: type, what: str) -> Callable[[str, object], object]:
+    def convert(name: str, value: object) -> object:
+        try:
+            return kind(str(value))
+        except ValueError:
+            raise UsageError(f"{spelling(name)} {value!r} is not {what}") from None
+
+    return convert
+
+
+_COERCE: dict[str, Callable[[str, object], object]] = {
+    "master_port": lambda name, value: check_port(value, spelling(name)),
+    "node_rank": _number(int, "an integer; node ranks run from 0 to nnodes-1"),
+    "max_restarts": _number(int, "an integer count of restarts"),
+    "monitor_interval": _number(float, "a number of seconds"),
+    "gpu_ids": lambda name, value: parse_gpu_ids(str(value)),
+    "stall_timeout": _number(float, "a number of seconds (0: off)"),
+    "startup_timeout": _number(float, "a number of seconds (0: off)"),
+}
+
+
+def _coerce(name: str, value: object) -> object:
+    if value is None or name not in _COERCE or not isinstance(value, str):
+        return value
+    return _COERCE[name](name, value)
+
+
+def _validate(s: LaunchSpec) -> None:
+    if s.rl_library is not None and s.rl_library not in RL_LIBRARIES:
+        raise UsageError(f"--rl_library {s.rl_library!r} is not supported; choose rsl_rl, skrl or rl_games")
+    if s.library == "rl_games" and s.builtin_worker and not _names_isaac_task(s.training_args):
+        raise UsageError("--rl_library rl_games trains Isaac Lab tasks only; add --task Isaac-<task id>")
+    if s.ml_framework is not None and s.ml_framework not in ML_FRAMEWORKS:
+        raise UsageError(f"--ml_framework {s.ml_framework!r} is unknown; choose torch or jax")
+    if s.ml_framework is not None and s.library != "skrl" and s.builtin_worker:
+        raise UsageError(f"--ml_framework {s.ml_framework} applies to skrl only; add --rl_library skrl")
+    if s.device not in DEVICES:
+        raise UsageError(f"--device {s.device!r} is unknown; choose cuda or cpu")
+    if s.script is not None and s.module is not None:
+        raise UsageError("--script and -m/--module both given; choose one")
+
+    nproc = parse_nproc(s.nproc_per_node) if s.nproc_per_node is not None else None
+    if s.uses_jax and isinstance(nproc, str):
+        raise UsageError(
+            f"--num_gpus {s.nproc_per_node!r}: skrl JAX needs an integer rank count, e.g. --num_gpus 2"
+        )
+    if s.device == "cpu" and nproc == "gpu":
+        raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
+    if s.gpu_ids is not None:
+        _validate_gpu_ids(s, nproc)
+    isaac_task = (training_option(s.training_args, "task") or "").startswith("Isaac-")
+    if s.logger is not None and s.logger not in LOGGERS and not isaac_task:  # Isaac Lab's: isaac/
+        raise UsageError(f"--logger {s.logger!r} is unknown; choose tensorboard (default), wandb or none")
+
+    _validate_nodes(s)
+
+    if s.uses_jax:
+        for name in TORCHRUN_ONLY:
+            value = getattr(s, name)
+            if value not in (None, False):
+                raise UsageError(
+                    f"{spelling(name)} is a torchrun option and does not apply to skrl JAX; "
+                    "use --coordinator_address host:port to set the JAX rendezvous"
+                )
+        if s.coordinator_address is not None:
+            split_host_port(s.coordinator_address, "--coordinator_address", port_required=True)
+    elif s.coordinator_address is not None:
+        raise UsageError(
+            "--coordinator_address applies to skrl JAX only; add --rl_library skrl --ml_framework "
+            "jax, or use --master_addr/--rdzv_endpoint for torchrun"
+        )
+
+    for name in ("stall_timeout", "startup_timeout"):
+        value = getattr(s, name)
+        if not 0 <= value < float("inf"):
+            raise UsageError(f"{spelling(name)} {value:g} must be 0 (off) or a number of seconds")
+    if s.stall_on_silence and not s.stall_timeout:
+        raise UsageError("--stall_on_silence needs a --stall_timeout above 0")
+
+    if s.master_port is not None:
+        check_port(s.master_port, "--master_port")
+    if s.rdzv_endpoint is not None:
+        split_host_port(s.rdzv_endpoint, "--rdzv_endpoint", port_required=False)
+    if s.rdzv_backend is not None and not _BACKEND_NAME.match(s.rdzv_backend):
+        # torchrun also accepts backends registered by plugins, so only the shape is checked.
+        raise UsageError(
+            f"--rdzv_backend {s.rdzv_backend!r} is not a backend name; use one of "
+            f"{', '.join(RDZV_BACKENDS)} or a registered plugin's name"
+        )
+    if s.start_method is not None and s.start_method not in START_METHODS:
+        raise UsageError(f"--start_method {s.start_method!r} is unknown; choose spawn, fork or forkserver")
+    if s.max_restarts is not None and s.max_restarts < 0:
+        raise UsageError(f"--max_restarts {s.max_restarts} must be 0 or more")
+    if s.monitor_interval is not None and not s.monitor_interval > 0:
+        raise UsageError(f"--monitor_interval {s.monitor_interval} must be a positive number of seconds")
+    for name in ("tee", "redirects"):
+        value = getattr(s, name)
+        if value is not None and not _STD_SPEC.match(value):
+            raise UsageError(
+                f"--{name} {value!r} is not a stream spec; use 0 (none), 1 (stdout), 2 (stderr), "
+                "3 (both), or per local rank like 0:3,1:1"
+            )
+    if s.local_ranks_filter is not None:
+        _validate_ranks_filter(s.local_ranks_filter, nproc)
+        if s.log_all_ranks:
+            raise UsageError("--local_ranks_filter and --log_all_ranks both given; choose one")
+
+
+def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
+    ids = s.gpu_ids or ()
+    shown = ",".join(ids)
+    if not ids:
+        raise UsageError("--gpu_ids is empty; list the GPUs to use, e.g. --gpu_ids 0,2")
+    if tuple(parse_gpu_ids(shown)) != tuple(ids):
+        raise UsageError(f"--gpu_ids {shown!r} is malformed; use e.g. --gpu_ids 0,2")
+    if s.device == "cpu":
+        raise UsageError("--gpu_ids selects GPUs, but --device cpu runs CPU ranks; drop one of them")
+    if isinstance(nproc, int) and nproc != len(ids):
+        raise UsageError(
+            f"--num_gpus {nproc} but --gpu_ids {shown} names {len(ids)} GPU(s); one rank runs per "
+            "GPU, so leave out --num_gpus (it defaults to the number of ids)"
+        )
+
+
+def _names_isaac_task(args: tuple[str, ...]) -> bool:
+    for i, a in enumerate(args):
+        task = args[i + 1] if a == "--task" and i + 1 < len(args) else a.partition("--task=")[2]
+        if task.split(":")[-1].startswith("Isaac-"):
+            return True
+    return False
+
+
+def _validate_nodes(s: LaunchSpec) -> None:
+    if s.nnodes is not None:
+        parts = s.nnodes.split(":")
+        try:
+            counts = [int(p) for p in parts]
+        except ValueError:
+            counts = []
+        elastic_ok = not s.uses_jax or len(parts) == 1
+        if not counts or len(parts) > 2 or min(counts) < 1 or counts != sorted(counts):
+            raise UsageError(f"--nnodes {s.nnodes!r} must be a positive integer (or MIN:MAX)")
+        if not elastic_ok:
+            raise UsageError(f"--nnodes {s.nnodes!r}: skrl JAX needs a fixed node count")
+    if s.node_rank is not None:
+        if s.node_rank < 0:
+            raise UsageError(f"--node_rank {s.node_rank} must be 0 or more")
+        if s.node_rank >= s.nnodes_max:
+            raise UsageError(
+                f"--node_rank {s.node_rank} is not below --nnodes {s.nnodes or 1}; "
+                f"node ranks run from 0 to {s.nnodes_max - 1}"
+            )
+
+
+def _validate_ranks_filter(value: str, nproc: int | str | None) -> None:
+    try:
+        ranks = [int(r) for r in value.split(",")]
+    except ValueError:
+        ranks = [-1]
+    if not ranks or min(ranks) < 0:
+        raise UsageError(f"--local_ranks_filter {value!r} is not a list of local ranks; use e.g. 0 or 0,1")
+    if isinstance(nproc, int) and max(ranks) >= nproc:
+        raise UsageError(
+            f"--local_ranks_filter {value!r} names local rank {max(ranks)}, but only "
+            f"{nproc} ranks run per node"
+        )
+
+
+#: Options mgpu reads itself and also forwards to a ``--script``/``-m`` program (both spellings).
+FORWARDED_OPTIONS = ("--rl_library", "--rl-library", "--ml_framework", "--ml-framework")
+_PROGRAM_OPTIONS = ("-m", "--module", "--script")
+
+
+def in_user_order(argv: Sequence[str], training_args: Sequence[str], program: str) -> tuple[str, ...]:
+    """``training_args`` with the forwarded options put back where the user typed them.
+
+    ``argv`` is the command line as typed; ``program`` the ``--script``/``-m`` value. The option
+    parser takes ``--rl_library X`` out of the passthrough tokens; a program with sub-commands
+    (``-m isaaclab train --rl_library rsl_rl``) needs it after its sub-command, exactly where the
+    user wrote it. Options written before the program, or an argv that does not show the program,
+    leave ``training_args`` as they are (the builder then puts the options right after it).
+    """
+    start = None
+    for i, tok in enumerate(argv):
+        if tok in _PROGRAM_OPTIONS and i + 1 < len(argv) and argv[i + 1] == program:
+            start = i + 2
+        elif tok in (f"-m{program}", f"--module={program}", f"--script={program}"):
+            start = i + 1
+        if start is not None:
+            break
+    if start is None:
+        return tuple(training_args)
+    out: list[str] = []
+    rest = list(training_args)
+    tail = list(argv[start:])
+    i = 0
+    while i < len(tail) and tail[i] != "--":
+        tok = tail[i]
+        if tok in FORWARDED_OPTIONS and i + 1 < len(tail):
+            out += tail[i : i + 2]
+            i += 2
+            continue
+        if tok.split("=", 1)[0] in FORWARDED_OPTIONS and "=" in tok:
+            out.append(tok)
+        elif rest and tok == rest[0]:
+            out.append(rest.pop(0))
+        i += 1
+    return (*out, *rest)

@@ -1,0 +1,12 @@
+"""The rank side: code that runs in each training (or probe) rank, started by torchrun or jaxrun.
+
+- :mod:`.worker` — the built-in training worker (public entry ``python -m isaaclab_mgpu.worker``);
+- :mod:`.backends` — rsl-rl, skrl torch and skrl JAX training loops on the embedded tasks;
+- :mod:`.tasks` — the embedded vectorized tasks (cartpole, pendulum);
+- :mod:`.isaac` — Isaac Lab tasks on Isaac Lab's own training code path;
+- :mod:`.patches` — every patch of an upstream library, one module per library;
+- :mod:`.probe_worker` — ``probe-nccl``'s per-rank program.
+
+This side imports :mod:`isaaclab_mgpu.contract` and never :mod:`isaaclab_mgpu.launcher`; the heavy
+libraries (torch, jax, warp, rsl_rl, skrl, Isaac Lab) are imported here only.
+"""

@@ -1,0 +1,49 @@
+"""Training back-ends: rsl-rl PPO, skrl PPO with torch, skrl PPO with JAX.
+
+:func:`create` returns a :class:`~.base.Trainer` for one rank; the worker drives it. Library
+modules are imported only here, inside the function, after the worker has set Warp's flags.
+Work-arounds for library defects live in :mod:`._patches` (skrl) and :mod:`.rsl_rl` (the
+runner's multi-GPU set-up), each naming the upstream function it replaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from isaaclab_mgpu.rank.backends.base import (
+    DEFAULTS,
+    FALLBACK,
+    PPOSettings,
+    TaskDefaults,
+    Trainer,
+    settings_with,
+)
+
+__all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "create", "settings_with"]
+
+
+def create(
+    library: str,
+    framework: str,
+    env: Any,
+    ppo: PPOSettings,
+    ctx: Any,
+    directory: str,
+    logger: str = "none",
+) -> Trainer:
+    """Build the trainer for ``library``/``framework`` on ``env`` for the rank ``ctx``.
+
+    ``logger`` (``tensorboard``, ``wandb`` or ``none``) selects the library's own writer, which rank 0
+    points at ``directory`` (its run folder).
+    """
+    if library == "rsl_rl":
+        from isaaclab_mgpu.rank.backends.rsl_rl import RslRlTrainer
+
+        return RslRlTrainer(env, ppo, ctx, log_dir=directory, logger=logger)
+    if framework == "jax":
+        from isaaclab_mgpu.rank.backends.skrl_jax import SkrlJaxTrainer
+
+        return SkrlJaxTrainer(env, ppo, ctx, directory, logger)
+    from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer
+
+    return SkrlTorchTrainer(env, ppo, ctx, directory, logger)

@@ -1,0 +1,139 @@
+"""skrl PPO with JAX: one process per rank under skrl's ``JAX_*`` launch contract, CPU or GPU.
+
+Importing skrl initialises JAX's multi-process runtime from ``JAX_COORDINATOR_ADDR``/``_PORT``,
+``JAX_RANK``, ``JAX_WORLD_SIZE`` and ``JAX_LOCAL_RANK`` (our jaxrun sets them); on CPU, JAX runs its
+cross-process collectives over gloo. Three skrl defects are worked around in
+:mod:`._patches` (import-time set-up, the missing ``multihost_utils`` import, per-call ``pmap``).
+
+The embedded tasks run in torch on the same device; observations and actions cross between torch
+and JAX through NumPy on CPU and DLPack on CUDA. The agent is driven step by step like
+:mod:`.skrl_torch`. Checkpoints hold the flax-serialised parameters and optimizer states (skrl's own
+``Agent.save`` keeps a stale optimizer: ``PPO`` replaces its optimizer object on every step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from isaaclab_mgpu.rank.backends.base import (
+    PPOSettings,
+    checksum,
+    skrl_close,
+    skrl_log_iteration,
+    skrl_network,
+    skrl_ppo_cfg,
+)
+from isaaclab_mgpu.rank.backends.skrl_torch import skrl_rollout, spaces
+from isaaclab_mgpu.rank.patches.skrl import import_skrl, patch_skrl_jax
+from isaaclab_mgpu.rank.tasks import VecTask
+from isaaclab_mgpu.rank.worker.rank import RankContext
+
+
+class SkrlJaxTrainer:
+    """One rank of skrl PPO (JAX); see the module docstring."""
+
+    comm_kind = "jax"
+
+    def __init__(
+        self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str, logger: str = "none"
+    ) -> None:
+        skrl = import_skrl(torch_distributed=False, jax_distributed=ctx.distributed, cpu=not ctx.is_cuda)
+        patch_skrl_jax()
+        import jax
+        from skrl.agents.jax.ppo import PPO
+        from skrl.memories.jax import RandomMemory
+        from skrl.resources.schedulers.jax import KLAdaptiveLR
+        from skrl.utils.model_instantiators.jax import deterministic_model, gaussian_model
+
+        self._jax = jax
+        skrl.config.jax.key = ctx.seed
+        skrl.config.jax.backend = "jax"  # as Isaac Lab's train.py sets it (skrl 2.1 no longer reads it)
+        self.task, self.ppo, self.cuda = task, ppo, ctx.is_cuda
+        device = skrl.config.jax.parse_device("cuda" if ctx.is_cuda else "cpu")
+        obs_space, act_space = spaces(task)
+        common = {"observation_space": obs_space, "action_space": act_space, "device": device}
+        policy = gaussian_model(
+            **common, network=skrl_network(ppo), output="ACTIONS", initial_log_std=math.log(ppo.init_std)
+        )
+        value = deterministic_model(**common, network=skrl_network(ppo), output="ONE")
+        for role, model in (("policy", policy), ("value", value)):
+            model.init_state_dict(role=role)
+        memory = RandomMemory(memory_size=ppo.rollout, num_envs=task.num_envs, device=device)
+        # The agent broadcasts rank 0's parameters in its constructor when distributed.
+        self.agent = PPO(
+            models={"policy": policy, "value": value},
+            memory=memory,
+            observation_space=obs_space,
+            action_space=act_space,
+            device=device,
+            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger if ctx.rank == 0 else "none"),
+        )
+        self.agent.init()
+        self.agent.enable_training_mode(True)
+        self.steps_per_iteration = task.num_envs * ppo.rollout
+        self.timestep = 0
+        self.obs = self._to_jax(task.obs)
+
+    def _to_jax(self, t: torch.Tensor) -> Any:
+        if self.cuda:
+            return self._jax.dlpack.from_dlpack(t.contiguous())
+        return self._jax.numpy.asarray(t.numpy())
+
+    def _to_torch(self, a: Any) -> torch.Tensor:
+        if self.cuda:
+            return torch.from_dlpack(a)
+        return torch.from_numpy(np.array(a))
+
+    def sync(self) -> None:
+        """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""
+
+    def iterate(self) -> None:
+        skrl_rollout(self, to_task=self._to_torch, from_task=self._to_jax)
+
+    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
+        """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
+        skrl_log_iteration(self.agent, self.timestep, scalars)
+
+    def close(self) -> None:
+        skrl_close(self.agent)
+
+    def checksum(self) -> str:
+        leaves = [
+            np.asarray(leaf)
+            for model in (self.agent.policy, self.agent.value)
+            for leaf in self._jax.tree.leaves(model.state_dict.params)
+        ]
+        return checksum(leaves)
+
+    def state_dict(self) -> dict[str, Any]:
+        import flax
+
+        a = self.agent
+        return {
+            "policy": flax.serialization.to_bytes(a.policy.state_dict.params),
+            "value": flax.serialization.to_bytes(a.value.state_dict.params),
+            "policy_optimizer": flax.serialization.to_bytes(a.policy_optimizer.state),
+            "value_optimizer": flax.serialization.to_bytes(a.value_optimizer.state),
+            "policy_learning_rate": float(a.policy_learning_rate),
+            "value_learning_rate": float(a.value_learning_rate),
+            "timestep": self.timestep,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        import flax
+
+        a = self.agent
+        for name in ("policy", "value"):
+            model = getattr(a, name)
+            params = flax.serialization.from_bytes(model.state_dict.params, state[name])
+            model.state_dict = model.state_dict.replace(params=params)
+            opt = getattr(a, f"{name}_optimizer")
+            opt_state = flax.serialization.from_bytes(opt.state, state[f"{name}_optimizer"])
+            setattr(a, f"{name}_optimizer", opt.replace(state=opt_state))
+            setattr(a, f"{name}_learning_rate", state[f"{name}_learning_rate"])
+        self.timestep = int(state["timestep"])

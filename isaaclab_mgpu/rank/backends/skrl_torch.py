@@ -1,0 +1,163 @@
+"""skrl PPO with PyTorch, on gloo CPU ranks as well as NCCL GPU ranks.
+
+The worker joins the process group itself (gloo on CPU, NCCL on CUDA) and then imports skrl
+through :func:`._patches.import_skrl`, which turns skrl's import-time ``init_process_group("nccl")``
+into a no-op. skrl's default device string is ``cuda:{LOCAL_RANK}`` even without CUDA, so the
+device is passed explicitly to models, memory and agent. The agent is driven step by step, the way
+skrl's ``SequentialTrainer.train`` does (pre-interaction, act, step, record, post-interaction),
+one worker iteration being ``rollouts`` steps, so the agent updates exactly once per iteration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.rank.backends.base import (
+    PPOSettings,
+    checksum,
+    skrl_close,
+    skrl_log_iteration,
+    skrl_network,
+    skrl_ppo_cfg,
+)
+from isaaclab_mgpu.rank.patches.skrl import import_skrl
+from isaaclab_mgpu.rank.tasks import VecTask
+from isaaclab_mgpu.rank.worker.rank import RankContext
+
+
+def spaces(task: VecTask) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
+    """Observation and action spaces of an embedded task."""
+    obs = gymnasium.spaces.Box(-np.inf, np.inf, (task.num_obs,), dtype=np.float32)
+    act = gymnasium.spaces.Box(-1.0, 1.0, (task.num_actions,), dtype=np.float32)
+    return obs, act
+
+
+def skrl_rollout(
+    trainer: Any,
+    *,
+    to_task: Callable[[Any], torch.Tensor] = lambda a: a,
+    from_task: Callable[[torch.Tensor], Any] = lambda t: t,
+    guard: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> None:
+    """One PPO rollout through skrl's agent interface, as ``SequentialTrainer.train`` steps it.
+
+    ``to_task``/``from_task`` carry actions into the torch task and its tensors back to the
+    agent's framework; ``guard`` wraps acting and recording (``torch.no_grad`` for torch agents).
+    """
+    agent, task = trainer.agent, trainer.task
+    total = trainer.timestep + trainer.ppo.rollout
+    obs = trainer.obs
+    for _ in range(trainer.ppo.rollout):
+        t = trainer.timestep
+        agent.pre_interaction(timestep=t, timesteps=total)
+        with guard():
+            actions, _ = agent.act(obs, None, timestep=t, timesteps=total)
+            next_obs_t, reward, terminated, truncated, info = task.step(to_task(actions))
+            next_obs = from_task(next_obs_t)
+            agent.record_transition(
+                observations=obs,
+                states=None,
+                actions=actions,
+                rewards=from_task(reward.unsqueeze(1)),
+                next_observations=next_obs,
+                next_states=None,
+                terminated=from_task(terminated.unsqueeze(1)),
+                truncated=from_task(truncated.unsqueeze(1)),
+                infos=info,
+                timestep=t,
+                timesteps=total,
+            )
+        if t == total - 1:
+            progress.beat("update")  # the last step's post-interaction runs skrl's PPO update
+        agent.post_interaction(timestep=t, timesteps=total)
+        obs = next_obs
+        trainer.timestep += 1
+    trainer.obs = obs
+
+
+class SkrlTorchTrainer:
+    """One rank of skrl PPO (torch); see the module docstring."""
+
+    comm_kind = "torch"
+
+    def __init__(
+        self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str, logger: str = "none"
+    ) -> None:
+        import_skrl(torch_distributed=ctx.distributed, jax_distributed=False, cpu=not ctx.is_cuda)
+        from skrl.agents.torch.ppo import PPO
+        from skrl.memories.torch import RandomMemory
+        from skrl.resources.schedulers.torch import KLAdaptiveLR
+        from skrl.utils.model_instantiators.torch import deterministic_model, gaussian_model
+
+        self.task, self.ppo, self.device = task, ppo, ctx.device
+        obs_space, act_space = spaces(task)
+        common = {"observation_space": obs_space, "action_space": act_space, "device": ctx.device}
+        policy = gaussian_model(
+            **common,
+            network=skrl_network(ppo),
+            output="ACTIONS",
+            initial_log_std=math.log(ppo.init_std),
+        )
+        value = deterministic_model(**common, network=skrl_network(ppo), output="ONE")
+        for role, model in (("policy", policy), ("value", value)):
+            model.init_state_dict(role=role)  # materialise the lazy layers before the broadcast
+        memory = RandomMemory(memory_size=ppo.rollout, num_envs=task.num_envs, device=ctx.device)
+        # The agent broadcasts rank 0's parameters in its constructor when distributed.
+        self.agent = PPO(
+            models={"policy": policy, "value": value},
+            memory=memory,
+            observation_space=obs_space,
+            action_space=act_space,
+            device=ctx.device,
+            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger if ctx.rank == 0 else "none"),
+        )
+        self.agent.init()
+        self.agent.enable_training_mode(True)
+        self.steps_per_iteration = task.num_envs * ppo.rollout
+        self.timestep = 0
+        self.obs = task.obs
+
+    def sync(self) -> None:
+        """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""
+
+    def iterate(self) -> None:
+        skrl_rollout(self, guard=torch.no_grad)
+
+    def _models(self) -> list[torch.nn.Module]:
+        return [self.agent.policy, self.agent.value]
+
+    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
+        """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
+        skrl_log_iteration(self.agent, self.timestep, scalars)
+
+    def close(self) -> None:
+        skrl_close(self.agent)
+
+    def checksum(self) -> str:
+        tensors = [t for m in self._models() for _, t in sorted(m.state_dict().items())]
+        return checksum(t.detach().float().cpu().numpy() for t in tensors)
+
+    def state_dict(self) -> dict[str, Any]:
+        a = self.agent
+        return {
+            "policy": a.policy.state_dict(),
+            "value": a.value.state_dict(),
+            "optimizer": a.optimizer.state_dict(),
+            "timestep": self.timestep,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        a = self.agent
+        a.policy.load_state_dict(state["policy"])
+        a.value.load_state_dict(state["value"])
+        a.optimizer.load_state_dict(state["optimizer"])
+        self.timestep = int(state["timestep"])

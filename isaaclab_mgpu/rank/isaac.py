@@ -1,0 +1,320 @@
+"""One rank of an Isaac Lab task: Isaac Lab's own training call, with mgpu's bookkeeping around it.
+
+:func:`run` does what Isaac Lab's multi-GPU worker (``isaaclab_rl/entrypoints/multigpu.py``) does
+for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``, with:
+
+- the Isaac Lab training command line from :func:`train_argv` (pure): the library, task, the
+  rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank
+  (the launcher's ``MGPU_RUN_STAMP``), the Isaac Lab options the user gave, then the Hydra items;
+- on CPU ranks, a gloo process group joined first and the patches of :mod:`.compat`;
+- a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
+  after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
+  call per training iteration (where the bookkeeping and the progress heartbeat of
+  :mod:`isaaclab_mgpu.progress` run), and, on
+  rank 0, ``summary.json`` in Isaac Lab's run folder with the keys of an embedded run.
+
+Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its ``params/`` dump,
+``run.json`` manifest, checkpoints and ``--checkpoint`` selectors are all its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.rank.backends.base import checksum
+from isaaclab_mgpu.rank.patches import isaaclab as compat
+from isaaclab_mgpu.rank.worker.args import WorkerArgs
+from isaaclab_mgpu.rank.worker.rank import (
+    Comm,
+    RankContext,
+    checksum_words,
+    rank_context,
+    run_stamp,
+    words_checksum,
+)
+
+#: Per-library Hydra items that put a single-rank run on the rank's device (multi-rank runs get the
+#: device from Isaac Lab's distributed set-up instead).
+SINGLE_RANK_DEVICE_ITEMS = {
+    "rsl_rl": ("agent.device",),
+    "rl_games": ("agent.params.config.device", "agent.params.config.device_name"),
+    "skrl": (),
+}
+
+
+def logger_argv(library: str, logger: str | None) -> list[str]:
+    """mgpu's ``--logger tensorboard|wandb|neptune|none`` spelled the way Isaac Lab's back-end takes it."""
+    if logger in (None, "tensorboard"):
+        return []  # every back-end's default
+    if library == "rsl_rl" and logger in ("wandb", "neptune"):
+        return ["--logger", logger]
+    if library == "rl_games" and logger == "wandb":
+        return ["--track"]  # Isaac Lab's rl_games flag (it also needs --wandb-entity)
+    if library == "skrl" and logger == "wandb":
+        return ["+agent.agent.experiment.wandb=true"]
+    if library == "skrl" and logger == "none":
+        return ["agent.agent.experiment.write_interval=0"]
+    raise UsageError(f"--logger {logger}: Isaac Lab's {library} back-end has no such logger setting")
+
+
+def _pop_logger(isaac_args: tuple[str, ...]) -> tuple[list[str], str | None]:
+    rest: list[str] = []
+    logger = None
+    it = iter(isaac_args)
+    for item in it:
+        if item == "--logger":
+            logger = next(it, None)
+        elif item.startswith("--logger="):
+            logger = item.split("=", 1)[1]
+        else:
+            rest.append(item)
+    return rest, logger
+
+
+def train_argv(args: WorkerArgs, ctx: RankContext, stamp: str) -> list[str]:
+    """Isaac Lab's training command line for this rank (what ``run_train_cli`` parses)."""
+    argv = ["--rl_library", args.rl_library, "--task", args.task, "--device", ctx.device]
+    if args.rl_library == "skrl":
+        argv += ["--ml_framework", args.ml_framework]
+    if args.num_envs is not None:
+        argv += ["--num_envs", str(args.num_envs)]
+    if args.max_iterations is not None:
+        argv += ["--max_iterations", str(args.max_iterations)]
+    argv += ["--seed", str(args.seed)]
+    if args.rl_library == "rsl_rl":
+        if args.experiment_name is not None:
+            argv += ["--experiment_name", args.experiment_name]
+        if args.run_name is not None:
+            argv += ["--run_name", args.run_name]
+    if args.resume is not None:
+        argv += ["--checkpoint", args.resume]
+    if ctx.distributed:
+        argv.append("--distributed")
+    isaac_args, logger = _pop_logger(args.isaac_args)
+    logger = logger or getattr(args, "logger", None)  # the worker's own --logger, where it has one
+    log = logger_argv(args.rl_library, logger)
+    argv += ["--run_timestamp", stamp, *isaac_args, *[a for a in log if a.startswith("-")]]
+    items = [f"{k}={v}" for k, v in args.overrides] + [a for a in log if not a.startswith("-")]
+    given = {k for k, _ in args.overrides}
+    if not ctx.distributed:
+        items += [f"{k}={ctx.device}" for k in SINGLE_RANK_DEVICE_ITEMS[args.rl_library] if k not in given]
+    return argv + items
+
+
+def check_request(args: WorkerArgs) -> None:
+    """Refuse worker options that have no meaning on Isaac Lab's training path."""
+    if args.log_root != "logs":
+        raise UsageError(
+            f"--log_root {args.log_root}: Isaac Lab writes its run folders under ./logs; "
+            "start the run from the folder that should hold logs/"
+        )
+    if args.rl_library != "rsl_rl" and (args.experiment_name or args.run_name):
+        raise UsageError(
+            f"--experiment_name/--run_name are rsl_rl options in Isaac Lab; for {args.rl_library} set the "
+            "agent config with a Hydra item (e.g. agent.agent.experiment.directory=NAME for skrl)"
+        )
+
+
+class Bookkeeper(compat.Observer):
+    """mgpu's per-rank record of an Isaac Lab run: folder, checksums, iteration rates and rewards."""
+
+    def __init__(self, ctx: RankContext, comm_kind: str) -> None:
+        self.ctx = ctx
+        self.comm_kind = comm_kind
+        self.rank_dir: str | None = None
+        self.start_sum: str | None = None
+        self.end_sum: str | None = None
+        self.rewards: list[float | None] = []
+        self.steps = 0
+        self.t0: float | None = None
+        self.train_time = 0.0
+        self.gathered: np.ndarray | None = None
+
+    def run_folder(self, rank_dir: str) -> None:
+        """Record the folder Isaac Lab gave this rank."""
+        self.rank_dir = rank_dir
+
+    def synced(self, modules: list[Any]) -> None:
+        """Record the first checksum (parameters now equal on every rank) and start the clock."""
+        self.start_sum = _checksum(modules)
+        self._modules = modules
+        progress.beat("broadcast")
+        progress.after_startup()
+        self.t0 = time.perf_counter()
+
+    def iteration(self, steps: int, reward: float | None) -> None:
+        """The library finished one iteration on this rank."""
+        self.on_iteration(len(self.rewards) + 1, steps, reward)
+
+    def on_iteration(self, iteration: int, steps: int, reward: float | None) -> None:
+        """Per-iteration hook of the Isaac Lab path: bookkeeping and the progress heartbeat."""
+        self.steps += steps
+        self.rewards.append(reward)
+        progress.iteration(iteration)
+
+    def finished(self) -> None:
+        """Training returned: take the last checksum and gather every rank's record."""
+        progress.beat("finish")
+        if self.t0 is not None:
+            self.train_time = time.perf_counter() - self.t0
+        self.end_sum = _checksum(self._modules) if hasattr(self, "_modules") else None
+        rate = self.steps / self.train_time if self.train_time > 0 else 0.0
+        rewards = [np.nan if r is None else r for r in self.rewards]
+        row = np.concatenate(
+            [
+                checksum_words(self.start_sum or "0" * 16).astype(np.float64),
+                checksum_words(self.end_sum or "0" * 16).astype(np.float64),
+                [rate, float(len(self.rewards))],
+                np.asarray(rewards, dtype=np.float64),
+            ]
+        )
+        if self.comm_kind == "jax":
+            # JAX gathers no 64-bit values by default; checksum words go as two 16-bit halves each.
+            row = _split_words(row)
+        self.gathered = Comm(self.ctx, self.comm_kind).gather(row)
+        if self.comm_kind == "jax":
+            self.gathered = _join_words(self.gathered)
+
+    def summary(self, args: WorkerArgs, exit_status: int) -> dict[str, Any]:
+        """The ``summary.json`` content (rank 0), keys as an embedded run writes them."""
+        g = self.gathered if self.gathered is not None else np.zeros((1, 6))
+        starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
+        ends = [words_checksum(r[2:4].astype(np.uint32)) for r in g]
+        per_iter = g[:, 6:]
+        rewards = [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in per_iter.T]
+        measured = [r for r in rewards if r is not None]
+        iterations = len(self.rewards)
+        run_dir = self.run_dir
+        checkpoint = _newest_checkpoint(run_dir) if run_dir else None
+        return {
+            "world_size": self.ctx.world_size,
+            "backend": args.rl_library,
+            "framework": args.ml_framework,
+            "device": "cuda" if self.ctx.is_cuda else "cpu",
+            "task": args.task,
+            "num_envs_per_rank": args.num_envs,
+            "seed": args.seed,
+            "start_iteration": 0,
+            "end_iteration": iterations,
+            "iterations": iterations,
+            "train_time_s": round(self.train_time, 4),
+            "s_per_iteration": round(self.train_time / max(iterations, 1), 4),
+            "env_steps_per_s": {"total": float(g[:, 4].sum()), "per_rank": [float(v) for v in g[:, 4]]},
+            "first_mean_reward": measured[0] if measured else None,
+            "last_mean_reward": measured[-1] if measured else None,
+            "mean_rewards": rewards,
+            "checksums": {"start": starts, "end": ends},
+            "checksums_equal": len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
+            "checkpoint": str(checkpoint) if checkpoint else None,
+            "resumed_from": args.resume,
+            "run_dir": str(run_dir) if run_dir else None,
+            "interrupted": False,
+            "exit_status": exit_status,
+        }
+
+    @property
+    def run_dir(self) -> Path | None:
+        """Isaac Lab's run folder (rank 0's folder; other ranks write in its ``rank_<r>/``)."""
+        if self.rank_dir is None:
+            return None
+        path = Path(self.rank_dir)
+        return path.parent if path.name == f"rank_{self.ctx.rank}" and self.ctx.rank else path
+
+
+def _split_words(row: np.ndarray) -> np.ndarray:
+    words = row[:4].astype(np.uint32)
+    halves = np.stack([words >> 16, words & 0xFFFF], axis=1).reshape(-1).astype(np.float32)
+    return np.concatenate([halves, row[4:].astype(np.float32)])
+
+
+def _join_words(g: np.ndarray) -> np.ndarray:
+    halves = g[:, :8].astype(np.uint32).reshape(g.shape[0], 4, 2)
+    words = (halves[:, :, 0] << 16) | halves[:, :, 1]
+    return np.concatenate([words.astype(np.float64), g[:, 8:].astype(np.float64)], axis=1)
+
+
+def _checksum(modules: list[Any]) -> str:
+    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models).
+
+    Parameters only: running observation/value normalisers (rl-games' ``RunningMeanStd``) are
+    buffers each rank updates from its own environments, in every library's multi-GPU mode.
+    """
+    arrays: list[np.ndarray] = []
+    for module in modules:
+        named = getattr(module, "named_parameters", None)
+        if callable(named):  # torch.nn.Module
+            arrays += [p.detach().float().cpu().numpy() for _, p in sorted(named())]
+        else:  # skrl JAX model: parameters in .state_dict.params
+            import jax
+
+            state = module.state_dict
+            arrays += [
+                np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(getattr(state, "params", state))
+            ]
+    return checksum(arrays)
+
+
+def _newest_checkpoint(run_dir: Path) -> Path | None:
+    found = [p for p in run_dir.rglob("*") if p.is_file() and p.suffix in (".pt", ".pth", ".ckpt", ".pickle")]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
+    """Train one rank of an Isaac Lab task on Isaac Lab's own code path; return its exit code."""
+    compat.check_version()
+    check_request(args)
+    import torch
+
+    env_vars = os.environ if environ is None else environ
+    ctx = rank_context(args, env_vars, torch.cuda.is_available())
+    if ctx.is_cuda and not torch.cuda.is_available():
+        raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
+    jax = args.rl_library == "skrl" and args.ml_framework == "jax"
+    cpu = not ctx.is_cuda
+    own_group = False
+    progress.beat("init")
+    if cpu and ctx.distributed and not jax:
+        from isaaclab_mgpu.rank.worker.rank import init_torch_group
+
+        own_group = init_torch_group(ctx)
+    book = Bookkeeper(ctx, "jax" if jax else "torch")
+    argv = train_argv(args, ctx, run_stamp(env_vars))
+    from isaaclab_rl.entrypoints.dispatch import run_train_cli
+
+    progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
+    with compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book):
+        code = run_train_cli(argv)
+    code = int(code or 0)
+    if own_group:
+        import torch.distributed as dist
+
+        if dist.is_initialized():  # Isaac Lab destroys the group after a finished run
+            dist.destroy_process_group()
+    if book.gathered is None and code == 0:  # e.g. Isaac Lab swallowed a KeyboardInterrupt
+        raise MgpuError("Isaac Lab's training returned before it finished; see its output above")
+    progress.beat(progress.DONE)
+    if ctx.rank == 0 and book.run_dir is not None:
+        summary = book.summary(args, code)
+        path = book.run_dir / "summary.json"
+        _write_json(path, summary)
+        print(
+            f"[mgpu] summary: {path} (checksums_equal={summary['checksums_equal']}, "
+            f"{summary['env_steps_per_s']['total']:.0f} env-steps/s)",
+            flush=True,
+        )
+    return code

@@ -1,0 +1,4 @@
+"""Every patch mgpu applies to an upstream library, one module per library.
+
+Each patch names the upstream function it changes and why, and is applied only inside a rank.
+"""

@@ -1,0 +1,39 @@
+"""The per-rank training worker: ``python -m isaaclab_mgpu.worker`` (started by torchrun or jaxrun).
+
+Reaching an entry point of this package (``main``, ``run_argv``, ``train_in_process``; ``python
+-m isaaclab_mgpu.worker`` goes through ``main``) first sets Warp's ``config.enable_backward =
+False``, before any task, back-end or Isaac Lab module can create a Warp module; everything heavy
+is imported afterwards. Importing the package itself, or its pure argument parser
+(:mod:`.args`, which the launcher runs to refuse bad training arguments before spawning), stays
+light: no Warp, no torch.
+
+Command line (see ``--help`` and ``docs/training.md``)::
+
+    python -m isaaclab_mgpu.worker --rl_library rsl_rl|skrl [--ml_framework torch|jax]
+        [--device cpu|cuda|cuda:N] [--task cartpole|pendulum|Isaac-...] [--num_envs N]
+        [--max_iterations N] [--seed S] [--save_interval N] [--resume [PATH]]
+        [--run_name X] [--experiment_name X] [--log_root DIR] [env.F=V agent.F=V ...] --distributed
+
+Unknown options exit with status 2 and one line on stderr. The process entry point is wrapped
+in torch elastic's ``@record``, so a failing rank's traceback lands in ``TORCHELASTIC_ERROR_FILE``
+and the launcher names it as the root cause.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["main", "run_argv", "train_in_process"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from isaaclab_mgpu.rank.worker._warp import disable_warp_backward
+
+        disable_warp_backward()  # before .main can lead to a task, back-end or Isaac Lab import
+        entry = importlib.import_module(".main", __name__)
+        # Importing the submodule bound the name ``main`` to it; the entry points take the names.
+        globals().update({n: getattr(entry, n) for n in __all__})
+        return globals()[name]
+    raise AttributeError(f"module 'isaaclab_mgpu.worker' has no attribute {name!r}")

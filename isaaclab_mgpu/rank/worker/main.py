@@ -1,0 +1,108 @@
+"""Entry points of the worker: the process main (``@record``) and the in-process API.
+
+:func:`train_in_process` runs one rank in the calling process for tools and notebooks. It parses
+``argv`` before touching any global state, then scopes what a run changes: ``sys.argv``, the four
+torch flags the rsl-rl path sets (``torch.backends.cuda.matmul.allow_tf32``,
+``torch.backends.cudnn.allow_tf32``, ``.deterministic``, ``.benchmark``), ``skrl.config.jax.backend``
+(set the way Isaac Lab's ``train.py`` does; deleted again when it did not exist) and the SIGINT /
+SIGTERM handlers. All are restored on success, on an exception and on ``SystemExit``.
+
+This module is the worker process's command layer: it hands :mod:`.train` (which returns data and
+never imports the printing layer) the console of :mod:`isaaclab_mgpu.report.training`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from isaaclab_mgpu.contract.errors import MgpuError
+from isaaclab_mgpu.rank.worker.args import WorkerArgs, parse_args
+
+_MISSING = object()
+
+
+def run_argv(argv: list[str]) -> int:
+    """Parse ``argv`` and train one rank; return the exit code (2 for bad input)."""
+    args = parse_args(argv)
+    return _run(args)
+
+
+def _run(args: WorkerArgs) -> int:
+    from isaaclab_mgpu.rank.worker.train import run
+    from isaaclab_mgpu.report.training import TrainingConsole
+
+    try:
+        return run(args, TrainingConsole)
+    except MgpuError as exc:
+        sys.stderr.write(f"isaaclab_mgpu.worker: error: {exc}\n")
+        return exc.exit_code
+
+
+def main() -> None:
+    """Process entry point (``python -m isaaclab_mgpu.worker``)."""
+    args = parse_args(sys.argv[1:])  # bad input exits 2 before torch is even imported
+    from isaaclab_mgpu.contract import progress
+
+    progress.beat("start")
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    if (args.device or "").startswith("cpu"):
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # CPU ranks must not grab a GPU through JAX
+
+    @record
+    def _main() -> None:
+        raise SystemExit(_run(args))
+
+    _main()
+
+
+@contextlib.contextmanager
+def _scoped_state(argv: list[str]) -> Iterator[None]:
+    import torch
+
+    flags = (
+        (torch.backends.cuda.matmul, "allow_tf32"),
+        (torch.backends.cudnn, "allow_tf32"),
+        (torch.backends.cudnn, "deterministic"),
+        (torch.backends.cudnn, "benchmark"),
+    )
+    saved_flags = [(obj, name, getattr(obj, name)) for obj, name in flags]
+    saved_argv = sys.argv
+    skrl_before = _skrl_jax_backend()
+    sys.argv = ["isaaclab_mgpu.worker", *argv]
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        for obj, name, value in saved_flags:
+            setattr(obj, name, value)
+        if "skrl" in sys.modules:
+            cfg = sys.modules["skrl"].config.jax
+            if skrl_before is _MISSING:
+                if hasattr(cfg, "backend"):
+                    del cfg.backend
+            else:
+                cfg.backend = skrl_before
+
+
+def _skrl_jax_backend() -> Any:
+    if "skrl" not in sys.modules:
+        return _MISSING
+    return getattr(sys.modules["skrl"].config.jax, "backend", _MISSING)
+
+
+def train_in_process(argv: list[str]) -> int:
+    """Run one rank's training in this process; return its exit code, global state restored."""
+    try:
+        args = parse_args(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    with _scoped_state(list(argv)):
+        try:
+            return _run(args)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -1,0 +1,168 @@
+"""Who this rank is, where it computes, where it writes, and how it talks to its peers.
+
+- :func:`rank_context` reads the launcher's environment once: torchrun's ``RANK``/``LOCAL_RANK``/
+  ``WORLD_SIZE``, or skrl's ``JAX_RANK``/``JAX_LOCAL_RANK``/``JAX_WORLD_SIZE`` for skrl JAX. The device
+  is ``cuda:{LOCAL_RANK}`` on GPUs and ``cpu`` with ``--device cpu``; the seed is offset by the
+  global rank so ranks explore differently while starting from rank 0's parameters.
+- :func:`run_folder` is ``<log_root>/<library>/<experiment>/<MGPU_RUN_STAMP>[_<run_name>]``; one
+  stamp from the launcher means every rank names the same folder. Rank 0 owns it; rank ``r > 0``
+  writes only inside ``rank_<r>/``.
+- :class:`Comm` is the handful of collectives the worker itself needs (gather small vectors,
+  agree on stopping), over torch.distributed (gloo/NCCL) or JAX's multi-process runtime.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from isaaclab_mgpu.launcher import runs
+from isaaclab_mgpu.rank.worker.args import WorkerArgs
+
+RUN_STAMP_ENV = "MGPU_RUN_STAMP"
+STAMP_FORMAT = "%Y-%m-%d_%H-%M-%S"
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """This process's place in the run."""
+
+    rank: int
+    """Global rank."""
+
+    local_rank: int
+    """Rank on this node."""
+
+    world_size: int
+    """Number of ranks in the run."""
+
+    device: str
+    """Torch-style device string: ``cpu`` or ``cuda:N``."""
+
+    seed: int
+    """Seed of this rank: the base seed plus the global rank."""
+
+    @property
+    def distributed(self) -> bool:
+        """True when more than one rank trains."""
+        return self.world_size > 1
+
+    @property
+    def is_cuda(self) -> bool:
+        """True when this rank computes on a GPU."""
+        return self.device.startswith("cuda")
+
+    @property
+    def torch_backend(self) -> str:
+        """The torch.distributed backend for this device: NCCL on CUDA, gloo on CPU."""
+        return "nccl" if self.is_cuda else "gloo"
+
+
+def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: bool) -> RankContext:
+    """Read rank, world size and device for ``args`` from the launcher's environment."""
+    jax = args.rl_library == "skrl" and args.ml_framework == "jax"
+    if args.distributed:
+        prefix = "JAX_" if jax and "JAX_WORLD_SIZE" in environ else ""
+        world = int(environ.get(f"{prefix}WORLD_SIZE", "1"))
+        rank = int(environ.get(f"{prefix}RANK", "0"))
+        local = int(environ.get(f"{prefix}LOCAL_RANK", "0"))
+    else:
+        world, rank, local = 1, 0, 0
+    device = args.device or ("cuda" if cuda_available else "cpu")
+    if device == "cuda":
+        device = f"cuda:{local}"
+    return RankContext(rank=rank, local_rank=local, world_size=world, device=device, seed=args.seed + rank)
+
+
+def run_stamp(environ: Mapping[str, str]) -> str:
+    """The run's timestamp: the launcher's ``MGPU_RUN_STAMP``, else now."""
+    return environ.get(RUN_STAMP_ENV) or time.strftime(STAMP_FORMAT)
+
+
+def run_folder(args: WorkerArgs, stamp: str) -> Path:
+    """The run folder every rank of this run names identically."""
+    return runs.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
+
+
+def rank_folder(run_dir: Path, rank: int) -> Path:
+    """Where rank ``rank`` may write: the run folder itself for rank 0, ``rank_<r>/`` otherwise."""
+    return run_dir if rank == 0 else run_dir / f"rank_{rank}"
+
+
+class Comm:
+    """Collectives over the run's ranks; a single rank needs none."""
+
+    def __init__(self, ctx: RankContext, kind: str) -> None:
+        self.ctx = ctx
+        self.kind = kind if ctx.distributed else "local"
+
+    def gather(self, values: np.ndarray) -> np.ndarray:
+        """Every rank's 1-D ``values`` stacked in rank order, shape ``(world_size, n)``."""
+        values = np.asarray(values)
+        if self.kind == "local":
+            return values[None, :]
+        if self.kind == "jax":
+            from jax.experimental import multihost_utils
+
+            return np.asarray(multihost_utils.process_allgather(values)).reshape(self.ctx.world_size, -1)
+        import torch.distributed as dist
+
+        out: list[object] = [None] * self.ctx.world_size
+        dist.all_gather_object(out, values)
+        return np.stack([np.asarray(v) for v in out])
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank when ``flag`` is true on any rank."""
+        return bool(self.gather(np.array([1.0 if flag else 0.0], dtype=np.float32)).max() > 0)
+
+
+def checksum_words(digest: str) -> np.ndarray:
+    """A 16-hex-digit checksum as two uint32 words (JAX gathers no 64-bit ints by default)."""
+    return np.array([int(digest[:8], 16), int(digest[8:16], 16)], dtype=np.uint32)
+
+
+def words_checksum(words: np.ndarray) -> str:
+    """Inverse of :func:`checksum_words`."""
+    return "".join(f"{int(w):08x}" for w in words)
+
+
+def init_torch_group(ctx: RankContext) -> bool:
+    """Join the torch.distributed group (NCCL on CUDA, gloo on CPU); True when this call created it."""
+    import torch
+    import torch.distributed as dist
+
+    if ctx.is_cuda:
+        torch.cuda.set_device(int(ctx.device.split(":")[1]))
+    if ctx.distributed and not dist.is_initialized():
+        from isaaclab_mgpu.contract import progress
+
+        # The second line of defence behind mgpu's stall watch: a hung collective fails after the
+        # start-up bound plus a margin (shortened to the stall bound once training starts).
+        timeout = progress.process_group_timeout(startup=True)
+        extra = {"timeout": timeout} if timeout is not None else {}
+        dist.init_process_group(backend=ctx.torch_backend, rank=ctx.rank, world_size=ctx.world_size, **extra)
+        return True
+    return False
+
+
+def leave_torch_group() -> None:
+    """Leave the process group in step with the other ranks.
+
+    Without this, a rank that exits while a peer still tears down its gloo connections can die
+    of SIGABRT in the interpreter's shutdown, turning a finished run into a failed one.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def environ() -> Mapping[str, str]:
+    """The process environment (one seam for tests)."""
+    return os.environ

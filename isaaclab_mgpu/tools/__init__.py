@@ -1,0 +1,1 @@
+"""Set-up tools run by hand or by CI, outside a launch (``python -m isaaclab_mgpu.tools.isaac_assets``)."""
