@@ -15,7 +15,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from isaaclab_mgpu import report
+from isaaclab_mgpu.contract import summary
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Hang, Interrupted, UsageError, WorkerFailure
+from isaaclab_mgpu.contract.layout import DEFAULT_TASK
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.pipeline import prepare
 from isaaclab_mgpu.launcher.spec import LaunchSpec, training_option
@@ -120,7 +122,7 @@ def train(
 
 
 def settle_run(resolved: ResolvedSpec, cmd: Command, result: RunResult) -> None:
-    """Record in the run's summary.json how the launch ended when rank 0 could not (see :mod:`.runs`)."""
+    """Record in the run's summary.json how the launch ended when rank 0 could not."""
     spec = resolved.spec
     if not spec.builtin_worker or (resolved.node_rank or 0) != 0 or result.exit_code == 0:
         return
@@ -134,10 +136,10 @@ def settle_run(resolved: ResolvedSpec, cmd: Command, result: RunResult) -> None:
     identity = {
         "backend": spec.library,
         "framework": spec.framework,
-        "task": training_option(spec.training_args, "task") or runs.DEFAULT_TASK,
+        "task": training_option(spec.training_args, "task") or DEFAULT_TASK,
         "world_size": cmd.world_size,
     }
-    runs.settle(folder, status, result.exit_code, identity)
+    summary.settle(folder, status, result.exit_code, identity)
 
 
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:

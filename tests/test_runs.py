@@ -9,7 +9,9 @@ import pytest
 from training_helpers import run
 
 from isaaclab_mgpu.cli import main
-from isaaclab_mgpu.launcher.runs import find_runs, planned_folder, settle, status_of, write_json
+from isaaclab_mgpu.contract.files import write_json
+from isaaclab_mgpu.contract.summary import Summary, settle
+from isaaclab_mgpu.launcher.runs import find_runs, planned_folder, status_of
 
 
 def make(root, lib, exp, name, **data):
@@ -34,9 +36,9 @@ def test_find_runs_newest_first_from_summaries_only(tmp_path):
 
 
 def test_status_of_older_summaries():
-    assert status_of({"interrupted": True, "exit_status": 130}) == "interrupted"
-    assert status_of({"interrupted": False, "exit_status": 0}) == "finished"
-    assert status_of({"status": "hung"}) == "hung"
+    assert status_of(Summary.from_json({"interrupted": True, "exit_status": 130})) == "interrupted"
+    assert status_of(Summary.from_json({"interrupted": False, "exit_status": 0})) == "finished"
+    assert status_of(Summary.from_json({"status": "hung"})) == "hung"
 
 
 def test_settle_changes_only_a_running_summary(tmp_path):

@@ -10,11 +10,12 @@ SIGUSR1 (and on a fatal signal). The parent only reads these files. No torch her
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from isaaclab_mgpu.contract import files
 
 #: The probe all-reduces float32 elements.
 ELEMENT_BYTES = 4
@@ -102,9 +103,7 @@ def stack_path(folder: Path, rank: int) -> Path:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` with ``data`` atomically, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    files.write_text(path, json.dumps(data))
 
 
 def write_heartbeat(folder: Path, beat: Heartbeat) -> None:

@@ -48,6 +48,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from isaaclab_mgpu.contract import env
+
 __all__ = [
     "ITERATION_STAGES",
     "STARTUP_STAGES",
@@ -59,10 +61,10 @@ __all__ = [
 ]
 
 #: Folder of the progress files, chosen by the node's supervisor (absent: reports are off).
-DIR_ENV = "MGPU_PROGRESS_DIR"
+DIR_ENV = env.PROGRESS_DIR
 #: ``--stall_timeout`` and ``--startup_timeout`` in seconds (0: off), set by ``mgpu train``.
-STALL_ENV = "MGPU_STALL_TIMEOUT"
-STARTUP_ENV = "MGPU_STARTUP_TIMEOUT"
+STALL_ENV = env.STALL_TIMEOUT
+STARTUP_ENV = env.STARTUP_TIMEOUT
 #: Seconds a process group's timeout adds to mgpu's bound, so mgpu's report comes first.
 MARGIN_S = 60.0
 

@@ -32,6 +32,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
 
@@ -39,7 +40,6 @@ WORKER_MODULE = "isaaclab_mgpu.worker"
 JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
 DEFAULT_LOG_DIR = "logs/mgpu"
 #: Environment variable carrying the run timestamp every rank shares.
-RUN_STAMP_ENV = "MGPU_RUN_STAMP"
 #: Set for the launch when ``--gpu_ids`` selected GPUs.
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
@@ -116,7 +116,7 @@ def build(r: ResolvedSpec) -> Command:
     argv = [*head, *worker_tail(r)]
     # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
     env = {
-        RUN_STAMP_ENV: r.run_stamp,
+        env_names.RUN_STAMP: r.run_stamp,
         STALL_ENV: _text(float(s.stall_timeout)),
         STARTUP_ENV: _text(float(s.startup_timeout)),
         **dict(r.extra_env),

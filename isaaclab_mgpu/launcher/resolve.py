@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
+from isaaclab_mgpu.contract.layout import STAMP_FORMAT
 from isaaclab_mgpu.launcher.spec import GPU_UUID, LaunchSpec, parse_nproc, split_host_port
 
 __all__ = ["GPU_UUID", "Machine", "ResolvedSpec", "VisibleDevices", "probe_machine", "resolve"]
@@ -169,7 +170,7 @@ def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool =
         nvml_gpu_count=None if gpus is None else len(gpus),
         nvml_gpu_uuids=None if gpus is None else tuple(uuid for _, uuid in gpus),
         cpu_count=os.cpu_count() or 1,
-        run_stamp=time.strftime("%Y-%m-%d_%H-%M-%S"),
+        run_stamp=time.strftime(STAMP_FORMAT),
     )
 
 

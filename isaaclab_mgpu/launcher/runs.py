@@ -1,51 +1,31 @@
-"""Run folders and their ``summary.json``: where a run writes, how its status stays true, and the
-list ``mgpu runs`` shows.
+"""Reading run folders afterwards: the list ``mgpu runs`` shows, and the folder a launch will use.
 
-A run of the built-in worker lives in ``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``
-(:func:`run_folder`; every rank names the same one from the launcher's ``MGPU_RUN_STAMP``). Rank 0
-keeps ``summary.json`` there from the start:
+The layout (``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``) is
+:mod:`isaaclab_mgpu.contract.layout`'s; ``summary.json`` and how its status stays true are
+:mod:`isaaclab_mgpu.contract.summary`'s. A launcher killed with SIGKILL cannot settle its run, so
+that run keeps ``running`` until its processes' absence is noticed.
 
-- when training starts it writes ``status: "running"`` with what the run is (library, framework,
-  task, world size, start time), and refreshes the progress fields (iterations, rewards, s/it) at
-  most every :data:`REFRESH_S` seconds, so a run that dies still shows how far it got;
-- at the end it writes the full summary with ``status`` ``finished`` or ``interrupted``;
-- ``mgpu train`` itself, once the whole process tree is gone, settles a summary that still says
-  ``running`` (:func:`settle`): ``failed`` when a rank failed, ``hung`` when the launch was stopped
-  as stalled, ``interrupted`` when it was stopped by a signal; it also writes a minimal summary
-  when rank 0 died before writing any. A launcher killed with SIGKILL cannot do this, so its run
-  keeps ``running``.
-
-:func:`find_runs` reads only these files (one directory walk, three levels deep at most, no
-descent below a folder that holds a ``summary.json``), newest first by the folder names' stamps,
-and only as many as it is asked for, so listing thousands of runs stays fast.
+:func:`find_runs` reads only summary files (one directory walk, three levels deep at most, no
+descent below a folder that holds a ``summary.json``, no symlink followed), newest first by the
+folder names' stamps, and only as many as it is asked for, so listing thousands of runs stays fast.
+A summary's fields are checked on reading (:meth:`~isaaclab_mgpu.contract.summary.Summary.from_json`):
+a field of the wrong type shows as unknown, never as a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, DEFAULT_TASK, STAMP_FORMAT, SUMMARY, run_folder
+from isaaclab_mgpu.contract.summary import Summary
 from isaaclab_mgpu.launcher.spec import training_option
-
-SUMMARY = "summary.json"
-DEFAULT_LOG_ROOT = "logs"
-DEFAULT_TASK = "cartpole"
-STATUSES = ("running", "finished", "interrupted", "failed", "hung")
-#: Seconds between rank 0's refreshes of a running summary.
-REFRESH_S = 30.0
-_STAMP = "%Y-%m-%d_%H-%M-%S"
-
-
-def run_folder(log_root: str, library: str, experiment: str, stamp: str, run_name: str | None) -> Path:
-    """``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``, the folder every rank names."""
-    name = f"{stamp}_{run_name}" if run_name else stamp
-    return Path(log_root) / library / experiment / name
 
 
 def planned_folder(training_args: tuple[str, ...], library: str, stamp: str) -> Path:
@@ -58,40 +38,6 @@ def planned_folder(training_args: tuple[str, ...], library: str, stamp: str) -> 
         stamp,
         training_option(training_args, "run_name"),
     )
-
-
-def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def read_summary(folder: Path) -> dict[str, Any] | None:
-    """The run's summary.json, or None when it is missing or unreadable."""
-    try:
-        data = json.loads((Path(folder) / SUMMARY).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def settle(folder: Path, status: str, exit_status: int, identity: Mapping[str, Any]) -> bool:
-    """Record how a run ended when its rank 0 could not: only a summary still ``running`` (or none)
-    changes. ``identity`` (library, framework, task, world size) fills a summary that never was.
-    Returns True when the file was written."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return False
-    data = read_summary(folder)
-    if data is not None and data.get("status", "running") != "running":
-        return False
-    data = {**identity, "run_dir": str(folder), **(data or {})}
-    data.update(status=status, exit_status=exit_status, settled_by="launcher")
-    with contextlib.suppress(OSError):
-        write_json(folder / SUMMARY, data)
-        return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -118,50 +64,42 @@ class RunRow:
         return asdict(self)
 
 
-def status_of(data: Mapping[str, Any]) -> str:
+def status_of(s: Summary) -> str:
     """The run's status; summaries written before statuses existed are finished or interrupted."""
-    status = data.get("status")
-    if status in STATUSES:
-        return str(status)
-    if data.get("interrupted"):
+    if s.status is not None:
+        return s.status
+    if s.interrupted:
         return "interrupted"
-    return "finished" if data.get("exit_status", 0) == 0 else "failed"
+    return "finished" if (s.exit_status or 0) == 0 else "failed"
 
 
 def _folder_time(folder: Path) -> float:
     """When the run started, from its folder name's stamp (``2026-12-01_01-44-06…``, as mgpu and Isaac
     Lab name run folders), else the summary's modification time: no file has to be read."""
     try:
-        return time.mktime(time.strptime(folder.name[:19], _STAMP))
+        return time.mktime(time.strptime(folder.name[:19], STAMP_FORMAT))
     except ValueError:
         with contextlib.suppress(OSError):
             return (folder / SUMMARY).stat().st_mtime
     return 0.0
 
 
-def _started(folder: Path, data: Mapping[str, Any]) -> float:
-    value = data.get("started_at")
-    return float(value) if isinstance(value, (int, float)) else _folder_time(folder)
-
-
-def row(folder: Path, data: Mapping[str, Any]) -> RunRow:
+def row(folder: Path, s: Summary) -> RunRow:
     """A :class:`RunRow` from one summary."""
-    rate = data.get("env_steps_per_s")
-    total = rate.get("total") if isinstance(rate, dict) else rate
     return RunRow(
         folder=str(folder),
-        library=data.get("backend"),
-        framework=data.get("framework"),
-        task=data.get("task"),
-        world_size=data.get("world_size"),
-        iterations=data.get("iterations"),
-        s_per_iteration=data.get("s_per_iteration"),
-        env_steps_per_s=total,
-        reward_first=data.get("first_mean_reward"),
-        reward_last=data.get("last_mean_reward"),
-        checksums_equal=data.get("checksums_equal"),
-        status=status_of(data),
-        started=_started(folder, data),
+        library=s.backend,
+        framework=s.framework,
+        task=s.task,
+        world_size=s.world_size,
+        iterations=s.iterations,
+        s_per_iteration=s.s_per_iteration,
+        env_steps_per_s=s.env_steps_per_s.total if s.env_steps_per_s else None,
+        reward_first=s.first_mean_reward,
+        reward_last=s.last_mean_reward,
+        checksums_equal=s.checksums_equal,
+        status=status_of(s),
+        started=s.started_at if s.started_at is not None else _folder_time(folder),
     )
 
 
@@ -188,9 +126,9 @@ def find_runs(root: Path, limit: int = 0) -> list[RunRow]:
     folders = sorted(summary_folders(Path(root)), key=lambda f: (_folder_time(f), str(f)), reverse=True)
     rows: list[RunRow] = []
     for folder in folders:
-        data = read_summary(folder)
-        if data is not None:
-            rows.append(row(folder, data))
+        found = summaries.read(folder)
+        if found is not None:
+            rows.append(row(folder, found))
             if limit and len(rows) >= limit:
                 break
     return rows

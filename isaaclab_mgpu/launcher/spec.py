@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.layout import LOGGERS
 
 RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 ML_FRAMEWORKS = ("torch", "jax")
@@ -45,8 +46,6 @@ TORCHRUN_ONLY = (
 Device = Literal["cuda", "cpu"]
 
 #: The built-in worker's ``--logger`` values, spelled as Isaac Lab's ``train.py`` spells them (plus none).
-LOGGERS = ("tensorboard", "wandb", "none")
-
 #: A GPU or MIG instance UUID (or a unique prefix) as CUDA_VISIBLE_DEVICES accepts it.
 GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from isaaclab_mgpu.contract import files
 from isaaclab_mgpu.launcher.resolve import nvml_gpu_names
 
 
@@ -100,9 +101,7 @@ def save(path: Path, key: str, name: str, value: str) -> None:
     data = load(path)
     data.setdefault(key, {})[name] = value
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    files.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def to_apply(saved: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:

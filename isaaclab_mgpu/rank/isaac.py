@@ -19,7 +19,6 @@ Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -29,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.patches import isaaclab as compat
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
@@ -184,8 +185,8 @@ class Bookkeeper(compat.Observer):
         if self.comm_kind == "jax":
             self.gathered = _join_words(self.gathered)
 
-    def summary(self, args: WorkerArgs, exit_status: int) -> dict[str, Any]:
-        """The ``summary.json`` content (rank 0), keys as an embedded run writes them."""
+    def summary(self, args: WorkerArgs, exit_status: int) -> Summary:
+        """The ``summary.json`` content (rank 0), the same record an embedded run writes."""
         g = self.gathered if self.gathered is not None else np.zeros((1, 6))
         starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
         ends = [words_checksum(r[2:4].astype(np.uint32)) for r in g]
@@ -195,31 +196,31 @@ class Bookkeeper(compat.Observer):
         iterations = len(self.rewards)
         run_dir = self.run_dir
         checkpoint = _newest_checkpoint(run_dir) if run_dir else None
-        return {
-            "world_size": self.ctx.world_size,
-            "backend": args.rl_library,
-            "framework": args.ml_framework,
-            "device": "cuda" if self.ctx.is_cuda else "cpu",
-            "task": args.task,
-            "num_envs_per_rank": args.num_envs,
-            "seed": args.seed,
-            "start_iteration": 0,
-            "end_iteration": iterations,
-            "iterations": iterations,
-            "train_time_s": round(self.train_time, 4),
-            "s_per_iteration": round(self.train_time / max(iterations, 1), 4),
-            "env_steps_per_s": {"total": float(g[:, 4].sum()), "per_rank": [float(v) for v in g[:, 4]]},
-            "first_mean_reward": measured[0] if measured else None,
-            "last_mean_reward": measured[-1] if measured else None,
-            "mean_rewards": rewards,
-            "checksums": {"start": starts, "end": ends},
-            "checksums_equal": len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
-            "checkpoint": str(checkpoint) if checkpoint else None,
-            "resumed_from": args.resume,
-            "run_dir": str(run_dir) if run_dir else None,
-            "interrupted": False,
-            "exit_status": exit_status,
-        }
+        return Summary(
+            world_size=self.ctx.world_size,
+            backend=args.rl_library,
+            framework=args.ml_framework,
+            device="cuda" if self.ctx.is_cuda else "cpu",
+            task=args.task,
+            num_envs_per_rank=args.num_envs,
+            seed=args.seed,
+            start_iteration=0,
+            end_iteration=iterations,
+            iterations=iterations,
+            train_time_s=round(self.train_time, 4),
+            s_per_iteration=round(self.train_time / max(iterations, 1), 4),
+            env_steps_per_s=Rates(total=float(g[:, 4].sum()), per_rank=tuple(float(v) for v in g[:, 4])),
+            first_mean_reward=measured[0] if measured else None,
+            last_mean_reward=measured[-1] if measured else None,
+            mean_rewards=tuple(rewards),
+            checksums=Checksums(start=tuple(starts), end=tuple(ends)),
+            checksums_equal=len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
+            checkpoint=str(checkpoint) if checkpoint else None,
+            resumed_from=args.resume,
+            run_dir=str(run_dir) if run_dir else None,
+            interrupted=False,
+            exit_status=exit_status,
+        )
 
     @property
     def run_dir(self) -> Path | None:
@@ -268,12 +269,6 @@ def _newest_checkpoint(run_dir: Path) -> Path | None:
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     """Train one rank of an Isaac Lab task on Isaac Lab's own code path; return its exit code."""
     compat.check_version()
@@ -310,11 +305,10 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     progress.beat(progress.DONE)
     if ctx.rank == 0 and book.run_dir is not None:
         summary = book.summary(args, code)
-        path = book.run_dir / "summary.json"
-        _write_json(path, summary)
+        path = summaries.write(book.run_dir, summary)
+        rate = summary.env_steps_per_s.total if summary.env_steps_per_s else 0.0
         print(
-            f"[mgpu] summary: {path} (checksums_equal={summary['checksums_equal']}, "
-            f"{summary['env_steps_per_s']['total']:.0f} env-steps/s)",
+            f"[mgpu] summary: {path} (checksums_equal={summary.checksums_equal}, {rate:.0f} env-steps/s)",
             flush=True,
         )
     return code

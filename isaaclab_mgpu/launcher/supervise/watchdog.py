@@ -25,8 +25,10 @@ import time
 
 import psutil
 
+from isaaclab_mgpu.contract import env
+
 #: Environment variable every process of one supervised run carries; its value is the run's id.
-MARKER_ENV = "MGPU_RUN_ID"
+MARKER_ENV = env.RUN_ID
 #: What ``mgpu`` writes to the watchdog's stdin when the run ended and the tree is gone.
 DONE = b"done"
 

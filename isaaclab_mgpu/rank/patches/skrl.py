@@ -31,6 +31,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from isaaclab_mgpu.contract import env
+
 
 @contextlib.contextmanager
 def _hidden_env(*names: str) -> Iterator[None]:
@@ -92,7 +94,7 @@ def _torch_group_guard(active: bool, cpu: bool) -> Iterator[None]:
 
 _JAX_PATCHED = False
 #: Environment switch that leaves fix 3 out (benchmarks only; see the module docstring).
-STOCK_PMAP_ENV = "MGPU_SKRL_JAX_STOCK_PMAP"
+STOCK_PMAP_ENV = env.SKRL_JAX_STOCK_PMAP
 
 
 def patch_skrl_jax() -> None:

@@ -23,9 +23,8 @@ import sys
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.launcher.runs import DEFAULT_LOG_ROOT
-from isaaclab_mgpu.launcher.runs import DEFAULT_TASK as DEFAULT_TASK
-from isaaclab_mgpu.launcher.spec import LOGGERS
+from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS
+from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
 
 LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 #: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).

@@ -8,11 +8,11 @@ over it, so a reader (or a resumed run) never sees half a file.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from isaaclab_mgpu.contract import files
 from isaaclab_mgpu.contract.errors import UsageError
 
 FORMAT = "isaaclab-mgpu/1"
@@ -23,13 +23,8 @@ def save(path: Path, payload: dict[str, Any]) -> Path:
     """Write ``payload`` to ``path`` atomically (temporary file, then rename)."""
     import torch
 
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        torch.save({"format": FORMAT, **payload}, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with files.atomic_open(path, "wb") as f:
+        torch.save({"format": FORMAT, **payload}, f)
     return path
 
 

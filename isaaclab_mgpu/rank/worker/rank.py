@@ -21,11 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from isaaclab_mgpu.launcher import runs
+from isaaclab_mgpu.contract import env, layout
+from isaaclab_mgpu.contract.layout import rank_folder as rank_folder
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
-
-RUN_STAMP_ENV = "MGPU_RUN_STAMP"
-STAMP_FORMAT = "%Y-%m-%d_%H-%M-%S"
 
 
 @dataclass(frozen=True)
@@ -81,17 +79,12 @@ def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: b
 
 def run_stamp(environ: Mapping[str, str]) -> str:
     """The run's timestamp: the launcher's ``MGPU_RUN_STAMP``, else now."""
-    return environ.get(RUN_STAMP_ENV) or time.strftime(STAMP_FORMAT)
+    return environ.get(env.RUN_STAMP) or time.strftime(layout.STAMP_FORMAT)
 
 
 def run_folder(args: WorkerArgs, stamp: str) -> Path:
     """The run folder every rank of this run names identically."""
-    return runs.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
-
-
-def rank_folder(run_dir: Path, rank: int) -> Path:
-    """Where rank ``rank`` may write: the run folder itself for rank 0, ``rank_<r>/`` otherwise."""
-    return run_dir if rank == 0 else run_dir / f"rank_{rank}"
+    return layout.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
 
 
 class Comm:

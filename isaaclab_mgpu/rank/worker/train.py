@@ -29,8 +29,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.launcher import runs
+from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank.worker import checkpoint, metrics
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.rank import (
@@ -211,7 +212,7 @@ def _train(
     last_saved: Path | None = None
     interrupted = False
     steps_local = 0
-    refresh_at = time.monotonic() + runs.REFRESH_S
+    refresh_at = time.monotonic() + summaries.REFRESH_S
     with stop_on_signals() as stop:
         console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total)
         t0 = time.perf_counter()
@@ -238,7 +239,7 @@ def _train(
                 progress.beat("checkpoint")
                 last_saved = _save(trainer, args, run_dir, done, console)
             if ctx.rank == 0 and time.monotonic() >= refresh_at:
-                refresh_at = time.monotonic() + runs.REFRESH_S
+                refresh_at = time.monotonic() + summaries.REFRESH_S
                 _refresh_summary(run_dir, start, done, rewards, time.perf_counter() - t0)
         train_time = time.perf_counter() - t0
         console.stop()
@@ -252,40 +253,37 @@ def _train(
     code = EXIT_INTERRUPTED if interrupted else 0
     if ctx.rank == 0:
         measured = [r for r in rewards if r is not None]
-        summary = {
-            **(runs.read_summary(run_dir) or {}),
-            "status": "interrupted" if interrupted else "finished",
-            "world_size": ctx.world_size,
-            "backend": args.rl_library,
-            "framework": args.ml_framework,
-            "device": "cuda" if ctx.is_cuda else "cpu",
-            "task": args.task,
-            "num_envs_per_rank": num_envs,
-            "seed": args.seed,
-            "logger": args.logger,
-            "start_iteration": start,
-            "end_iteration": done,
-            "iterations": done - start,
-            "train_time_s": round(train_time, 4),
-            "s_per_iteration": round(train_time / max(done - start, 1), 4),
-            "env_steps_per_s": {
-                "total": float(rates[:, 0].sum()),
-                "per_rank": [float(v) for v in rates[:, 0]],
-            },
-            "first_mean_reward": measured[0] if measured else None,
-            "last_mean_reward": measured[-1] if measured else None,
-            "mean_rewards": rewards,
-            "checksums": {"start": start_sums, "end": end_sums},
-            "checksums_equal": len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
-            "checkpoint": str(last_saved) if last_saved else None,
-            "resumed_from": resumed_from,
-            "run_dir": str(run_dir),
-            "interrupted": interrupted,
-            "exit_status": code,
-        }
-        path = run_dir / runs.SUMMARY
-        runs.write_json(path, summary)
-        console.summary(summary, str(path))
+        final = (summaries.read(run_dir) or Summary()).replace(
+            status="interrupted" if interrupted else "finished",
+            world_size=ctx.world_size,
+            backend=args.rl_library,
+            framework=args.ml_framework,
+            device="cuda" if ctx.is_cuda else "cpu",
+            task=args.task,
+            num_envs_per_rank=num_envs,
+            seed=args.seed,
+            logger=args.logger,
+            start_iteration=start,
+            end_iteration=done,
+            iterations=done - start,
+            train_time_s=round(train_time, 4),
+            s_per_iteration=round(train_time / max(done - start, 1), 4),
+            env_steps_per_s=Rates(
+                total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
+            ),
+            first_mean_reward=measured[0] if measured else None,
+            last_mean_reward=measured[-1] if measured else None,
+            mean_rewards=tuple(rewards),
+            checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
+            checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
+            checkpoint=str(last_saved) if last_saved else None,
+            resumed_from=resumed_from,
+            run_dir=str(run_dir),
+            interrupted=interrupted,
+            exit_status=code,
+        )
+        path = summaries.write(run_dir, final)
+        console.summary(final.to_json(), str(path))
     return code
 
 
@@ -314,21 +312,21 @@ def _save(trainer: Any, args: WorkerArgs, run_dir: Path, iteration: int, console
 
 
 def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path) -> None:
-    """A ``running`` summary from the start, so a run that dies is still listed (see :mod:`..runs`)."""
-    runs.write_json(
-        run_dir / runs.SUMMARY,
-        {
-            "status": "running",
-            "started_at": time.time(),
-            "world_size": ctx.world_size,
-            "backend": args.rl_library,
-            "framework": args.ml_framework,
-            "device": "cuda" if ctx.is_cuda else "cpu",
-            "task": args.task,
-            "seed": args.seed,
-            "logger": args.logger,
-            "run_dir": str(run_dir),
-        },
+    """A ``running`` summary from the start, so a run that dies is still listed."""
+    summaries.write(
+        run_dir,
+        Summary(
+            status="running",
+            started_at=time.time(),
+            world_size=ctx.world_size,
+            backend=args.rl_library,
+            framework=args.ml_framework,
+            device="cuda" if ctx.is_cuda else "cpu",
+            task=args.task,
+            seed=args.seed,
+            logger=args.logger,
+            run_dir=str(run_dir),
+        ),
     )
 
 
@@ -337,14 +335,13 @@ def _refresh_summary(
 ) -> None:
     """Progress so far, into the ``running`` summary."""
     measured = [r for r in rewards if r is not None]
-    data = runs.read_summary(run_dir) or {}
-    data.update(
+    summaries.update(
+        run_dir,
         start_iteration=start,
         end_iteration=done,
         iterations=done - start,
         s_per_iteration=round(seconds / max(done - start, 1), 4),
         first_mean_reward=measured[0] if measured else None,
         last_mean_reward=measured[-1] if measured else None,
-        mean_rewards=rewards,
+        mean_rewards=tuple(rewards),
     )
-    runs.write_json(run_dir / runs.SUMMARY, data)

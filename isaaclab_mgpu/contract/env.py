@@ -1,0 +1,30 @@
+"""The environment variables that cross from the launcher to the ranks: one definition each.
+
+The launcher (``mgpu``) sets them on the command it starts; torchrun or mgpu's JAX launcher passes
+them on to every rank; the rank side and the watchdog read them. Torch elastic's own variables
+(``LOCAL_RANK``, ``RANK``, ``WORLD_SIZE``, ``TORCHELASTIC_*``) are torch's contract, named here
+only where mgpu reads them.
+"""
+
+from __future__ import annotations
+
+#: The run's marker: every process of a launch carries it, so leftovers can be found and killed.
+RUN_ID = "MGPU_RUN_ID"
+
+#: The run folder's timestamp, chosen once by the launcher so every rank names the same folder.
+RUN_STAMP = "MGPU_RUN_STAMP"
+
+#: Node-local folder of the ranks' progress reports (absent: progress reports are off).
+PROGRESS_DIR = "MGPU_PROGRESS_DIR"
+
+#: Seconds without progress after which the node's supervisor calls a rank stalled (0: off).
+STALL_TIMEOUT = "MGPU_STALL_TIMEOUT"
+
+#: Seconds a rank may take to reach its first iteration before it is called stalled.
+STARTUP_TIMEOUT = "MGPU_STARTUP_TIMEOUT"
+
+#: Set to 1 to run skrl JAX's own per-call ``jax.pmap`` instead of mgpu's cached one (for comparison).
+SKRL_JAX_STOCK_PMAP = "MGPU_SKRL_JAX_STOCK_PMAP"
+
+#: Torch elastic's per-rank error file (``@record`` writes a failing rank's traceback there).
+ERROR_FILE = "TORCHELASTIC_ERROR_FILE"

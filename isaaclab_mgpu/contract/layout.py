@@ -1,0 +1,47 @@
+"""Where a run writes: the run folder's layout, shared by the launcher, the ranks and ``mgpu runs``.
+
+A run of the built-in worker lives in ``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``
+(:func:`run_folder`; ``<experiment>`` is the task unless ``--experiment_name`` is given). The
+launcher chooses ``<stamp>`` once (:data:`STAMP_FORMAT`, Isaac Lab's) and hands it to every rank
+through :data:`~isaaclab_mgpu.contract.env.RUN_STAMP`, so all ranks name the same folder. Inside it:
+
+- ``summary.json`` (:data:`SUMMARY`, :mod:`.summary`), written by rank 0;
+- ``model_<N>.pt`` checkpoints after ``N`` completed iterations (:func:`checkpoint_name`);
+- ``rank_<r>/`` for every rank ``r > 0`` (:func:`rank_folder`): rank 0 owns the folder itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SUMMARY = "summary.json"
+DEFAULT_LOG_ROOT = "logs"
+DEFAULT_TASK = "cartpole"
+#: The loggers the built-in worker knows (Isaac Lab tasks take their library's own).
+LOGGERS = ("tensorboard", "wandb", "none")
+#: The run folder's timestamp, as Isaac Lab names its run folders.
+STAMP_FORMAT = "%Y-%m-%d_%H-%M-%S"
+_CHECKPOINT = re.compile(r"^model_(\d+)\.pt$")
+
+
+def run_folder(log_root: str, library: str, experiment: str, stamp: str, run_name: str | None) -> Path:
+    """``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``, the folder every rank names."""
+    name = f"{stamp}_{run_name}" if run_name else stamp
+    return Path(log_root) / library / experiment / name
+
+
+def rank_folder(run_dir: Path, rank: int) -> Path:
+    """Where rank ``rank`` may write: the run folder itself for rank 0, ``rank_<r>/`` otherwise."""
+    return run_dir if rank == 0 else run_dir / f"rank_{rank}"
+
+
+def checkpoint_name(iteration: int) -> str:
+    """``model_<iteration>.pt``: the checkpoint after ``iteration`` completed iterations."""
+    return f"model_{iteration}.pt"
+
+
+def checkpoint_iteration(name: str) -> int | None:
+    """The iteration in a checkpoint's file name, or None for any other name."""
+    m = _CHECKPOINT.match(name)
+    return int(m.group(1)) if m else None

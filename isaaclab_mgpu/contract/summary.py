@@ -1,0 +1,341 @@
+"""``summary.json``: what a run is and how far it got, one typed record for every writer and reader.
+
+Rank 0 writes it (the built-in worker and the Isaac Lab path alike), the launcher settles it when
+rank 0 could not (:func:`settle`), and ``mgpu runs`` reads it. The file is one JSON object whose
+keys are :class:`Summary`'s field names; :meth:`Summary.to_json` writes strict JSON (a non-finite
+number becomes ``null``) and :meth:`Summary.from_json` reads any object without trusting it: a
+field of the wrong type or out of range reads as ``None`` ("unknown") and is named in
+:attr:`Summary.invalid`, keys this version does not know are kept in :attr:`Summary.extra` and
+written back unchanged. Files are replaced atomically (:mod:`.files`), so a reader never sees
+half of one.
+
+Statuses: ``running`` while rank 0 trains; ``finished`` or ``interrupted`` when rank 0 ends; the
+launcher settles a summary still ``running`` once every process is gone: ``failed``, ``hung`` or
+``interrupted``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from isaaclab_mgpu.contract import files
+from isaaclab_mgpu.contract.layout import SUMMARY
+
+STATUSES = ("running", "finished", "interrupted", "failed", "hung")
+#: Seconds between rank 0's refreshes of a running summary.
+REFRESH_S = 30.0
+#: Latest plausible epoch time (year 5138): later ``started_at`` values are corrupt.
+_MAX_EPOCH = 1e11
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Environment steps per second of the whole run."""
+
+    total: float | None = None
+    """All ranks together."""
+
+    per_rank: tuple[float, ...] = ()
+    """Each rank's own rate, in rank order."""
+
+
+@dataclass(frozen=True)
+class Checksums:
+    """Every rank's parameter checksum, in rank order."""
+
+    start: tuple[str, ...] = ()
+    """After the initial broadcast (equal on every rank when the ranks start alike)."""
+
+    end: tuple[str, ...] = ()
+    """After the last iteration (equal when the gradient reduction kept the ranks in step)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One run's ``summary.json``."""
+
+    status: str | None = None
+    """One of :data:`STATUSES`."""
+
+    started_at: float | None = None
+    """When training started, seconds since the epoch."""
+
+    world_size: int | None = None
+    """Ranks in the run, all nodes together."""
+
+    backend: str | None = None
+    """The RL library: ``rsl_rl``, ``skrl`` or ``rl_games``."""
+
+    framework: str | None = None
+    """``torch`` or ``jax``."""
+
+    device: str | None = None
+    """``cpu`` or ``cuda``."""
+
+    task: str | None = None
+    """The task id (an embedded task or an Isaac Lab id)."""
+
+    num_envs_per_rank: int | None = None
+    """Vectorized environments on each rank."""
+
+    seed: int | None = None
+    """Rank 0's seed (rank ``r`` uses ``seed + r``)."""
+
+    logger: str | None = None
+    """Where curves go: ``tensorboard``, ``wandb`` or ``none``."""
+
+    start_iteration: int | None = None
+    """Completed iterations when this run (or its resume) started."""
+
+    end_iteration: int | None = None
+    """Completed iterations so far."""
+
+    iterations: int | None = None
+    """Iterations this run trained: ``end_iteration - start_iteration``."""
+
+    train_time_s: float | None = None
+    """Seconds spent in the training loop."""
+
+    s_per_iteration: float | None = None
+    """Mean seconds per iteration."""
+
+    env_steps_per_s: Rates | None = None
+    """Environment steps per second."""
+
+    first_mean_reward: float | None = None
+    """Mean episode reward of the first iteration that completed an episode."""
+
+    last_mean_reward: float | None = None
+    """Mean episode reward of the last such iteration."""
+
+    mean_rewards: tuple[float | None, ...] = ()
+    """Mean episode reward per iteration (None where no episode ended)."""
+
+    checksums: Checksums | None = None
+    """Parameter checksums of every rank."""
+
+    checksums_equal: bool | None = None
+    """Every rank held the same parameters at the start and at the end."""
+
+    checkpoint: str | None = None
+    """The last checkpoint written."""
+
+    resumed_from: str | None = None
+    """The checkpoint this run resumed from."""
+
+    run_dir: str | None = None
+    """The run folder."""
+
+    interrupted: bool | None = None
+    """Rank 0 stopped early on a signal."""
+
+    exit_status: int | None = None
+    """The run's exit code."""
+
+    settled_by: str | None = None
+    """``launcher`` when the launcher, not rank 0, wrote the final status."""
+
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Keys this version does not know, kept as read."""
+
+    invalid: tuple[str, ...] = ()
+    """Fields that were present but of the wrong type or out of range (read as None). Not written."""
+
+    def replace(self, **changes: Any) -> Summary:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as a strict-JSON-ready dict (non-finite numbers become None)."""
+        out: dict[str, Any] = dict(self.extra)
+        for f in dataclasses.fields(self):
+            if f.name in ("extra", "invalid"):
+                continue
+            out[f.name] = _plain(getattr(self, f.name))
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        """Read ``data`` without trusting it: bad fields become None and are listed in ``invalid``."""
+        values: dict[str, Any] = {}
+        invalid: list[str] = []
+        for name, check in _FIELDS.items():
+            if name not in data or data[name] is None:
+                continue
+            value = check(data[name])
+            if value is _BAD:
+                invalid.append(name)
+            else:
+                values[name] = value
+        extra = {k: v for k, v in data.items() if k not in _FIELDS and k not in ("extra", "invalid")}
+        return cls(**values, extra=extra, invalid=tuple(invalid))
+
+
+def read(folder: str | Path) -> Summary | None:
+    """The summary in run folder ``folder``, or None when it is missing or not a JSON object."""
+    try:
+        data = json.loads((Path(folder) / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return Summary.from_json(data) if isinstance(data, dict) else None
+
+
+def write(folder: str | Path, summary: Summary) -> Path:
+    """Replace ``folder``'s summary.json with ``summary`` atomically; return its path."""
+    path = Path(folder) / SUMMARY
+    files.write_json(path, summary.to_json())
+    return path
+
+
+def update(folder: str | Path, **changes: Any) -> Summary:
+    """Merge ``changes`` into the folder's summary (an empty one when there is none) and write it."""
+    summary = (read(folder) or Summary()).replace(**changes)
+    write(folder, summary)
+    return summary
+
+
+def settle(folder: str | Path, status: str, exit_status: int, identity: Mapping[str, Any]) -> bool:
+    """Record how a run ended when its rank 0 could not: only a summary still ``running`` (or none)
+    changes. ``identity`` (fields such as backend, task, world size) fills a summary that never was.
+    Returns True when the file was written."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return False
+    found = read(folder)
+    if found is not None and (found.status or "running") != "running":
+        return False
+    base = found or Summary(**identity)
+    fill = {k: v for k, v in identity.items() if getattr(base, k) is None}
+    summary = base.replace(
+        **fill,
+        run_dir=base.run_dir or str(folder),
+        status=status,
+        exit_status=exit_status,
+        settled_by="launcher",
+    )
+    try:
+        write(folder, summary)
+    except OSError:
+        return False
+    return True
+
+
+class _Bad:
+    """Marks a value that failed its check."""
+
+
+_BAD: Any = _Bad()
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _int(lo: int | None = None) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int) or (lo is not None and v < lo):
+            return _BAD
+        return v
+
+    return check
+
+
+def _float(lo: float | None = None, hi: float | None = None) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return _BAD
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            return _BAD
+        return float(v)
+
+    return check
+
+
+def _str(v: Any) -> Any:
+    return v if isinstance(v, str) else _BAD
+
+
+def _bool(v: Any) -> Any:
+    return v if isinstance(v, bool) else _BAD
+
+
+def _status(v: Any) -> Any:
+    return v if v in STATUSES else _BAD
+
+
+def _rewards(v: Any) -> Any:
+    if not isinstance(v, list):
+        return _BAD
+    out = []
+    for x in v:
+        checked = None if x is None else _float()(x)
+        out.append(None if checked is _BAD else checked)
+    return tuple(out)
+
+
+def _rates(v: Any) -> Any:
+    # Older summaries wrote the total alone.
+    if not isinstance(v, dict):
+        total = _float(0)(v)
+        return _BAD if total is _BAD else Rates(total=total)
+    total = _float(0)(v.get("total")) if v.get("total") is not None else None
+    per_rank = v.get("per_rank", [])
+    ranks = [_float(0)(x) for x in per_rank] if isinstance(per_rank, list) else [_BAD]
+    if total is _BAD or _BAD in ranks:
+        return _BAD
+    return Rates(total=total, per_rank=tuple(ranks))
+
+
+def _checksums(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return _BAD
+    lists = [v.get("start", []), v.get("end", [])]
+    if not all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in lists):
+        return _BAD
+    return Checksums(start=tuple(lists[0]), end=tuple(lists[1]))
+
+
+_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "status": _status,
+    "started_at": _float(0, _MAX_EPOCH),
+    "world_size": _int(1),
+    "backend": _str,
+    "framework": _str,
+    "device": _str,
+    "task": _str,
+    "num_envs_per_rank": _int(1),
+    "seed": _int(),
+    "logger": _str,
+    "start_iteration": _int(0),
+    "end_iteration": _int(0),
+    "iterations": _int(0),
+    "train_time_s": _float(0),
+    "s_per_iteration": _float(0),
+    "env_steps_per_s": _rates,
+    "first_mean_reward": _float(),
+    "last_mean_reward": _float(),
+    "mean_rewards": _rewards,
+    "checksums": _checksums,
+    "checksums_equal": _bool,
+    "checkpoint": _str,
+    "resumed_from": _str,
+    "run_dir": _str,
+    "interrupted": _bool,
+    "exit_status": _int(),
+    "settled_by": _str,
+}
+assert set(_FIELDS) == {f.name for f in dataclasses.fields(Summary)} - {"extra", "invalid"}

@@ -1,0 +1,102 @@
+"""The contract both sides share: the typed summary, the atomic file write, the run layout."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from isaaclab_mgpu.contract import files, layout, summary
+from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+
+
+def test_summary_round_trips_through_json(tmp_path):
+    s = Summary(
+        status="finished",
+        world_size=2,
+        backend="rsl_rl",
+        mean_rewards=(1.0, None, 2.5),
+        env_steps_per_s=Rates(total=10.0, per_rank=(4.0, 6.0)),
+        checksums=Checksums(start=("a", "a"), end=("b", "b")),
+        checksums_equal=True,
+        extra={"written_by_a_newer_mgpu": [1, 2]},
+    )
+    path = summary.write(tmp_path, s)
+    assert path == tmp_path / layout.SUMMARY
+    data = json.loads(path.read_text())
+    assert data["env_steps_per_s"] == {"total": 10.0, "per_rank": [4.0, 6.0]}
+    assert data["written_by_a_newer_mgpu"] == [1, 2]
+    assert "invalid" not in data and "extra" not in data
+    assert summary.read(tmp_path) == s
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("iterations", "5"),
+        ("iterations", True),
+        ("iterations", -1),
+        ("started_at", 1e300),
+        ("started_at", "yesterday"),
+        ("backend", ["a"]),
+        ("checksums_equal", "false"),
+        ("status", "exploded"),
+        ("world_size", 0),
+        ("env_steps_per_s", {"total": "fast"}),
+        ("checksums", {"start": [1, 2]}),
+        ("mean_rewards", "many"),
+    ],
+)
+def test_a_field_of_the_wrong_type_reads_as_unknown(key, value):
+    s = Summary.from_json({"backend": "skrl", key: value} if key != "backend" else {key: value})
+    assert getattr(s, key) == getattr(Summary(), key)  # unknown: the field's default
+    assert s.invalid == (key,)
+
+
+def test_non_finite_numbers_are_unknown_and_never_written(tmp_path):
+    s = Summary.from_json({"started_at": math.nan, "s_per_iteration": math.inf})
+    assert (s.started_at, s.s_per_iteration) == (None, None)
+    summary.write(tmp_path, Summary(s_per_iteration=math.nan, mean_rewards=(math.inf, 1.0)))
+    text = (tmp_path / layout.SUMMARY).read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text)["mean_rewards"] == [None, 1.0]
+
+
+def test_older_summaries_with_a_bare_rate_still_read():
+    assert Summary.from_json({"env_steps_per_s": 123.0}).env_steps_per_s == Rates(total=123.0)
+
+
+def test_settle_fills_a_missing_summary_and_keeps_a_final_one(tmp_path):
+    identity = {"backend": "rsl_rl", "task": "cartpole", "world_size": 2}
+    assert summary.settle(tmp_path, "failed", 3, identity)
+    s = summary.read(tmp_path)
+    assert (s.status, s.exit_status, s.world_size, s.settled_by) == ("failed", 3, 2, "launcher")
+    summary.write(tmp_path, s.replace(status="finished"))
+    assert not summary.settle(tmp_path, "hung", 4, identity)
+    assert summary.read(tmp_path).status == "finished"
+
+
+def test_atomic_write_never_follows_a_planted_name_and_leaves_nothing_behind(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    # The old code wrote to fixed names such as .summary.json.tmp<pid>: plant those.
+    for name in (f".summary.json.tmp{os.getpid()}", "summary.tmp", f".summary.json.{os.getpid()}.tmp"):
+        (tmp_path / name).symlink_to(victim)
+    files.write_json(tmp_path / "summary.json", {"a": 1})
+    assert victim.read_text() == "keep"
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"a": 1}
+    with pytest.raises(ValueError), files.atomic_open(tmp_path / "summary.json") as f:
+        f.write("half")
+        raise ValueError("writer failed")
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"a": 1}
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.is_symlink())
+    assert left == ["summary.json", "victim"]
+
+
+def test_layout_names():
+    assert str(layout.run_folder("logs", "skrl", "cartpole", "S", "r1")) == "logs/skrl/cartpole/S_r1"
+    assert layout.rank_folder(layout.run_folder("l", "a", "b", "S", None), 3).name == "rank_3"
+    assert layout.checkpoint_iteration(layout.checkpoint_name(12)) == 12
+    assert layout.checkpoint_iteration("model_x.pt") is None
