@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from isaaclab_mgpu.launcher.resolve import nvml_gpu_names
+from isaaclab_mgpu.contract.devices import parse_device_list
+from isaaclab_mgpu.launcher import nvml
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -50,7 +51,7 @@ def device() -> str:
 
 def gpu_names() -> list[str]:
     """The GPUs NVML lists (empty without a driver)."""
-    return list(nvml_gpu_names() or ())
+    return list(nvml.gpu_names() or ())
 
 
 def ranks() -> int:
@@ -58,7 +59,7 @@ def ranks() -> int:
     if device() == "cpu":
         return 2
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    count = len([d for d in visible.split(",") if d.strip()]) if visible is not None else len(gpu_names())
+    count = len(parse_device_list(visible).visible) if visible is not None else len(gpu_names())
     return max(1, min(2, count))
 
 

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from isaaclab_mgpu.launcher.diagnostics.facts import (
-    Facts,
-    Gpu,
-    GpuFacts,
-    GpuLink,
-    GpuProcess,
-    Limits,
-    NetFacts,
-    Package,
-    Plan,
-)
+from isaaclab_mgpu.launcher.diagnostics.facts import Facts, Limits, NetFacts, Package, Plan
+from isaaclab_mgpu.launcher.nvml import Gpu, GpuFacts, GpuLink, GpuProcess
 
 GIB = 2**30
 

@@ -9,15 +9,9 @@ import pytest
 from checkenv_fixtures import facts, gpu_machine, gpus, held, plan
 
 from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts, ProbeResult
-from isaaclab_mgpu.launcher.diagnostics.facts import (
-    Endpoint,
-    GpuLink,
-    GpuProcess,
-    NetFacts,
-    Package,
-    parse_topo_matrix,
-)
+from isaaclab_mgpu.launcher.diagnostics.facts import Endpoint, NetFacts, Package
 from isaaclab_mgpu.launcher.diagnostics.rules import AREAS, FAIL, PASS, STATUSES, WARN, evaluate, failures
+from isaaclab_mgpu.launcher.nvml import GpuLink, GpuProcess, parse_topo_matrix
 
 MIB = 2**20
 
@@ -240,7 +234,7 @@ def test_gpu_outside_the_launch_is_not_judged():
 
 
 def test_no_driver_fails_for_cuda_and_passes_for_cpu():
-    from isaaclab_mgpu.launcher.diagnostics.facts import GpuFacts
+    from isaaclab_mgpu.launcher.nvml import GpuFacts
 
     none = GpuFacts(nvml=False, error="NVML: NVML Shared Library Not Found")
     assert find(facts(0, gpu=none), "driver").status == FAIL
@@ -272,7 +266,8 @@ def test_mixed_models_want_pci_bus_order():
         ("GPU-0000000", FAIL, "matches several GPUs"),
         ("0,GPU-00000000", FAIL, "listed twice"),  # same GPU by index and UUID
         ("7", FAIL, "out of range"),
-        ("zero", FAIL, "neither an index"),
+        ("zero", FAIL, "neither a GPU index"),
+        ("0,zero,1", FAIL, "CUDA reads no further (1)"),  # CUDA stops at the first invalid entry
         ("MIG-4b5c6d7e-1111-2222-3333-444455556666", PASS, "1 visible"),
     ],
 )
@@ -283,7 +278,7 @@ def test_cuda_visible_devices(value, status, words):
 
 
 def test_cuda_visible_devices_unset_says_how_many_gpus_that_is():
-    from isaaclab_mgpu.launcher.diagnostics.facts import GpuFacts as _GpuFacts
+    from isaaclab_mgpu.launcher.nvml import GpuFacts as _GpuFacts
 
     assert find(facts(2), "cuda_visible_devices").observed == "unset (all 2 GPU(s) visible)"
     assert find(facts(0), "cuda_visible_devices").observed == "unset (no GPU found)"
@@ -475,7 +470,7 @@ class FakeNvml:
 
 
 def test_nvml_facts_from_the_driver_interface():
-    from isaaclab_mgpu.launcher.diagnostics.facts import _nvml_facts
+    from isaaclab_mgpu.launcher.nvml import _nvml_facts
 
     g = _nvml_facts(FakeNvml())
     assert g.nvml and g.driver_version == "550.54.15" and g.cuda_driver_version == "12.4"

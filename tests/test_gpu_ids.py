@@ -12,7 +12,7 @@ from cli_helpers import run
 from conftest import machine
 
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
-from isaaclab_mgpu.launcher import resolve as resolve_mod
+from isaaclab_mgpu.launcher import nvml as nvml_mod
 from isaaclab_mgpu.launcher.build import build
 from isaaclab_mgpu.launcher.resolve import resolve
 from isaaclab_mgpu.launcher.spec import LaunchSpec
@@ -110,7 +110,7 @@ def nvml(monkeypatch):
     """Four GPUs as NVML would list them; no CUDA_VISIBLE_DEVICES, no SLURM."""
     import isaaclab_mgpu.launcher.diagnostics as diagnostics
 
-    monkeypatch.setattr(resolve_mod, "nvml_gpus", lambda: FOUR)
+    monkeypatch.setattr(nvml_mod, "list_gpus", lambda: FOUR)
     # dry-run also warns about failing preflight checks, which would judge this box's real driver.
     monkeypatch.setattr(diagnostics, "refusals", lambda spec, resolved: ())
     for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_NNODES", "MGPU_DEBUG"):

@@ -10,7 +10,6 @@ from conftest import machine
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.launcher.resolve import (
     first_slurm_host,
-    parse_visible_devices,
     port_is_free,
     resolve,
     visible_devices,
@@ -25,29 +24,18 @@ def res(spec, m=None, strict=True, **kw):
 
 
 @pytest.mark.parametrize(
-    ("value", "entries"),
-    [
-        ("0,1,2", ("0", "1", "2")),
-        ("", ()),
-        ("-1", ()),
-        ("0,-1,1", ("0",)),
-        (" 1 , 3 ", ("1", "3")),
-        ("GPU-8f6e1c2a-1111-2222-3333-444455556666,1", ("GPU-8f6e1c2a-1111-2222-3333-444455556666", "1")),
-        ("MIG-GPU-8f6e1c2a/1/0", ("MIG-GPU-8f6e1c2a/1/0",)),
-        ("01", ("1",)),
-    ],
-)
-def test_parse_visible_devices(value, entries):
-    assert parse_visible_devices(value, total=4) == entries
-
-
-@pytest.mark.parametrize(
     ("value", "fragment"),
     [("0,0", "twice"), ("1,01", "twice"), ("0,abc", "neither"), ("0,,1", "neither"), ("4", "out of range")],
 )
-def test_parse_visible_devices_rejects(value, fragment):
-    with pytest.raises(UsageError, match=fragment):
-        parse_visible_devices(value, total=4)
+def test_a_cuda_visible_devices_that_cuda_would_cut_short_is_refused(value, fragment):
+    with pytest.raises(UsageError, match=f"CUDA_VISIBLE_DEVICES='{value}': .*{fragment}"):
+        visible_devices(machine(4, CUDA_VISIBLE_DEVICES=value))
+
+
+def test_minus_one_ends_cuda_visible_devices_as_cuda_does():
+    assert visible_devices(machine(4, CUDA_VISIBLE_DEVICES="0,-1,1")).entries == ("0",)
+    assert visible_devices(machine(4, CUDA_VISIBLE_DEVICES="-1")).count == 0
+    assert visible_devices(machine(4, CUDA_VISIBLE_DEVICES="")).count == 0
 
 
 def test_visible_devices_prefers_cuda_visible_devices():

@@ -107,7 +107,7 @@ def build(r: ResolvedSpec) -> Command:
             head.append("--standalone")
         for name in _TORCHRUN_ORDER:
             if opts.get(name) is not None:
-                head += [f"--{name}", _text(opts[name])]
+                head += [f"--{name}", _arg(opts[name])]
         head += _default_filter(opts)
         if s.virtual_local_rank:
             head.append("--virtual_local_rank")
@@ -117,8 +117,8 @@ def build(r: ResolvedSpec) -> Command:
     # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
     env = {
         env_names.RUN_STAMP: r.run_stamp,
-        STALL_ENV: _text(float(s.stall_timeout)),
-        STARTUP_ENV: _text(float(s.startup_timeout)),
+        STALL_ENV: _arg(float(s.stall_timeout)),
+        STARTUP_ENV: _arg(float(s.startup_timeout)),
         **dict(r.extra_env),
     }
     if r.cuda_visible_devices is not None:
@@ -172,7 +172,7 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
         rdzv_id=r.rdzv_id,
     )
     opts.setdefault("log_dir", DEFAULT_LOG_DIR)
-    multi_node = int((r.nnodes or "1").split(":")[-1]) > 1
+    multi_node = r.nnodes_max > 1
     if r.rdzv_id is None and multi_node and not s.uses_jax:
         opts["rdzv_id"] = _rendezvous_id(r)
     if s.tee is None and s.redirects is None:
@@ -204,7 +204,7 @@ def _default_filter(opts: dict[str, object]) -> list[str]:
     return [] if default is None else ["--local_ranks_filter", str(default)]
 
 
-def _text(value: object) -> str:
+def _arg(value: object) -> str:
     # Numbers as the user would type them: --monitor_interval 5, not 5.0.
     return format(value, "g") if isinstance(value, float) else str(value)
 

@@ -7,9 +7,10 @@ free port), so tests can resolve against any machine they describe.
 
 What resolve decides:
 
-- **Visible devices** without importing torch: ``CUDA_VISIBLE_DEVICES`` when set (indices,
-  ``GPU-…``/``MIG-…`` UUIDs; ``-1`` hides the entries from there on, as CUDA does; duplicates and
-  malformed entries are errors), else the NVML device count, else 0.
+- **Visible devices** without importing torch: ``CUDA_VISIBLE_DEVICES`` when set, read as CUDA
+  reads it (:mod:`isaaclab_mgpu.contract.devices`: ``-1`` hides the entries from there on; an
+  entry CUDA would stop at, or a GPU listed twice, is an error), else the NVML device count
+  (:mod:`isaaclab_mgpu.launcher.nvml`), else 0.
 - **GPU selection** (``--gpu_ids 0,2`` / ``--gpus``): each id is checked against the GPUs visible
   here (an index below their count, a UUID NVML knows, no GPU twice, no more ids than GPUs) and the
   launch gets ``CUDA_VISIBLE_DEVICES`` naming them. Indices count within an existing
@@ -35,20 +36,21 @@ and the command is still built, so a command can be planned on a login node.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from isaaclab_mgpu.contract.devices import identity, parse_device_list
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.contract.layout import STAMP_FORMAT
-from isaaclab_mgpu.launcher.spec import GPU_UUID, LaunchSpec, parse_nproc, split_host_port
+from isaaclab_mgpu.launcher import nvml
+from isaaclab_mgpu.launcher.spec import LaunchSpec, node_counts, parse_nproc, split_host_port
 
-__all__ = ["GPU_UUID", "Machine", "ResolvedSpec", "VisibleDevices", "probe_machine", "resolve"]
+__all__ = ["Machine", "ResolvedSpec", "VisibleDevices", "probe_machine", "resolve"]
 
 DEFAULT_MASTER_PORT = 29500
 #: skrl's JAX launcher default coordinator port, used for SLURM fills.
@@ -152,7 +154,12 @@ class ResolvedSpec:
         """Total ranks across nodes, when known."""
         if not isinstance(self.nproc, int):
             return None
-        return self.nproc * int((self.nnodes or "1").split(":")[-1])
+        return self.nproc * self.nnodes_max
+
+    @property
+    def nnodes_max(self) -> int:
+        """The largest node count of the launch (1 on a single node)."""
+        return node_counts(self.nnodes)[1]
 
 
 def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool = False) -> Machine:
@@ -162,7 +169,7 @@ def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool =
     or with ``gpu_uuids`` (``--gpu_ids`` is checked against NVML's GPUs).
     """
     env = dict(os.environ if environ is None else environ)
-    gpus = nvml_gpus() if gpu_uuids or "CUDA_VISIBLE_DEVICES" not in env else None
+    gpus = nvml.list_gpus() if gpu_uuids or "CUDA_VISIBLE_DEVICES" not in env else None
     return Machine(
         environ=env,
         python=sys.executable or "python3",
@@ -174,78 +181,18 @@ def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool =
     )
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def nvml_gpus() -> tuple[tuple[str, str], ...] | None:
-    """(model name, UUID) of every GPU NVML sees, ignoring CUDA_VISIBLE_DEVICES; None without a driver."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return None
-    try:
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            gpus.append((_text(pynvml.nvmlDeviceGetName(handle)), _text(pynvml.nvmlDeviceGetUUID(handle))))
-        return tuple(gpus)
-    except pynvml.NVMLError:
-        return None
-    finally:
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
-
-
-def nvml_gpu_names() -> tuple[str, ...] | None:
-    """Model names of every GPU NVML sees (ignoring CUDA_VISIBLE_DEVICES); None without a driver."""
-    gpus = nvml_gpus()
-    return None if gpus is None else tuple(name for name, _ in gpus)
-
-
-def nvml_device_count() -> int | None:
-    """GPU count from NVML, or None when there is no usable driver."""
-    names = nvml_gpu_names()
-    return None if names is None else len(names)
-
-
-def parse_visible_devices(value: str, total: int | None = None) -> tuple[str, ...]:
-    """Parse ``CUDA_VISIBLE_DEVICES`` into the visible entries, raising on invalid ones."""
-    entries: list[str] = []
-    for raw in value.split(","):
-        item = raw.strip()
-        if item == "" and value.strip() == "":
-            break
-        if item.lstrip("-").isdigit() and int(item) < 0:
-            break  # CUDA hides this entry and every one after it
-        if item.isdigit():
-            if total is not None and int(item) >= total:
-                raise UsageError(
-                    f"CUDA_VISIBLE_DEVICES={value!r}: index {item} is out of range, this machine "
-                    f"has {total} GPU(s) (0..{total - 1})"
-                )
-            item = str(int(item))
-        elif not GPU_UUID.match(item):
-            raise UsageError(
-                f"CUDA_VISIBLE_DEVICES={value!r}: {item!r} is neither a GPU index nor a "
-                "GPU-/MIG- UUID; fix or unset the variable"
-            )
-        if item in entries:
-            raise UsageError(f"CUDA_VISIBLE_DEVICES={value!r}: {item} is listed twice; list each GPU once")
-        entries.append(item)
-    return tuple(entries)
-
-
 def visible_devices(machine: Machine) -> VisibleDevices:
-    """Count the GPUs a launch from ``machine`` would see, without importing torch."""
+    """Count the GPUs a launch from ``machine`` would see, without importing torch.
+
+    Raises a UsageError for a ``CUDA_VISIBLE_DEVICES`` that CUDA would not read to its end (a
+    negative index aside) or that lists a GPU twice.
+    """
     cvd = machine.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
-        entries = parse_visible_devices(cvd, machine.nvml_gpu_count)
-        return VisibleDevices(len(entries), "CUDA_VISIBLE_DEVICES", entries)
+        devices = parse_device_list(cvd, uuids=machine.nvml_gpu_uuids, count=machine.nvml_gpu_count)
+        if not devices.valid:
+            raise UsageError(f"CUDA_VISIBLE_DEVICES={cvd!r}: {devices.problem}; {devices.fix}")
+        return VisibleDevices(len(devices.entries), "CUDA_VISIBLE_DEVICES", devices.entries)
     if machine.nvml_gpu_count is not None:
         n = machine.nvml_gpu_count
         return VisibleDevices(n, "NVML", tuple(str(i) for i in range(n)))
@@ -284,30 +231,18 @@ def selected_devices(spec: LaunchSpec, machine: Machine) -> VisibleDevices:
             entry = visible.entries[int(gpu)]
         else:
             entry = gpu
-        key = _gpu_key(entry, uuids)
+        key = identity(entry, uuids)
         where = f"--gpu_ids {shown}: {gpu}"
         if key is None:
             raise UsageError(f"{where} is not a GPU of this machine; nvidia-smi -L lists them")
         if key in keys:
             raise UsageError(f"{where} names a GPU already listed; list each GPU once")
-        hidden = uuids is not None and key not in (_gpu_key(e, uuids) for e in visible.entries)
+        hidden = uuids is not None and key not in (identity(e, uuids) for e in visible.entries)
         if hidden and not gpu.isdigit():
             raise UsageError(f"{where} is hidden by CUDA_VISIBLE_DEVICES; list a visible GPU")
         keys.append(key)
         chosen.append(entry)
     return VisibleDevices(len(chosen), f"--gpu_ids {shown}", tuple(chosen))
-
-
-def _gpu_key(entry: str, uuids: tuple[str, ...] | None) -> str | None:
-    """One name per physical GPU (its NVML UUID when known), or None when NVML does not know it."""
-    if uuids is None:
-        return entry
-    if entry.isdigit():
-        return uuids[int(entry)] if int(entry) < len(uuids) else None
-    if entry.startswith("MIG-"):
-        return entry  # MIG instances are not in NVML's device list
-    hits = [u for u in uuids if u.startswith(entry)]
-    return hits[0] if len(hits) == 1 else None
 
 
 def first_slurm_host(nodelist: str) -> str:
@@ -365,106 +300,157 @@ def resolve(
             "use --logger tensorboard"
         )
     warnings: list[str] = []
-    env = machine.environ
 
     def problem(message: str) -> None:
         if strict:
             raise EnvironmentProblem(message)
         warnings.append(message)
 
-    if spec.device == "cuda":
-        visible = selected_devices(spec, machine)
-        if spec.gpu_ids is not None and machine.nvml_gpu_count is None and "CUDA_VISIBLE_DEVICES" not in env:
-            problem(
-                f"no GPU is visible here, so --gpu_ids {','.join(spec.gpu_ids)} cannot be checked; "
-                "run on a GPU node, or use --device cpu without --gpu_ids"
-            )
-    else:
-        visible = VisibleDevices(0, "not used (--device cpu)")
+    visible = _devices(spec, machine, problem)
     nproc = _resolve_nproc(spec, machine, visible, problem)
-
     if spec.script is not None and not os.path.isfile(spec.script):
         raise UsageError(f"--script {spec.script!r} does not exist; give the path of a Python file")
-
-    nnodes, node_rank, filled = spec.nnodes, spec.node_rank, []
-    rdzv_backend, rdzv_endpoint, rdzv_id = spec.rdzv_backend, spec.rdzv_endpoint, spec.rdzv_id
-    coordinator = None
-    if spec.coordinator_address is not None:
-        host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
-        coordinator = (host, int(port or 0))
-
-    env = machine.environ
-    slurm_nodes = env.get("SLURM_NNODES", "")
-    if env.get("SLURM_JOB_ID") and slurm_nodes.isdigit() and int(slurm_nodes) > 1:
-        first = first_slurm_host(env.get("SLURM_JOB_NODELIST", "")) or None
-        if nnodes is None:
-            nnodes = slurm_nodes
-            filled.append(f"--nnodes {nnodes} from SLURM_NNODES")
-        if node_rank is None and env.get("SLURM_NODEID", "").isdigit():
-            node_rank = int(env["SLURM_NODEID"])
-            filled.append(f"--node_rank {node_rank} from SLURM_NODEID")
-        if spec.uses_jax:
-            if coordinator is None and first:
-                coordinator = (first, DEFAULT_JAX_PORT)
-                filled.append(f"--coordinator_address {first}:{DEFAULT_JAX_PORT} from SLURM_JOB_NODELIST")
-        elif spec.master_addr is None:
-            if rdzv_endpoint is None and first:
-                rdzv_endpoint = f"{first}:{spec.master_port or DEFAULT_MASTER_PORT}"
-                filled.append(f"--rdzv_endpoint {rdzv_endpoint} from SLURM_JOB_NODELIST")
-            if rdzv_id is None:
-                rdzv_id = env["SLURM_JOB_ID"]
-                filled.append(f"--rdzv_id {rdzv_id} from SLURM_JOB_ID")
-            if rdzv_backend is None:
-                rdzv_backend = "c10d"
-                filled.append("--rdzv_backend c10d for the SLURM rendezvous")
-
-    multi_node = int((nnodes or "1").split(":")[-1]) > 1
-    if node_rank is not None and nnodes is not None and node_rank >= int(nnodes.split(":")[-1]):
-        raise UsageError(f"--node_rank {node_rank} is not below --nnodes {nnodes}")
-
-    standalone = False
-    if spec.uses_jax:
-        if coordinator is None:
-            if multi_node:
-                raise UsageError(
-                    "a multi-node skrl JAX launch needs --coordinator_address host:port "
-                    "(the address of node 0)"
-                )
-            coordinator = ("127.0.0.1", free_port())
-    else:
-        rendezvous_given = any(
-            v is not None for v in (spec.master_addr, spec.master_port, rdzv_endpoint, rdzv_backend)
-        )
-        if multi_node and spec.master_addr is None and rdzv_endpoint is None:
-            raise UsageError(
-                f"--nnodes {nnodes} needs a rendezvous address: --master_addr HOST (with "
-                "--master_port) or --rdzv_endpoint HOST:PORT --rdzv_backend c10d"
-            )
-        standalone = not multi_node and not rendezvous_given
-        if spec.master_port is not None and (node_rank or 0) == 0 and not port_free(spec.master_port):
-            problem(
-                f"--master_port {spec.master_port} is already in use on this host; pick another "
-                "port or leave it out to get a free one"
-            )
-
+    nodes = _slurm_fill(spec, machine.environ, _given_nodes(spec))
+    nodes = _rendezvous(spec, nodes, port_free=port_free, free_port=free_port, problem=problem)
     return ResolvedSpec(
         spec=spec,
         python=machine.python,
         nproc=nproc,
         visible=visible,
-        nnodes=nnodes,
-        node_rank=node_rank,
-        standalone=standalone,
-        rdzv_backend=rdzv_backend,
-        rdzv_endpoint=rdzv_endpoint,
-        rdzv_id=rdzv_id,
-        coordinator=coordinator,
+        nnodes=nodes.nnodes,
+        node_rank=nodes.node_rank,
+        standalone=nodes.standalone,
+        rdzv_backend=nodes.rdzv_backend,
+        rdzv_endpoint=nodes.rdzv_endpoint,
+        rdzv_id=nodes.rdzv_id,
+        coordinator=nodes.coordinator,
         run_stamp=machine.run_stamp,
-        filled=tuple(filled),
+        filled=nodes.filled,
         warnings=tuple(warnings),
         extra_env=tuple(sorted((extra_env or {}).items())),
         cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
     )
+
+
+def _devices(spec: LaunchSpec, machine: Machine, problem: Callable[[str], None]) -> VisibleDevices:
+    """The GPUs this node's ranks get (none for CPU ranks, whatever CUDA_VISIBLE_DEVICES says)."""
+    if spec.device != "cuda":
+        return VisibleDevices(0, "not used (--device cpu)")
+    visible = selected_devices(spec, machine)
+    unchecked = machine.nvml_gpu_count is None and "CUDA_VISIBLE_DEVICES" not in machine.environ
+    if spec.gpu_ids is not None and unchecked:
+        problem(
+            f"no GPU is visible here, so --gpu_ids {','.join(spec.gpu_ids)} cannot be checked; "
+            "run on a GPU node, or use --device cpu without --gpu_ids"
+        )
+    return visible
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """This node's place in the launch and its rendezvous, as the options and SLURM give them."""
+
+    nnodes: str | None
+    """Node count (``N`` or ``MIN:MAX``), None for a single node."""
+
+    node_rank: int | None
+    """This node's rank, None when not given."""
+
+    rdzv_backend: str | None
+    """torchrun rendezvous backend."""
+
+    rdzv_endpoint: str | None
+    """torchrun rendezvous endpoint."""
+
+    rdzv_id: str | None
+    """torchrun rendezvous id."""
+
+    coordinator: tuple[str, int] | None
+    """JAX coordinator host and port."""
+
+    filled: tuple[str, ...] = ()
+    """Notes on the values filled from SLURM."""
+
+    standalone: bool = False
+    """torchrun ``--standalone`` (decided by :func:`_rendezvous`)."""
+
+
+def _given_nodes(spec: LaunchSpec) -> _Nodes:
+    coordinator = None
+    if spec.coordinator_address is not None:
+        host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
+        coordinator = (host, int(port or 0))
+    return _Nodes(
+        spec.nnodes, spec.node_rank, spec.rdzv_backend, spec.rdzv_endpoint, spec.rdzv_id, coordinator
+    )
+
+
+def _slurm_fill(spec: LaunchSpec, env: Mapping[str, str], nodes: _Nodes) -> _Nodes:
+    """Inside a SLURM allocation of several nodes, fill what the options left open (they win)."""
+    slurm_nodes = env.get("SLURM_NNODES", "")
+    if not (env.get("SLURM_JOB_ID") and slurm_nodes.isdigit() and int(slurm_nodes) > 1):
+        return nodes
+    first = first_slurm_host(env.get("SLURM_JOB_NODELIST", "")) or None
+    fill: dict[str, object] = {}
+    filled: list[str] = []
+    if nodes.nnodes is None:
+        fill["nnodes"] = slurm_nodes
+        filled.append(f"--nnodes {slurm_nodes} from SLURM_NNODES")
+    if nodes.node_rank is None and env.get("SLURM_NODEID", "").isdigit():
+        fill["node_rank"] = int(env["SLURM_NODEID"])
+        filled.append(f"--node_rank {fill['node_rank']} from SLURM_NODEID")
+    if spec.uses_jax:
+        if nodes.coordinator is None and first:
+            fill["coordinator"] = (first, DEFAULT_JAX_PORT)
+            filled.append(f"--coordinator_address {first}:{DEFAULT_JAX_PORT} from SLURM_JOB_NODELIST")
+    elif spec.master_addr is None:
+        if nodes.rdzv_endpoint is None and first:
+            fill["rdzv_endpoint"] = endpoint = f"{first}:{spec.master_port or DEFAULT_MASTER_PORT}"
+            filled.append(f"--rdzv_endpoint {endpoint} from SLURM_JOB_NODELIST")
+        if nodes.rdzv_id is None:
+            fill["rdzv_id"] = env["SLURM_JOB_ID"]
+            filled.append(f"--rdzv_id {env['SLURM_JOB_ID']} from SLURM_JOB_ID")
+        if nodes.rdzv_backend is None:
+            fill["rdzv_backend"] = "c10d"
+            filled.append("--rdzv_backend c10d for the SLURM rendezvous")
+    return replace(nodes, **fill, filled=(*nodes.filled, *filled))  # type: ignore[arg-type]
+
+
+def _rendezvous(
+    spec: LaunchSpec,
+    nodes: _Nodes,
+    *,
+    port_free: Callable[[int], bool],
+    free_port: Callable[[], int],
+    problem: Callable[[str], None],
+) -> _Nodes:
+    """Check the node placement; choose ``--standalone`` or the JAX coordinator where none was given."""
+    most = node_counts(nodes.nnodes)[1]
+    multi_node = most > 1
+    if nodes.node_rank is not None and nodes.node_rank >= most:
+        raise UsageError(f"--node_rank {nodes.node_rank} is not below --nnodes {nodes.nnodes or 1}")
+    if spec.uses_jax:
+        if nodes.coordinator is not None:
+            return nodes
+        if multi_node:
+            raise UsageError(
+                "a multi-node skrl JAX launch needs --coordinator_address host:port (the address of node 0)"
+            )
+        return replace(nodes, coordinator=("127.0.0.1", free_port()))
+    rendezvous_given = any(
+        v is not None for v in (spec.master_addr, spec.master_port, nodes.rdzv_endpoint, nodes.rdzv_backend)
+    )
+    if multi_node and spec.master_addr is None and nodes.rdzv_endpoint is None:
+        raise UsageError(
+            f"--nnodes {nodes.nnodes} needs a rendezvous address: --master_addr HOST (with "
+            "--master_port) or --rdzv_endpoint HOST:PORT --rdzv_backend c10d"
+        )
+    if spec.master_port is not None and (nodes.node_rank or 0) == 0 and not port_free(spec.master_port):
+        problem(
+            f"--master_port {spec.master_port} is already in use on this host; pick another "
+            "port or leave it out to get a free one"
+        )
+    return replace(nodes, standalone=not multi_node and not rendezvous_given)
 
 
 def _resolve_nproc(

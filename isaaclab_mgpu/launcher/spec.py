@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from isaaclab_mgpu.contract.devices import GPU_UUID, index_entry
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import LOGGERS
 
@@ -44,10 +45,6 @@ TORCHRUN_ONLY = (
 )
 
 Device = Literal["cuda", "cpu"]
-
-#: The built-in worker's ``--logger`` values, spelled as Isaac Lab's ``train.py`` spells them (plus none).
-#: A GPU or MIG instance UUID (or a unique prefix) as CUDA_VISIBLE_DEVICES accepts it.
-GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
 
 
 def spelling(name: str) -> str:
@@ -189,7 +186,7 @@ class LaunchSpec:
     @property
     def nnodes_max(self) -> int:
         """The largest node count ``nnodes`` allows (1 when unset)."""
-        return int((self.nnodes or "1").split(":")[-1])
+        return node_counts(self.nnodes)[1]
 
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
@@ -222,6 +219,23 @@ def check_port(value: object, option: str) -> int:
     return port
 
 
+def node_counts(nnodes: str | None) -> tuple[int, int]:
+    """``(MIN, MAX)`` of ``--nnodes N`` (``(N, N)``) or torchrun's ``MIN:MAX``; ``(1, 1)`` when unset.
+
+    The one reader of the ``nnodes`` notation; raises a UsageError when it is malformed.
+    """
+    if nnodes is None:
+        return 1, 1
+    parts = nnodes.split(":")
+    try:
+        counts = [int(p) for p in parts]
+    except ValueError:
+        counts = []
+    if not counts or len(parts) > 2 or min(counts) < 1 or counts != sorted(counts):
+        raise UsageError(f"--nnodes {nnodes!r} must be a positive integer (or MIN:MAX)")
+    return counts[0], counts[-1]
+
+
 def parse_nproc(value: str) -> int | str:
     """Return the rank count as an int, or one of torchrun's tokens gpu/cpu/auto."""
     text = value.strip().lower()
@@ -250,13 +264,16 @@ def training_option(args: tuple[str, ...], name: str) -> str | None:
 
 
 def parse_gpu_ids(value: str) -> tuple[str, ...]:
-    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one."""
+    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one.
+
+    The notation is CUDA_VISIBLE_DEVICES' (:mod:`isaaclab_mgpu.contract.devices`), but an option
+    is read strictly: an entry CUDA would stop at is an error here, not the end of the list.
+    """
     ids: list[str] = []
     for raw in str(value).split(","):
         item = raw.strip()
-        if item.isdigit():
-            item = str(int(item))
-        elif not GPU_UUID.match(item):
+        item = index_entry(item) or item
+        if not (item.isdigit() or GPU_UUID.match(item)):
             raise UsageError(
                 f"--gpu_ids {value!r}: {item!r} is neither a GPU index nor a GPU-/MIG- UUID; "
                 "use e.g. --gpu_ids 0,2 (nvidia-smi -L lists the UUIDs)"
@@ -400,17 +417,9 @@ def _names_isaac_task(args: tuple[str, ...]) -> bool:
 
 
 def _validate_nodes(s: LaunchSpec) -> None:
-    if s.nnodes is not None:
-        parts = s.nnodes.split(":")
-        try:
-            counts = [int(p) for p in parts]
-        except ValueError:
-            counts = []
-        elastic_ok = not s.uses_jax or len(parts) == 1
-        if not counts or len(parts) > 2 or min(counts) < 1 or counts != sorted(counts):
-            raise UsageError(f"--nnodes {s.nnodes!r} must be a positive integer (or MIN:MAX)")
-        if not elastic_ok:
-            raise UsageError(f"--nnodes {s.nnodes!r}: skrl JAX needs a fixed node count")
+    node_counts(s.nnodes)
+    if s.uses_jax and s.nnodes is not None and ":" in s.nnodes:
+        raise UsageError(f"--nnodes {s.nnodes!r}: skrl JAX needs a fixed node count")
     if s.node_rank is not None:
         if s.node_rank < 0:
             raise UsageError(f"--node_rank {s.node_rank} must be 0 or more")

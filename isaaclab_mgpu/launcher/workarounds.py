@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from isaaclab_mgpu.contract import files
-from isaaclab_mgpu.launcher.resolve import nvml_gpu_names
+from isaaclab_mgpu.launcher import nvml
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def machine_key(hostname: str, gpu_names: tuple[str, ...]) -> str:
 
 def gpu_names() -> tuple[str, ...]:
     """Model names of this machine's GPUs from NVML (all of them, ignoring CUDA_VISIBLE_DEVICES)."""
-    return nvml_gpu_names() or ()
+    return nvml.gpu_names() or ()
 
 
 def this_machine() -> str:

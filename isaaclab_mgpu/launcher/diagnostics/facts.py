@@ -1,8 +1,9 @@
 """Facts about this machine and the planned launch, gathered once, judged elsewhere.
 
 :func:`collect` is the only impure part of ``check-env``: it reads package metadata (never
-importing the packages), asks NVML about GPUs, drivers, processes and topology, reads limits,
-``/dev/shm`` and environment variables, probes the launch (port, host names, TCP to the master
+importing the packages), asks NVML about GPUs, drivers, processes and topology (through
+:mod:`isaaclab_mgpu.launcher.nvml`, resolve's reader too), reads limits, ``/dev/shm`` and
+environment variables, probes the launch (port, host names, TCP to the master
 address) and plans the command with the same core as ``train`` (``pipeline.prepare(strict=False)``).
 Everything lands in frozen dataclasses, so :mod:`.rules` can judge any machine a test describes.
 
@@ -19,9 +20,7 @@ import importlib.util
 import os
 import re
 import resource
-import shutil
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -32,6 +31,7 @@ from typing import TypeVar
 from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.launcher import workarounds
 from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts
+from isaaclab_mgpu.launcher.nvml import GpuFacts, gpu_facts
 from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port
 
 #: Distributions whose versions are reported (``nvidia-nccl-*`` and ``jax-cuda*`` are found by prefix).
@@ -54,89 +54,6 @@ NET_TIMEOUT = 1.0
 UNLIMITED = -1
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    """A process holding memory on a GPU."""
-
-    pid: int
-    """Process id as NVML reports it (may belong to another PID namespace)."""
-
-    used_mib: int | None
-    """GPU memory it holds, MiB (None when the driver does not say)."""
-
-    name: str | None = None
-    """Process name, when visible from here."""
-
-    cmdline: str | None = None
-    """Command line, when visible from here."""
-
-
-@dataclass(frozen=True)
-class Gpu:
-    """One GPU as NVML reports it."""
-
-    index: int
-    """NVML index (PCI bus order, as nvidia-smi shows)."""
-
-    name: str
-    """Product name, e.g. ``NVIDIA H100 80GB HBM3``."""
-
-    uuid: str
-    """``GPU-…`` UUID (what CUDA_VISIBLE_DEVICES may name)."""
-
-    memory_total_mib: int
-    """Total memory, MiB."""
-
-    memory_used_mib: int
-    """Memory in use now, MiB."""
-
-    processes: tuple[GpuProcess, ...] = ()
-    """Compute processes holding memory on it."""
-
-
-@dataclass(frozen=True)
-class GpuLink:
-    """How two GPUs reach each other."""
-
-    a: int
-    """NVML index of the first GPU."""
-
-    b: int
-    """NVML index of the second GPU."""
-
-    nvlink: bool
-    """True when they talk over NVLink (directly or through NVSwitch)."""
-
-    path: str
-    """nvidia-smi's name of the PCIe path: PIX, PXB, PHB, NODE, SYS (or NV# / SOC / unknown)."""
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    """What the NVIDIA driver says about this machine."""
-
-    nvml: bool
-    """True when NVML could be initialised (a driver is loaded)."""
-
-    error: str | None = None
-    """Why NVML is unavailable, when it is."""
-
-    driver_version: str | None = None
-    """Driver version, e.g. ``550.54.15``."""
-
-    cuda_driver_version: str | None = None
-    """Highest CUDA version the driver supports, ``MAJOR.MINOR``."""
-
-    gpus: tuple[Gpu, ...] = ()
-    """Every GPU, visible to this process or not."""
-
-    links: tuple[GpuLink, ...] = ()
-    """One entry per GPU pair."""
-
-    topology_source: str = "none"
-    """Where ``links`` come from: ``nvml``, ``nvidia-smi`` or ``none``."""
 
 
 @dataclass(frozen=True)
@@ -434,129 +351,6 @@ def _torch_cuda() -> str | None:
     return None
 
 
-def gpu_facts() -> GpuFacts:
-    """Ask NVML about the driver, every GPU, the processes on them and their topology."""
-    try:
-        import pynvml
-    except ImportError:
-        return GpuFacts(nvml=False, error="nvidia-ml-py is not installed")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return GpuFacts(nvml=False, error=f"NVML: {exc}")
-    try:
-        return _nvml_facts(pynvml)
-    except pynvml.NVMLError as exc:
-        return GpuFacts(nvml=False, error=f"NVML: {exc}")
-    finally:
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _nvml_facts(nv) -> GpuFacts:  # nv: the pynvml module
-    driver = _text(nv.nvmlSystemGetDriverVersion())
-    cuda = None
-    with contextlib.suppress(nv.NVMLError):
-        v = int(nv.nvmlSystemGetCudaDriverVersion())
-        cuda = f"{v // 1000}.{(v % 1000) // 10}"
-    handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
-    gpus = []
-    for i, h in enumerate(handles):
-        mem = nv.nvmlDeviceGetMemoryInfo(h)
-        procs: list[GpuProcess] = []
-        with contextlib.suppress(nv.NVMLError):
-            for p in nv.nvmlDeviceGetComputeRunningProcesses(h):
-                used = getattr(p, "usedGpuMemory", None)
-                procs.append(_process(int(p.pid), None if used is None else int(used) // 2**20))
-        gpus.append(
-            Gpu(
-                index=i,
-                name=_text(nv.nvmlDeviceGetName(h)),
-                uuid=_text(nv.nvmlDeviceGetUUID(h)),
-                memory_total_mib=int(mem.total) // 2**20,
-                memory_used_mib=int(mem.used) // 2**20,
-                processes=tuple(procs),
-            )
-        )
-    links, source = _nvml_links(nv, handles)
-    if len(handles) > 1 and source == "none":
-        links, source = smi_links(), "nvidia-smi"
-        source = source if links else "none"
-    return GpuFacts(
-        nvml=True,
-        driver_version=driver,
-        cuda_driver_version=cuda,
-        gpus=tuple(gpus),
-        links=links,
-        topology_source=source,
-    )
-
-
-_ANCESTOR = {0: "SOC", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-
-
-def _nvml_links(nv, handles: list) -> tuple[tuple[GpuLink, ...], str]:
-    links = []
-    try:
-        for a in range(len(handles)):
-            for b in range(a + 1, len(handles)):
-                level = int(nv.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]))
-                nvlink = False
-                with contextlib.suppress(nv.NVMLError):
-                    status = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], nv.NVML_P2P_CAPS_INDEX_NVLINK)
-                    nvlink = status == nv.NVML_P2P_STATUS_OK
-                links.append(GpuLink(a, b, nvlink, "NV" if nvlink else _ANCESTOR.get(level, "unknown")))
-    except nv.NVMLError:
-        return (), "none"
-    return tuple(links), "nvml"
-
-
-def smi_links(run: Callable[..., str] | None = None) -> tuple[GpuLink, ...]:
-    """GPU pairs from ``nvidia-smi topo -m`` (when NVML cannot say)."""
-    if run is None:
-        if shutil.which("nvidia-smi") is None:
-            return ()
-        try:
-            text = subprocess.run(
-                ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=5, check=False
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return ()
-    else:
-        text = run()
-    return parse_topo_matrix(text)
-
-
-def parse_topo_matrix(text: str) -> tuple[GpuLink, ...]:
-    """Parse the GPU rows of ``nvidia-smi topo -m`` into one :class:`GpuLink` per pair."""
-    rows = {}
-    for line in text.splitlines():
-        cells = re.sub(r"\x1b\[[0-9;]*m", "", line).split()
-        if cells and re.fullmatch(r"GPU\d+", cells[0]):
-            rows[int(cells[0][3:])] = cells[1:]
-    links = []
-    for a, cells in sorted(rows.items()):
-        for b in range(a + 1, len(rows)):
-            path = cells[b] if b < len(cells) else "unknown"
-            links.append(GpuLink(a, b, path.startswith("NV"), path))
-    return tuple(links)
-
-
-def _process(pid: int, used_mib: int | None) -> GpuProcess:
-    name = cmdline = None
-    with contextlib.suppress(Exception):
-        import psutil
-
-        proc = psutil.Process(pid)
-        name = proc.name()
-        cmdline = " ".join(proc.cmdline())[:300]
-    return GpuProcess(pid, used_mib, name, cmdline)
-
-
 def _limit(which: int) -> tuple[int, int]:
     soft, hard = resource.getrlimit(which)
     norm = [UNLIMITED if v == resource.RLIM_INFINITY else int(v) for v in (soft, hard)]
@@ -603,9 +397,8 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
         return Plan(**base, nproc=None, world_size=None, command=None, error=str(exc))
     import shlex
 
-    nnodes = int((r.nnodes or "1").split(":")[-1])
     return Plan(
-        **{**base, "nnodes": nnodes, "node_rank": r.node_rank or 0},
+        **{**base, "nnodes": r.nnodes_max, "node_rank": r.node_rank or 0},
         nproc=r.nproc if isinstance(r.nproc, int) else None,
         world_size=r.world_size,
         command=(f"CUDA_VISIBLE_DEVICES={cmd.env['CUDA_VISIBLE_DEVICES']} " if r.cuda_visible_devices else "")

@@ -1,0 +1,205 @@
+"""GPU rules: the driver, the GPUs and who holds them, ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER``."""
+
+from __future__ import annotations
+
+from isaaclab_mgpu.contract.devices import NEGATIVE, REPEATED, parse_device_list
+from isaaclab_mgpu.launcher.diagnostics.facts import Facts
+from isaaclab_mgpu.launcher.diagnostics.rules.base import (
+    FAIL,
+    PASS,
+    WARN,
+    Finding,
+    finding,
+    used_gpus,
+    uses_gpus,
+)
+
+#: Share of a GPU's memory in use at which the launch cannot be expected to fit.
+GPU_FULL = 0.95
+#: Command-line fragments of processes an mgpu / torchrun launch leaves behind.
+STALE_MARKERS = ("isaaclab_mgpu.worker", "isaaclab_mgpu.jaxrun", "torch.distributed.run", "torchrun")
+
+
+def driver_rule(f: Facts) -> list[Finding]:
+    """An NVIDIA driver answering NVML, its version and the CUDA version it supports."""
+    g = f.gpu
+    if not g.nvml:
+        if not uses_gpus(f):
+            return [finding("gpu", "driver", PASS, f"none ({g.error}); not needed for --device cpu")]
+        return [
+            finding(
+                "gpu",
+                "driver",
+                FAIL,
+                f"no NVIDIA driver ({g.error})",
+                "run on a GPU node with the NVIDIA driver loaded, or use --device cpu",
+            )
+        ]
+    return [
+        finding("gpu", "driver", PASS, f"{g.driver_version} (supports CUDA {g.cuda_driver_version or '?'})")
+    ]
+
+
+def gpus_rule(f: Facts) -> list[Finding]:
+    """GPU count, models and memory."""
+    g = f.gpu
+    if not g.nvml:
+        return []
+    if not g.gpus:
+        status = FAIL if uses_gpus(f) else PASS
+        return [
+            finding("gpu", "gpus", status, "NVML reports no GPU", "run on a GPU node, or use --device cpu")
+        ]
+    names = sorted({x.name for x in g.gpus})
+    mem = sorted({x.memory_total_mib for x in g.gpus})
+    observed = f"{len(g.gpus)} × {', '.join(names)} ({', '.join(f'{m} MiB' for m in mem)})"
+    if len(names) > 1 and uses_gpus(f):
+        return [
+            finding(
+                "gpu",
+                "gpus",
+                WARN,
+                observed + " — mixed models",
+                "ranks wait for the slowest GPU; pick one model with CUDA_VISIBLE_DEVICES",
+            )
+        ]
+    return [finding("gpu", "gpus", PASS, observed)]
+
+
+def _stale(proc_cmd: str | None) -> bool:
+    return bool(proc_cmd) and any(m in proc_cmd for m in STALE_MARKERS)
+
+
+def gpu_in_use_rule(f: Facts) -> list[Finding]:
+    """Memory already in use on the GPUs the launch would use, and who holds it."""
+    used = used_gpus(f)
+    if not used:
+        return []
+    out = []
+    for g in used:
+        procs = g.processes
+        share = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
+        held = ", ".join(
+            f"PID {p.pid} {p.name or '?'}" + (f" {p.used_mib} MiB" if p.used_mib is not None else "")
+            for p in procs
+        )
+        observed = f"GPU {g.index}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" + (
+            f" by {held}" if held else ""
+        )
+        pids = " ".join(str(p.pid) for p in procs)
+        if any(_stale(p.cmdline) for p in procs):
+            out.append(
+                finding(
+                    "gpu",
+                    f"gpu_in_use:{g.index}",
+                    FAIL,
+                    observed + " — a previous mgpu/torchrun run",
+                    f"a previous run still holds this GPU: kill {pids} (or wait for it to exit)",
+                )
+            )
+        elif share >= GPU_FULL:
+            out.append(
+                finding(
+                    "gpu",
+                    f"gpu_in_use:{g.index}",
+                    FAIL,
+                    observed,
+                    f"the GPU is full: stop {pids or 'the process using it'} or exclude it with "
+                    "CUDA_VISIBLE_DEVICES",
+                )
+            )
+        elif procs:
+            out.append(
+                finding(
+                    "gpu",
+                    f"gpu_in_use:{g.index}",
+                    WARN,
+                    observed,
+                    f"another process shares this GPU: stop {pids} or exclude it with CUDA_VISIBLE_DEVICES",
+                )
+            )
+        else:
+            out.append(finding("gpu", f"gpu_in_use:{g.index}", PASS, observed))
+    return out
+
+
+def cuda_visible_devices_rule(f: Facts) -> list[Finding]:
+    """CUDA_VISIBLE_DEVICES as CUDA reads it: where it stops reading, a GPU listed twice, none left."""
+    value = f.cuda_visible_devices
+    name = "cuda_visible_devices"
+    total = len(f.gpu.gpus) if f.gpu.nvml else None
+    if value is None:
+        if total is None:
+            seen = "no GPU visible: no NVIDIA driver"
+        else:
+            seen = f"all {total} GPU(s) visible" if total else "no GPU found"
+        return [finding("gpu", name, PASS, f"unset ({seen})")]
+    bad = FAIL if uses_gpus(f) else WARN
+    shown = f"CUDA_VISIBLE_DEVICES={value!r}"
+    devices = parse_device_list(value, uuids=tuple(g.uuid for g in f.gpu.gpus) if f.gpu.nvml else None)
+    if devices.problem is not None:
+        ignored = f"; CUDA reads no further ({','.join(devices.hidden)})" if devices.hidden else ""
+        if devices.reason == REPEATED:
+            ignored = ": CUDA then sees no GPU"
+        return [finding("gpu", name, bad, f"{shown}: {devices.problem}{ignored}", devices.fix)]
+    if not devices.entries:
+        what = "empty:" if devices.stop is None else devices.stop
+        return [
+            finding(
+                "gpu",
+                name,
+                bad,
+                f"{shown}: {what} hides every GPU",
+                "unset it, or list the GPUs to use (e.g. 0,1)",
+            )
+        ]
+    if devices.reason == NEGATIVE:
+        return [
+            finding(
+                "gpu",
+                name,
+                WARN,
+                f"{shown}: {devices.stop} hides the entries after it ({len(devices.entries)} visible)",
+                "remove it and list only the GPUs to use",
+            )
+        ]
+    return [finding("gpu", name, PASS, f"{shown} ({len(devices.entries)} visible)")]
+
+
+def device_order_rule(f: Facts) -> list[Finding]:
+    """CUDA_DEVICE_ORDER: with mixed models CUDA's default order differs from nvidia-smi's."""
+    order = f.cuda_device_order
+    models = {g.name for g in f.gpu.gpus}
+    if order == "PCI_BUS_ID":
+        return [finding("gpu", "cuda_device_order", PASS, "PCI_BUS_ID (CUDA indices match nvidia-smi)")]
+    if order not in (None, "FASTEST_FIRST"):
+        return [
+            finding(
+                "gpu",
+                "cuda_device_order",
+                WARN,
+                f"CUDA_DEVICE_ORDER={order!r} is not a CUDA value",
+                "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
+            )
+        ]
+    shown = "unset (FASTEST_FIRST)" if order is None else "FASTEST_FIRST"
+    if len(models) > 1 and uses_gpus(f):
+        return [
+            finding(
+                "gpu",
+                "cuda_device_order",
+                WARN,
+                f"{shown} with mixed GPU models: CUDA indices differ from nvidia-smi's",
+                "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
+            )
+        ]
+    return [finding("gpu", "cuda_device_order", PASS, shown)]
+
+
+RULES = (
+    driver_rule,
+    gpus_rule,
+    gpu_in_use_rule,
+    cuda_visible_devices_rule,
+    device_order_rule,
+)

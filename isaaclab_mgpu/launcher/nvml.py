@@ -1,0 +1,257 @@
+"""The launcher's one reader of the NVIDIA driver (NVML): which GPUs this machine has, and more.
+
+Two callers, two depths, one session: :func:`list_gpus` gives resolve the (model, UUID) of every
+GPU, and :func:`gpu_facts` gives ``check-env`` the driver, every GPU with its memory and the
+processes holding it, and the topology between GPUs (``nvidia-smi topo -m`` when NVML cannot say).
+Both ignore ``CUDA_VISIBLE_DEVICES``: NVML lists every GPU, in PCI bus order as ``nvidia-smi``
+does. ``pynvml`` (nvidia-ml-py) is imported only when asked; without it or without a driver the
+answer says so (None, or a :class:`GpuFacts` with ``nvml=False`` and the reason), never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+class NvmlUnavailable(Exception):
+    """NVML cannot answer here; the message says why (no nvidia-ml-py, no driver, a driver error)."""
+
+
+@contextlib.contextmanager
+def nvml() -> Iterator[Any]:
+    """The initialised ``pynvml`` module for one block of queries, shut down after it."""
+    try:
+        import pynvml
+    except ImportError:
+        raise NvmlUnavailable("nvidia-ml-py is not installed") from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise NvmlUnavailable(f"NVML: {exc}") from None
+    try:
+        yield pynvml
+    except pynvml.NVMLError as exc:
+        raise NvmlUnavailable(f"NVML: {exc}") from None
+    finally:
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+
+def text(value: object) -> str:
+    """An NVML string as ``str`` (older nvidia-ml-py releases return bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def list_gpus() -> tuple[tuple[str, str], ...] | None:
+    """(model name, UUID) of every GPU NVML sees, in index order; None without NVML or a driver."""
+    try:
+        with nvml() as nv:
+            handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+            return tuple((text(nv.nvmlDeviceGetName(h)), text(nv.nvmlDeviceGetUUID(h))) for h in handles)
+    except NvmlUnavailable:
+        return None
+
+
+def gpu_names() -> tuple[str, ...] | None:
+    """Model names of every GPU NVML sees; None without NVML or a driver."""
+    gpus = list_gpus()
+    return None if gpus is None else tuple(name for name, _ in gpus)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding memory on a GPU."""
+
+    pid: int
+    """Process id as NVML reports it (may belong to another PID namespace)."""
+
+    used_mib: int | None
+    """GPU memory it holds, MiB (None when the driver does not say)."""
+
+    name: str | None = None
+    """Process name, when visible from here."""
+
+    cmdline: str | None = None
+    """Command line, when visible from here."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as NVML reports it."""
+
+    index: int
+    """NVML index (PCI bus order, as nvidia-smi shows)."""
+
+    name: str
+    """Product name, e.g. ``NVIDIA H100 80GB HBM3``."""
+
+    uuid: str
+    """``GPU-…`` UUID (what CUDA_VISIBLE_DEVICES may name)."""
+
+    memory_total_mib: int
+    """Total memory, MiB."""
+
+    memory_used_mib: int
+    """Memory in use now, MiB."""
+
+    processes: tuple[GpuProcess, ...] = ()
+    """Compute processes holding memory on it."""
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """How two GPUs reach each other."""
+
+    a: int
+    """NVML index of the first GPU."""
+
+    b: int
+    """NVML index of the second GPU."""
+
+    nvlink: bool
+    """True when they talk over NVLink (directly or through NVSwitch)."""
+
+    path: str
+    """nvidia-smi's name of the PCIe path: PIX, PXB, PHB, NODE, SYS (or NV# / SOC / unknown)."""
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """What the NVIDIA driver says about this machine."""
+
+    nvml: bool
+    """True when NVML could be initialised (a driver is loaded)."""
+
+    error: str | None = None
+    """Why NVML is unavailable, when it is."""
+
+    driver_version: str | None = None
+    """Driver version, e.g. ``550.54.15``."""
+
+    cuda_driver_version: str | None = None
+    """Highest CUDA version the driver supports, ``MAJOR.MINOR``."""
+
+    gpus: tuple[Gpu, ...] = ()
+    """Every GPU, visible to this process or not."""
+
+    links: tuple[GpuLink, ...] = ()
+    """One entry per GPU pair."""
+
+    topology_source: str = "none"
+    """Where ``links`` come from: ``nvml``, ``nvidia-smi`` or ``none``."""
+
+
+def gpu_facts() -> GpuFacts:
+    """Ask NVML about the driver, every GPU, the processes on them and their topology."""
+    try:
+        with nvml() as nv:
+            return _nvml_facts(nv)
+    except NvmlUnavailable as exc:
+        return GpuFacts(nvml=False, error=str(exc))
+
+
+def _nvml_facts(nv) -> GpuFacts:  # nv: the pynvml module
+    driver = text(nv.nvmlSystemGetDriverVersion())
+    cuda = None
+    with contextlib.suppress(nv.NVMLError):
+        v = int(nv.nvmlSystemGetCudaDriverVersion())
+        cuda = f"{v // 1000}.{(v % 1000) // 10}"
+    handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+    gpus = []
+    for i, h in enumerate(handles):
+        mem = nv.nvmlDeviceGetMemoryInfo(h)
+        procs: list[GpuProcess] = []
+        with contextlib.suppress(nv.NVMLError):
+            for p in nv.nvmlDeviceGetComputeRunningProcesses(h):
+                used = getattr(p, "usedGpuMemory", None)
+                procs.append(_process(int(p.pid), None if used is None else int(used) // 2**20))
+        gpus.append(
+            Gpu(
+                index=i,
+                name=text(nv.nvmlDeviceGetName(h)),
+                uuid=text(nv.nvmlDeviceGetUUID(h)),
+                memory_total_mib=int(mem.total) // 2**20,
+                memory_used_mib=int(mem.used) // 2**20,
+                processes=tuple(procs),
+            )
+        )
+    links, source = _nvml_links(nv, handles)
+    if len(handles) > 1 and source == "none":
+        links, source = smi_links(), "nvidia-smi"
+        source = source if links else "none"
+    return GpuFacts(
+        nvml=True,
+        driver_version=driver,
+        cuda_driver_version=cuda,
+        gpus=tuple(gpus),
+        links=links,
+        topology_source=source,
+    )
+
+
+_ANCESTOR = {0: "SOC", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+
+def _nvml_links(nv, handles: list) -> tuple[tuple[GpuLink, ...], str]:
+    links = []
+    try:
+        for a in range(len(handles)):
+            for b in range(a + 1, len(handles)):
+                level = int(nv.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]))
+                nvlink = False
+                with contextlib.suppress(nv.NVMLError):
+                    status = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], nv.NVML_P2P_CAPS_INDEX_NVLINK)
+                    nvlink = status == nv.NVML_P2P_STATUS_OK
+                links.append(GpuLink(a, b, nvlink, "NV" if nvlink else _ANCESTOR.get(level, "unknown")))
+    except nv.NVMLError:
+        return (), "none"
+    return tuple(links), "nvml"
+
+
+def smi_links(run: Callable[..., str] | None = None) -> tuple[GpuLink, ...]:
+    """GPU pairs from ``nvidia-smi topo -m`` (when NVML cannot say)."""
+    if run is None:
+        import shutil
+        import subprocess
+
+        if shutil.which("nvidia-smi") is None:
+            return ()
+        try:
+            text = subprocess.run(
+                ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=5, check=False
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ()
+    else:
+        text = run()
+    return parse_topo_matrix(text)
+
+
+def parse_topo_matrix(text: str) -> tuple[GpuLink, ...]:
+    """Parse the GPU rows of ``nvidia-smi topo -m`` into one :class:`GpuLink` per pair."""
+    rows = {}
+    for line in text.splitlines():
+        cells = re.sub(r"\x1b\[[0-9;]*m", "", line).split()
+        if cells and re.fullmatch(r"GPU\d+", cells[0]):
+            rows[int(cells[0][3:])] = cells[1:]
+    links = []
+    for a, cells in sorted(rows.items()):
+        for b in range(a + 1, len(rows)):
+            path = cells[b] if b < len(cells) else "unknown"
+            links.append(GpuLink(a, b, path.startswith("NV"), path))
+    return tuple(links)
+
+
+def _process(pid: int, used_mib: int | None) -> GpuProcess:
+    name = cmdline = None
+    with contextlib.suppress(Exception):
+        import psutil
+
+        proc = psutil.Process(pid)
+        name = proc.name()
+        cmdline = " ".join(proc.cmdline())[:300]
+    return GpuProcess(pid, used_mib, name, cmdline)
