@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from isaaclab_mgpu.contract import isaaclab_version
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.launcher import isaac_preflight as preflight
-from isaaclab_mgpu.rank.patches import isaaclab as compat
 from isaaclab_mgpu.rank.worker.args import ISAAC_TRAIN_OPTIONS, option_strings, parse_args
 from isaaclab_mgpu.rank.worker.rank import RankContext
 
@@ -117,10 +117,10 @@ def test_train_argv_single_rank_puts_the_agent_on_the_rank_device_unless_given()
 
 
 def test_isaac_lab_version_range():
-    assert compat.version_supported("3.0.0") and compat.version_supported("3.0.2rc1")
-    assert not compat.version_supported("2.3.0") and not compat.version_supported("3.1.0")
+    assert isaaclab_version.version_supported("3.0.0") and isaaclab_version.version_supported("3.0.2rc1")
+    assert not isaaclab_version.version_supported("2.3.0") and not isaaclab_version.version_supported("3.1.0")
     with pytest.raises(UsageError, match=r"Isaac Lab 3\.1\.0 is not supported .* isaaclab>=3\.0,<3\.1"):
-        compat.check_version("3.1.0")
+        isaaclab_version.check_version("3.1.0")
 
 
 REGISTRY = """
@@ -140,7 +140,7 @@ def fake_isaac(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text(REGISTRY)
     dirs = {"isaaclab": tmp_path, "isaaclab_rl": tmp_path, "isaaclab_tasks": tmp_path / "isaaclab_tasks"}
     monkeypatch.setattr(preflight, "_package_dir", lambda name: dirs.get(name))
-    monkeypatch.setattr(compat, "installed_version", lambda: "3.0.0")
+    monkeypatch.setattr(isaaclab_version, "installed_version", lambda: "3.0.0")
     preflight.registry.cache_clear()
     yield
     preflight.registry.cache_clear()

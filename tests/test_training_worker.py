@@ -160,9 +160,9 @@ def test_package_import_stays_light_and_train_in_process_is_lazy():
 
 
 def test_isaaclab_task_without_isaaclab_is_a_usage_error(tmp_path, capsys):
-    from isaaclab_mgpu.rank.patches import isaaclab as compat
+    from isaaclab_mgpu.contract.isaaclab_version import installed_version
 
-    if compat.installed_version() is not None:
+    if installed_version() is not None:
         pytest.skip("Isaac Lab is installed here")
     import isaaclab_mgpu
 

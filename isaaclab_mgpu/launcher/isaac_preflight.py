@@ -5,7 +5,7 @@
 
 1. the Python running mgpu (and therefore the ranks) is at least Isaac Lab's (3.12);
 2. Isaac Lab is installed (``isaaclab``, ``isaaclab_rl``, ``isaaclab_tasks`` findable) in a
-   supported release (:func:`isaaclab_mgpu.rank.patches.isaaclab.check_version`);
+   supported release (:func:`isaaclab_mgpu.contract.isaaclab_version.check_version`);
 3. the task id is registered, else the closest registered ids are suggested;
 4. the task has an agent config for the chosen library (``<library>_cfg_entry_point``).
 
@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.rank.patches import isaaclab as compat
+from isaaclab_mgpu.contract.isaaclab_version import check_version
 
 #: Isaac Lab 3's oldest Python.
 MIN_PYTHON = (3, 12)
@@ -147,7 +147,7 @@ def check(request: IsaacRequest, *, python: tuple[int, int] | None = None) -> No
         raise UsageError(
             f"--task {request.task}: Isaac Lab is not installed ({missing[0]} missing); {INSTALL_HINT}"
         )
-    compat.check_version()
+    check_version()
     roots = tuple(str(p) for p in (_package_dir(n) for n in TASK_PACKAGES) if p is not None)
     tasks = registry(roots)
     if request.task not in tasks:

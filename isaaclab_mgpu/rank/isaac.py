@@ -6,7 +6,7 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 - the Isaac Lab training command line from :func:`train_argv` (pure): the library, task, the
   rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank
   (the launcher's ``MGPU_RUN_STAMP``), the Isaac Lab options the user gave, then the Hydra items;
-- on CPU ranks, a gloo process group joined first and the patches of :mod:`.compat`;
+- on CPU ranks, a gloo process group joined first; the patches of :mod:`.patches` on every rank;
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
   after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
   call per training iteration (where the bookkeeping and the progress heartbeat of
@@ -30,6 +30,7 @@ import numpy as np
 from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.patches import isaaclab as compat
@@ -271,7 +272,7 @@ def _newest_checkpoint(run_dir: Path) -> Path | None:
 
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     """Train one rank of an Isaac Lab task on Isaac Lab's own code path; return its exit code."""
-    compat.check_version()
+    check_version()
     check_request(args)
     import torch
 

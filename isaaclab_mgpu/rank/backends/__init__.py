@@ -2,8 +2,9 @@
 
 :func:`create` returns a :class:`~.base.Trainer` for one rank; the worker drives it. Library
 modules are imported only here, inside the function, after the worker has set Warp's flags.
-Work-arounds for library defects live in :mod:`._patches` (skrl) and :mod:`.rsl_rl` (the
-runner's multi-GPU set-up), each naming the upstream function it replaces.
+Work-arounds for library defects live in :mod:`isaaclab_mgpu.rank.patches` (a module per
+library; rsl-rl's runner override is :class:`.rsl_rl.MgpuRunner`), each naming the upstream
+function it replaces.
 """
 
 from __future__ import annotations

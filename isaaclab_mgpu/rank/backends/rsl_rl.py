@@ -2,8 +2,8 @@
 
 Upstream ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5) insists on ``cuda:{LOCAL_RANK}``
 and hard-codes ``init_process_group("nccl")`` plus ``torch.cuda.set_device``. :class:`MgpuRunner`
-overrides only that method: same fields (``gpu_world_size``, ``gpu_local_rank``,
-``gpu_global_rank``, ``is_distributed``, ``cfg["multi_gpu"]``), but the process group follows the
+overrides only that method: the same fields
+(:func:`isaaclab_mgpu.rank.patches.rsl_rl.set_rank_fields`), but the process group follows the
 rank's device (gloo on CPU, NCCL on CUDA) and the rank comes from the worker's context rather than
 a second read of the environment. Everything else (parameter broadcast, bucketed gradient
 all-reduce, KL all-reduce) is rsl-rl's own and backend-neutral.
@@ -34,6 +34,7 @@ from tensordict import TensorDict
 
 from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum
+from isaaclab_mgpu.rank.patches.rsl_rl import set_rank_fields
 from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext, init_torch_group
 
@@ -85,19 +86,6 @@ class TaskVecEnv(VecEnv):
             dones,
             {"time_outs": info["time_outs"], "log": {}},
         )
-
-
-def set_rank_fields(runner: OnPolicyRunner, world_size: int, rank: int, local_rank: int) -> None:
-    """Upstream ``_configure_multi_gpu``'s rank fields and ``cfg["multi_gpu"]``, without its NCCL set-up."""
-    runner.gpu_world_size = world_size
-    runner.is_distributed = world_size > 1
-    runner.gpu_local_rank = local_rank if runner.is_distributed else 0
-    runner.gpu_global_rank = rank if runner.is_distributed else 0
-    runner.cfg["multi_gpu"] = (
-        {"global_rank": runner.gpu_global_rank, "local_rank": runner.gpu_local_rank, "world_size": world_size}
-        if runner.is_distributed
-        else None
-    )
 
 
 class MgpuRunner(OnPolicyRunner):

@@ -3,7 +3,8 @@
 Importing skrl initialises JAX's multi-process runtime from ``JAX_COORDINATOR_ADDR``/``_PORT``,
 ``JAX_RANK``, ``JAX_WORLD_SIZE`` and ``JAX_LOCAL_RANK`` (our jaxrun sets them); on CPU, JAX runs its
 cross-process collectives over gloo. Three skrl defects are worked around in
-:mod:`._patches` (import-time set-up, the missing ``multihost_utils`` import, per-call ``pmap``).
+:mod:`isaaclab_mgpu.rank.patches.skrl` (import-time set-up, the missing ``multihost_utils``
+import, per-call ``pmap``).
 
 The embedded tasks run in torch on the same device; observations and actions cross between torch
 and JAX through NumPy on CPU and DLPack on CUDA. The agent is driven step by step like

@@ -1,4 +1,4 @@
-"""Narrow work-arounds for skrl 2.1 on distributed CPU (and GPU) ranks; every one names its upstream.
+"""Patches of skrl 2.1, for mgpu's worker and Isaac Lab's skrl training; every one names its upstream.
 
 1. ``skrl/__init__.py`` (``_Config.PyTorch.__init__``) calls ``torch.distributed.init_process_group
    ("nccl")`` and ``torch.cuda.set_device`` at *import* time whenever ``WORLD_SIZE > 1``, so a CPU
@@ -16,6 +16,14 @@
    by a version using one module-level pmap; the PPO module gets a ``jax`` proxy whose ``pmap``
    memoises by the lambda's code object (the lambdas there close over nothing, so equal code
    means an equal function).
+4. ``Agent.init`` resolves ``experiment.write_interval: auto`` to ``int(timesteps / 100)``, which
+   is 0 for runs under 100 timesteps and silently turns TensorBoard off; for such runs "auto"
+   becomes 1 (every timestep) (:func:`short_run_logging`, Isaac Lab runs on every device).
+
+**Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
+its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
+of the agent's "Total reward (mean)" statistics since the last update, kept from
+``write_tracking_data``, which clears them); ``run`` ends training.
 
 Benchmark switch: with ``MGPU_SKRL_JAX_STOCK_PMAP=1`` in a rank's environment, fix 3 is left out
 and skrl's per-call ``pmap`` runs as shipped, so ``benchmarks/training.py`` can measure what the
@@ -32,6 +40,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from isaaclab_mgpu.contract import env
+from isaaclab_mgpu.rank.patches.base import Observer
 
 
 @contextlib.contextmanager
@@ -147,3 +156,65 @@ class _CachedPmapJax:
         if key not in self._cache:
             self._cache[key] = self._jax.pmap(fun, **kwargs)
         return self._cache[key]
+
+
+def import_for_isaaclab(framework: str, *, cpu: bool, distributed: bool) -> None:
+    """Import skrl before Isaac Lab's skrl training does, with fix 1 where this rank needs it."""
+    # CPU ranks, and for JAX the torch-style WORLD_SIZE mgpu's JAX launcher sets hidden from skrl's
+    # torch side. GPU torch ranks import skrl as Isaac Lab does: skrl creates the NCCL group.
+    jax = framework == "jax"
+    if jax:
+        jax_distributed = int(os.environ.get("JAX_WORLD_SIZE", "1")) > 1
+        import_skrl(torch_distributed=False, jax_distributed=jax_distributed, cpu=cpu)
+        patch_skrl_jax()
+    elif cpu:
+        import_skrl(torch_distributed=distributed, jax_distributed=False, cpu=cpu)
+
+
+def _agent_modules(agent: Any) -> list[Any]:
+    models = getattr(agent, "models", {}) or {}
+    return [models[k] for k in sorted(models) if models[k] is not None]
+
+
+def short_run_logging(cfg: dict) -> None:
+    """Fix 4: ``write_interval: auto`` means every timestep for runs under 100 timesteps."""
+    # skrl Agent.init resolves write_interval "auto" to int(timesteps / 100): 0 below 100 timesteps,
+    # which turns its TensorBoard writer off entirely.
+    experiment = cfg["agent"].setdefault("experiment", {})
+    timesteps = int(cfg.get("trainer", {}).get("timesteps", 0))
+    if experiment.get("write_interval", "auto") == "auto" and 0 < timesteps < 100:
+        experiment["write_interval"] = 1
+
+
+def observe(runner: Any, cfg: dict, observer: Observer) -> None:
+    """Report the runner's first checksum, iterations and end of ``run`` to ``observer``."""
+    agent = runner.agent
+    rollouts = int(cfg["agent"]["rollouts"])
+    env = runner.trainer.env
+    steps = int(env.num_envs) * rollouts
+    observer.synced(_agent_modules(agent))  # skrl's agent broadcast rank 0's parameters when built
+    update, run, write = agent.update, runner.run, agent.write_tracking_data
+    means: list[float] = []
+
+    def wrote(*args: Any, **kwargs: Any) -> Any:
+        # skrl Agent.write_tracking_data clears the episode statistics it writes: keep their means.
+        means.extend(float(v) for v in agent.tracking_data.get("Reward / Total reward (mean)", ()))
+        return write(*args, **kwargs)
+
+    def updated(*args: Any, **kwargs: Any) -> Any:
+        # skrl Agent.update runs once per rollout (one iteration) on every rank.
+        result = update(*args, **kwargs)
+        pending = means + [float(v) for v in agent.tracking_data.get("Reward / Total reward (mean)", ())]
+        means.clear()
+        observer.iteration(steps, sum(pending) / len(pending) if pending else None)
+        return result
+
+    def ran(*args: Any, **kwargs: Any) -> Any:
+        # skrl Runner.run; Isaac Lab writes the final checkpoint and destroys the group after it.
+        result = run(*args, **kwargs)
+        observer.finished()
+        return result
+
+    agent.write_tracking_data = wrote
+    agent.update = updated
+    runner.run = ran

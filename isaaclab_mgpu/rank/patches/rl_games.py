@@ -1,0 +1,130 @@
+"""Patches of rl-games (``rl_games.common.a2c_common``), applied around Isaac Lab's rl-games training.
+
+**CPU ranks (gloo).** ``A2CBase.__init__`` calls ``init_process_group("nccl")`` and stores
+``cuda:LOCAL_RANK`` as its device, and ``train`` calls ``torch.cuda.set_device``: on CPU ranks
+that module sees a ``torch.distributed`` whose ``init_process_group`` uses the worker's group and
+a ``torch`` whose ``cuda.set_device`` does nothing, and the agent config keeps its CPU device; the
+rest of the multi-GPU set-up (ranks, rank-0-only writer, statistics and learning-rate schedule,
+gradient all-reduce) is rl-games' own. (A task with a central value network would need
+``central_value.py`` treated alike; the cartpole tasks have none.)
+
+**Observation (every device).** ``train_epoch`` of the continuous and discrete bases ends an
+iteration (mean of ``game_rewards``) and takes the first checksum on its first call, after
+``train`` broadcast rank 0's parameters; their ``train`` methods end training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from isaaclab_mgpu.rank.patches.base import Observer, replaced
+
+
+class _CpuTorch:
+    """``torch`` as rl_games.common.a2c_common sees it on CPU ranks: ``cuda.set_device`` does nothing."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self.cuda = _CpuCuda(torch.cuda)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._torch, name)
+
+
+class _CpuCuda:
+    def __init__(self, cuda: Any) -> None:
+        self._cuda = cuda
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cuda, name)
+
+    def set_device(self, device: Any) -> None:
+        # A2CBase.train / train_epoch pin cuda:LOCAL_RANK; a CPU rank has no CUDA device (CPU ranks).
+        return None
+
+
+class _KeepCpuDevice(dict):
+    """rl-games' agent config on a CPU rank: ``A2CBase.__init__`` cannot switch it to CUDA (CPU ranks)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "device" and str(value).startswith("cuda"):
+            return
+        super().__setitem__(key, value)
+
+
+class _JoinedGroup:
+    """``torch.distributed`` as rl_games.common.a2c_common sees it on CPU ranks (CPU ranks)."""
+
+    def __init__(self, dist: Any) -> None:
+        self._dist = dist
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dist, name)
+
+    def init_process_group(self, *args: Any, **kwargs: Any) -> None:
+        # A2CBase.__init__ calls init_process_group("nccl"); the worker's gloo group already exists.
+        if not self._dist.is_initialized():
+            raise RuntimeError("mgpu's CPU rank has no gloo process group before rl-games starts")
+
+
+@contextlib.contextmanager
+def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
+    from rl_games.common import a2c_common
+
+    base = a2c_common.A2CBase
+    original_init = base.__init__
+
+    def init_on_cpu(self: Any, base_name: str, params: dict) -> None:
+        # A2CBase.__init__ with multi_gpu stores cuda:LOCAL_RANK as the device (CPU ranks); everything
+        # else it does per rank (rank-0-only writer and stats, lr schedule) stays upstream's.
+        if params["config"].get("multi_gpu", False):
+            params["config"] = _KeepCpuDevice(params["config"])
+        original_init(self, base_name, params)
+
+    state = {"synced": False}
+
+    def wrap_epoch(original: Callable[..., Any]) -> Callable[..., Any]:
+        def train_epoch(self: Any) -> Any:
+            # {Continuous,Discrete}A2CBase.train_epoch is one iteration; its first call comes after
+            # train() broadcast rank 0's parameters.
+            if not state["synced"]:
+                state["synced"] = True
+                observer.synced(_rl_games_modules(self))
+            result = original(self)
+            mean = self.game_rewards.get_mean() if self.game_rewards.current_size > 0 else None
+            reward = float(mean.reshape(-1)[0]) if mean is not None else None
+            observer.iteration(int(self.batch_size_envs), reward)
+            return result
+
+        return train_epoch
+
+    def wrap_train(original: Callable[..., Any]) -> Callable[..., Any]:
+        def train(self: Any) -> Any:
+            # {Continuous,Discrete}A2CBase.train return after max_epochs; Isaac Lab then destroys the
+            # process group.
+            result = original(self)
+            observer.finished()
+            return result
+
+        return train
+
+    with contextlib.ExitStack() as stack:
+        for cls in (a2c_common.ContinuousA2CBase, a2c_common.DiscreteA2CBase):
+            stack.enter_context(replaced(cls, "train_epoch", wrap_epoch(cls.train_epoch)))
+            stack.enter_context(replaced(cls, "train", wrap_train(cls.train)))
+        if cpu:
+            stack.enter_context(replaced(base, "__init__", init_on_cpu))
+            stack.enter_context(replaced(a2c_common, "torch", _CpuTorch(sys.modules["torch"])))
+            stack.enter_context(replaced(a2c_common, "dist", _JoinedGroup(a2c_common.dist)))
+        yield
+
+
+def _rl_games_modules(agent: Any) -> list[Any]:
+    modules = [agent.model]
+    central = getattr(agent, "central_value_net", None)
+    if getattr(agent, "has_central_value", False) and central is not None:
+        modules.append(central)
+    return modules

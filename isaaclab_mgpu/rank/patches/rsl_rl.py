@@ -1,0 +1,106 @@
+"""Patches of rsl-rl (``rsl_rl.runners.OnPolicyRunner``), for mgpu's worker and Isaac Lab's training.
+
+**CPU ranks (gloo).** Upstream ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5) insists on
+``cuda:LOCAL_RANK`` and calls ``init_process_group("nccl")`` and ``torch.cuda.set_device``.
+:func:`set_rank_fields` sets the fields it sets (``gpu_world_size``, ``gpu_local_rank``,
+``gpu_global_rank``, ``is_distributed``, ``cfg["multi_gpu"]``) without that set-up: mgpu's own runner
+(:class:`isaaclab_mgpu.rank.backends.rsl_rl.MgpuRunner`) overrides the method with it, and around
+Isaac Lab's training :func:`gloo_ranks` replaces the method so that it uses the group the worker
+already joined.
+
+**Observation (every device).** :func:`observe` wraps, on the runner Isaac Lab built,
+``alg.broadcast_parameters`` (first checksum), ``logger.log`` (end of an iteration; mean reward
+from the logger's own ``rewbuffer``) and ``learn`` (last checksum, before Isaac Lab destroys the
+process group).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from isaaclab_mgpu.rank.patches.base import Observer, replaced
+
+
+def set_rank_fields(runner: Any, world_size: int, rank: int, local_rank: int) -> None:
+    """Upstream ``_configure_multi_gpu``'s rank fields and ``cfg["multi_gpu"]``, without its NCCL set-up."""
+    runner.gpu_world_size = world_size
+    runner.is_distributed = world_size > 1
+    runner.gpu_local_rank = local_rank if runner.is_distributed else 0
+    runner.gpu_global_rank = rank if runner.is_distributed else 0
+    runner.cfg["multi_gpu"] = (
+        {"global_rank": runner.gpu_global_rank, "local_rank": runner.gpu_local_rank, "world_size": world_size}
+        if runner.is_distributed
+        else None
+    )
+
+
+@contextlib.contextmanager
+def gloo_ranks() -> Iterator[None]:
+    """``OnPolicyRunner._configure_multi_gpu`` for CPU ranks whose gloo group already exists."""
+    from rsl_rl.runners import OnPolicyRunner
+
+    with replaced(OnPolicyRunner, "_configure_multi_gpu", _configure_multi_gpu_gloo):
+        yield
+
+
+def _configure_multi_gpu_gloo(self: Any) -> None:
+    # rsl_rl OnPolicyRunner._configure_multi_gpu requires cuda:LOCAL_RANK and creates an NCCL group;
+    # same fields, the worker's gloo group.
+    import torch.distributed as dist
+
+    world = int(os.getenv("WORLD_SIZE", "1"))
+    set_rank_fields(self, world, int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0")))
+    if self.is_distributed and not dist.is_initialized():
+        raise RuntimeError("mgpu's CPU rank has no gloo process group before rsl-rl starts")
+
+
+def _torch_modules(obj: Any) -> list[Any]:
+    import torch
+
+    found = [v for _, v in sorted(vars(obj).items()) if isinstance(v, torch.nn.Module)]
+    return found
+
+
+def observe(runner: Any, observer: Observer) -> None:
+    """Report the runner's broadcast, iterations and end of ``learn`` to ``observer``."""
+    alg, logger = runner.alg, runner.logger
+    steps = int(runner.env.num_envs) * int(runner.cfg["num_steps_per_env"])
+    learn, log = runner.learn, logger.log
+    broadcast = getattr(alg, "broadcast_parameters", None)
+    state = {"synced": False}
+
+    def sync() -> None:
+        if not state["synced"]:
+            state["synced"] = True
+            observer.synced(_torch_modules(alg))
+
+    if broadcast is not None:
+
+        def broadcast_parameters(*args: Any, **kwargs: Any) -> Any:
+            # rsl_rl PPO.broadcast_parameters: rank 0's parameters now on every rank.
+            result = broadcast(*args, **kwargs)
+            sync()
+            return result
+
+        alg.broadcast_parameters = broadcast_parameters
+
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        # rsl_rl Logger.log runs once per iteration on every rank.
+        sync()  # single rank: nothing was broadcast
+        result = log(*args, **kwargs)
+        buffer = getattr(logger, "rewbuffer", None)
+        observer.iteration(steps, sum(buffer) / len(buffer) if buffer else None)
+        return result
+
+    def learned(*args: Any, **kwargs: Any) -> Any:
+        # rsl_rl OnPolicyRunner.learn; Isaac Lab destroys the process group right after it returns.
+        result = learn(*args, **kwargs)
+        sync()
+        observer.finished()
+        return result
+
+    logger.log = logged
+    runner.learn = learned
