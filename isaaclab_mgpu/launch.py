@@ -106,7 +106,7 @@ def train(
     view = None
     if options.console and options.on_stdout is None and sys.stdout.isatty():
         # Only the launcher knows its stdout is a terminal; the ranks always print plain lines.
-        from isaaclab_mgpu.report.progress import LiveProgress
+        from isaaclab_mgpu.report.bar import LiveProgress
 
         view = LiveProgress()
         options = dataclasses.replace(options, on_stdout=view.feed)

@@ -1,4 +1,13 @@
-"""The import graph of isaaclab_mgpu: no circle, and domain modules never import the printing layer.
+"""The import graph of isaaclab_mgpu: no circle, and the package's two sides kept apart.
+
+The rules (``docs/architecture.md``):
+
+1. the rank side (``rank/`` and the public names that run in a rank, ``isaaclab_mgpu.worker`` and
+   ``isaaclab_mgpu.progress``) and the contract never import the launcher side, the command layer,
+   ``cli/`` or ``report/``;
+2. ``contract/`` imports nothing of the package outside itself, and only the standard library;
+3. only the command layer (``launch.py``) and ``cli/`` import ``report/``: the rank side prints
+   through ``rank/console.py``, the launcher side returns data.
 
 The graph is read from the source with :mod:`ast`, so it sees every import statement: module
 level, inside functions (the lazy imports that keep torch off ``mgpu --help``'s path) and under
@@ -15,6 +24,7 @@ import runs them, so counting them would only restate the package tree.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import isaaclab_mgpu
@@ -23,9 +33,28 @@ ROOT = Path(isaaclab_mgpu.__file__).parent
 PKG = "isaaclab_mgpu"
 
 #: The command layer: the only modules besides report itself that may import report.
-#: ``worker.main`` is the per-rank process's entry point, its own command layer.
-COMMAND_LAYER = ("isaaclab_mgpu.cli", "isaaclab_mgpu.launch", "isaaclab_mgpu.rank.worker.main")
+COMMAND_LAYER = ("isaaclab_mgpu.cli", "isaaclab_mgpu.launch")
 REPORT = "isaaclab_mgpu.report"
+CONTRACT = "isaaclab_mgpu.contract"
+#: Code that runs in a rank: the rank package and the public names that run there.
+RANK_SIDE = ("isaaclab_mgpu.rank", "isaaclab_mgpu.worker", "isaaclab_mgpu.progress")
+#: What the rank side and the contract must never import.
+LAUNCHER_SIDE = (
+    "isaaclab_mgpu.launcher",
+    "isaaclab_mgpu.jaxrun",
+    "isaaclab_mgpu.__main__",
+    *COMMAND_LAYER,
+    REPORT,
+)
+#: Rank-side imports of the run-folder layout, which still lives in launcher/runs.py; each goes
+#: when that layout moves into contract/ (then LOGGERS can move beside the worker's options).
+#: An entry that no longer exists fails the test, so the list only shrinks.
+PENDING = {
+    ("isaaclab_mgpu.rank.worker.args", "isaaclab_mgpu.launcher.runs"),
+    ("isaaclab_mgpu.rank.worker.args", "isaaclab_mgpu.launcher.spec"),
+    ("isaaclab_mgpu.rank.worker.rank", "isaaclab_mgpu.launcher.runs"),
+    ("isaaclab_mgpu.rank.worker.train", "isaaclab_mgpu.launcher.runs"),
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -60,6 +89,20 @@ def _targets(module: str, path: Path, node: ast.Import | ast.ImportFrom, mods: d
         names = submodules + ([source] if plain else [])
     found = {_owner(n, mods) for n in names if n == PKG or n.startswith(PKG + ".")}
     return {t for t in found if t is not None and t != module}
+
+
+def third_party(path: Path) -> set[str]:
+    """Top-level names of the modules ``path`` imports that are neither ours nor the standard library."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found |= {n.split(".")[0] for n in names}
+    return {n for n in found if n != PKG and n not in sys.stdlib_module_names}
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -119,7 +162,39 @@ def test_no_import_circle():
     assert circles(import_graph()) == []
 
 
-def test_domain_modules_do_not_import_report():
+def _edges(
+    graph: dict[str, set[str]], sources: tuple[str, ...], targets: tuple[str, ...]
+) -> set[tuple[str, str]]:
+    return {
+        (module, t)
+        for module, imported in graph.items()
+        if _within(module, sources)
+        for t in imported
+        if _within(t, targets)
+    }
+
+
+def test_the_rank_side_and_the_contract_never_import_the_launcher_side():
+    found = _edges(import_graph(), (*RANK_SIDE, CONTRACT), LAUNCHER_SIDE)
+    assert found - PENDING == set()
+    assert PENDING - found == set(), "these edges are gone: take them off PENDING"
+
+
+def test_the_contract_imports_only_itself_and_the_standard_library():
+    graph = import_graph()
+    assert {
+        (m, t)
+        for m, ts in graph.items()
+        if _within(m, (CONTRACT,))
+        for t in ts
+        if not _within(t, (CONTRACT,))
+    } == set()
+    mods = _modules()
+    outside = {m: third_party(p) for m, p in mods.items() if _within(m, (CONTRACT,))}
+    assert {m: names for m, names in outside.items() if names} == {}
+
+
+def test_only_the_command_layer_imports_report():
     graph = import_graph()
     offenders = {
         module: sorted(t for t in targets if _within(t, (REPORT,)))
@@ -141,6 +216,12 @@ def test_the_graph_sees_what_the_checks_need():
     assert PKG not in graph["isaaclab_mgpu.rank.worker.train"]
     # the printing layer is reached by the command layer
     assert "isaaclab_mgpu.report.checkenv" in graph["isaaclab_mgpu.launch"]
+    # the rank side reaches the contract, and the launcher side the rank's stdlib-only modules
+    assert "isaaclab_mgpu.contract.progress" in graph["isaaclab_mgpu.rank.worker.main"]
+    assert "isaaclab_mgpu.rank.worker.args" in graph["isaaclab_mgpu.launcher.forwarded"]
+    # a lazy third-party import is seen, the standard library and our own package are not
+    assert third_party(ROOT / "launcher" / "nvml.py") == {"psutil", "pynvml"}
+    assert third_party(ROOT / "contract" / "errors.py") == set()
 
 
 def test_circles_finds_a_circle():

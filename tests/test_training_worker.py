@@ -172,7 +172,7 @@ def test_isaaclab_task_without_isaaclab_is_a_usage_error(tmp_path, capsys):
 
 
 def test_console_plain_lines_off_a_terminal_and_rich_progress_on_one(capsys):
-    from isaaclab_mgpu.report.training import TrainingConsole
+    from isaaclab_mgpu.rank.console import TrainingConsole
 
     plain = TrainingConsole(0, tty=False)
     plain.start("rsl_rl/torch on cartpole", 0, 2)

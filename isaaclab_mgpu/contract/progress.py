@@ -43,6 +43,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -203,9 +204,10 @@ def after_startup(environ: Any = None) -> None:
     timeout = process_group_timeout(environ=environ)
     if timeout is None:
         return
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
+    # Not imported here (this package is standard library only): without torch.distributed loaded
+    # no process group can exist.
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
         # torch 2.x: _set_pg_timeout is the one call that changes a live group's timeout
         # (gloo and NCCL back-ends alike); init_process_group only sets it once.
         setter = getattr(dist.distributed_c10d, "_set_pg_timeout", None)

@@ -33,6 +33,7 @@ from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank.backends.base import checksum
+from isaaclab_mgpu.rank.console import isaac_summary
 from isaaclab_mgpu.rank.patches import isaaclab as compat
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.rank import (
@@ -308,8 +309,5 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         summary = book.summary(args, code)
         path = summaries.write(book.run_dir, summary)
         rate = summary.env_steps_per_s.total if summary.env_steps_per_s else 0.0
-        print(
-            f"[mgpu] summary: {path} (checksums_equal={summary.checksums_equal}, {rate:.0f} env-steps/s)",
-            flush=True,
-        )
+        isaac_summary(str(path), summary.checksums_equal, rate)
     return code

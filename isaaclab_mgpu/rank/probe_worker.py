@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from isaaclab_mgpu.contract.probe_channel import (
+    ELEMENT_BYTES,
     Heartbeat,
+    element_count,
     result_path,
     stack_path,
     write_heartbeat,
     write_json,
 )
-from isaaclab_mgpu.launcher.probe.config import ELEMENT_BYTES, element_count
 
 #: Values repeat with this period along a buffer (see the module docstring).
 PATTERN_PERIOD = 13

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import sys
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
+from isaaclab_mgpu.rank.console import worker_error
 
 LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 #: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
@@ -327,6 +327,5 @@ def parse_args(argv: list[str]) -> WorkerArgs:
     try:
         return parse(argv)
     except WorkerArgsError as exc:
-        hint = "options: python -m isaaclab_mgpu.worker --help"
-        sys.stderr.write(f"isaaclab_mgpu.worker: error: {exc} ({hint})\n")
+        worker_error(f"{exc} (options: python -m isaaclab_mgpu.worker --help)")
         raise SystemExit(2) from None

@@ -7,8 +7,8 @@ torch flags the rsl-rl path sets (``torch.backends.cuda.matmul.allow_tf32``,
 (set the way Isaac Lab's ``train.py`` does; deleted again when it did not exist) and the SIGINT /
 SIGTERM handlers. All are restored on success, on an exception and on ``SystemExit``.
 
-This module is the worker process's command layer: it hands :mod:`.train` (which returns data and
-never imports the printing layer) the console of :mod:`isaaclab_mgpu.report.training`.
+This module is the worker process's command layer: it hands :mod:`.train` the rank's console,
+:class:`isaaclab_mgpu.rank.console.TrainingConsole`.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def run_argv(argv: list[str]) -> int:
 
 
 def _run(args: WorkerArgs) -> int:
+    from isaaclab_mgpu.rank.console import TrainingConsole, worker_error
     from isaaclab_mgpu.rank.worker.train import run
-    from isaaclab_mgpu.report.training import TrainingConsole
 
     try:
         return run(args, TrainingConsole)
     except MgpuError as exc:
-        sys.stderr.write(f"isaaclab_mgpu.worker: error: {exc}\n")
+        worker_error(str(exc))
         return exc.exit_code
 
 

@@ -1,10 +1,13 @@
-"""Console output of a training rank: sync lines from every rank, progress and summary from rank 0.
+"""Everything a rank prints: the rank side's one console module (it never imports ``report``).
 
 Rank 0 prints one plain line per iteration (iteration, mean episode reward, steps/s, s/it) when its
 stdout is not a terminal, which is always the case under ``mgpu train`` (torchrun's ``--tee`` and
 jaxrun pipe it), so logs stay greppable; ``mgpu train`` turns those lines into its own progress bar
-on a terminal (:mod:`.progress`). A worker run by hand on a terminal draws the same bar itself.
-Every rank prints exactly one line per parameter synchronisation check.
+on a terminal (:mod:`isaaclab_mgpu.report.bar`; the line format is
+:mod:`isaaclab_mgpu.contract.lines`). A worker run by hand on a terminal draws the same bar itself,
+:func:`iteration_bar`, which the launcher's bar shares. Every rank prints exactly one line per
+parameter synchronisation check; a worker's refusal is one ``isaaclab_mgpu.worker: error:`` line
+on stderr (:func:`worker_error`). Rich is imported only when a bar is drawn.
 """
 
 from __future__ import annotations
@@ -12,14 +15,58 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from isaaclab_mgpu.contract.lines import (
+    FINISHED,
+    INTERRUPTED,
+    PREFIX,
+    final_line,
+    iteration_info,
+    iteration_line,
+    reward_text,
+)
+
+#: How the worker names itself in its error lines.
+WORKER = "isaaclab_mgpu.worker"
+
 
 def _line(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
-def _reward(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
+def worker_error(message: str) -> None:
+    """One ``isaaclab_mgpu.worker: error:`` line on stderr."""
+    sys.stderr.write(f"{WORKER}: error: {message}\n")
+
+
+def iteration_bar(console: Any = None, *, redirect: bool = True) -> Any:
+    """A Rich progress bar for training iterations: count, bar, an info field, elapsed and ETA."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]iteration"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        redirect_stdout=redirect,
+        redirect_stderr=redirect,
+    )
+
+
+def isaac_summary(path: str, checksums_equal: bool | None, env_steps_per_s: float) -> None:
+    """Rank 0 of an Isaac Lab task wrote its ``summary.json``."""
+    _line(f"{PREFIX} summary: {path} (checksums_equal={checksums_equal}, {env_steps_per_s:.0f} env-steps/s)")
 
 
 class TrainingConsole:
@@ -45,8 +92,6 @@ class TrainingConsole:
             return
         self.note(f"training {description}: iterations {first + 1}..{total}")
         if self.tty:
-            from isaaclab_mgpu.report.progress import iteration_bar
-
             self._progress = iteration_bar()
             self._task = self._progress.add_task("train", total=total, completed=first, info="")
             self._progress.start()
@@ -57,11 +102,11 @@ class TrainingConsole:
         """Show iteration ``it`` (1-based) of ``total``."""
         if self.rank != 0:
             return
-        info = f"reward {_reward(reward)} | {steps_per_s:,.0f} steps/s | {seconds:.2f} s/it"
+        info = iteration_info(reward, steps_per_s, seconds)
         if self._progress is not None:
             self._progress.update(self._task, completed=it, info=info)
         else:
-            _line(f"[mgpu] iteration {it}/{total} | {info}")
+            _line(iteration_line(it, total, info))
 
     def stop(self) -> None:
         """End the progress display."""
@@ -81,15 +126,18 @@ class TrainingConsole:
         self.stop()
         rate = s["env_steps_per_s"]
         per_rank = ", ".join(f"{v:,.0f}" for v in rate["per_rank"])
-        status = "interrupted" if s["interrupted"] else "finished"
+        status = INTERRUPTED if s["interrupted"] else FINISHED
         _line(
-            f"[mgpu] {status}: {s['iterations']} iterations (to {s['end_iteration']}) in "
-            f"{s['train_time_s']:.1f} s ({s['s_per_iteration']:.3f} s/it) on {s['world_size']} rank(s)"
+            final_line(
+                status,
+                f"{s['iterations']} iterations (to {s['end_iteration']}) in {s['train_time_s']:.1f} s "
+                f"({s['s_per_iteration']:.3f} s/it) on {s['world_size']} rank(s)",
+            )
         )
-        _line(f"[mgpu] env-steps/s: total {rate['total']:,.0f}; per rank {per_rank}")
+        _line(f"{PREFIX} env-steps/s: total {rate['total']:,.0f}; per rank {per_rank}")
         _line(
-            f"[mgpu] mean episode reward: first {_reward(s['first_mean_reward'])}, "
-            f"last {_reward(s['last_mean_reward'])}"
+            f"{PREFIX} mean episode reward: first {reward_text(s['first_mean_reward'])}, "
+            f"last {reward_text(s['last_mean_reward'])}"
         )
         equal = "equal" if s["checksums_equal"] else "DIFFERENT"
-        _line(f"[mgpu] parameter checksums across ranks: {equal}; summary {path}")
+        _line(f"{PREFIX} parameter checksums across ranks: {equal}; summary {path}")

@@ -8,6 +8,9 @@ launcher prints to :class:`LiveProgress`: iteration lines of the shown rank beco
 bar (iteration, mean reward, env-steps/s, s/it, elapsed and ETA) and every other line is printed
 above it. When stdout is not a terminal (SLURM, CI, ``| tee``, a file), nothing here runs and the
 plain lines pass through untouched, so no control character reaches a log.
+
+The lines are read with :mod:`isaaclab_mgpu.contract.lines`, the module that also writes them,
+and the bar is the one a rank draws on a terminal (:func:`isaaclab_mgpu.rank.console.iteration_bar`).
 """
 
 from __future__ import annotations
@@ -16,38 +19,8 @@ import re
 import sys
 from typing import Any
 
-#: The worker's per-iteration line (see report/training.py), after an optional launcher prefix.
-ITERATION = re.compile(
-    r"^(?:\[[^\]]*\]:)?\[mgpu\] iteration (?P<it>\d+)/(?P<total>\d+) \| reward (?P<reward>\S+) \| "
-    r"(?P<rate>[\d,.]+) steps/s \| (?P<spi>[\d.]+) s/it"
-)
-#: The worker's end-of-run line: the bar is complete, what follows is the summary.
-_FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted):")
-
-
-def iteration_bar(console: Any = None, *, redirect: bool = True) -> Any:
-    """A Rich progress bar for training iterations: count, bar, an info field, elapsed and ETA."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("[bold]iteration"),
-        MofNCompleteColumn(),
-        BarColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        redirect_stdout=redirect,
-        redirect_stderr=redirect,
-    )
+from isaaclab_mgpu.contract.lines import FINAL, ITERATION
+from isaaclab_mgpu.rank.console import iteration_bar
 
 
 class LiveProgress:
@@ -68,7 +41,7 @@ class LiveProgress:
         if m is not None and not self._closed:
             self._update(m)
             return
-        if _FINAL.match(line):
+        if FINAL.match(line):
             self._stop()
         if self._progress is not None:
             self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)

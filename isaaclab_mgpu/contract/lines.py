@@ -1,0 +1,46 @@
+"""The console lines a training rank prints that the launcher reads back: written and read here.
+
+Rank 0 of the built-in worker prints one plain line per iteration and one when training ends
+(:mod:`isaaclab_mgpu.rank.console`). On a terminal ``mgpu train`` turns them into its live bar
+(:mod:`isaaclab_mgpu.report.bar`); the benchmarks read the same lines from a pipe. The writers
+(:func:`iteration_line`, :func:`final_line`) and the readers (:data:`ITERATION`, :data:`FINAL`)
+sit side by side, so the two sides cannot drift apart. A line may reach the launcher behind
+torchrun's ``[rank]:`` prefix; the readers allow it.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: How every line of the built-in worker's rank 0 starts.
+PREFIX = "[mgpu]"
+#: The ways a training run ends, as :func:`final_line` spells them.
+FINISHED, INTERRUPTED = "finished", "interrupted"
+
+#: An iteration line (:func:`iteration_line`), after an optional launcher prefix.
+ITERATION = re.compile(
+    r"^(?:\[[^\]]*\]:)?\[mgpu\] iteration (?P<it>\d+)/(?P<total>\d+) \| reward (?P<reward>\S+) \| "
+    r"(?P<rate>[\d,.]+) steps/s \| (?P<spi>[\d.]+) s/it"
+)
+#: The end-of-run line (:func:`final_line`): what follows is the summary.
+FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted):")
+
+
+def reward_text(value: float | None) -> str:
+    """A mean episode reward as the lines show it (``n/a`` before the first episode ends)."""
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def iteration_info(reward: float | None, steps_per_s: float, seconds: float) -> str:
+    """What an iteration line says after its count: reward, env-steps/s, seconds per iteration."""
+    return f"reward {reward_text(reward)} | {steps_per_s:,.0f} steps/s | {seconds:.2f} s/it"
+
+
+def iteration_line(it: int, total: int, info: str) -> str:
+    """Rank 0's line for iteration ``it`` (1-based) of ``total``, ``info`` from :func:`iteration_info`."""
+    return f"{PREFIX} iteration {it}/{total} | {info}"
+
+
+def final_line(status: str, text: str) -> str:
+    """Rank 0's end-of-run line: :data:`FINISHED` or :data:`INTERRUPTED`, then ``text``."""
+    return f"{PREFIX} {status}: {text}"
