@@ -3,7 +3,8 @@
 ``dry-run`` → :func:`plan`, ``train`` → :func:`train`, ``check-env`` → :func:`check_env`,
 ``probe-nccl`` → :func:`probe_nccl`. Each runs the shared core (:func:`~.pipeline.prepare`:
 spec → resolve → build) and the domain packages (``diagnostics``, ``supervise``, ``probe``), which
-return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`.
+return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`. It runs in
+the ``mgpu`` process (see ``docs/architecture.md`` for the sides).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The ``mgpu`` command line: thin Typer commands over one launch core.
 
+Launcher side, command layer: runs in the ``mgpu`` process; with :mod:`isaaclab_mgpu.launch` the
+only code that imports :mod:`isaaclab_mgpu.report`.
+
 Each command turns its options into a :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` (shared options
 live in :mod:`.options`), then calls the core: resolve → build → print or supervise. No logic
 lives here; :func:`main` is the one place where errors become a stderr line and an exit code.

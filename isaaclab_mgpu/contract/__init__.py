@@ -7,7 +7,10 @@ in a run: the launcher (``mgpu``, :mod:`isaaclab_mgpu.launcher`), the ranks
 - :mod:`.errors` — the error hierarchy and the exit codes it maps to;
 - :mod:`.progress` — the progress report a rank writes and its supervisor reads, and the ranks'
   reporting API (public as :mod:`isaaclab_mgpu.progress`);
-- :mod:`.probe_channel` — the probe ranks' heartbeat, result and stack files.
+- :mod:`.probe_channel` — the probe ranks' heartbeat, result and stack files;
+- :mod:`.devices` — the device-list reader (``CUDA_VISIBLE_DEVICES``, ``--gpu_ids``), CUDA's rules;
+- :mod:`.lines` — the console lines rank 0 prints and the launcher's bar reads;
+- :mod:`.isaaclab_version` — the Isaac Lab releases mgpu drives, checked on both sides.
 
 Importing any of it is cheap in any process: no torch, no Rich, no third-party package.
 """

@@ -1,7 +1,8 @@
 """The launcher side: code that runs in the ``mgpu`` process (and in mgpu's JAX launcher).
 
 A launch flows spec → resolve → build → supervise: :mod:`.spec` (the frozen, validated request),
-:mod:`.resolve` (the one place that probes this machine), :mod:`.build` (pure: argv and
+:mod:`.resolve` (the one place that probes this machine; NVML through :mod:`.nvml`, which
+``check-env`` shares), :mod:`.build` (pure: argv and
 environment), :mod:`.forwarded` (the worker's own parser run before spawning), :mod:`.supervise`
 (the process tree, stalls, shutdown), :mod:`.diagnostics` (``check-env``), :mod:`.probe`
 (``probe-nccl``'s parent side), :mod:`.jaxrun` (the JAX launcher), :mod:`.runs` (reading run

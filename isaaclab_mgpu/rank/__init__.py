@@ -5,7 +5,8 @@
 - :mod:`.tasks` — the embedded vectorized tasks (cartpole, pendulum);
 - :mod:`.isaac` — Isaac Lab tasks on Isaac Lab's own training code path;
 - :mod:`.patches` — every patch of an upstream library, one module per library;
-- :mod:`.probe_worker` — ``probe-nccl``'s per-rank program.
+- :mod:`.probe_worker` — ``probe-nccl``'s per-rank program;
+- :mod:`.console` — everything a rank prints (this side never imports :mod:`isaaclab_mgpu.report`).
 
 This side imports :mod:`isaaclab_mgpu.contract` and never :mod:`isaaclab_mgpu.launcher`; the heavy
 libraries (torch, jax, warp, rsl_rl, skrl, Isaac Lab) are imported here only.

@@ -1,5 +1,9 @@
 """All console output of mgpu: the one package that prints (a module per area beside this one).
 
+Launcher side, command layer: runs in the ``mgpu`` process and is imported only by
+:mod:`isaaclab_mgpu.launch` and :mod:`isaaclab_mgpu.cli`; the rank side prints through
+:mod:`isaaclab_mgpu.rank.console`.
+
 Machine-readable output (a dry-run line, ``--json``) goes to stdout exactly as built, never
 through Rich, so it cannot be wrapped or re-styled. Messages for people go to stderr, one line
 each, prefixed ``mgpu:``.

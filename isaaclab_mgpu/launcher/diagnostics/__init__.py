@@ -1,5 +1,7 @@
 """``mgpu check-env`` and the ``train`` preflight: say what will break a launch before it happens.
 
+Launcher side: runs in the ``mgpu`` process (torch and jax only in ``--deep``'s subprocesses).
+
 Three parts with one direction of flow:
 
 - :mod:`.facts` — :func:`~.facts.collect` gathers facts (package metadata, NVML, limits,

@@ -1,5 +1,8 @@
 """``mgpu probe-nccl``: tell a communication hang from a task bug, with the training launcher's core.
 
+Launcher side: the parent, in the ``mgpu`` process; each probe rank runs
+:mod:`isaaclab_mgpu.rank.probe_worker` on the rank side.
+
 - :mod:`.config` — the probe's options (sizes, world sizes, defaults), pure.
 - :mod:`.worker` — the per-rank program (``python -m isaaclab_mgpu.rank.probe_worker``) torchrun runs.
 - :mod:`.channel` — heartbeat, result and stack files: the side channel that does not go through

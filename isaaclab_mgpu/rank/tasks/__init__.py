@@ -1,5 +1,7 @@
 """Embedded vectorized tasks: train out of the box, on CPU or CUDA, nothing to download.
 
+Rank side: runs in each training rank.
+
 =============  =====  =======  =====================================================
 task           obs    actions  what
 =============  =====  =======  =====================================================

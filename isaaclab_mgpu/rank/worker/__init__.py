@@ -1,5 +1,8 @@
 """The per-rank training worker: ``python -m isaaclab_mgpu.worker`` (started by torchrun or jaxrun).
 
+Rank side: runs in each training rank (its option parser, :mod:`.args`, needs only the standard
+library, so the launcher runs it before spawning).
+
 Reaching an entry point of this package (``main``, ``run_argv``, ``train_in_process``; ``python
 -m isaaclab_mgpu.worker`` goes through ``main``) first sets Warp's ``config.enable_backward =
 False``, before any task, back-end or Isaac Lab module can create a Warp module; everything heavy

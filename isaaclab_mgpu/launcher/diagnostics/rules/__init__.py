@@ -1,5 +1,7 @@
 """Pure rules: :class:`~..facts.Facts` in, :class:`Finding` tuples out, a module per area.
 
+Launcher side: runs in the ``mgpu`` process.
+
 Every rule is a function of the facts alone (no I/O, no environment, no clock), so tests describe
 any machine — eight GPUs without NVLink, a 64 MB ``/dev/shm``, a GPU held by a stale run — and
 assert what ``check-env`` says about it. A finding is one line of the report: its area, a stable
