@@ -21,7 +21,7 @@ from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Hang, Interrupted, U
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.pipeline import prepare
-from isaaclab_mgpu.launcher.spec import LaunchSpec, training_option
+from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, training_option
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.build import Command
@@ -32,16 +32,7 @@ if TYPE_CHECKING:
 #: What gloo and NCCL say when the peer's process went away (its node stopped or died).
 _PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
 #: Launch options ``probe-nccl`` takes as ``train`` does, in the order they are suggested.
-_PROBE_OPTIONS = (
-    "nnodes",
-    "node_rank",
-    "master_addr",
-    "master_port",
-    "rdzv_backend",
-    "rdzv_endpoint",
-    "rdzv_id",
-    "gpu_ids",
-)
+_PROBE_OPTIONS = (*RENDEZVOUS_OPTIONS, "gpu_ids")
 
 __all__ = ["check_env", "exit_code", "plan", "prepare", "probe_nccl", "saved_workarounds", "train"]
 

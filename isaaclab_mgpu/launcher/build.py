@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
+from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
 JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
@@ -42,25 +43,6 @@ DEFAULT_LOG_DIR = "logs/mgpu"
 #: Environment variable carrying the run timestamp every rank shares.
 #: Set for the launch when ``--gpu_ids`` selected GPUs.
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
-
-# Forwarded torchrun options, in the order Isaac Lab's launcher emits them.
-_TORCHRUN_ORDER = (
-    "nnodes",
-    "node_rank",
-    "master_addr",
-    "master_port",
-    "rdzv_backend",
-    "rdzv_endpoint",
-    "rdzv_id",
-    "max_restarts",
-    "monitor_interval",
-    "start_method",
-    "role",
-    "tee",
-    "redirects",
-    "local_ranks_filter",
-    "log_dir",
-)
 
 
 @dataclass(frozen=True)
@@ -105,7 +87,7 @@ def build(r: ResolvedSpec) -> Command:
         head = [r.python, "-m", "torch.distributed.run", "--nproc_per_node", str(r.nproc)]
         if r.standalone:
             head.append("--standalone")
-        for name in _TORCHRUN_ORDER:
+        for name in TORCHRUN_OPTIONS:
             if opts.get(name) is not None:
                 head += [f"--{name}", _arg(opts[name])]
         head += _default_filter(opts)
@@ -162,7 +144,7 @@ def worker_tail(r: ResolvedSpec) -> list[str]:
 def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
     s = r.spec
     opts: dict[str, object] = {
-        name: getattr(s, name) for name in _TORCHRUN_ORDER if getattr(s, name) is not None
+        name: getattr(s, name) for name in TORCHRUN_OPTIONS if getattr(s, name) is not None
     }
     opts.update(
         nnodes=r.nnodes,

@@ -29,20 +29,32 @@ NPROC_TOKENS = ("gpu", "cpu", "auto")
 RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
 START_METHODS = ("spawn", "fork", "forkserver")
 
-#: torchrun options that skrl's JAX launch contract has no equivalent for.
-TORCHRUN_ONLY = (
+#: Where the nodes of a launch meet: node count and rank, then the rendezvous (torchrun's names).
+RENDEZVOUS_OPTIONS = (
+    "nnodes",
+    "node_rank",
     "master_addr",
     "master_port",
     "rdzv_backend",
     "rdzv_endpoint",
     "rdzv_id",
+)
+#: torchrun options the launch forwards when set, in the order Isaac Lab's launcher emits them.
+TORCHRUN_OPTIONS = (
+    *RENDEZVOUS_OPTIONS,
     "max_restarts",
     "monitor_interval",
     "start_method",
     "role",
-    "virtual_local_rank",
+    "tee",
     "redirects",
+    "local_ranks_filter",
+    "log_dir",
 )
+#: The launch options mgpu's JAX launcher takes as torchrun does.
+JAXRUN_OPTIONS = ("nnodes", "node_rank", "tee", "local_ranks_filter", "log_dir")
+#: torchrun options that skrl's JAX launch contract has no equivalent for.
+TORCHRUN_ONLY = (*(name for name in TORCHRUN_OPTIONS if name not in JAXRUN_OPTIONS), "virtual_local_rank")
 
 Device = Literal["cuda", "cpu"]
 
