@@ -5,6 +5,9 @@ in a run: the launcher (``mgpu``, :mod:`isaaclab_mgpu.launcher`), the ranks
 (:mod:`isaaclab_mgpu.rank`) and the tools that read a run afterwards (``mgpu runs``). They share:
 
 - :mod:`.errors` — the error hierarchy and the exit codes it maps to;
+- :mod:`.env` — the environment variables the launcher hands to the ranks;
+- :mod:`.layout` — the run folder's layout; :mod:`.summary` — its ``summary.json``, one typed record;
+- :mod:`.files` — the one atomic file write;
 - :mod:`.progress` — the progress report a rank writes and its supervisor reads, and the ranks'
   reporting API (public as :mod:`isaaclab_mgpu.progress`);
 - :mod:`.probe_channel` — the probe ranks' heartbeat, result and stack files;

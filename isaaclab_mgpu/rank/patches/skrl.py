@@ -190,8 +190,7 @@ def observe(runner: Any, cfg: dict, observer: Observer) -> None:
     """Report the runner's first checksum, iterations and end of ``run`` to ``observer``."""
     agent = runner.agent
     rollouts = int(cfg["agent"]["rollouts"])
-    env = runner.trainer.env
-    steps = int(env.num_envs) * rollouts
+    steps = int(runner.trainer.env.num_envs) * rollouts
     observer.synced(_agent_modules(agent))  # skrl's agent broadcast rank 0's parameters when built
     update, run, write = agent.update, runner.run, agent.write_tracking_data
     means: list[float] = []
