@@ -181,7 +181,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
     check_spec(spec)
     cpu = spec.device == "cpu"
     backend = opts.backend_for(spec.device)
-    nnodes = int(spec.nnodes or "1")
+    nnodes = spec.nnodes_max
     gpus = 0 if cpu else selected_devices(spec, machine).count
     if not cpu and gpus == 0:
         raise EnvironmentProblem(
