@@ -1,4 +1,4 @@
-"""The rank side of the stall watch: progress files, the stack dump on SIGUSR1, process-group timeouts."""
+"""The rank side of the stall watch: progress files, the stack signal, SIGUSR1, process-group timeouts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import sys
 import time
 from datetime import timedelta
 
-from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract import progress, stacks
+from isaaclab_mgpu.contract.env import RUN_ID
 
 
 def test_reports_are_noops_outside_mgpu(tmp_path):
@@ -35,7 +36,7 @@ def test_beat_replaces_one_file_per_rank_and_keeps_the_iteration(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["progress.3.json", "stack.3.txt"]
 
 
-def test_sigusr1_dumps_the_python_stack_beside_the_torchrun_logs(tmp_path):
+def test_the_stack_signal_dumps_the_python_stack_and_sigusr1_is_only_recorded(tmp_path):
     rank_logs = tmp_path / "attempt_0" / "0"
     rank_logs.mkdir(parents=True)
     code = (
@@ -43,31 +44,51 @@ def test_sigusr1_dumps_the_python_stack_beside_the_torchrun_logs(tmp_path):
         "from isaaclab_mgpu import progress\n"
         "def waiting_in_a_collective():\n"
         "    progress.beat('update', 4)\n"
+        "    while not progress.stop_requested():\n"
+        "        time.sleep(0.01)\n"
+        "    print('stop requested', flush=True)\n"
         "    time.sleep(60)\n"
         "waiting_in_a_collective()\n"
     )
     env = {
         **os.environ,
         progress.DIR_ENV: str(tmp_path),
+        RUN_ID: "test",
         "RANK": "0",
         "TORCHELASTIC_ERROR_FILE": str(rank_logs / "error.json"),
     }
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     try:
         path = progress.progress_path(tmp_path, 0)
         deadline = time.monotonic() + 60
         while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)  # the file exists a moment before its first record is written
         assert json.loads(path.read_text())["stack_file"] == str(rank_logs / "stack.txt")
-        proc.send_signal(signal.SIGUSR1)
+        proc.send_signal(stacks.STACK_SIGNAL)
         stack = rank_logs / "stack.txt"
         while "waiting_in_a_collective" not in stack.read_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "waiting_in_a_collective" in stack.read_text()
         assert proc.poll() is None  # the dump does not end the rank
+        # SLURM's time-limit warning: recorded for the rank to act on, never fatal.
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.stdout.readline() == "stop requested\n"
+        assert proc.poll() is None
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_sigusr1_is_left_alone_outside_mgpu(tmp_path):
+    code = (
+        "import os, signal\n"
+        "from isaaclab_mgpu import progress\n"
+        "progress.beat('update', 1)\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != RUN_ID}
+    out = subprocess.run([sys.executable, "-c", code], env=env, timeout=60)
+    assert out.returncode == -signal.SIGUSR1  # a program outside mgpu keeps the default
 
 
 def test_process_group_timeout_follows_the_bounds_plus_a_margin():

@@ -3,8 +3,9 @@
 The communicator under test may hang, so nothing about a rank's progress travels through it.
 Each rank atomically replaces ``heartbeat.<rank>.json`` before every stage it enters (so a hang
 is reported in the stage it hangs in), appends its per-size results to ``result.<rank>.json``,
-and keeps ``stack.<rank>.txt`` open for :mod:`faulthandler` to dump its Python stack into on
-SIGUSR1 (and on a fatal signal). The parent only reads these files. No torch here.
+and registers ``stack.<rank>.txt`` for its Python stack on the stack-dump signal (and on a fatal
+signal; see :mod:`isaaclab_mgpu.contract.stacks`), naming it in the heartbeat. The parent only
+reads these files. No torch here.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class Heartbeat:
     phase: str | None = None
     """Collective stage: ``warmup``, ``timed`` or ``check``."""
 
+    stack_file: str | None = None
+    """Where the stack-dump signal makes it write its stack; None: never send it that signal."""
+
     def describe(self) -> str:
         """``collective 3 at 64 B (in-place, timed)``, ``barrier``, ..."""
         if self.stage != "collective":
@@ -97,7 +101,7 @@ def result_path(folder: Path, rank: int) -> Path:
 
 
 def stack_path(folder: Path, rank: int) -> Path:
-    """Where rank ``rank`` dumps its Python stack on SIGUSR1."""
+    """Where rank ``rank`` dumps its Python stack (the stack-dump signal, a fatal signal)."""
     return folder / f"stack.{rank}.txt"
 
 
@@ -112,15 +116,40 @@ def write_heartbeat(folder: Path, beat: Heartbeat) -> None:
 
 
 def read_heartbeats(folder: Path) -> dict[int, Heartbeat]:
-    """Every rank's last heartbeat in ``folder``, by rank (unreadable files are skipped)."""
+    """Every rank's last heartbeat in ``folder``, by rank (unreadable or malformed files are skipped)."""
     beats: dict[int, Heartbeat] = {}
     for path in folder.glob("heartbeat.*.json"):
         try:
             beat = Heartbeat(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             continue
-        beats[beat.rank] = beat
+        if _well_typed(beat):
+            beats[beat.rank] = beat
     return beats
+
+
+#: Each heartbeat field's JSON types, None allowed where the field is optional.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "rank": (int,),
+    "local_rank": (int,),
+    "pid": (int,),
+    "host": (str,),
+    "stage": (str,),
+    "time": (int, float),
+    "index": (int, type(None)),
+    "size": (int, type(None)),
+    "mode": (str, type(None)),
+    "phase": (str, type(None)),
+    "stack_file": (str, type(None)),
+}
+
+
+def _well_typed(beat: Heartbeat) -> bool:
+    """True when every field holds its type (a bool is no number here)."""
+    return all(
+        isinstance(value := getattr(beat, name), types) and not isinstance(value, bool)
+        for name, types in _TYPES.items()
+    )
 
 
 def read_results(folder: Path) -> dict[int, dict[str, Any]]:

@@ -24,9 +24,16 @@ folder on the node the node's supervisor chose; nothing travels through the comm
 may be hung, and each node's supervisor reads only its own ranks.
 Outside ``mgpu train`` (no ``MGPU_PROGRESS_DIR``) every call is a no-op.
 
-The first call also registers :mod:`faulthandler` on SIGUSR1, so the supervisor can have the rank
-dump its Python stack (all threads) into ``stack.txt`` beside the rank's torchrun log files
-(``$TORCHELASTIC_ERROR_FILE``'s folder) when it stalls.
+The first call also registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`, a
+real-time signal), so the supervisor can have the rank dump its Python stack (all threads) into
+``stack.txt`` beside the rank's torchrun log files (``$TORCHELASTIC_ERROR_FILE``'s folder) when it
+stalls; the report names that file, and only a rank that named one is ever sent the signal.
+
+SIGUSR1 is SLURM's "the time limit is near" (``--signal=USR1@90`` sends it to every process of the
+job step). Under ``mgpu`` (``MGPU_RUN_ID`` set) the first :class:`Reporter` of the process makes
+the rank survive it: the signal is recorded, :func:`stop_requested` turns True, and the rank goes
+on (a program that installed its own SIGUSR1 handler keeps it). What a rank does then (save a
+checkpoint, stop) is its own business; ``mgpu``'s supervisor records the signal the same way.
 
 :func:`process_group_timeout` is the second line of defence for programs that create their own
 process group: ``init_process_group(..., timeout=progress.process_group_timeout(startup=True))``
@@ -38,7 +45,6 @@ Standard library only: importing this module is cheap in any process.
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
 import signal
@@ -47,9 +53,9 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from isaaclab_mgpu.contract import env
+from isaaclab_mgpu.contract import env, stacks
 
 __all__ = [
     "ITERATION_STAGES",
@@ -59,6 +65,8 @@ __all__ = [
     "beat",
     "iteration",
     "process_group_timeout",
+    "record_stop_requests",
+    "stop_requested",
 ]
 
 #: Folder of the progress files, chosen by the node's supervisor (absent: reports are off).
@@ -86,20 +94,21 @@ class Reporter:
     """This rank's progress channel; :func:`beat` and :func:`iteration` use one per process."""
 
     def __init__(self, environ: Any = None) -> None:
-        env = os.environ if environ is None else environ
-        folder = env.get(DIR_ENV)
-        self.rank = int(env.get("RANK", env.get("JAX_RANK", "0")) or 0)
-        self.local_rank = int(env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", "0")) or 0)
+        values = os.environ if environ is None else environ
+        folder = values.get(DIR_ENV)
+        self.rank = int(values.get("RANK", values.get("JAX_RANK", "0")) or 0)
+        self.local_rank = int(values.get("LOCAL_RANK", values.get("JAX_LOCAL_RANK", "0")) or 0)
         self.path = progress_path(folder, self.rank) if folder else None
-        self._error_file = env.get("TORCHELASTIC_ERROR_FILE")
+        self._error_file = values.get(env.ERROR_FILE)
         self._fd: int | None = None
-        self._stack: IO[str] | None = None
         self._stack_path: str | None = None
         self._prefix = ""
         self._size = 0
         self._stages: dict[str, str] = {}
         self.iteration_number: int | None = None
         self._iterations = 0
+        if values.get(env.RUN_ID):
+            record_stop_requests()
 
     @property
     def enabled(self) -> bool:
@@ -153,17 +162,38 @@ class Reporter:
         return True
 
     def _open_stack_file(self) -> str | None:
-        if not hasattr(signal, "SIGUSR1") or self.path is None:
+        if self.path is None:
             return None
-        folder = Path(self._error_file).parent if self._error_file else self.path.parent
-        path = folder / "stack.txt" if self._error_file else folder / f"stack.{self.rank}.txt"
-        try:
-            # Kept open for the life of the process: faulthandler writes from a signal handler.
-            self._stack = open(path, "a")  # noqa: SIM115
-            faulthandler.register(signal.SIGUSR1, file=self._stack, all_threads=True, chain=False)
-        except (OSError, ValueError, RuntimeError):
-            return None  # not the main interpreter, or the folder is not writable: no stacks
-        return os.path.abspath(path)
+        if self._error_file:  # beside the rank's torchrun logs
+            return stacks.register(Path(self._error_file).parent / "stack.txt")
+        return stacks.register(self.path.parent / f"stack.{self.rank}.txt")
+
+
+_stop_requested = False
+_armed = False
+
+
+def _record_stop_request(_signum: int, _frame: object) -> None:
+    global _stop_requested
+    _stop_requested = True
+
+
+def record_stop_requests() -> None:
+    """Record SIGUSR1 (see :func:`stop_requested`) instead of dying of it, unless handled already."""
+    global _armed
+    if _armed or not hasattr(signal, "SIGUSR1"):
+        return
+    _armed = True
+    try:
+        if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+            signal.signal(signal.SIGUSR1, _record_stop_request)
+    except ValueError:
+        _armed = False  # not the main thread: the next Reporter made there tries again
+
+
+def stop_requested() -> bool:
+    """True once this rank got SIGUSR1 under ``mgpu`` (SLURM: the time limit is near)."""
+    return _stop_requested
 
 
 _reporter: Reporter | None = None

@@ -5,7 +5,7 @@ the other ranks when one fails, and keeps no logs. Same environment contract, to
 
     python -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M] [--node_rank R]
         --coordinator_address HOST:PORT [--tee T] [--local_ranks_filter F] [--log_dir D]
-        [--stop_timeout S] (-m MODULE | SCRIPT) ARGS...
+        [--grace_period S] [--kill_after S] (-m MODULE | SCRIPT) ARGS...
 
 Each rank gets skrl's variables ``JAX_LOCAL_RANK``, ``JAX_RANK``, ``JAX_WORLD_SIZE``,
 ``JAX_COORDINATOR_ADDR``, ``JAX_COORDINATOR_PORT``, the torch-style ``RANK``, ``LOCAL_RANK``,
@@ -20,12 +20,21 @@ the streams also shown on the console, for the local ranks in ``--local_ranks_fi
 all), each line prefixed ``[default<local_rank>]:`` as torchrun does.
 
 Fail-fast: when a rank exits non-zero or dies of a signal, the launcher logs
-``failed (exitcode: N) local_rank: L (pid: P)``, sends SIGTERM to the other ranks' process groups,
-SIGKILLs them after ``--stop_timeout`` seconds (default 30, torchrun's), prints a failure summary
-whose "Root Cause (first observed failure)" entry has torchrun's fields (so ``mgpu`` reads both
-launchers alike), and exits with that rank's code, or 128+N when it died of signal N. SIGINT,
-SIGTERM and SIGHUP are forwarded to every rank's process group; a second SIGINT SIGKILLs them;
-the launcher then exits 128+N. It never exits 0 unless every rank did.
+``failed (exitcode: N) local_rank: L (pid: P)``, sends SIGTERM to the other ranks, and stops the
+run through mgpu's one shutdown path (:mod:`isaaclab_mgpu.launcher.supervise.shutdown`, the same
+as ``mgpu train``'s): what is left of the ranks and their children gets SIGTERM + SIGCONT after
+``--grace_period`` seconds (default 10) and SIGKILL ``--kill_after`` seconds later (default 5;
+``--stop_timeout`` is the old name of ``--grace_period``). It then prints a failure summary whose
+"Root Cause (first observed failure)" entry has torchrun's fields (so ``mgpu`` reads both
+launchers alike), and exits with that rank's code, or 128+N when it died of signal N.
+
+SIGINT, SIGTERM and SIGHUP are forwarded to every rank (and its process group) and start the
+same shutdown; a second one at least half a second later SIGKILLs everything at once. The
+launcher then exits 130, or 124 when a process had to be SIGKILLed after the grace period (mgpu's
+codes). SIGUSR1 (SLURM's time-limit warning, which reaches the ranks directly) is recorded and
+ignored. The launcher is a child subreaper on Linux, so a rank's orphaned children come back to
+it and die with the run; it never signals a rank it has already reaped, nor that rank's group. It
+never exits 0 unless every rank did.
 """
 
 from __future__ import annotations
@@ -46,7 +55,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import psutil
+
+from isaaclab_mgpu.launcher.supervise import tree as proctree
+from isaaclab_mgpu.launcher.supervise.result import exit_code
 from isaaclab_mgpu.launcher.supervise.rootcause import read_error_file
+from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, Phase, Shutdown, recording
 
 _POLL = 0.05
 _PR_SET_PDEATHSIG = 1
@@ -59,7 +73,13 @@ class _Rank:
     rank: int
     folder: Path
     proc: subprocess.Popen[bytes] | None = None
+    handle: psutil.Process | None = None
+    """The rank's process, held from its start (psutil refuses to signal a reused PID)."""
     pumps: list[threading.Thread] = field(default_factory=list)
+
+    def running(self) -> bool:
+        """True until the rank's exit status is collected (then it is never signalled again)."""
+        return self.proc is not None and self.proc.poll() is None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -75,13 +95,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tee", default="3")
     p.add_argument("--local_ranks_filter", "--local-ranks-filter", default=None)
     p.add_argument("--log_dir", "--log-dir", default="logs/mgpu")
-    p.add_argument("--stop_timeout", "--stop-timeout", type=float, default=30.0)
+    p.add_argument("--grace_period", "--grace-period", type=float, default=10.0)
+    p.add_argument(
+        "--stop_timeout", "--stop-timeout", type=float, dest="grace_period", help=argparse.SUPPRESS
+    )
+    p.add_argument("--kill_after", "--kill-after", type=float, default=5.0)
     p.add_argument("-m", "--module", action="store_true", help="SCRIPT is a module name")
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     if a.nproc_per_node < 1 or a.nnodes < 1 or not 0 <= a.node_rank < a.nnodes:
         p.error("need --nproc_per_node ≥ 1, --nnodes ≥ 1 and 0 ≤ --node_rank < --nnodes")
+    if not (a.grace_period >= 0 and a.kill_after >= 0):
+        p.error("--grace_period and --kill_after must be 0 or more seconds")
     host, _, port = a.coordinator_address.rpartition(":")
     if not host or not port.isdigit():
         p.error(f"--coordinator_address {a.coordinator_address!r} must be host:port")
@@ -143,11 +169,27 @@ def _pump(src: IO[bytes], log: Path, console: IO[bytes] | None, prefix: bytes) -
                     console.flush()
 
 
-def _signal_group(proc: subprocess.Popen[bytes] | None, sig: int) -> None:
-    if proc is None:
+def _ask(ranks: list[_Rank], sig: int) -> None:
+    """Send ``sig`` to every rank still running (and the process group it leads)."""
+    proctree.signal_tree([r.handle for r in ranks if r.handle is not None and r.running()], sig)
+
+
+def _members() -> list[psutil.Process]:
+    """Every live process below this launcher: the ranks, their children, orphans adopted."""
+    try:
+        return [p for p in psutil.Process().children(recursive=True) if proctree.alive(p)]
+    except psutil.Error:
+        return []
+
+
+def _reap_adopted(ranks: list[_Rank]) -> None:
+    """Collect the exit status of orphans re-parented to this launcher (a subreaper)."""
+    mine = {r.proc.pid for r in ranks if r.proc is not None}
+    try:
+        children = {p.pid for p in psutil.Process().children()}
+    except psutil.Error:
         return
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, sig)
+    proctree.reap(children - mine)
 
 
 def _summary(script: str, r: _Rank, code: int, host: str) -> str:
@@ -194,13 +236,28 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(a.log_dir)
     root.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4()}_", dir=root))
-    shown = None if a.local_ranks_filter is None else {int(x) for x in a.local_ranks_filter.split(",")}
     argv0 = [sys.executable, *(["-m"] if a.module else []), a.script, *a.script_args]
 
-    received: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: received.append(signum))
+    interrupts = Interrupts()
+    subreaper = proctree.hold_subreaper()
+    try:
+        with recording(interrupts.record):
+            ranks = _start(a, argv0, run_dir, host, port)
+            failure, signalled, shutdown = _supervise(a, ranks, interrupts)
+    finally:
+        if subreaper:
+            proctree.release_subreaper()
+    if failure is not None:
+        r, rc = failure
+        print(_summary(a.script, r, rc, socket.gethostname()), file=sys.stderr, flush=True)
+        return exit_code(rc, stall=None, interrupted=False, killed_after_grace=False, failure=None)
+    killed = shutdown.killed_after_grace
+    return exit_code(0, stall=None, interrupted=signalled, killed_after_grace=killed, failure=None)
 
+
+def _start(a: argparse.Namespace, argv0: list[str], run_dir: Path, host: str, port: int) -> list[_Rank]:
+    """Start every local rank with its environment and its output pumps."""
+    shown = None if a.local_ranks_filter is None else {int(x) for x in a.local_ranks_filter.split(",")}
     ranks = []
     for local in range(a.nproc_per_node):
         folder = run_dir / "attempt_0" / str(local)
@@ -214,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
+        with contextlib.suppress(psutil.Error):
+            r.handle = psutil.Process(r.proc.pid)  # unreaped: the PID is still the rank's
         ranks.append(r)
     # Pumps start after every fork: preexec_fn is only safe while this process has one thread.
     for r in ranks:
@@ -228,49 +287,51 @@ def main(argv: list[str] | None = None) -> int:
             t = threading.Thread(target=_pump, args=(src, r.folder / name, shown_on, prefix), daemon=True)
             t.start()
             r.pumps.append(t)
+    return ranks
 
+
+def _supervise(
+    a: argparse.Namespace, ranks: list[_Rank], interrupts: Interrupts
+) -> tuple[tuple[_Rank, int] | None, bool, Shutdown]:
+    """Run until the ranks and everything they started are gone.
+
+    Returns the first failure, whether a stop signal arrived, and the finished shutdown.
+    """
+    shutdown = Shutdown(
+        members=_members,
+        first_alive=lambda: any(r.running() for r in ranks),
+        grace=a.grace_period,
+        kill_after=a.kill_after,
+    )
     failure: tuple[_Rank, int] | None = None
-    handled = 0
-    deadline: float | None = None
-    stop_signal: int | None = None
-    while True:
-        while handled < len(received):
-            sig = received[handled]
-            handled += 1
-            forced = sig == signal.SIGINT and stop_signal == signal.SIGINT
-            stop_signal = stop_signal or sig
-            deadline = deadline or time.monotonic() + a.stop_timeout
-            for r in ranks:
-                _signal_group(r.proc, signal.SIGKILL if forced else sig)
+    signalled = False
+    while not shutdown.done:
+        for kind, sig in interrupts.take(stopping=signalled):
+            if kind == "stop":
+                signalled = True
+                _ask(ranks, sig)
+                shutdown.begin()
+            elif kind == "force":
+                shutdown.force()
         for r in ranks:
             assert r.proc is not None
             rc = r.proc.poll()
-            if rc not in (None, 0) and failure is None and stop_signal is None:
+            if rc not in (None, 0) and failure is None and not shutdown.requested:
                 failure = (r, rc)
                 what = f"failed (exitcode: {rc}) local_rank: {r.local} (pid: {r.proc.pid})"
                 print(f"jaxrun: rank {r.rank} {what}", file=sys.stderr, flush=True)
-                deadline = time.monotonic() + a.stop_timeout
-                for other in ranks:
-                    _signal_group(other.proc, signal.SIGTERM)
-        if all(r.proc is not None and r.proc.poll() is not None for r in ranks):
-            break
-        if deadline is not None and time.monotonic() >= deadline:
-            for r in ranks:
-                _signal_group(r.proc, signal.SIGKILL)
-        time.sleep(_POLL)
-
+                _ask(ranks, signal.SIGTERM)
+                shutdown.begin()
+        if shutdown.phase is Phase.RUNNING and not any(r.running() for r in ranks):
+            shutdown.begin(requested=False)  # every rank ended: what they left goes too
+        shutdown.step()
+        _reap_adopted(ranks)
+        if not shutdown.done:
+            time.sleep(_POLL)
     for r in ranks:
         for t in r.pumps:
             t.join(timeout=2.0)
-        # A rank's own process group may still hold its children: they die with it.
-        _signal_group(r.proc, signal.SIGKILL)
-    if failure is not None:
-        r, rc = failure
-        print(_summary(a.script, r, rc, socket.gethostname()), file=sys.stderr, flush=True)
-        return rc if rc > 0 else 128 - rc
-    if stop_signal is not None:
-        return 128 + stop_signal
-    return 0
+    return failure, signalled, shutdown
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 Launched by :mod:`isaaclab_mgpu.launcher.probe.run` through the same launch core as ``train`` (one
 torchrun launch per world size). Each rank:
 
-1. registers :mod:`faulthandler` on SIGUSR1 (and fatal signals) to dump its Python stack into
-   ``stack.<rank>.txt``, and publishes a heartbeat before every stage (``channel``);
+1. registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`; fatal signals too) to
+   dump its Python stack into ``stack.<rank>.txt``, survives SIGUSR1 (SLURM's time-limit warning)
+   and publishes a heartbeat before every stage (``channel``);
 2. initialises the default process group from torchrun's environment (NCCL on ``cuda:LOCAL_RANK``,
    eagerly, so the communicator is built inside the timed init; gloo on CPU ranks) and times it;
 3. times a barrier;
@@ -24,15 +25,15 @@ No option injects faults: tests do that from a stand-in module that wraps this o
 from __future__ import annotations
 
 import argparse
-import faulthandler
+import dataclasses
 import os
-import signal
 import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from isaaclab_mgpu.contract import progress, stacks
 from isaaclab_mgpu.contract.probe_channel import (
     ELEMENT_BYTES,
     Heartbeat,
@@ -68,6 +69,7 @@ class Rank:
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.host = socket.gethostname()
+        self.stack_file: str | None = None
         self.results: dict[str, Any] = {
             "rank": self.rank,
             "local_rank": self.local_rank,
@@ -79,10 +81,8 @@ class Rank:
 
     def beat(self, stage: str, **where: Any) -> None:
         """Publish the stage this rank is entering."""
-        write_heartbeat(
-            self.folder,
-            Heartbeat(self.rank, self.local_rank, os.getpid(), self.host, stage, time.time(), **where),
-        )
+        beat = Heartbeat(self.rank, self.local_rank, os.getpid(), self.host, stage, time.time(), **where)
+        write_heartbeat(self.folder, dataclasses.replace(beat, stack_file=self.stack_file))
 
     def save(self) -> None:
         """Publish the results so far."""
@@ -94,10 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     folder = Path(args.results)
     me = Rank(folder)
-    # Kept open for the life of the process: faulthandler writes from a signal handler.
-    stack_file = open(stack_path(folder, me.rank), "w")  # noqa: SIM115
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
-    faulthandler.enable(file=stack_file, all_threads=True)
+    me.stack_file = stacks.register(stack_path(folder, me.rank), fatal=True, truncate=True)
+    progress.record_stop_requests()
     me.beat("import")
 
     from torch.distributed.elastic.multiprocessing.errors import record

@@ -27,7 +27,7 @@ TABLE_WIDTH = 120
 
 
 class ProbeDisplay:
-    """Progress of a probe on stderr (implements ``probe.run.Progress``)."""
+    """Progress of a probe on stderr (implements ``probe.run.Observer``)."""
 
     def __init__(self) -> None:
         from rich.console import Console

@@ -1,4 +1,8 @@
-"""Console messages of the supervisor: shutdown progress, the run's log folder, the root cause."""
+"""Console messages of the supervisor: shutdown progress, the run's log folder, the root cause.
+
+The module itself is the supervisor's :class:`~isaaclab_mgpu.launcher.supervise.Notes`: each
+function below is one of its methods.
+"""
 
 from __future__ import annotations
 
@@ -47,6 +51,11 @@ def killing(count: int) -> None:
 def stragglers(count: int, launcher: str) -> None:
     """Processes outlived the launcher (orphaned grandchildren, setsid escapees)."""
     note(f"{count} process(es) outlived {launcher}; stopping them")
+
+
+def ignored_report(path: str, reason: str) -> None:
+    """A rank's progress file did not hold a progress report: said once per file, then ignored."""
+    warn(f"ignoring the progress file {path}: {reason}")
 
 
 def failure(f: RankFailure) -> None:

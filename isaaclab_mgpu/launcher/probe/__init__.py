@@ -4,9 +4,9 @@ Launcher side: the parent, in the ``mgpu`` process; each probe rank runs
 :mod:`isaaclab_mgpu.rank.probe_worker` on the rank side.
 
 - :mod:`.config` — the probe's options (sizes, world sizes, defaults), pure.
-- :mod:`.worker` — the per-rank program (``python -m isaaclab_mgpu.rank.probe_worker``) torchrun runs.
-- :mod:`.channel` — heartbeat, result and stack files: the side channel that does not go through
-  the communicator under test.
+- :mod:`isaaclab_mgpu.rank.probe_worker` — the per-rank program torchrun runs (the rank side).
+- :mod:`isaaclab_mgpu.contract.probe_channel` — heartbeat, result and stack files: the side
+  channel that does not go through the communicator under test.
 - :mod:`.run` — the parent: one supervised launch per world size (and per GPU pair), hang
   diagnosis, the workaround search; :func:`.run.probe_nccl` returns a :class:`.run.ProbeSummary`.
 - :mod:`.results` — per-rank files → table rows, statuses and the exit code (nccl-tests' algbw and
@@ -14,6 +14,6 @@ Launcher side: the parent, in the ``mgpu`` process; each probe rank runs
 - :mod:`.bisect` — which documented NCCL variable fixes a failing launch, confirmed both ways.
 
 Printing lives in :mod:`isaaclab_mgpu.report.probe` (its ``ProbeDisplay`` implements
-:class:`.run.Progress`); :func:`isaaclab_mgpu.launch.probe_nccl` joins the two.
+:class:`.run.Observer`); :func:`isaaclab_mgpu.launch.probe_nccl` joins the two.
 Importing this package imports no torch.
 """

@@ -8,11 +8,17 @@ the launch runs, the parent reads the ranks' heartbeat files for the progress di
 
 1. reads the heartbeats to name every local rank that did not finish and the stage it is in
    (a rank with no heartbeat never got past the launcher or the rendezvous);
-2. notes each such rank's process state (``stopped`` for a SIGSTOPped rank), sends it SIGUSR1 so
-   faulthandler dumps its Python stack (SIGCONT after it for a stopped rank, which delivers the
-   pending signal), and waits briefly for the stacks;
+2. notes each such rank's process state (``stopped`` for a SIGSTOPped rank) and has it dump its
+   Python stack through the same mechanism as ``train``'s stall watch
+   (:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`: the stack-dump signal, only to a
+   process of the supervised tree whose heartbeat named its stack file);
 3. tears the launch down through ``Supervisor.stop`` — no process of the tree survives — and
    moves on to the next world size.
+
+Ctrl-C, SIGTERM and SIGHUP are recorded and handed to the launch's ``Supervisor`` (its one
+shutdown path; a second Ctrl-C kills at once); the probe then stops with the supervisor's code
+(130, or 124 when a process had to be SIGKILLed). What the probe tells its display goes to an
+:class:`Observer` (``report.probe`` implements it).
 
 Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (heartbeats,
 ``result.<rank>.json``, ``stack.<rank>.txt``, the per-rank logs) and stays there for post-mortems.
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -55,13 +60,12 @@ from isaaclab_mgpu.launcher.probe.results import (
 )
 from isaaclab_mgpu.launcher.resolve import Machine, probe_machine, selected_devices
 from isaaclab_mgpu.launcher.spec import LaunchSpec
-from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Supervisor
+from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Supervisor, stacks
+from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, recording
 
 WORKER_MODULE = "isaaclab_mgpu.rank.probe_worker"
 #: How often the parent looks at the launch and the heartbeats.
 POLL_S = 0.2
-#: How long to wait for hung ranks to write their stacks after SIGUSR1.
-STACK_WAIT_S = 3.0
 #: Hung ranks are stuck by definition: keep the teardown short.
 TEARDOWN = SuperviseOptions(grace_period=3.0, kill_after=2.0, console=False)
 #: Launch options the probe decides itself.
@@ -150,8 +154,8 @@ class ProbeSummary:
         return exit_code(r.status for r in (*self.world, *self.pairs))
 
 
-class Progress(Protocol):
-    """What the probe tells the display (``report.probe`` implements it)."""
+class Observer(Protocol):
+    """What the probe tells the display as it goes (``report.probe`` implements it)."""
 
     def begin(self, label: str, timeout: float) -> None: ...
 
@@ -259,13 +263,13 @@ class Prober:
         opts: ProbeOptions,
         plan: ProbePlan,
         root: Path,
-        progress: Progress,
+        observer: Observer,
         *,
         base_env: Mapping[str, str] | None = None,
         module: str = WORKER_MODULE,
     ) -> None:
         self.spec, self.opts, self.plan, self.root = spec, opts, plan, root
-        self.progress = progress
+        self.observer = observer
         self.base_env = dict(base_env or {})
         self.module = module
         self._runs: dict[str, int] = {}
@@ -297,7 +301,7 @@ class Prober:
         _, cmd = prepare(spec, strict=False, extra_env=env)
         ranks = tuple(sorted(cmd.rank_devices)) or tuple(range(launch.nproc))
 
-        self.progress.begin(launch.label, self.opts.timeout)
+        self.observer.begin(launch.label, self.opts.timeout)
         start = time.monotonic()
         sup = Supervisor(cmd, TEARDOWN)
         hung: tuple[HungRank, ...] = ()
@@ -307,18 +311,18 @@ class Prober:
             while (outcome := sup.wait(timeout=POLL_S)) is None:
                 if interrupted():
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
-                self.progress.update(launch.label, _position(channel.read_heartbeats(folder), ranks))
+                self.observer.update(launch.label, _position(channel.read_heartbeats(folder), ranks))
                 if time.monotonic() - start >= self.opts.timeout:
                     hung = diagnose_hang(sup, folder, ranks)
                     outcome = sup.stop(f"probe-nccl: {launch.label} timed out after {self.opts.timeout:g} s")
                     timed_out = True
                     break
         if interrupted():
-            self.progress.end(_interrupted(launch, folder, time.monotonic() - start))
+            self.observer.end(_interrupted(launch, folder, time.monotonic() - start))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
             raise Interrupted(message, exit_code=outcome.exit_code)
         result = self._result(launch, folder, ranks, env, outcome, timed_out, hung, time.monotonic() - start)
-        self.progress.end(result)
+        self.observer.end(result)
         return result
 
     def _result(
@@ -372,25 +376,21 @@ def diagnose_hang(sup: Supervisor, folder: Path, ranks: tuple[int, ...]) -> tupl
         beat = beats.get(rank)
         if beat is not None and beat.stage == "done":
             continue
-        proc = tree.get(beat.pid) if beat is not None else None
+        proc = tree.get(beat.pid) if beat is not None else None  # a PID outside the tree is no rank
         pending.append((rank, beat, proc, _state(proc) if beat is not None else None))
-    asked = []
-    for rank, _beat, proc, state in pending:
-        if proc is None:
-            continue
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(signal.SIGUSR1)
-            if state == psutil.STATUS_STOPPED:
-                proc.send_signal(signal.SIGCONT)  # deliver the pending SIGUSR1
-            asked.append(channel.stack_path(folder, rank))
-    _wait_for_stacks(asked)
+    dumped = stacks.collect(
+        {
+            rank: (proc, beat.stack_file)
+            for rank, beat, proc, _ in pending
+            if proc is not None and beat is not None and beat.stack_file
+        }
+    )
     hung = []
     for rank, beat, proc, state in pending:
         if beat is None:
             hung.append(HungRank(rank, "not started (launcher or rendezvous)", None))
             continue
-        path = channel.stack_path(folder, rank)
-        stack = path.read_text(errors="replace").strip() if proc is not None and path.exists() else ""
+        stack = dumped.get(rank, "").strip()
         hung.append(
             HungRank(
                 rank=rank,
@@ -400,7 +400,7 @@ def diagnose_hang(sup: Supervisor, folder: Path, ranks: tuple[int, ...]) -> tupl
                 host=beat.host,
                 since_s=max(0.0, now - beat.time),
                 stack=stack or None,
-                stack_file=str(path) if stack else None,
+                stack_file=beat.stack_file if stack else None,
             )
         )
     return tuple(hung)
@@ -413,18 +413,6 @@ def _state(proc: psutil.Process | None) -> str:
         return str(proc.status())
     except psutil.Error:
         return "gone"
-
-
-def _wait_for_stacks(paths: list[Path]) -> None:
-    """Wait until every stack file stopped growing (faulthandler writes it in one go)."""
-    deadline = time.monotonic() + STACK_WAIT_S
-    last: dict[Path, int] = {}
-    while paths and time.monotonic() < deadline:
-        sizes = {p: p.stat().st_size if p.exists() else 0 for p in paths}
-        if all(sizes[p] > 0 and sizes[p] == last.get(p) for p in paths):
-            return
-        last = sizes
-        time.sleep(0.1)
 
 
 def _position(beats: Mapping[int, channel.Heartbeat], ranks: tuple[int, ...]) -> str:
@@ -476,25 +464,16 @@ def _first_error_file(logs: Path) -> str | None:
 
 @contextlib.contextmanager
 def _signals_to(sup: Supervisor) -> Iterator[Callable[[], bool]]:
-    """While inside, SIGINT/SIGTERM/SIGHUP are recorded and handed to ``sup`` (one shutdown path)."""
+    """While inside, stop signals are recorded and handed to ``sup`` (its one shutdown path)."""
     seen = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield seen.is_set
-        return
 
-    def record(signum: int, _frame: object) -> None:
-        seen.set()
+    def record(signum: int) -> None:
+        if signum in STOP_SIGNALS:
+            seen.set()
         sup.interrupt(signum)
 
-    names = ("SIGINT", "SIGTERM", "SIGHUP")
-    previous = {
-        s: signal.signal(s, record) for s in (getattr(signal, n) for n in names if hasattr(signal, n))
-    }
-    try:
+    with recording(record):
         yield seen.is_set
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _interrupted(launch: Launch, folder: Path, elapsed: float) -> WorldResult:
@@ -504,7 +483,7 @@ def _interrupted(launch: Launch, folder: Path, elapsed: float) -> WorldResult:
 def probe_nccl(
     spec: LaunchSpec,
     opts: ProbeOptions,
-    progress: Progress,
+    observer: Observer,
     *,
     module: str = WORKER_MODULE,
     extra_env: Mapping[str, str] | None = None,
@@ -516,10 +495,10 @@ def probe_nccl(
     applied = workarounds.for_launch(machine.environ, device=spec.device, enabled=opts.saved_workarounds)
     root = Path(spec.log_dir or DEFAULT_LOG_DIR) / f"probe-{machine.run_stamp}"
     base_env = {**applied, **(extra_env or {})}
-    prober = Prober(spec, opts, plan, root, progress, base_env=base_env, module=module)
+    prober = Prober(spec, opts, plan, root, observer, base_env=base_env, module=module)
 
     prober.validate((*plan.world, *plan.pairs))
-    progress.applied(applied)
+    observer.applied(applied)
     world = tuple(prober.run(launch) for launch in plan.world)
     pairs = tuple(prober.run(launch) for launch in plan.pairs)
     summary = ProbeSummary(plan.backend, spec.device, str(root), world, pairs, applied)
@@ -532,7 +511,7 @@ def probe_nccl(
         search = find_workarounds(
             lambda env: prober.run(failing, env).status,
             candidates,
-            on_trial=lambda t: progress.trial(failing.label, t),
+            on_trial=lambda t: observer.trial(failing.label, t),
         )
         summary = dataclasses.replace(summary, search_label=failing.label, search=search, skipped=skipped)
         if opts.save_workaround and search.confirmed:

@@ -30,14 +30,18 @@ A rank of a multi-node run whose collective fails after it waited there for half
 timeout (:meth:`StallMonitor.after_failure`) is the same story told later: the peer's node
 stopped its stalled rank and the connection broke.
 
-Nothing here prints or signals; :class:`~isaaclab_mgpu.launcher.supervise.Supervisor` dumps the stacks,
-reports and stops the tree.
+Progress files are read as data, never trusted: a field of the wrong type (``"pid": "x"``) makes
+the file count as absent, and :meth:`StallMonitor.rejected` names it once for the caller to say.
+
+Nothing here prints or signals; :mod:`.hang` has the stacks dumped, and the
+:class:`~isaaclab_mgpu.launcher.supervise.Supervisor` reports and stops the tree.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -122,29 +126,61 @@ class Report:
     """When it entered the stage (epoch seconds)."""
 
     stack_file: str | None = None
-    """Where SIGUSR1 makes it dump its Python stack; None: no handler (never send it SIGUSR1)."""
+    """Where the stack-dump signal makes it write its stack; None: no handler (never send it)."""
 
     warmup: bool = False
     """The stage belongs to the first iteration its process runs (counted as start-up)."""
 
     @classmethod
     def read(cls, path: Path) -> Report | None:
-        """The report in ``path``, or None when absent or unreadable."""
+        """The report in ``path``; None when absent or caught half-written; ValueError when malformed."""
         try:
             data = json.loads(path.read_text())
-            return cls(
-                rank=int(data["rank"]),
-                local_rank=data.get("local_rank"),
-                pid=data.get("pid"),
-                host=data.get("host"),
-                stage=str(data["stage"]),
-                iteration=data.get("iteration"),
-                time=float(data["time"]),
-                stack_file=data.get("stack_file"),
-                warmup=bool(data.get("warmup", False)),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        except (OSError, ValueError):
+            return None  # not written yet, or caught in the middle of a write: keep the last one
+        return cls.parse(data)
+
+    @classmethod
+    def parse(cls, data: object) -> Report:
+        """A report from its JSON object; ValueError naming the first field of a wrong type."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        for name, types, required in _FIELDS:
+            value = data.get(name)
+            if value is None and not required:
+                continue
+            if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+                raise ValueError(f"{name!r} is {json.dumps(value)}, not {_TYPE_NAMES[types]}")
+        when = float(data["time"])
+        if not math.isfinite(when):
+            raise ValueError(f"'time' is {json.dumps(data['time'])}, not a finite number")
+        return cls(
+            rank=data["rank"],
+            local_rank=data.get("local_rank"),
+            pid=data.get("pid"),
+            host=data.get("host"),
+            stage=data["stage"],
+            iteration=data.get("iteration"),
+            time=when,
+            stack_file=data.get("stack_file"),
+            warmup=bool(data.get("warmup", False)),
+        )
+
+
+_INT, _NUMBER, _TEXT, _FLAG = (int,), (int, float), (str,), (bool,)
+_TYPE_NAMES = {_INT: "an integer", _NUMBER: "a number", _TEXT: "a string", _FLAG: "true or false"}
+#: Each field of a report: its JSON types, and whether it must be there.
+_FIELDS = (
+    ("rank", _INT, True),
+    ("local_rank", _INT, False),
+    ("pid", _INT, False),
+    ("host", _TEXT, False),
+    ("stage", _TEXT, True),
+    ("iteration", _INT, False),
+    ("time", _NUMBER, True),
+    ("stack_file", _TEXT, False),
+    ("warmup", _FLAG, False),
+)
 
 
 @dataclass(frozen=True)
@@ -412,16 +448,31 @@ class StallMonitor:
 
     _writes: dict[int, tuple[int, float]] = field(default_factory=dict)
     _reports: dict[int, Report] = field(default_factory=dict)
+    _rejected: dict[str, str] = field(default_factory=dict)
+    _told: set[str] = field(default_factory=set)
 
     def read(self) -> dict[int, Report]:
-        """Every rank's last report in the folder (a report caught half-written keeps the one before)."""
+        """Every rank's last report in the folder (a report caught half-written keeps the one before).
+
+        A malformed file (wrong types) is skipped; :meth:`rejected` names it.
+        """
         found = dict(self._reports)
         for path in Path(self.folder).glob("progress.*.json"):
-            rep = Report.read(path)
+            try:
+                rep = Report.read(path)
+            except ValueError as exc:
+                self._rejected.setdefault(str(path), str(exc))
+                continue
             if rep is not None:
                 found[rep.rank] = rep
         self._reports = found
         return found
+
+    def rejected(self) -> list[tuple[str, str]]:
+        """Malformed progress files not named before, each with what is wrong (each named once)."""
+        new = [(path, why) for path, why in self._rejected.items() if path not in self._told]
+        self._told.update(path for path, _ in new)
+        return new
 
     def check(
         self,
@@ -493,7 +544,7 @@ class StallMonitor:
 
 def process_status(pid: int | None) -> str:
     """psutil's status of ``pid`` (``stopped`` for a SIGSTOPped process), or ``gone``."""
-    if pid is None:
+    if not isinstance(pid, int):
         return "unknown"
     try:
         return str(psutil.Process(pid).status())

@@ -1,11 +1,19 @@
 """Finding, signalling and reaping every process a launch started, wherever it went.
 
-A launch's processes are found three ways, and the union is "the tree":
+A launch's processes are found four ways, and the union is "the tree" (:class:`RunTree`):
 
-1. the launcher and its descendants by parent links (psutil);
-2. every process whose environment carries this run's ``MGPU_RUN_ID`` marker — this finds
-   processes that called ``setsid`` and orphans that were re-parented away;
-3. the descendants of those, in case one of them started a child with a cleared environment.
+1. the launcher and its descendants by parent links (psutil), while the launcher is unreaped —
+   until its exit status is collected its PID cannot belong to anyone else;
+2. every process whose environment carries this run's ``MGPU_RUN_ID`` marker and that belongs to
+   the user running mgpu — this finds processes that called ``setsid`` and orphans that were
+   re-parented away (the user check matters when mgpu runs as root: a stranger cannot plant the
+   marker into a process mgpu would then signal);
+3. the descendants of those, in case one of them started a child with a cleared environment;
+4. every process seen in the tree before that still runs.
+
+Each process is held as a :class:`psutil.Process` from the moment it is seen; psutil compares the
+process's start time before it sends a signal, so a PID that was freed and reused by a stranger is
+never signalled, and a reaped launcher is no root any more.
 
 On Linux ``mgpu`` also makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so
 orphans of the tree are re-parented to ``mgpu`` instead of init; :func:`reap` collects their exit
@@ -14,10 +22,12 @@ may be a notebook or a test runner using the supervisor in-process: :func:`hold_
 :func:`release_subreaper` count the runs that need it and put back the host's own setting when the
 last one ends, and :func:`adopted_zombies` finds the dead orphans of a run's session to reap then.
 
-Signals go to each process by PID (psutil guards against PID reuse) and, where ``os.killpg``
-exists, also to each process group of the tree except ``mgpu``'s own, which catches a child forked
-between the scan and the signal. Setting ``MGPU_NO_KILLPG=1`` forces the portable path (no
-``killpg``, no subreaper: the psutil walk and the marker alone), so it can be tested on Linux.
+Signals go to each process through its psutil object and, where ``os.killpg`` exists, also to
+each process group *led by a live process of the tree* (never ``mgpu``'s own), which catches a
+child forked between the scan and the signal. A group whose leader is gone is not signalled as a
+group: its number is not known to be the run's any more; its members are signalled one by one.
+Setting ``MGPU_NO_KILLPG=1`` forces the portable path (no ``killpg``, no subreaper: the psutil
+walk and the marker alone), so it can be tested on Linux.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from isaaclab_mgpu.launcher.supervise.watchdog import MARKER_ENV, marked_process
 
 __all__ = [
     "MARKER_ENV",
+    "RunTree",
     "adopted_zombies",
     "alive",
     "get_subreaper",
@@ -43,7 +54,6 @@ __all__ = [
     "release_subreaper",
     "set_subreaper",
     "signal_tree",
-    "tree",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -143,32 +153,90 @@ def _with_descendants(proc: psutil.Process) -> list[psutil.Process]:
         return [proc]
 
 
-def tree(root_pid: int | None, run_id: str, since: float, exclude: frozenset[int]) -> list[psutil.Process]:
-    """Every live process of the launch: the root's descendants, marked processes and theirs."""
-    found: dict[int, psutil.Process] = {}
-    roots: list[psutil.Process] = []
-    if root_pid is not None:
+class RunTree:
+    """The processes of one run, held as psutil objects from the moment they are seen."""
+
+    def __init__(self, run_id: str, since: float, exclude: frozenset[int]) -> None:
+        self.run_id = run_id
+        self.since = since
+        """Epoch seconds before the run started: marked processes are younger."""
+        self.exclude = exclude
+        """PIDs never counted (mgpu itself, its watchdog)."""
+        self.root: psutil.Process | None = None
+        """The launcher while it is unreaped; None before it started and once it is reaped."""
+        self.known: dict[int, psutil.Process] = {}
+        """Every process of the tree seen so far (the root aside), by PID."""
+        self.sessions: set[int] = set()
+        """Sessions the tree's processes were seen in (for :func:`adopted_zombies`)."""
+
+    def hold_root(self, pid: int) -> None:
+        """Take the just-started launcher (an unreaped child of this process) as the root."""
         with contextlib.suppress(psutil.Error):
-            roots.append(psutil.Process(root_pid))
-    roots += marked_processes(run_id, since, exclude)
-    for root in roots:
-        for proc in _with_descendants(root):
-            if proc.pid not in exclude and proc.pid not in found:
-                found[proc.pid] = proc
-    return [p for p in found.values() if alive(p)]
+            self.root = psutil.Process(pid)
+
+    def root_reaped(self) -> None:
+        """The launcher's exit status was collected: its PID may be anyone's now."""
+        self.root = None
+
+    def live(self) -> list[psutil.Process]:
+        """Every live process of the tree (the root included while it runs)."""
+        found: dict[int, psutil.Process] = {}
+        roots = [self.root] if self.root is not None else []
+        roots += marked_processes(self.run_id, self.since, self.exclude)
+        for root in roots:
+            for proc in _with_descendants(root):
+                if proc.pid not in self.exclude:
+                    found.setdefault(proc.pid, proc)
+        for pid, proc in self.known.items():
+            found.setdefault(pid, proc)
+        procs = [p for p in found.values() if alive(p)]
+        for proc in procs:
+            self._note(proc)
+        return procs
+
+    def _note(self, proc: psutil.Process) -> None:
+        if proc is self.root or (self.root is not None and proc.pid == self.root.pid):
+            return
+        held = self.known.get(proc.pid)
+        if held is None or (held is not proc and not held.is_running()):
+            self.known[proc.pid] = proc
+            with contextlib.suppress(OSError):
+                self.sessions.add(os.getsid(proc.pid))
+
+    def adopt(self, owned: set[int]) -> None:
+        """Note children of this process that carry the marker (orphans re-parented to a subreaper).
+
+        A zombie's ``/proc`` entry no longer shows its environment: note them while they live, so
+        :meth:`reap` collects them once they die.
+        """
+        try:
+            children = psutil.Process().children()
+        except psutil.Error:
+            return
+        for child in children:
+            if child.pid in owned or child.pid in self.known:
+                continue
+            try:
+                if child.environ().get(MARKER_ENV) == self.run_id:
+                    self._note(child)
+            except (psutil.Error, OSError):
+                continue
+
+    def reap(self, owned: set[int]) -> None:
+        """Collect the exit status of the tree's dead processes that are this process's children."""
+        ours = {pid for pid, proc in self.known.items() if pid not in owned and proc.is_running()}
+        for pid in reap(ours):
+            self.known.pop(pid, None)
 
 
 def signal_tree(procs: list[psutil.Process], sig: int) -> list[int]:
-    """Send ``sig`` to every process (and, with killpg, to their groups); return the PIDs reached."""
+    """Send ``sig`` to every process (and, with killpg, to the groups they lead); return the PIDs reached."""
     if not portable():
         own = os.getpgid(0)
-        groups = set()
         for proc in procs:
-            with contextlib.suppress(OSError):
-                groups.add(os.getpgid(proc.pid))
-        for group in groups - {own}:
-            with contextlib.suppress(OSError):
-                os.killpg(group, sig)
+            with contextlib.suppress(OSError, psutil.Error):
+                if proc.pid != own and os.getpgid(proc.pid) == proc.pid and proc.is_running():
+                    os.killpg(proc.pid, sig)
     reached = []
     for proc in procs:
         try:

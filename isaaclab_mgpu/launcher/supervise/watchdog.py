@@ -1,7 +1,10 @@
 """The watchdog: kills a run's process tree when ``mgpu`` itself dies without cleaning up.
 
-``mgpu train`` starts this file as a script (``python watchdog.py RUN_ID SINCE [FOLDER...]``), in
-its own session, with a pipe from ``mgpu`` as its stdin, before it starts the launcher. It then blocks on
+``mgpu train`` starts this file as a script (``python watchdog.py``), in its own session, with a
+pipe from ``mgpu`` as its stdin, before it starts the launcher. The first line on that pipe is
+JSON, ``{"run_id": ..., "since": ..., "folders": [...]}``: the marker travels on the pipe, never
+in an argument list (``ps`` shows every process's arguments to every user, and a marker known to
+a stranger could be planted into a process mgpu would then signal). The watchdog then blocks on
 that pipe. When ``mgpu`` finishes normally it writes ``done`` and the watchdog exits quietly.
 When the pipe reaches end-of-file without ``done`` — ``mgpu`` was SIGKILLed, crashed, or lost its
 terminal — the watchdog finds every process whose environment carries ``MGPU_RUN_ID=RUN_ID``
@@ -17,6 +20,7 @@ standard library and psutil, so the watchdog starts in a fraction of a second.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -36,13 +40,21 @@ DONE = b"done"
 def marked_processes(
     run_id: str, since: float, exclude: frozenset[int] = frozenset()
 ) -> list[psutil.Process]:
-    """Live processes created after ``since`` (epoch seconds) whose environment has the run's marker."""
+    """Processes of this user created after ``since`` (epoch seconds) whose environment has the marker.
+
+    The user is checked first: when mgpu runs as root it can read every process's environment,
+    and a marker another user planted must not make it signal that user's processes.
+    """
     found = []
-    for proc in psutil.process_iter(["create_time"]):
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for proc in psutil.process_iter(["create_time", "uids"]):
         if proc.pid in exclude:
             continue
         created = proc.info.get("create_time")
         if created is None or created < since:
+            continue
+        uids = proc.info.get("uids")
+        if uid is not None and (uids is None or uids.real != uid):
             continue
         try:
             # /proc/PID/environ is the environment the process started with; a zombie's is empty.
@@ -88,28 +100,38 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-def main(argv: list[str]) -> int:
+def header(run_id: str, since: float, folders: list[str]) -> bytes:
+    """The first line ``mgpu`` writes to the watchdog: what to kill and what to remove."""
+    return json.dumps({"run_id": run_id, "since": since, "folders": folders}).encode() + b"\n"
+
+
+def main() -> int:
     """Wait for ``mgpu`` to finish or die; on death, kill the run's tree."""
-    run_id, since = argv[0], float(argv[1])
-    # Ctrl-C and hang-ups are for mgpu to handle; the watchdog outlives them on purpose.
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+    # Ctrl-C and hang-ups are for mgpu to handle, SIGUSR1 (SLURM's time-limit warning to the whole
+    # job step) for the ranks: the watchdog outlives them on purpose.
+    for name in ("SIGINT", "SIGHUP", "SIGUSR1"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     data = b""
     while True:
         try:
-            chunk = os.read(0, 256)
+            chunk = os.read(0, 4096)
         except InterruptedError:
             continue
         if not chunk:
             break
-        data = (data + chunk)[-64:]
+        data += chunk
     if data.strip().endswith(DONE):
         return 0
-    kill_marked(run_id, since)
-    for folder in argv[2:]:  # the stall watch's progress folder: mgpu can no longer remove it
+    try:
+        start = json.loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        return 0  # mgpu died before it named its run: there is nothing to find
+    kill_marked(start["run_id"], float(start["since"]))
+    for folder in start["folders"]:  # the stall watch's progress folder: mgpu can no longer remove it
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

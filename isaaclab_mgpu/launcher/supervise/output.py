@@ -1,0 +1,102 @@
+"""What the launcher says: its stdout passed on, its stderr mirrored and searched for failures.
+
+The launcher's stdout is passed straight through (or, with ``SuperviseOptions.on_stdout``, handed
+line by line to a live progress view); its stderr is read line by line to find failures (the
+``failed (exitcode: N) local_rank: L`` line and the "Root Cause" summary, :mod:`.rootcause`), and
+mirrored to the console minus torch elastic's own Python traceback (its failure summary, which
+says more, is kept). Both are read by daemon threads, joined before the result.
+"""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO
+
+from isaaclab_mgpu.launcher.supervise import rootcause
+
+__all__ = ["LauncherOutput"]
+
+_TRACEBACK_STARTS = (
+    "Traceback (most recent call last):",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+)
+
+
+class LauncherOutput:
+    """Reader threads of one launcher's output streams."""
+
+    def __init__(self, console: bool, on_stdout: Callable[[bytes], None] | None) -> None:
+        self.console = console
+        self.on_stdout = on_stdout
+        self.lines: collections.deque[str] = collections.deque(maxlen=500)
+        """The launcher's last stderr lines that are not rank output (for the failure summary)."""
+        self.failed: tuple[int, int, int] | None = None
+        """The first ``failed (exitcode, local_rank, pid)`` line, once the launcher printed one."""
+        self._threads: list[threading.Thread] = []
+
+    def stdout(self) -> int | None:
+        """What the launcher's stdout should be: the console, a pipe to the view, or nothing."""
+        if not self.console:
+            return subprocess.DEVNULL
+        return subprocess.PIPE if self.on_stdout is not None else None
+
+    def start(self, proc: subprocess.Popen[bytes]) -> None:
+        """Start reading ``proc``'s streams."""
+        readers = [("stderr", self._read_stderr, proc.stderr)]
+        if proc.stdout is not None:
+            readers.append(("stdout", self._read_stdout, proc.stdout))
+        for name, target, stream in readers:
+            thread = threading.Thread(
+                target=target, args=(stream,), name=f"mgpu-launcher-{name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def join(self, timeout: float = 2.0) -> None:
+        """Wait for both streams to end (the launcher and whoever holds its pipes are gone)."""
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+
+    def _read_stdout(self, stream: IO[bytes]) -> None:
+        sink = self.on_stdout
+        assert sink is not None
+        for raw in iter(stream.readline, b""):
+            try:
+                sink(raw)
+            except Exception:  # a display problem must never stop the supervision
+                sys.stdout.buffer.write(raw)
+                sys.stdout.flush()
+
+    def _read_stderr(self, stream: IO[bytes]) -> None:
+        out = getattr(sys.stderr, "buffer", None) if self.console else None
+        held: list[bytes] = []
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            if not line.startswith("["):
+                self.lines.append(line)
+                if self.failed is None:
+                    self.failed = rootcause.failed_line(line)
+            if out is None:
+                continue
+            if held:
+                # Hold back a launcher traceback (and its chain) until its last line shows whose it is.
+                held.append(raw)
+                if line and not line[0].isspace() and not line.startswith(_TRACEBACK_STARTS):
+                    if not line.startswith("torch.distributed.elastic."):
+                        out.write(b"".join(held))
+                    held = []
+                    out.flush()
+                continue
+            if line.startswith(_TRACEBACK_STARTS):
+                held = [raw]
+                continue
+            out.write(raw)
+            out.flush()
+        if out is not None and held:
+            out.write(b"".join(held))
+            out.flush()

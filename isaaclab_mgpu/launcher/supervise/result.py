@@ -1,0 +1,137 @@
+"""How a supervised run ended: :class:`RunResult`, the first failed rank, and the exit code.
+
+torchrun always exits 1 when a worker fails, so the rank's real code (or signal) is read from the
+launcher's "Root Cause" summary on its stderr, and the traceback from that rank's ``@record``
+error file, even when its console output was filtered (see :mod:`.rootcause`). Exit codes are
+listed in :mod:`isaaclab_mgpu.contract.errors`; :func:`exit_code` is where they are chosen.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE
+from isaaclab_mgpu.launcher.supervise import rootcause
+from isaaclab_mgpu.launcher.supervise.stall import Stall
+
+__all__ = ["RankFailure", "RunResult", "exit_code", "first_failure"]
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """The first rank that failed, as far as the launcher and the rank's files tell."""
+
+    rank: int | None
+    """Global rank."""
+
+    local_rank: int | None
+    """Rank on its node."""
+
+    host: str | None
+    """Host the rank ran on."""
+
+    exit_code: int | None
+    """The rank's exit code, when it exited."""
+
+    signal: str | None
+    """Name of the signal that killed it (e.g. ``SIGSEGV``), when it was killed."""
+
+    traceback: str | None
+    """Tail of the traceback in the rank's ``@record`` error file, if any."""
+
+    stderr_tail: str | None = None
+    """Last lines of the rank's stderr log, when there is no error file."""
+
+    log_path: str | None = None
+    """The rank's log folder (``stdout.log``, ``stderr.log``, ``error.json``)."""
+
+    @property
+    def code(self) -> int:
+        """The shell-style code of this failure: the exit code, or 128+N for signal N."""
+        return rootcause.exit_status_code(self.exit_code, self.signal)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a supervised run ended."""
+
+    exit_code: int
+    """What ``mgpu`` exits with (see :mod:`isaaclab_mgpu.contract.errors`)."""
+
+    interrupted: bool
+    """A stop was requested (signal or :meth:`Supervisor.stop`)."""
+
+    killed_after_grace: bool
+    """Some process of the tree had to be SIGKILLed after the grace period."""
+
+    failure: RankFailure | None
+    """The first failed rank, when a rank failed."""
+
+    log_dir: str | None
+    """This run's per-rank log folder (``<log_dir>/<run_id>_<rand>``)."""
+
+    survivors: tuple[int, ...]
+    """PIDs of the tree still alive at the end; empty unless a process could not be killed."""
+
+    stall: Stall | None = None
+    """The stall watch's verdict when the run was stopped as hung."""
+
+    checkpoint_requested: bool = False
+    """SIGUSR1 reached mgpu during the run (SLURM: the time limit is near); nothing was done about it."""
+
+
+def exit_code(
+    rc: int, *, stall: Stall | None, interrupted: bool, killed_after_grace: bool, failure: RankFailure | None
+) -> int:
+    """What ``mgpu`` exits with, from the launcher's status ``rc`` and how the run was stopped."""
+    if stall is not None:
+        return EXIT_HANG
+    if interrupted:
+        return EXIT_KILLED_AFTER_GRACE if killed_after_grace else EXIT_INTERRUPTED
+    if rc != 0:
+        if failure is not None and (failure.exit_code or failure.signal):
+            return failure.code
+        return rc if rc > 0 else 128 - rc
+    return 0
+
+
+def first_failure(
+    lines: Iterable[str], run_dir: str | None, first_rank: int, newest: Callable[[], str | None]
+) -> tuple[RankFailure | None, str | None]:
+    """The first failed rank from the launcher's stderr ``lines`` and the run's log folder.
+
+    ``run_dir`` is the run's log folder when known, else the failure summary's error file names
+    it, else ``newest()`` is looked in. Returns the failure and the run's folder as now known
+    (the guess from ``newest`` is not kept).
+    """
+    parsed = rootcause.parse_root_cause(lines)
+    if run_dir is None and parsed is not None and parsed.error_file:
+        run_dir = str(Path(parsed.error_file).parent.parent.parent)
+    known = run_dir
+    run_dir = run_dir or newest()
+    if parsed is None:
+        earliest = rootcause.earliest_error_file(run_dir)
+        if earliest is None:
+            return None, known
+        parsed = rootcause.ParsedFailure(None, earliest[0], None, None, None, str(earliest[1]))
+    code, sig = rootcause.split_exitcode(parsed.exitcode)
+    folder = rootcause.rank_folder(run_dir, parsed.local_rank)
+    error_file = parsed.error_file or (str(folder / "error.json") if folder else None)
+    tb = rootcause.read_error_file(error_file) if error_file else None
+    rank = parsed.rank
+    if rank is None and parsed.local_rank is not None:
+        rank = first_rank + parsed.local_rank
+    failure = RankFailure(
+        rank=rank,
+        local_rank=parsed.local_rank,
+        host=parsed.host or socket.gethostname(),
+        exit_code=code,
+        signal=sig,
+        traceback=tb,
+        stderr_tail=None if tb else rootcause.tail(folder / "stderr.log" if folder else None),
+        log_path=str(folder) if folder else None,
+    )
+    return failure, known

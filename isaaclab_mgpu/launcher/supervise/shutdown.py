@@ -1,0 +1,231 @@
+"""The one shutdown path of every launch mgpu supervises: running → stopping → terminating → killing → done.
+
+:class:`Shutdown` is shared by the :class:`~isaaclab_mgpu.launcher.supervise.Supervisor` (``mgpu
+train`` and each ``probe-nccl`` launch) and by the JAX launcher (:mod:`isaaclab_mgpu.launcher.jaxrun`).
+Its :meth:`Shutdown.sequence` reads top to bottom, one phase after the other:
+
+stopping
+    The first request went to whoever stops the ranks best: the launcher alone (torchrun forwards
+    it to its ranks and prints its failure summary), or the ranks themselves (jaxrun). Wait until
+    they are gone or ``grace`` seconds passed since the request. A launch that ended by itself
+    and left processes behind skips this wait: nobody else will stop them.
+terminating
+    SIGTERM, then SIGCONT (a stopped process must run to die of it), to every process left in the
+    tree; wait ``kill_after`` seconds for them to go.
+killing
+    SIGKILL to every survivor, repeated until none is left or :data:`GIVE_UP` seconds passed (a
+    process in uninterruptible sleep cannot be killed; it is named as a survivor).
+done
+    Nothing of the tree is alive.
+
+A second interrupt (:meth:`Shutdown.force`) jumps to killing from wherever the sequence is. The
+deadlines are monotonic clock readings, one per phase. The caller drives the sequence with
+:meth:`Shutdown.step` from its own loop, between its other duties (reading the launcher's output,
+noticing a second Ctrl-C), so nothing here blocks or sleeps.
+
+Signals themselves are only recorded where they arrive: :func:`recording` installs handlers that
+append to an :class:`Interrupts`, which the loop reads; :meth:`Interrupts.take` tells the first
+stop signal from the same Ctrl-C delivered twice (within :data:`SAME_INTERRUPT` seconds: the
+terminal signals the whole foreground group and wrappers such as ``uv run`` forward it once more)
+and from a second, deliberate one. SIGUSR1 is not a stop signal: SLURM sends it (``--signal``) to
+ask for a checkpoint before the time limit, so it is recorded as
+:attr:`Interrupts.checkpoint_requested` and nothing else happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import psutil
+
+from isaaclab_mgpu.launcher.supervise.tree import signal_tree
+
+__all__ = [
+    "CHECKPOINT_SIGNAL",
+    "GIVE_UP",
+    "SAME_INTERRUPT",
+    "STOP_SIGNALS",
+    "Interrupts",
+    "Phase",
+    "Shutdown",
+    "recording",
+]
+
+#: Signals that start a stop; a second one of any of them kills the tree at once.
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+#: SLURM's "checkpoint and stop soon": recorded, never acted on here.
+CHECKPOINT_SIGNAL: int | None = getattr(signal, "SIGUSR1", None)
+#: Signals this close to the first are the same Ctrl-C.
+SAME_INTERRUPT = 0.5
+#: How long SIGKILL is repeated before the survivors are given up on.
+GIVE_UP = 5.0
+
+
+class Phase(enum.Enum):
+    """Where a shutdown is."""
+
+    RUNNING = "running"
+    STOPPING = "stopping"
+    TERMINATING = "terminating"
+    KILLING = "killing"
+    DONE = "done"
+
+
+class Interrupts:
+    """Signals as the handlers recorded them (appending is all a handler does)."""
+
+    def __init__(self) -> None:
+        self._got: list[tuple[int, float]] = []
+        self._seen = 0
+        self._first_at: float | None = None
+        self.checkpoint_requested = False
+        """SIGUSR1 arrived (SLURM's warning before the time limit); see the module docstring."""
+
+    def record(self, signum: int) -> None:
+        """Note ``signum`` (safe in a signal handler)."""
+        self._got.append((signum, time.monotonic()))
+
+    def take(self, stopping: bool) -> Iterator[tuple[str, int]]:
+        """Each new stop signal as ``("stop", sig)`` (the first) or ``("force", sig)`` (a second).
+
+        ``stopping``: a stop was already requested some other way, so any signal is a second one.
+        Repeats of the first within :data:`SAME_INTERRUPT` seconds are dropped; SIGUSR1 only sets
+        :attr:`checkpoint_requested` (yielded once as ``("checkpoint", sig)``).
+        """
+        while self._seen < len(self._got):
+            sig, at = self._got[self._seen]
+            self._seen += 1
+            if sig == CHECKPOINT_SIGNAL:
+                if not self.checkpoint_requested:
+                    self.checkpoint_requested = True
+                    yield "checkpoint", sig
+            elif not stopping:
+                stopping = True
+                self._first_at = at
+                yield "stop", sig
+            elif self._first_at is None or at - self._first_at >= SAME_INTERRUPT:
+                yield "force", sig
+
+
+@contextlib.contextmanager
+def recording(record: Callable[[int], None]) -> Iterator[None]:
+    """While inside, the stop signals and SIGUSR1 only call ``record(signum)`` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wanted = [*STOP_SIGNALS, *([CHECKPOINT_SIGNAL] if CHECKPOINT_SIGNAL is not None else [])]
+    previous = {sig: signal.signal(sig, lambda signum, _frame: record(signum)) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class Shutdown:
+    """One launch's shutdown, driven step by step (see the module docstring)."""
+
+    members: Callable[[], list[psutil.Process]]
+    """Every live process of the tree, looked up afresh at each call."""
+
+    first_alive: Callable[[], bool]
+    """True while whoever got the first request (the launcher, or the ranks) is still running."""
+
+    grace: float
+    """Seconds of stopping before terminating."""
+
+    kill_after: float
+    """Seconds of terminating before killing."""
+
+    on_terminate: Callable[[int, bool], None] = lambda count, first_alive: None
+    """Told how many processes get SIGTERM, and whether the launcher was still running."""
+
+    on_kill: Callable[[int], None] = lambda count: None
+    """Told how many processes ignored SIGTERM and get SIGKILL (not after :meth:`force`)."""
+
+    clock: Callable[[], float] = time.monotonic
+    """The monotonic clock the deadlines are read on."""
+
+    phase: Phase = Phase.RUNNING
+    """Where the shutdown is."""
+
+    requested: bool = False
+    """A stop was asked for (a signal, a failed rank, a hang); False when the launch just ended."""
+
+    forced: bool = False
+    """Kill at once (a second interrupt)."""
+
+    killed_after_grace: bool = False
+    """A requested stop had to SIGKILL a process that ignored SIGTERM."""
+
+    started_at: float | None = None
+    """When the shutdown began (monotonic)."""
+
+    _steps: Iterator[Phase] | None = field(default=None, repr=False)
+
+    def begin(self, requested: bool = True) -> bool:
+        """Start the sequence (once; a request marks it requested); True if it started now."""
+        self.requested = self.requested or requested
+        if self._steps is not None:
+            return False
+        self.started_at = self.clock()
+        self.phase = Phase.STOPPING
+        self._steps = self.sequence()
+        return True
+
+    def force(self) -> None:
+        """Kill the whole tree now (a second interrupt)."""
+        self.forced = True
+        self.begin(requested=self.requested)
+
+    def step(self) -> Phase:
+        """Advance the sequence as far as it can go now; return the phase it is in."""
+        if self._steps is not None and self.phase is not Phase.DONE:
+            next(self._steps, None)
+        return self.phase
+
+    @property
+    def done(self) -> bool:
+        """Nothing of the tree is left alive (or the survivors were given up on)."""
+        return self.phase is Phase.DONE
+
+    def sequence(self) -> Iterator[Phase]:
+        """The phases in order; yields while waiting, returns once the tree is gone."""
+        assert self.started_at is not None
+        self.phase = Phase.STOPPING
+        while not self.forced and self.first_alive() and self.clock() < self.started_at + self.grace:
+            yield self.phase
+
+        procs = self.members()
+        if procs and not self.forced:
+            self.phase = Phase.TERMINATING
+            self.on_terminate(len(procs), self.first_alive())
+            signal_tree(procs, signal.SIGTERM)
+            signal_tree(procs, signal.SIGCONT)
+            deadline = self.clock() + self.kill_after
+            while not self.forced and self.clock() < deadline:
+                yield self.phase
+                if not self.members():
+                    break
+
+        procs = self.members()
+        if procs:
+            self.phase = Phase.KILLING
+            if not self.forced:
+                self.on_kill(len(procs))
+                self.killed_after_grace = self.requested
+            deadline = self.clock() + GIVE_UP
+            while procs and self.clock() < deadline:
+                signal_tree(procs, signal.SIGKILL)
+                yield self.phase
+                procs = self.members()
+        self.phase = Phase.DONE
