@@ -79,7 +79,7 @@ def train(
 ) -> int:
     """Launch and supervise ``spec``; 0 on success, else raise the error carrying the exit code."""
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions, supervise
-    from isaaclab_mgpu.report import supervise as progress
+    from isaaclab_mgpu.report import supervise as notes
 
     check_isaac_task(spec)
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
@@ -103,12 +103,12 @@ def train(
         view = LiveProgress()
         options = dataclasses.replace(options, on_stdout=view.feed)
     try:
-        result = supervise(cmd, options, progress)
+        result = supervise(cmd, options, notes)
     finally:
         if view is not None:
             view.close()
     if options.console:
-        progress.result(result)
+        notes.result(result)
     settle_run(resolved, cmd, result)
     return exit_code(result, cmd, spec)
 

@@ -155,6 +155,7 @@ class Supervisor:
         self._launcher: subprocess.Popen[bytes] | None = None
         self._rc: int | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
+        # Replaced in start(), once the start time and the watchdog's PID are known.
         self._tree = proctree.RunTree(self.run_id, 0.0, frozenset({os.getpid()}))
         self._output = LauncherOutput(self.options.console, self.options.on_stdout)
         self._signals = Interrupts()
@@ -190,6 +191,8 @@ class Supervisor:
             self._watch = HangWatch(watch, tuple(sorted(self.cmd.rank_devices)), socket.gethostname())
             env.update(self._watch.env)
         self._start_watchdog()
+        assert self._watchdog is not None
+        self._tree = proctree.RunTree(self.run_id, self._since, frozenset({os.getpid(), self._watchdog.pid}))
         try:
             self._launcher = subprocess.Popen(
                 self.cmd.argv,
@@ -399,7 +402,6 @@ class Supervisor:
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
-        self._tree = proctree.RunTree(self.run_id, self._since, frozenset({os.getpid(), self._watchdog.pid}))
         assert self._watchdog.stdin is not None
         try:
             self._watchdog.stdin.write(_watchdog.header(self.run_id, self._since, folders))
