@@ -33,7 +33,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _stop(tmp: Path, worker: str, ready: int, sig: int, *options: str) -> tuple[int, float, list[int], str]:
+def _stop(
+    tmp: Path, worker: str, ready: int, sig: int, *options: str, before: int | None = None
+) -> tuple[int, float, list[int], str]:
     pids = tmp / "pids"
     pids.mkdir()
     argv = [sys.executable, "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2",
@@ -49,6 +51,10 @@ def _stop(tmp: Path, worker: str, ready: int, sig: int, *options: str) -> tuple[
             time.sleep(0.05)
         assert len(_recorded(pids)) >= ready, proc.stderr.read().decode() if proc.poll() is not None else ""
         time.sleep(0.3)  # the ranks' signal handlers are in place
+        if before is not None:
+            proc.send_signal(before)
+            time.sleep(1.0)
+            assert proc.poll() is None, f"jaxrun died of signal {before}"
         sent = time.monotonic()
         proc.send_signal(sig)
         rc = proc.wait(timeout=60)
@@ -82,3 +88,10 @@ def test_a_rank_ignoring_the_signal_is_killed_after_grace_with_124(tmp_path):
     assert rc == EXIT_KILLED_AFTER_GRACE, err
     assert alive == [], err
     assert 2 <= took < 15, err  # grace 1 s + kill_after 1 s, then SIGKILL
+
+
+def test_sigusr1_is_survived(tmp_path):
+    # SLURM's time-limit warning reaches the launcher too: recorded and ignored, the stop still works.
+    rc, _, alive, err = _stop(tmp_path, "sleeper.py", 2, signal.SIGINT, before=signal.SIGUSR1)
+    assert rc == EXIT_INTERRUPTED, err
+    assert alive == [], err

@@ -37,10 +37,11 @@ Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
     every local rank of the tree that reports gets the stack-dump signal (:mod:`.stacks`:
     faulthandler dumps its Python stack beside its logs; a stopped rank gets SIGCONT to take the
     signal and is stopped again right after), the verdict goes to the :class:`Notes`, the local
-    ranks are SIGKILLed (a hung rank saves
-    nothing, and one resumed by a SIGTERM+SIGCONT could unblock a peer on another node before its
-    own mgpu has spoken), and the launcher is stopped through the same path as below with a short
-    grace period. The run then exits :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`.
+    ranks are SIGKILLed (a hung rank saves nothing, and one resumed by a SIGTERM+SIGCONT could
+    unblock a peer on another node before its own mgpu has spoken), and the launcher is stopped
+    through the same path as above with a short grace period. The run then exits
+    :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. A progress file that is not a report is
+    ignored, and said once.
 
 Result — :mod:`.result`
     :class:`RunResult` keeps the launcher's status and names the first failed rank, read from
