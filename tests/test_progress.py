@@ -10,6 +10,8 @@ import sys
 import time
 from datetime import timedelta
 
+import pytest
+
 from isaaclab_mgpu.contract import progress, stacks
 from isaaclab_mgpu.contract.env import RUN_ID
 
@@ -79,16 +81,20 @@ def test_the_stack_signal_dumps_the_python_stack_and_sigusr1_is_only_recorded(tm
         proc.wait()
 
 
-def test_sigusr1_is_left_alone_outside_mgpu(tmp_path):
+@pytest.mark.parametrize("under_mgpu", [True, False], ids=["under-mgpu-without-stall-watch", "outside-mgpu"])
+def test_sigusr1_is_survived_under_mgpu_only(under_mgpu):
     code = (
         "import os, signal\n"
         "from isaaclab_mgpu import progress\n"
         "progress.beat('update', 1)\n"
         "os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "assert progress.stop_requested()\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != RUN_ID}
+    env = {k: v for k, v in os.environ.items() if k not in (RUN_ID, progress.DIR_ENV)}
+    if under_mgpu:
+        env[RUN_ID] = "test"  # the stall watch is off (no progress folder), the marker is there
     out = subprocess.run([sys.executable, "-c", code], env=env, timeout=60)
-    assert out.returncode == -signal.SIGUSR1  # a program outside mgpu keeps the default
+    assert out.returncode == (0 if under_mgpu else -signal.SIGUSR1)  # outside mgpu: the default
 
 
 def test_process_group_timeout_follows_the_bounds_plus_a_margin():
