@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import pytest
 
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, UsageError
 from isaaclab_mgpu.launcher.build import Command
-from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor, rootcause, supervise
+from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor, rootcause
 
 WORKERS = Path(__file__).parent / "workers"
 ROOT = Path(__file__).parent.parent
@@ -334,32 +333,6 @@ def test_supervisor_api_in_process(tmp_path: Path) -> None:
     assert (result.exit_code, result.interrupted, result.survivors) == (EXIT_INTERRUPTED, True, ())
     assert result.log_dir is not None and Path(result.log_dir).parent == tmp_path / "logs"
     assert not any(map(_alive, tree))
-
-
-def test_sigusr1_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
-    # SLURM's --signal=USR1@90 reaches mgpu itself: it must neither die nor stop the run.
-    cmd = Command(
-        argv=(sys.executable, "-c", "import time; time.sleep(3)"),
-        env={},
-        world_size=1,
-        rank_devices={0: "cpu"},
-        launcher="sleeper",
-        log_dir=str(tmp_path),
-    )
-    requests: list[float] = []
-    options = SuperviseOptions(console=False, on_checkpoint_request=lambda: requests.append(time.monotonic()))
-
-    def send_twice() -> None:
-        for _ in range(2):
-            time.sleep(0.5)
-            os.kill(os.getpid(), signal.SIGUSR1)
-
-    sender = threading.Thread(target=send_twice)
-    sender.start()
-    result = supervise(cmd, options)
-    sender.join()
-    assert (result.exit_code, result.interrupted, result.checkpoint_requested) == (0, False, True)
-    assert len(requests) == 1  # the hook is called once, from the loop
 
 
 def test_options_reject_negative_times() -> None:

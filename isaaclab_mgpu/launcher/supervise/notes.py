@@ -16,7 +16,11 @@ __all__ = ["Notes", "Silent"]
 
 
 class Notes(Protocol):
-    """What the supervisor tells people while a run stops (``report.supervise`` implements it)."""
+    """What the supervisor tells people while a run stops (``report.supervise`` implements it).
+
+    Each method here does nothing, so a class that names :class:`Notes` as its base only writes
+    the notes it wants to give.
+    """
 
     def log_folder(self, path: str) -> None: ...
 
@@ -37,32 +41,5 @@ class Notes(Protocol):
     def ignored_report(self, path: str, reason: str) -> None: ...
 
 
-class Silent:
-    """The :class:`Notes` of a run without a console: says nothing."""
-
-    def log_folder(self, path: str) -> None:
-        pass
-
-    def stopping(self, reason: str, launcher: str, grace: float, kill_after: float) -> None:
-        pass
-
-    def stopping_after_failure(self, launcher: str, grace: float) -> None:
-        pass
-
-    def forcing(self, count: int) -> None:
-        pass
-
-    def escalating(self, count: int, grace: float) -> None:
-        pass
-
-    def killing(self, count: int) -> None:
-        pass
-
-    def stragglers(self, count: int, launcher: str) -> None:
-        pass
-
-    def stall(self, stall: Stall) -> None:
-        pass
-
-    def ignored_report(self, path: str, reason: str) -> None:
-        pass
+class Silent(Notes):
+    """The :class:`Notes` of a run without a console: says nothing (every method does nothing)."""

@@ -1,10 +1,12 @@
-"""Nothing read from a file or left by the kernel makes the supervisor signal a stranger.
+"""Signals the supervisor sends and gets: never to a stranger; SIGUSR1 only recorded.
 
+Nothing read from a file or left by the kernel makes the supervisor signal a stranger.
 Real processes throughout: a launch whose launcher exits and leaves a straggler, with a stand-in
 process that takes over the launcher's PID once it is reaped (``ns_last_pid``, where this machine
 lets the test write it); a process of another user carrying the run's marker; malformed progress
 files planted beside the ranks' own in a real 2-rank ``mgpu train`` run. Every ``os.kill`` and
 ``os.killpg`` the supervisor makes is recorded (psutil and subprocess signal through them).
+SLURM's SIGUSR1 reaches mgpu itself: it must neither die nor stop the run.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import psutil
 import pytest
 
 from isaaclab_mgpu.launcher.build import Command
-from isaaclab_mgpu.launcher.supervise import MARKER_ENV, SuperviseOptions, Supervisor
+from isaaclab_mgpu.launcher.supervise import MARKER_ENV, SuperviseOptions, Supervisor, supervise
 from isaaclab_mgpu.launcher.supervise.watchdog import marked_processes
 
 WORKERS = Path(__file__).parent / "workers"
@@ -44,6 +46,18 @@ if os.fork() == 0:
 while not os.path.exists(os.path.join(folder, "straggler")):
     time.sleep(0.01)
 """
+
+
+def _command(tmp: Path, *argv: str) -> Command:
+    """A one-process launch of ``argv``."""
+    return Command(
+        argv=argv,
+        env={},
+        world_size=1,
+        rank_devices={0: "cpu"},
+        launcher="launcher",
+        log_dir=str(tmp / "logs"),
+    )
 
 
 def _take_pid(pid: int, tries: int = 20) -> subprocess.Popen | None:
@@ -77,14 +91,7 @@ def test_after_its_launcher_is_reaped_the_supervisor_signals_only_the_tree(tmp_p
 
     monkeypatch.setattr(os, "kill", kill)
     monkeypatch.setattr(os, "killpg", killpg)
-    cmd = Command(
-        argv=(sys.executable, "-c", LAUNCHER, str(tmp_path), "1" if setsid else "0"),
-        env={},
-        world_size=1,
-        rank_devices={0: "cpu"},
-        launcher="launcher",
-        log_dir=str(tmp_path / "logs"),
-    )
+    cmd = _command(tmp_path, sys.executable, "-c", LAUNCHER, str(tmp_path), "1" if setsid else "0")
     sup = Supervisor(cmd, SuperviseOptions(grace_period=1, kill_after=3, console=False))
     sup.start()
     launcher = sup.descendants()[0].pid
@@ -140,14 +147,7 @@ def test_a_marked_process_of_another_user_is_not_the_runs(tmp_path):
 
 
 def test_the_marker_is_in_no_process_arguments(tmp_path):
-    cmd = Command(
-        argv=(sys.executable, "-c", "import time; time.sleep(30)"),
-        env={},
-        world_size=1,
-        rank_devices={0: "cpu"},
-        launcher="sleeper",
-        log_dir=str(tmp_path),
-    )
+    cmd = _command(tmp_path, sys.executable, "-c", "import time; time.sleep(30)")
     sup = Supervisor(cmd, SuperviseOptions(grace_period=1, kill_after=1, console=False))
     sup.start()
     try:
@@ -175,3 +175,21 @@ def test_malformed_progress_files_are_ignored_once_and_the_run_ends_well(tmp_pat
     assert any("progress.7.json" in line and "'local_rank' is \"y\"" in line for line in ignored), ignored
     assert any("progress.8.json" in line and "'time' is \"soon\"" in line for line in ignored), ignored
     assert "Traceback" not in out.stderr
+
+
+def test_sigusr1_is_recorded_and_the_run_goes_on(tmp_path):
+    cmd = _command(tmp_path, sys.executable, "-c", "import time; time.sleep(3)")
+    requests: list[float] = []
+    options = SuperviseOptions(console=False, on_checkpoint_request=lambda: requests.append(time.monotonic()))
+
+    def send_twice() -> None:
+        for _ in range(2):
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    sender = threading.Thread(target=send_twice)
+    sender.start()
+    result = supervise(cmd, options)
+    sender.join()
+    assert (result.exit_code, result.interrupted, result.checkpoint_requested) == (0, False, True)
+    assert len(requests) == 1  # the hook is called once, from the loop
