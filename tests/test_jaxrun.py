@@ -77,7 +77,7 @@ def test_a_stop_signal_ends_ranks_grandchildren_and_escapees_with_130(tmp_path, 
     assert rc == EXIT_INTERRUPTED, err
     assert alive == [], err
     # Cooperative ranks end at once and the escapees get SIGTERM right after, well within the
-    # default 10 s grace period (measured about 1 s; the old loop waited for its 30 s deadline).
+    # default 10 s grace period (measured 0.2-0.3 s at load 15; the old loop never killed the escapees).
     assert took < 8, err
 
 
