@@ -74,6 +74,9 @@ REFUSED = [
     (["check-env", *CPU, "--num_gpus", "1025"], "give at most 1024"),
     (["probe-nccl", *CPU, "--num_gpus", "99999999999999999999"], "give at most 1024"),
     (["train", "--num_gpus", "2000", "--gpu_ids", "0"], "give at most 1024"),
+    (["dry-run", *CPU, "--nnodes", "99999999999999999999", "--master_addr", "node01"], "at most 65536"),
+    (["dry-run", *CPU, "--nnodes", "\uff12", "--master_addr", "node01"], "must be a positive integer"),
+    (["dry-run", *CPU, "--nnodes", "1:\uff12", "--master_addr", "node01"], "must be a positive integer"),
     (["dry-run", *CPU, "--num_gpus", "\uff12"], "is not a rank count"),  # full-width 2
     (["dry-run", *CPU, "--num_gpus", "1_0"], "is not a rank count"),
     (["dry-run", *CPU, "--num_gpus", "-3"], "must be at least 1"),

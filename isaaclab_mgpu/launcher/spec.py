@@ -14,8 +14,9 @@ Shapes every value must have, whatever its option: no control character in any t
 ``--log_dir`` or ``--master_addr`` is a typo, never a name); numbers in ASCII digits (Python's
 ``int`` also reads full-width and Arabic-Indic ones, torchrun would get them verbatim); host names
 non-empty and made of the characters a host name or address has; at most
-:data:`MAX_RANKS_PER_NODE` ranks per node. For the built-in worker, ``--run_name`` and
-``--experiment_name`` name one folder inside the log root: no ``/``, and never ``.`` or ``..``.
+:data:`MAX_RANKS_PER_NODE` ranks per node and :data:`MAX_NODES` nodes. For the built-in worker,
+``--run_name`` and ``--experiment_name`` name one folder inside the log root: no ``/``, and never
+``.`` or ``..``.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ Device = Literal["cuda", "cpu"]
 
 #: More ranks on one node than any machine has GPUs or cores for: refused as a typo.
 MAX_RANKS_PER_NODE = 1024
+#: More nodes than any cluster has: refused as a typo too.
+MAX_NODES = 65536
 
 #: An integer as typed in ASCII digits (``int`` alone also reads full-width digits and ``1_0``).
 _INT = re.compile(r"^[+-]?[0-9]+$")
@@ -257,12 +260,11 @@ def node_counts(nnodes: str | None) -> tuple[int, int]:
     if nnodes is None:
         return 1, 1
     parts = nnodes.split(":")
-    try:
-        counts = [int(p) for p in parts]
-    except ValueError:
-        counts = []
+    counts = [int(p) for p in parts] if all(_INT.match(p.strip()) for p in parts) else []
     if not counts or len(parts) > 2 or min(counts) < 1 or counts != sorted(counts):
         raise UsageError(f"--nnodes {nnodes!r} must be a positive integer (or MIN:MAX)")
+    if counts[-1] > MAX_NODES:
+        raise UsageError(f"--nnodes {nnodes}: no cluster has that many nodes; give at most {MAX_NODES}")
     return counts[0], counts[-1]
 
 
