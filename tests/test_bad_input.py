@@ -82,6 +82,7 @@ REFUSED = [
     (["dry-run", *CPU, "--num_gpus", "-3"], "must be at least 1"),
     (["train", *CPU, "--num_gpus", TOO_MANY_CPU_RANKS], "--oversubscribe_cpu"),
     (["train", "--num_gpus", "2"], "more than the 1 GPU(s) visible"),  # CUDA_VISIBLE_DEVICES=0 below
+    (["train", "--num_gpus", "2", "--oversubscribe_cpu"], "--oversubscribe_cpu applies to CPU ranks"),
     # host names
     (["dry-run", *CPU, "--nnodes", "2", "--master_addr", ""], "--master_addr is empty"),
     (["dry-run", *CPU, "--nnodes", "2", "--master_addr", "   "], "--master_addr is empty"),

@@ -371,6 +371,8 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError(
             f"--num_gpus {s.nproc_per_node!r}: skrl JAX needs an integer rank count, e.g. --num_gpus 2"
         )
+    if s.oversubscribe_cpu and s.device != "cpu":
+        raise UsageError("--oversubscribe_cpu applies to CPU ranks (--device cpu); a CUDA rank needs a GPU")
     if s.device == "cpu" and nproc == "gpu":
         raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
     if s.gpu_ids is not None:
