@@ -302,3 +302,25 @@ def test_check_env_warns_about_ignored_entries(capsys, no_spawn, tmp_path):
     assert code in (0, 1)  # a warning never fails check-env; this box may fail another check
     check = {c["name"]: c for c in json.loads(out)["checks"]}["saved_workarounds"]
     assert check["status"] == "warn" and "LD_PRELOAD=/tmp/x.so" in check["observed"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--run_name", "../.."],
+        ["--run-name=a/b"],
+        ["--experiment_name", ".."],
+        ["--experiment_name", "x\ny"],
+        ["--run_name", "\x1b[2J"],
+    ],
+    ids=lambda argv: " ".join(argv).encode("unicode_escape").decode(),
+)
+def test_the_worker_run_by_hand_refuses_a_name_leaving_the_log_root(capsys, argv):
+    from isaaclab_mgpu.rank.worker.args import parse_args
+
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "\x1b" not in err
+    assert err.startswith("isaaclab_mgpu.worker: error: argument --")
+    assert "must name one folder inside the log root" in err or "holds a control character" in err

@@ -28,7 +28,7 @@ from typing import Literal
 
 from isaaclab_mgpu.contract.devices import GPU_UUID, index_entry
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.layout import LOGGERS
+from isaaclab_mgpu.contract.layout import LOGGERS, name_problem
 from isaaclab_mgpu.contract.text import has_control
 
 RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
@@ -461,17 +461,14 @@ def _validate_text(s: LaunchSpec) -> None:
                 )
     if not s.builtin_worker:
         return  # a user program's own options are its own business
-    for name in ("log_root", "experiment_name", "run_name"):
-        value = training_option(s.training_args, name)
-        if value is not None and has_control(value):
-            raise UsageError(f"--{name} {value!r} holds a control character; retype it on one line")
+    log_root = training_option(s.training_args, "log_root")
+    if log_root is not None and has_control(log_root):
+        raise UsageError(f"--log_root {log_root!r} holds a control character; retype it on one line")
     for name in ("experiment_name", "run_name"):
         value = training_option(s.training_args, name)
-        if value is not None and ("/" in value or "\\" in value or value in (".", "..")):
-            raise UsageError(
-                f"--{name} {value!r} must name one folder inside the log root: no / and not . or ..; "
-                "use --log_root to choose where runs go"
-            )
+        problem = None if value is None else name_problem(value)
+        if problem is not None:
+            raise UsageError(f"--{name} {value!r} {problem}; use --log_root to choose where runs go")
 
 
 def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
