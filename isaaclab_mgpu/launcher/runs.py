@@ -66,7 +66,8 @@ class RunRow:
     """Start time (seconds since the epoch): the summary's ``started_at``, else the folder's stamp."""
 
     invalid: tuple[str, ...] = ()
-    """This row's fields whose value in the summary had the wrong type or range (shown as unknown)."""
+    """This row's fields whose value in the summary had the wrong type or range: shown as unknown
+    (``None``), except ``started``, which falls back to the folder's stamp."""
 
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""

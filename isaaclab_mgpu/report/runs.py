@@ -32,9 +32,11 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def _reward(r: RunRow) -> str:
-    if r.reward_first is None and r.reward_last is None:
-        return "-"
-    return f"{_num(r.reward_first, '.2f')} → {_num(r.reward_last, '.2f')}"
+    def one(name: str, value: float | None) -> str:
+        return "?" if name in r.invalid else _num(value, ".2f")
+
+    first, last = one("reward_first", r.reward_first), one("reward_last", r.reward_last)
+    return "-" if first == last == "-" else f"{first} → {last}"
 
 
 def _checks(value: bool | None) -> object:
