@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
 import sys
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,7 @@ from isaaclab_mgpu.contract import summary
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Hang, Interrupted, UsageError, WorkerFailure
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK
 from isaaclab_mgpu.launcher import runs, workarounds
+from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.pipeline import prepare
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, training_option
 
@@ -38,8 +38,12 @@ __all__ = ["check_env", "exit_code", "plan", "prepare", "probe_nccl", "saved_wor
 
 
 def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
-    """NCCL variables saved for this machine by ``probe-nccl --save-workaround`` (GPU launches)."""
-    return workarounds.for_launch(os.environ, device=spec.device, enabled=enabled)
+    """NCCL variables saved for this machine by ``probe-nccl --save-workaround`` (GPU launches);
+    what the store holds beyond them is not applied, and said in one warning line."""
+    saved = workarounds.for_launch(os.environ, device=spec.device, enabled=enabled)
+    for line in saved.ignored:
+        report.warn(line)
+    return dict(saved.variables)
 
 
 def plan(
@@ -157,6 +161,7 @@ def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
     from isaaclab_mgpu.launcher.probe.run import probe_nccl as run_probe
     from isaaclab_mgpu.report import probe as shown
 
+    saved_workarounds(spec, enabled=opts.saved_workarounds)  # its warnings; the probe applies the same
     with shown.ProbeDisplay() as display:
         summary = run_probe(spec, opts, display)
     shown.show(summary, as_json=as_json)
@@ -202,7 +207,7 @@ def probe_command(spec: LaunchSpec, world_size: int | None) -> str:
         value = getattr(spec, name, None)
         if value is not None:
             argv += [f"--{name}", ",".join(value) if isinstance(value, tuple) else str(value)]
-    return shlex.join(argv)
+    return shell_join(argv)
 
 
 def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -> int:

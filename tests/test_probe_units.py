@@ -324,9 +324,9 @@ def test_store_round_trip_and_user_environment_wins(tmp_path):
     workarounds.save(path, "hostA|2x|H200,H200", "NCCL_ALGO", "Ring")
     workarounds.save(path, "hostB|0x|no-gpu", "NCCL_SHM_DISABLE", "1")
     saved = workarounds.saved_for(path, "hostA|2x|H200,H200")
-    assert saved == {"NCCL_P2P_DISABLE": "1", "NCCL_ALGO": "Ring"}
-    assert workarounds.to_apply(saved, {"NCCL_ALGO": "Tree"}) == {"NCCL_P2P_DISABLE": "1"}
-    assert workarounds.saved_for(path, "hostC|0x|no-gpu") == {}
+    assert saved == workarounds.Saved({"NCCL_P2P_DISABLE": "1", "NCCL_ALGO": "Ring"})
+    assert workarounds.to_apply(saved.variables, {"NCCL_ALGO": "Tree"}) == {"NCCL_P2P_DISABLE": "1"}
+    assert workarounds.saved_for(path, "hostC|0x|no-gpu") == workarounds.Saved({})
 
 
 def test_a_corrupt_store_reads_as_empty(tmp_path):
@@ -345,9 +345,9 @@ def _save_here(tmp_path, monkeypatch):
 def test_saved_workarounds_apply_to_gpu_launches_only(tmp_path, monkeypatch):
     _save_here(tmp_path, monkeypatch)
     env = {"XDG_CONFIG_HOME": str(tmp_path)}
-    assert workarounds.for_launch(env, device="cuda", enabled=True) == {"NCCL_P2P_DISABLE": "1"}
-    assert workarounds.for_launch(env, device="cuda", enabled=False) == {}
-    assert workarounds.for_launch(env, device="cpu", enabled=True) == {}
+    assert workarounds.for_launch(env, device="cuda", enabled=True).variables == {"NCCL_P2P_DISABLE": "1"}
+    assert workarounds.for_launch(env, device="cuda", enabled=False).variables == {}
+    assert workarounds.for_launch(env, device="cpu", enabled=True).variables == {}
 
 
 def test_train_dry_run_applies_saved_workarounds_with_a_notice(tmp_path, monkeypatch, capsys):

@@ -9,6 +9,7 @@ from conftest import machine
 
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.launcher.resolve import (
+    CPU_RANKS_PER_CORE,
     first_slurm_host,
     port_is_free,
     resolve,
@@ -25,7 +26,15 @@ def res(spec, m=None, strict=True, **kw):
 
 @pytest.mark.parametrize(
     ("value", "fragment"),
-    [("0,0", "twice"), ("1,01", "twice"), ("0,abc", "neither"), ("0,,1", "neither"), ("4", "out of range")],
+    [
+        ("0,0", "twice"),
+        ("1,01", "twice"),
+        ("0,abc", "neither"),
+        ("0,,1", "neither"),
+        ("4", "out of range"),
+        ("0,\uff11", "neither"),
+        ("\u0661", "neither"),
+    ],  # full-width 1, Arabic-Indic 1: not for CUDA
 )
 def test_a_cuda_visible_devices_that_cuda_would_cut_short_is_refused(value, fragment):
     with pytest.raises(UsageError, match=f"CUDA_VISIBLE_DEVICES='{value}': .*{fragment}"):
@@ -158,3 +167,22 @@ def test_port_is_free_sees_a_listener():
 def test_missing_script(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         res(LaunchSpec(nproc_per_node="2", script=str(tmp_path / "nope.py")))
+    with pytest.raises(UsageError, match="is a folder; give the path of a Python file"):
+        res(LaunchSpec(nproc_per_node="2", script=str(tmp_path)))
+
+
+def test_cpu_ranks_beyond_the_multiple_of_cores_fail_train_and_warn_dry_run(no_gpu):
+    most = CPU_RANKS_PER_CORE * no_gpu.cpu_count
+    assert res(LaunchSpec(device="cpu", nproc_per_node=str(most)), no_gpu).nproc == most
+    too_many = LaunchSpec(device="cpu", nproc_per_node=str(most + 1))
+    with pytest.raises(EnvironmentProblem, match=f"more than {CPU_RANKS_PER_CORE} ranks per CPU"):
+        res(too_many, no_gpu)
+    planned = res(too_many, no_gpu, strict=False)
+    assert planned.nproc == most + 1 and "--oversubscribe_cpu" in planned.warnings[0]
+    meant = LaunchSpec(device="cpu", nproc_per_node=str(most + 1), oversubscribe_cpu=True)
+    assert res(meant, no_gpu).nproc == most + 1 and not res(meant, no_gpu, strict=False).warnings
+
+
+def test_a_slurm_count_in_other_digits_fills_nothing():
+    env = {"SLURM_JOB_ID": "9", "SLURM_NNODES": "\uff12", "SLURM_JOB_NODELIST": "n[1-2]"}
+    assert res(LaunchSpec(nproc_per_node="2"), machine(4, **env)).nnodes is None

@@ -132,3 +132,115 @@ def test_table_limit_reads_only_the_newest(tmp_path, capsys):
     assert "2026-01-05_10-00-00" in out and "2026-01-03_10-00-00" not in out and "--limit 0" in err
     assert main(["runs", str(tmp_path), "--limit", "0"]) == 0
     assert "2026-01-02_10-00-00" in capsys.readouterr().out
+
+
+#: Twenty summaries nobody should trust: wrong types, impossible values, markup, escape codes. Each
+#: holds a raw JSON text (NaN and Infinity are what Python's json writes by default) and the row
+#: fields that must read as unknown.
+MALFORMED = [
+    ('{"iterations": "5"}', {"iterations"}),
+    ('{"started_at": 1e300}', {"started"}),
+    ('{"started_at": NaN}', {"started"}),
+    ('{"started_at": -5}', {"started"}),
+    ('{"backend": ["a"]}', {"library"}),
+    ('{"checksums_equal": "false"}', {"checksums_equal"}),
+    ('{"world_size": -1}', {"world_size"}),
+    ('{"world_size": true}', {"world_size"}),
+    ('{"env_steps_per_s": {"total": "fast"}}', {"env_steps_per_s"}),
+    ('{"env_steps_per_s": "fast"}', {"env_steps_per_s"}),
+    ('{"first_mean_reward": Infinity, "last_mean_reward": -Infinity}', {"reward_first", "reward_last"}),
+    ('{"s_per_iteration": NaN, "framework": 7}', {"s_per_iteration", "framework"}),
+    ('{"status": "[/oops]"}', {"status"}),
+    ('{"status": ["finished"], "exit_status": "0", "interrupted": "yes"}', {"status"}),
+    ('{"task": "[/oops]"}', set()),
+    ('{"task": "[bold]big[/bold] [link=https://example.com]click[/link]"}', set()),
+    ('{"task": "\\u001b[31mred\\u001b]0;title\\u0007"}', set()),
+    ('{"task": {"name": "x"}, "iterations": 1e400}', {"task", "iterations"}),
+    ('{"mean_rewards": "x", "checksums": [1], "seed": "s", "num_envs_per_rank": 0}', set()),
+    ("{}", set()),
+]
+
+
+def test_runs_over_twenty_malformed_summaries_prints_a_table(tmp_path, capsys):
+    assert len(MALFORMED) == 20
+    for i, (text, _) in enumerate(MALFORMED):
+        folder = tmp_path / "rsl_rl" / "x" / f"2026-01-01_10-00-{i:02d}"
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(text)
+    # Not runs at all, and none may stop the table: a list, broken JSON, bytes that are not UTF-8.
+    for name, raw in (("list", b"[1, 2]"), ("broken", b'{"task": '), ("latin1", b'{"task": "caf\xe9"}')):
+        (tmp_path / "rsl_rl" / "junk" / name).mkdir(parents=True)
+        (tmp_path / "rsl_rl" / "junk" / name / "summary.json").write_bytes(raw)
+
+    rows = {r.folder[-2:]: r for r in find_runs(tmp_path)}
+    assert len(rows) == 20
+    for i, (_, invalid) in enumerate(MALFORMED):
+        assert set(rows[f"{i:02d}"].invalid) == invalid, MALFORMED[i]
+    assert rows["12"].status == rows["13"].status == "unknown"
+    assert rows["05"].checksums_equal is None  # "false" is not false, and never "ok"
+
+    assert main(["runs", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and "\x1b" not in out + err
+    lines = [line for line in out.splitlines() if "2026-01-01_10-00-" in line]
+    assert len(lines) == 20  # one line per run
+    assert "[/oops]" in out and "[bold]big[/bold] [link=https://example.com]click[/link]" in out
+    assert "\\x1b[31mred\\x1b]0;title\\x07" in out
+    assert "ok" not in lines[MALFORMED.index(('{"checksums_equal": "false"}', {"checksums_equal"}))]
+
+    assert main(["runs", str(tmp_path), "--json"]) == 0
+    text = capsys.readouterr().out
+
+    def refuse(constant):
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    listed = json.loads(text, parse_constant=refuse)
+    assert len(listed) == 20 and all(isinstance(r["invalid"], list) for r in listed)
+
+
+def test_last_refuses_a_folder_name_that_would_break_a_substitution(tmp_path, capsys):
+    make(tmp_path, "rsl_rl", "cartpole", "2026-01-01_10-00-00", status="finished")
+    newest = make(tmp_path, "rsl_rl", "cartpole", "2026-01-02_10-00-00_a\nb", status="finished")
+    assert main(["runs", str(tmp_path), "--last"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "control character" in err and "a\\nb" in err
+    newest.rename(newest.with_name("2026-01-02_10-00-00_\x1b[2J"))
+    assert main(["runs", str(tmp_path), "--last"]) == 1
+    assert "\x1b" not in capsys.readouterr().err
+
+
+def test_last_gives_back_a_name_that_is_not_utf8_as_its_bytes(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    folder = os.fsdecode(bytes(tmp_path) + b"/rsl_rl/cartpole/2026-01-02_10-00-00_\xff")
+    os.makedirs(folder)
+    write_json(os.path.join(folder, "summary.json"), {"status": "finished"})
+    code = "import sys; from isaaclab_mgpu.cli import main; sys.exit(main(sys.argv[1:]))"
+    # A strict stdout (a UTF-8 locale without Python's UTF-8 mode) could not encode the name.
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict", "PYTHONUTF8": "0"}
+
+    def mgpu(*args):
+        argv = [sys.executable, "-c", code, *args]
+        return subprocess.run(argv, capture_output=True, env=env, timeout=60)
+
+    proc = mgpu("runs", str(tmp_path), "--last")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == os.fsencode(folder) + b"\n"
+    proc = mgpu("runs", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert b"2026-01-02_10-00-00_\\xff" in proc.stdout
+
+
+def test_folder_names_are_shown_as_text(tmp_path, capsys, monkeypatch):
+    # A folder name cannot hold "/": "[/oops]" is the task (above); here markup that needs none.
+    make(tmp_path, "rsl_rl", "[bold]exp", "2026-01-01_10-00-00_[link=https:evil]x", status="finished")
+    link = "\x1b]8;;https:evil\x1b\\x"  # a terminal hyperlink escape
+    make(tmp_path, "rsl_rl", "cartpole", f"2026-01-02_10-00-00_{link}", status="failed")
+    monkeypatch.chdir(tmp_path)  # short folder names: each fits its table cell on one line
+    assert main(["runs", "."]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and "\x1b" not in out + err
+    assert "[bold]exp/2026-01-01_10-00-00_[link=https:evil]x" in out
+    assert "2026-01-02_10-00-00_\\x1b]8;;https:evil\\x1b\\x" in out

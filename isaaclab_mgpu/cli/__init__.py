@@ -19,6 +19,8 @@ import typer
 from isaaclab_mgpu import __version__
 from isaaclab_mgpu.cli.command import LaunchCommand
 from isaaclab_mgpu.cli.options import (
+    FLOAT,
+    INT,
     NO_SAVED_WORKAROUNDS,
     PASSTHROUGH,
     STATE,
@@ -82,6 +84,7 @@ def train_cmd(
         typer.Option(
             "--grace_period",
             metavar="SECONDS",
+            click_type=FLOAT,
             help="After Ctrl-C/SIGTERM: time for the launcher's own shutdown, then SIGTERM to all.",
         ),
     ] = 10.0,
@@ -90,6 +93,7 @@ def train_cmd(
         typer.Option(
             "--kill_after",
             metavar="SECONDS",
+            click_type=FLOAT,
             help="Then SIGKILL whatever survives SIGTERM this long.",
         ),
     ] = 5.0,
@@ -129,14 +133,15 @@ def runs_cmd(
     json: Annotated[bool, typer.Option("--json", help="Print the runs as a JSON list.")] = False,
     last: Annotated[bool, typer.Option("--last", help="Print only the newest run's folder.")] = False,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", metavar="N", help="Table: the newest N runs (0: all).")
+        int,
+        typer.Option("--limit", "-n", metavar="N", click_type=INT, help="Table: the newest N runs (0: all)."),
     ] = 50,
 ) -> int:
     """List training runs, newest first, from their summary.json files."""
     from pathlib import Path
 
-    from isaaclab_mgpu.contract.errors import MgpuError, UsageError
-    from isaaclab_mgpu.launcher.runs import find_runs
+    from isaaclab_mgpu.contract.errors import UsageError
+    from isaaclab_mgpu.launcher.runs import find_runs, last_folder
     from isaaclab_mgpu.report import runs as report
 
     if not Path(log_root).is_dir():
@@ -145,9 +150,7 @@ def runs_cmd(
     wanted = 1 if last else 0 if json or limit <= 0 else limit + 1
     rows = find_runs(Path(log_root), limit=wanted)
     if last:
-        if not rows:
-            raise MgpuError(f"no run under {log_root} (looked for */*/*/summary.json)")
-        report.last(rows)
+        report.last(last_folder(rows, log_root))
     elif json:
         report.as_json(rows)
     else:

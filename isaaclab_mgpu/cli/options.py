@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ import typer
 
 from isaaclab_mgpu.cli.command import PASSTHROUGH, VERBATIM, LaunchCommand, option_names
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Interrupted, UsageError
+from isaaclab_mgpu.launcher.resolve import CPU_RANKS_PER_CORE
 from isaaclab_mgpu.launcher.spec import LaunchSpec, in_user_order
 
 __all__ = ["PASSTHROUGH", "SHARED", "STATE", "launch_command", "spec_for", "spec_from_options"]
@@ -38,6 +40,32 @@ class _State:
 
 
 STATE = _State()
+
+
+class Number(click.ParamType):
+    """Click's integer or float, read only from ASCII digits and finite.
+
+    Click converts with Python's ``int``/``float``, which also read full-width and Arabic-Indic
+    digits, ``1_000``, ``nan`` and ``inf``; none of those is a number a user means here.
+    """
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+        self.name = "integer" if kind is int else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, self.kind) and not isinstance(value, bool):
+            return value
+        text = str(value).strip()
+        ok = text.isascii() and "_" not in text
+        number = (click.INT if self.kind is int else click.FLOAT).convert(text, param, ctx) if ok else None
+        if number is None or (self.kind is float and not math.isfinite(number)):
+            self.fail(f"{value!r} is not a valid {self.name} (a finite number in ASCII digits)", param, ctx)
+        return number
+
+
+#: Every numeric option's type (``click_type=``).
+INT, FLOAT = Number(int), Number(float)
 
 
 def _set_debug(value: bool) -> bool:
@@ -106,6 +134,17 @@ SHARED: dict[str, tuple[Any, Any]] = {
             _opt("device", "cuda: a GPU per rank, NCCL. cpu: CPU ranks, gloo.", panel=LAUNCH),
         ],
         "cuda",
+    ),
+    "oversubscribe_cpu": (
+        Annotated[
+            bool,
+            _opt(
+                "oversubscribe_cpu",
+                f"--device cpu: allow more than {CPU_RANKS_PER_CORE} ranks per CPU (train refuses them).",
+                panel=LAUNCH,
+            ),
+        ],
+        False,
     ),
     "script": (
         Annotated[
@@ -228,6 +267,7 @@ STALL: dict[str, tuple[Any, Any]] = {
                 "names the stalled rank and stops the run (exit 4). 0: off.",
                 panel=STALLS,
                 metavar="SECONDS",
+                click_type=FLOAT,
             ),
         ],
         300.0,
@@ -241,6 +281,7 @@ STALL: dict[str, tuple[Any, Any]] = {
                 "group, environments, first broadcast) before the launch counts as hung. 0: off.",
                 panel=STALLS,
                 metavar="SECONDS",
+                click_type=FLOAT,
             ),
         ],
         900.0,

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from isaaclab_mgpu.cli.options import NO_SAVED_WORKAROUNDS, _names
+from isaaclab_mgpu.cli.options import FLOAT, INT, NO_SAVED_WORKAROUNDS, _names
 
 PROBE = "Probe options"
 
@@ -15,7 +15,7 @@ def _o(name: str, help: str, **kw: object) -> object:
 
 def probe_nccl_cmd(
     spec,  # the LaunchSpec, built by launch_command
-    world_size: Annotated[int | None, _o("world_size", "Probe one world size.")] = None,
+    world_size: Annotated[int | None, _o("world_size", "Probe one world size.", click_type=INT)] = None,
     world_sizes: Annotated[
         str | None, _o("world_sizes", "World sizes to sweep, e.g. 1,2,4 (default: 1, 2, 4, … all GPUs).")
     ] = None,
@@ -25,9 +25,11 @@ def probe_nccl_cmd(
     sizes: Annotated[
         str | None, _o("sizes", "Message sizes: LO:HI (×2 steps) or A,B,C (default 8:64M; 8:1M on CPU).")
     ] = None,
-    iters: Annotated[int, _o("iters", "Timed all-reduces per size and mode.")] = 20,
-    warmup: Annotated[int, _o("warmup", "Untimed all-reduces before them.")] = 5,
-    timeout: Annotated[float, _o("timeout", "Seconds per launch before it counts as a hang.")] = 60.0,
+    iters: Annotated[int, _o("iters", "Timed all-reduces per size and mode.", click_type=INT)] = 20,
+    warmup: Annotated[int, _o("warmup", "Untimed all-reduces before them.", click_type=INT)] = 5,
+    timeout: Annotated[
+        float, _o("timeout", "Seconds per launch before it counts as a hang.", click_type=FLOAT)
+    ] = 60.0,
     pairs: Annotated[bool, _o("pairs", "Also all-reduce between every pair of GPUs.")] = False,
     try_workarounds: Annotated[
         bool, _o("try_workarounds", "On a failure, try each documented NCCL variable and confirm fixes.")

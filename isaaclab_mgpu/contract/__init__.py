@@ -13,7 +13,9 @@ in a run: the launcher (``mgpu``, :mod:`isaaclab_mgpu.launcher`), the ranks
 - :mod:`.probe_channel` — the probe ranks' heartbeat, result and stack files;
 - :mod:`.devices` — the device-list reader (``CUDA_VISIBLE_DEVICES``, ``--gpu_ids``), CUDA's rules;
 - :mod:`.lines` — the console lines rank 0 prints and the launcher's bar reads;
-- :mod:`.isaaclab_version` — the Isaac Lab releases mgpu drives, checked on both sides.
+- :mod:`.isaaclab_version` — the Isaac Lab releases mgpu drives, checked on both sides;
+- :mod:`.text` — which characters of data never reach a terminal or a shell line raw (the launcher
+  refuses, quotes or escapes them; a rank escapes them in its own lines).
 
 Importing any of it is cheap in any process: no torch, no Rich, no third-party package.
 """

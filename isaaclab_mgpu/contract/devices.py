@@ -78,7 +78,8 @@ class DeviceList:
 
 def index_entry(item: str) -> str | None:
     """``item`` as a normalised GPU index (``01`` → ``1``), or None when it is not one."""
-    return str(int(item)) if item.isdigit() else None
+    # ASCII only: int() also reads full-width digits, which CUDA does not.
+    return str(int(item)) if item.isascii() and item.isdigit() else None
 
 
 def identity(entry: str, uuids: Sequence[str] | None) -> str | None:
@@ -126,9 +127,9 @@ def _invalid(
     item: str, uuids: Sequence[str] | None, count: int | None
 ) -> tuple[str, str | None, str | None] | None:
     """(reason, problem, fix) when CUDA stops reading at ``item``, else None."""
-    if re.fullmatch(r"-\d+", item):
+    if re.fullmatch(r"-\d+", item, re.ASCII):
         return NEGATIVE, None, None
-    if item.isdigit():
+    if index_entry(item) is not None:
         if count is not None and int(item) >= count:
             if not count:
                 return OUT_OF_RANGE, f"index {item} is out of range (no GPU here)", "unset the variable"

@@ -9,7 +9,8 @@ Exit codes (also in ``docs/commands.md``):
 =====  ==============================================================
 0      success
 1      ``check-env`` found a failing check; ``probe-nccl``: a launch failed (error);
-       ``runs --last``: no run found; ``skills check``: problems found
+       ``runs --last``: no run found, or a folder name it cannot print;
+       ``skills check``: problems found
 2      bad input: nothing was spawned
 1, 3.. ``train``: a rank failed; the first failed rank's own exit code
 3      ``probe-nccl``: an all-reduce gave a wrong result (and nothing hung)

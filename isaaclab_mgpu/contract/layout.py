@@ -8,12 +8,18 @@ through :data:`~isaaclab_mgpu.contract.env.RUN_STAMP`, so all ranks name the sam
 - ``summary.json`` (:data:`SUMMARY`, :mod:`.summary`), written by rank 0;
 - ``model_<N>.pt`` checkpoints after ``N`` completed iterations (:func:`checkpoint_name`);
 - ``rank_<r>/`` for every rank ``r > 0`` (:func:`rank_folder`): rank 0 owns the folder itself.
+
+``<experiment>`` and ``<run_name>`` each name one folder inside the log root
+(:func:`name_problem`): no ``/`` (``--run_name ../..`` would leave it), not ``.`` or ``..``, no
+control character; the launcher and the worker's own parser refuse anything else.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from isaaclab_mgpu.contract.text import has_control
 
 SUMMARY = "summary.json"
 DEFAULT_LOG_ROOT = "logs"
@@ -29,6 +35,15 @@ def run_folder(log_root: str, library: str, experiment: str, stamp: str, run_nam
     """``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``, the folder every rank names."""
     name = f"{stamp}_{run_name}" if run_name else stamp
     return Path(log_root) / library / experiment / name
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a run folder's ``<experiment>`` or ``<run_name>``, or None when it can."""
+    if "/" in name or "\\" in name or name in (".", ".."):
+        return "must name one folder inside the log root: no / and not . or .."
+    if has_control(name):
+        return "holds a control character"
+    return None
 
 
 def rank_folder(run_dir: Path, rank: int) -> Path:

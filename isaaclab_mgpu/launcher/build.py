@@ -29,11 +29,14 @@ store keys with the id, so it must be one every node computes alike: the rendezv
 from __future__ import annotations
 
 import re
+import shlex
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
+from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
 from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS
 
@@ -66,6 +69,38 @@ class Command:
 
     log_dir: str
     """Root folder of the per-rank log files."""
+
+    @property
+    def line(self) -> str:
+        """The exact command as one shell line (:func:`shell_join`), after the GPU selection."""
+        line = shell_join(self.argv)
+        gpus = self.env.get(CUDA_VISIBLE_DEVICES)
+        return line if gpus is None else f"{CUDA_VISIBLE_DEVICES}={shell_quote(gpus)} {line}"
+
+
+def shell_quote(word: str) -> str:
+    """``shlex.quote``, but a word holding a character of
+    :data:`~isaaclab_mgpu.contract.text.UNPRINTABLE` becomes bash's ``$'…'`` with it escaped, so
+    the line stays one line, never sends a raw ESC to a terminal, and still runs as printed (a file
+    name's byte that is not UTF-8 comes back as that byte)."""
+    if printable(word) == word:
+        return shlex.quote(word)
+    out = []
+    for ch in word:
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif unicodedata.category(ch) not in UNPRINTABLE:
+            out.append(ch)
+        elif 0x80 <= ord(ch) < 0x100:  # bash reads \xHH as one byte; a C1 control is \u0085
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(escaped(ch))
+    return "$'" + "".join(out) + "'"
+
+
+def shell_join(argv: tuple[str, ...] | list[str]) -> str:
+    """The words of ``argv`` as one shell line (:func:`shell_quote` each)."""
+    return " ".join(shell_quote(w) for w in argv)
 
 
 def build(r: ResolvedSpec) -> Command:

@@ -21,6 +21,8 @@ What resolve decides:
 - **Ranks per node**: ``gpu``/``auto``/default → the visible GPU count (``--device cpu``: default 1,
   ``cpu``/``auto`` → the CPU count, as torchrun does). ``cpu`` with ``--device cuda`` keeps
   torchrun's meaning, one rank per CPU core, each on a GPU: a problem when there are fewer GPUs.
+  More CUDA ranks than visible GPUs is a problem; so are more CPU ranks than
+  :data:`CPU_RANKS_PER_CORE` per logical CPU, unless ``--oversubscribe_cpu`` says it is meant.
 - **SLURM**: inside an allocation of several nodes, a missing ``--nnodes``, ``--node_rank``,
   rendezvous endpoint and id come from ``SLURM_NNODES``, ``SLURM_NODEID``, the first host of
   ``SLURM_JOB_NODELIST`` and ``SLURM_JOB_ID``. Explicit options always win.
@@ -53,6 +55,9 @@ from isaaclab_mgpu.launcher.spec import LaunchSpec, node_counts, parse_nproc, sp
 __all__ = ["Machine", "ResolvedSpec", "VisibleDevices", "probe_machine", "resolve"]
 
 DEFAULT_MASTER_PORT = 29500
+#: CPU ranks per logical CPU beyond which a ``--device cpu`` count is taken for a typo (a CPU rank
+#: is a whole training process; past a few per core they only time-slice).
+CPU_RANKS_PER_CORE = 4
 #: skrl's JAX launcher default coordinator port, used for SLURM fills.
 DEFAULT_JAX_PORT = 5000
 
@@ -308,6 +313,8 @@ def resolve(
 
     visible = _devices(spec, machine, problem)
     nproc = _resolve_nproc(spec, machine, visible, problem)
+    if spec.script is not None and os.path.isdir(spec.script):
+        raise UsageError(f"--script {spec.script!r} is a folder; give the path of a Python file in it")
     if spec.script is not None and not os.path.isfile(spec.script):
         raise UsageError(f"--script {spec.script!r} does not exist; give the path of a Python file")
     nodes = _slurm_fill(spec, machine.environ, _given_nodes(spec))
@@ -385,10 +392,15 @@ def _given_nodes(spec: LaunchSpec) -> _Nodes:
     )
 
 
+def _ascii_int(text: str) -> bool:
+    # str.isdigit() is also true for full-width and other digits int() reads; SLURM writes ASCII.
+    return text.isascii() and text.isdigit()
+
+
 def _slurm_fill(spec: LaunchSpec, env: Mapping[str, str], nodes: _Nodes) -> _Nodes:
     """Inside a SLURM allocation of several nodes, fill what the options left open (they win)."""
     slurm_nodes = env.get("SLURM_NNODES", "")
-    if not (env.get("SLURM_JOB_ID") and slurm_nodes.isdigit() and int(slurm_nodes) > 1):
+    if not (env.get("SLURM_JOB_ID") and _ascii_int(slurm_nodes) and int(slurm_nodes) > 1):
         return nodes
     first = first_slurm_host(env.get("SLURM_JOB_NODELIST", "")) or None
     fill: dict[str, object] = {}
@@ -396,7 +408,7 @@ def _slurm_fill(spec: LaunchSpec, env: Mapping[str, str], nodes: _Nodes) -> _Nod
     if nodes.nnodes is None:
         fill["nnodes"] = slurm_nodes
         filled.append(f"--nnodes {slurm_nodes} from SLURM_NNODES")
-    if nodes.node_rank is None and env.get("SLURM_NODEID", "").isdigit():
+    if nodes.node_rank is None and _ascii_int(env.get("SLURM_NODEID", "")):
         fill["node_rank"] = int(env["SLURM_NODEID"])
         filled.append(f"--node_rank {fill['node_rank']} from SLURM_NODEID")
     if spec.uses_jax:
@@ -460,7 +472,16 @@ def _resolve_nproc(
     if spec.device == "cpu":
         if requested is None:
             return 1
-        return machine.cpu_count if isinstance(requested, str) else requested
+        if isinstance(requested, str):
+            return machine.cpu_count
+        most = CPU_RANKS_PER_CORE * machine.cpu_count
+        if requested > most and not spec.oversubscribe_cpu:
+            problem(
+                f"--num_gpus {requested} with --device cpu: more than {CPU_RANKS_PER_CORE} ranks per "
+                f"CPU ({most} on the {machine.cpu_count} here); use --num_gpus {machine.cpu_count}, "
+                "or add --oversubscribe_cpu if you mean it"
+            )
+        return requested
     # torchrun's "cpu" (and "auto" without GPUs) means one rank per CPU core; with --device cuda
     # each of them still drives a GPU (cuda:LOCAL_RANK), so it is checked against the GPUs too.
     per_core = f"--num_gpus {requested} means one CUDA rank per CPU core, {machine.cpu_count} here"

@@ -9,7 +9,9 @@ that run keeps ``running`` until its processes' absence is noticed.
 descent below a folder that holds a ``summary.json``, no symlink followed), newest first by the
 folder names' stamps, and only as many as it is asked for, so listing thousands of runs stays fast.
 A summary's fields are checked on reading (:meth:`~isaaclab_mgpu.contract.summary.Summary.from_json`):
-a field of the wrong type shows as unknown, never as a traceback.
+a field of the wrong type shows as unknown (named in :attr:`RunRow.invalid`; a bad ``status`` is
+``unknown``), never as a traceback. :func:`last_folder` refuses a folder name that ``$(mgpu runs
+--last)`` could not hand back intact (a newline, a control character).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, DEFAULT_TASK, STAMP_FORMAT, SUMMARY, run_folder
 from isaaclab_mgpu.contract.summary import Summary
+from isaaclab_mgpu.contract.text import has_control
 from isaaclab_mgpu.launcher.spec import training_option
 
 
@@ -56,16 +60,41 @@ class RunRow:
     reward_last: float | None
     checksums_equal: bool | None
     status: str
+    """One of the summary statuses, or ``unknown`` when the summary's is not one."""
+
     started: float
     """Start time (seconds since the epoch): the summary's ``started_at``, else the folder's stamp."""
+
+    invalid: tuple[str, ...] = ()
+    """This row's fields whose value in the summary had the wrong type or range: shown as unknown
+    (``None``), except ``started``, which falls back to the folder's stamp."""
 
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
 
 
+#: The summary field behind each row field that can be invalid.
+_ROW_FIELDS = {
+    "library": "backend",
+    "framework": "framework",
+    "task": "task",
+    "world_size": "world_size",
+    "iterations": "iterations",
+    "s_per_iteration": "s_per_iteration",
+    "env_steps_per_s": "env_steps_per_s",
+    "reward_first": "first_mean_reward",
+    "reward_last": "last_mean_reward",
+    "checksums_equal": "checksums_equal",
+    "status": "status",
+    "started": "started_at",
+}
+
+
 def status_of(s: Summary) -> str:
     """The run's status; summaries written before statuses existed are finished or interrupted."""
+    if "status" in s.invalid:
+        return "unknown"
     if s.status is not None:
         return s.status
     if s.interrupted:
@@ -100,7 +129,22 @@ def row(folder: Path, s: Summary) -> RunRow:
         checksums_equal=s.checksums_equal,
         status=status_of(s),
         started=s.started_at if s.started_at is not None else _folder_time(folder),
+        invalid=tuple(name for name, field in _ROW_FIELDS.items() if field in s.invalid),
     )
+
+
+def last_folder(rows: list[RunRow], root: str) -> str:
+    """The newest run's folder, for ``"$(mgpu runs --last)"``; raise when there is none, or when its
+    name holds a character a shell substitution or a terminal would not hand back intact."""
+    if not rows:
+        raise MgpuError(f"no run under {root} (looked for */*/*/summary.json)")
+    folder = rows[0].folder
+    if has_control(folder):
+        raise MgpuError(
+            f"the newest run's folder {folder!r} has a control character (a newline?) in its name, "
+            "which $(mgpu runs --last) would not give back intact; rename it, or use mgpu runs --json"
+        )
+    return folder
 
 
 def summary_folders(root: Path, depth: int = 3) -> Iterator[Path]:

@@ -9,18 +9,27 @@ Validation here is static (ranges, choices, formats, combinations that cannot ap
 launch path). Anything that needs to look at the machine (visible GPUs, ports, files, SLURM)
 belongs to ``resolve``. Every failure raises :class:`~isaaclab_mgpu.contract.errors.UsageError` with one
 line naming the value and the fix.
+
+Shapes every value must have, whatever its option: no control character in any text (a newline in
+``--log_dir`` or ``--master_addr`` is a typo, never a name); numbers in ASCII digits (Python's
+``int`` also reads full-width and Arabic-Indic ones, torchrun would get them verbatim); host names
+non-empty and made of the characters a host name or address has; at most
+:data:`MAX_RANKS_PER_NODE` ranks per node and :data:`MAX_NODES` nodes. For the built-in worker,
+``--run_name`` and ``--experiment_name`` name one folder inside the log root: no ``/``, and never
+``.`` or ``..``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from isaaclab_mgpu.contract.devices import GPU_UUID, index_entry
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.layout import LOGGERS
+from isaaclab_mgpu.contract.layout import LOGGERS, name_problem
+from isaaclab_mgpu.contract.text import has_control
 
 RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 ML_FRAMEWORKS = ("torch", "jax")
@@ -57,6 +66,16 @@ JAXRUN_OPTIONS = ("nnodes", "node_rank", "tee", "local_ranks_filter", "log_dir")
 TORCHRUN_ONLY = (*(name for name in TORCHRUN_OPTIONS if name not in JAXRUN_OPTIONS), "virtual_local_rank")
 
 Device = Literal["cuda", "cpu"]
+
+#: More ranks on one node than any machine has GPUs or cores for: refused as a typo.
+MAX_RANKS_PER_NODE = 1024
+#: More nodes than any cluster has: refused as a typo too.
+MAX_NODES = 65536
+
+#: An integer as typed in ASCII digits (``int`` alone also reads full-width digits and ``1_0``).
+_INT = re.compile(r"^[+-]?[0-9]+$")
+#: A host name, IPv4 address, or IPv6 address (bare, or in brackets, with a zone).
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[\w.:-]+(%[\w.-]+)?)$", re.ASCII)
 
 
 def spelling(name: str) -> str:
@@ -161,6 +180,10 @@ class LaunchSpec:
     """Also count a rank that reports no progress (a user script) as stalled after
     ``stall_timeout`` seconds without output."""
 
+    oversubscribe_cpu: bool = False
+    """Let ``train`` start more CPU ranks than :data:`~isaaclab_mgpu.launcher.resolve.CPU_RANKS_PER_CORE`
+    per core (``--device cpu``); without it such a count is refused as a typo."""
+
     def __post_init__(self) -> None:
         _validate(self)
 
@@ -201,15 +224,15 @@ class LaunchSpec:
         return node_counts(self.nnodes)[1]
 
 
-_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
-_BACKEND_NAME = re.compile(r"^[A-Za-z][\w.-]*$")
-_STD_SPEC = re.compile(r"^([0-3]|\d+:[0-3](,\d+:[0-3])*)$")
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
+_BACKEND_NAME = re.compile(r"^[A-Za-z][\w.-]*$", re.ASCII)
+_STD_SPEC = re.compile(r"^([0-3]|\d+:[0-3](,\d+:[0-3])*)$", re.ASCII)
 
 
 def split_host_port(value: str, option: str, *, port_required: bool) -> tuple[str, int | None]:
     """Split ``host[:port]`` (IPv6 in brackets), raising a UsageError naming ``option``."""
-    m = _HOST_PORT.match(value.strip())
-    if not m:
+    m = _HOST_PORT.match(value)
+    if not m or not _HOST.match(m.group("host")):
         need = "host:port" if port_required else "host[:port]"
         raise UsageError(f"{option} {value!r} is malformed; give it as {need}, e.g. node01:29500")
     port = m.group("port")
@@ -222,10 +245,8 @@ def split_host_port(value: str, option: str, *, port_required: bool) -> tuple[st
 
 def check_port(value: object, option: str) -> int:
     """Return ``value`` as a TCP port, or raise a UsageError naming ``option``."""
-    try:
-        port = int(str(value))
-    except ValueError:
-        port = -1
+    text = str(value).strip()
+    port = int(text) if _INT.match(text) else -1
     if not 1 <= port <= 65535:
         raise UsageError(f"{option} {value} is not a port; use a number from 1 to 65535")
     return port
@@ -239,12 +260,11 @@ def node_counts(nnodes: str | None) -> tuple[int, int]:
     if nnodes is None:
         return 1, 1
     parts = nnodes.split(":")
-    try:
-        counts = [int(p) for p in parts]
-    except ValueError:
-        counts = []
+    counts = [int(p) for p in parts] if all(_INT.match(p.strip()) for p in parts) else []
     if not counts or len(parts) > 2 or min(counts) < 1 or counts != sorted(counts):
         raise UsageError(f"--nnodes {nnodes!r} must be a positive integer (or MIN:MAX)")
+    if counts[-1] > MAX_NODES:
+        raise UsageError(f"--nnodes {nnodes}: no cluster has that many nodes; give at most {MAX_NODES}")
     return counts[0], counts[-1]
 
 
@@ -253,14 +273,18 @@ def parse_nproc(value: str) -> int | str:
     text = value.strip().lower()
     if text in NPROC_TOKENS:
         return text
-    try:
-        n = int(text)
-    except ValueError:
+    if not _INT.match(text):
         raise UsageError(
             f"--num_gpus {value!r} is not a rank count; use a positive integer or gpu, cpu, auto"
-        ) from None
+        )
+    n = int(text)
     if n < 1:
         raise UsageError(f"--num_gpus {value!r} must be at least 1")
+    if n > MAX_RANKS_PER_NODE:
+        raise UsageError(
+            f"--num_gpus {value}: no machine runs that many ranks on one node; give at most "
+            f"{MAX_RANKS_PER_NODE} (ranks per node, not in all: --nnodes multiplies them)"
+        )
     return n
 
 
@@ -284,12 +308,13 @@ def parse_gpu_ids(value: str) -> tuple[str, ...]:
     ids: list[str] = []
     for raw in str(value).split(","):
         item = raw.strip()
-        item = index_entry(item) or item
-        if not (item.isdigit() or GPU_UUID.match(item)):
+        index = index_entry(item)
+        if index is None and not GPU_UUID.match(item):
             raise UsageError(
                 f"--gpu_ids {value!r}: {item!r} is neither a GPU index nor a GPU-/MIG- UUID; "
                 "use e.g. --gpu_ids 0,2 (nvidia-smi -L lists the UUIDs)"
             )
+        item = index or item
         if item in ids:
             raise UsageError(f"--gpu_ids {value!r}: {item} is listed twice; list each GPU once")
         ids.append(item)
@@ -298,8 +323,11 @@ def parse_gpu_ids(value: str) -> tuple[str, ...]:
 
 def _number(kind: type, what: str) -> Callable[[str, object], object]:
     def convert(name: str, value: object) -> object:
+        text = str(value).strip()
         try:
-            return kind(str(value))
+            if not text.isascii() or (kind is int and not _INT.match(text)):
+                raise ValueError(text)
+            return kind(text)
         except ValueError:
             raise UsageError(f"{spelling(name)} {value!r} is not {what}") from None
 
@@ -324,6 +352,7 @@ def _coerce(name: str, value: object) -> object:
 
 
 def _validate(s: LaunchSpec) -> None:
+    _validate_text(s)
     if s.rl_library is not None and s.rl_library not in RL_LIBRARIES:
         raise UsageError(f"--rl_library {s.rl_library!r} is not supported; choose rsl_rl, skrl or rl_games")
     if s.library == "rl_games" and s.builtin_worker and not _names_isaac_task(s.training_args):
@@ -342,6 +371,8 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError(
             f"--num_gpus {s.nproc_per_node!r}: skrl JAX needs an integer rank count, e.g. --num_gpus 2"
         )
+    if s.oversubscribe_cpu and s.device != "cpu":
+        raise UsageError("--oversubscribe_cpu applies to CPU ranks (--device cpu); a CUDA rank needs a GPU")
     if s.device == "cpu" and nproc == "gpu":
         raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
     if s.gpu_ids is not None:
@@ -375,6 +406,8 @@ def _validate(s: LaunchSpec) -> None:
     if s.stall_on_silence and not s.stall_timeout:
         raise UsageError("--stall_on_silence needs a --stall_timeout above 0")
 
+    if s.master_addr is not None:
+        check_host(s.master_addr, "--master_addr")
     if s.master_port is not None:
         check_port(s.master_port, "--master_port")
     if s.rdzv_endpoint is not None:
@@ -404,11 +437,49 @@ def _validate(s: LaunchSpec) -> None:
             raise UsageError("--local_ranks_filter and --log_all_ranks both given; choose one")
 
 
+def check_host(value: str, option: str) -> str:
+    """Return ``value`` when it is a host name or address, or raise a UsageError naming ``option``."""
+    if not value.strip():
+        raise UsageError(f"{option} is empty; give the host name or address of node 0, e.g. node01")
+    if not _HOST.match(value):
+        raise UsageError(
+            f"{option} {value!r} is not a host name or address; use e.g. node01, 10.0.0.1 or [fe80::1]"
+        )
+    return value
+
+
+def _validate_text(s: LaunchSpec) -> None:
+    """No option's text holds a control character; the worker's folder names stay one folder."""
+    for f in fields(s):
+        value = getattr(s, f.name)
+        values = value if isinstance(value, tuple) and f.name != "training_args" else (value,)
+        for v in values:
+            if isinstance(v, str) and has_control(v):
+                raise UsageError(
+                    f"{spelling(f.name)} {v!r} holds a control character (a pasted newline?); "
+                    "retype the value on one line"
+                )
+    if not s.builtin_worker:
+        return  # a user program's own options are its own business
+    log_root = training_option(s.training_args, "log_root")
+    if log_root is not None and has_control(log_root):
+        raise UsageError(f"--log_root {log_root!r} holds a control character; retype it on one line")
+    for name in ("experiment_name", "run_name"):
+        value = training_option(s.training_args, name)
+        problem = None if value is None else name_problem(value)
+        if problem is not None:
+            raise UsageError(f"--{name} {value!r} {problem}; use --log_root to choose where runs go")
+
+
 def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
     ids = s.gpu_ids or ()
     shown = ",".join(ids)
     if not ids:
         raise UsageError("--gpu_ids is empty; list the GPUs to use, e.g. --gpu_ids 0,2")
+    if len(ids) > MAX_RANKS_PER_NODE:
+        raise UsageError(
+            f"--gpu_ids names {len(ids)} GPUs: no machine has that many; list at most {MAX_RANKS_PER_NODE}"
+        )
     if tuple(parse_gpu_ids(shown)) != tuple(ids):
         raise UsageError(f"--gpu_ids {shown!r} is malformed; use e.g. --gpu_ids 0,2")
     if s.device == "cpu":
@@ -443,10 +514,8 @@ def _validate_nodes(s: LaunchSpec) -> None:
 
 
 def _validate_ranks_filter(value: str, nproc: int | str | None) -> None:
-    try:
-        ranks = [int(r) for r in value.split(",")]
-    except ValueError:
-        ranks = [-1]
+    parts = value.split(",")
+    ranks = [int(r) for r in parts] if all(_INT.match(r.strip()) for r in parts) else [-1]
     if not ranks or min(ranks) < 0:
         raise UsageError(f"--local_ranks_filter {value!r} is not a list of local ranks; use e.g. 0 or 0,1")
     if isinstance(nproc, int) and max(ranks) >= nproc:

@@ -6,10 +6,17 @@ machine-specific). ``probe-nccl --try-workarounds`` tries them against a failing
 saved for this machine with a visible notice unless ``--no_saved_workarounds``. A variable the
 user already set in the environment always wins over a saved one.
 
-The store is ``$XDG_CONFIG_HOME/isaaclab-mgpu/workarounds.json`` (``~/.config/...`` when unset),
-never the project: a JSON object ``{machine_key: {VAR: VALUE, ...}}``. The machine key names the
-host and its GPU topology (count and model), so a variable confirmed on one box never leaks to
-another, nor to the same host after its GPUs changed.
+The store is ``$XDG_CONFIG_HOME/isaaclab-mgpu/workarounds.json`` (``~/.config/...`` when unset
+or relative), never the project: a JSON object ``{machine_key: {VAR: VALUE, ...}}``. The machine
+key names the host and its GPU topology (count and model), so a variable confirmed on one box
+never leaks to another, nor to the same host after its GPUs changed.
+
+The store is a file anyone with the user's config folder (or a copied home) may have edited, so a
+launch takes from it only what ``--save-workaround`` itself writes: a name/value pair of
+:data:`CANDIDATES` (:data:`SAVABLE`). Anything else for this machine (``LD_PRELOAD``,
+``PYTHONPATH``, ``NCCL_ALGO=Tree``, a number) is left out and named in one line; a store that
+cannot be read (a folder, not UTF-8, not JSON, not an object) is one line too, and nothing of it
+applies. Those lines are data (:class:`Saved`); the command layer prints them.
 """
 
 from __future__ import annotations
@@ -20,8 +27,10 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from isaaclab_mgpu.contract import files
+from isaaclab_mgpu.contract.errors import EnvironmentProblem
 from isaaclab_mgpu.launcher import nvml
 
 
@@ -59,8 +68,14 @@ CANDIDATES: tuple[Candidate, ...] = (
 
 
 def store_path(environ: Mapping[str, str]) -> Path:
-    """Where saved workarounds live for the user of ``environ``."""
-    base = environ.get("XDG_CONFIG_HOME") or os.path.join(environ.get("HOME", "~"), ".config")
+    """Where saved workarounds live for the user of ``environ``.
+
+    A relative ``XDG_CONFIG_HOME`` is ignored, as the XDG spec says: it would name a different
+    store in every working directory.
+    """
+    base = environ.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(environ.get("HOME", "~"), ".config")
     return Path(os.path.expanduser(base)) / "isaaclab-mgpu" / "workarounds.json"
 
 
@@ -80,28 +95,93 @@ def this_machine() -> str:
     return machine_key(socket.gethostname(), gpu_names())
 
 
-def load(path: Path) -> dict[str, dict[str, str]]:
-    """Every saved workaround by machine key; empty when nothing is saved."""
+@dataclass(frozen=True)
+class Saved:
+    """What the store holds for one machine: the variables to apply, and what was not applied."""
+
+    variables: Mapping[str, str]
+    """Documented NCCL variables with a value mgpu itself could have saved (:data:`CANDIDATES`)."""
+
+    ignored: tuple[str, ...] = ()
+    """One line per problem: an unreadable store, or the entries of this machine left out."""
+
+
+#: The only name/value pairs a launch takes from the store: the ones ``--save-workaround`` writes.
+SAVABLE = frozenset((c.name, c.value) for c in CANDIDATES)
+
+
+def read(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The store's JSON object, or ``{}`` and one line saying why it could not be read."""
+    why = None
     try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: {str(n): str(v) for n, v in val.items()} for k, val in data.items() if isinstance(val, dict)}
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        why = "is not UTF-8 text"
+    except ValueError as exc:
+        why = f"is not valid JSON ({exc})"
+    else:
+        if not isinstance(data, dict):
+            why = "is not a JSON object"
+    if why is not None:
+        return {}, f"saved workarounds: {path} {why}; none applied, fix or delete it"
+    return data, None
 
 
-def saved_for(path: Path, key: str) -> dict[str, str]:
-    """The workarounds saved for machine ``key``."""
-    return load(path).get(key, {})
+def load(path: Path) -> dict[str, dict[str, str]]:
+    """Every machine's entries as saved (strings only); empty when nothing is saved or readable."""
+    data, _ = read(path)
+    return {
+        key: {n: v for n, v in entry.items() if isinstance(v, str)}
+        for key, entry in data.items()
+        if isinstance(entry, dict)
+    }
+
+
+def saved_for(path: Path, key: str) -> Saved:
+    """The workarounds saved for machine ``key``: only pairs in :data:`SAVABLE` are kept."""
+    data, problem = read(path)
+    if problem is not None:
+        return Saved({}, (problem,))
+    entry = data.get(key, {})
+    if not isinstance(entry, dict):
+        return Saved(
+            {}, (f"saved workarounds: the entry for this machine in {path} is not an object; ignored",)
+        )
+    kept = {n: v for n, v in entry.items() if _savable(n, v)}
+    strangers = [_entry(n, v) for n, v in entry.items() if not _savable(n, v)]
+    if not strangers:
+        return Saved(kept)
+    line = (
+        f"saved workarounds: ignoring {', '.join(strangers)} in {path}: mgpu applies only the NCCL "
+        "variables probe-nccl --save-workaround writes"
+    )
+    return Saved(kept, (line,))
+
+
+def _savable(name: str, value: object) -> bool:
+    return isinstance(value, str) and (name, value) in SAVABLE
+
+
+def _entry(name: str, value: object) -> str:
+    text = f"{name}={value if isinstance(value, str) else json.dumps(value)}"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def save(path: Path, key: str, name: str, value: str) -> None:
-    """Store ``name=value`` for machine ``key``, atomically."""
+    """Store ``name=value`` for machine ``key``, atomically; an unwritable store is one error line."""
     data = load(path)
     data.setdefault(key, {})[name] = value
-    path.parent.mkdir(parents=True, exist_ok=True)
-    files.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"cannot save the workaround in {path}: {exc.strerror or exc}; fix or remove that path"
+        ) from None
 
 
 def to_apply(saved: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
@@ -109,8 +189,9 @@ def to_apply(saved: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, 
     return {name: value for name, value in saved.items() if name not in environ}
 
 
-def for_launch(environ: Mapping[str, str], *, device: str, enabled: bool) -> dict[str, str]:
+def for_launch(environ: Mapping[str, str], *, device: str, enabled: bool) -> Saved:
     """Saved workarounds to add to a launch on this machine (GPU launches only; none if disabled)."""
     if not enabled or device != "cuda":
-        return {}
-    return to_apply(saved_for(store_path(environ), this_machine()), environ)
+        return Saved({})
+    saved = saved_for(store_path(environ), this_machine())
+    return Saved(to_apply(saved.variables, environ), saved.ignored)

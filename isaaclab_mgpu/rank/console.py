@@ -24,19 +24,21 @@ from isaaclab_mgpu.contract.lines import (
     iteration_line,
     reward_text,
 )
+from isaaclab_mgpu.contract.text import printable
 
 #: How the worker names itself in its error lines.
 WORKER = "isaaclab_mgpu.worker"
 
 
 def _line(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    # Task names and paths are the user's: one line each, never an escape code.
+    sys.stdout.write(printable(text) + "\n")
     sys.stdout.flush()
 
 
 def worker_error(message: str) -> None:
     """One ``isaaclab_mgpu.worker: error:`` line on stderr."""
-    sys.stderr.write(f"{WORKER}: error: {message}\n")
+    sys.stderr.write(f"{WORKER}: error: {printable(message)}\n")
 
 
 def iteration_bar(console: Any = None, *, redirect: bool = True) -> Any:

@@ -6,13 +6,13 @@ Launcher side, command layer: runs in the ``mgpu`` process and is imported only 
 
 Machine-readable output (a dry-run line, ``--json``) goes to stdout exactly as built, never
 through Rich, so it cannot be wrapped or re-styled. Messages for people go to stderr, one line
-each, prefixed ``mgpu:``.
+each, prefixed ``mgpu:``, with any control character from data escaped (:mod:`.text`: every
+value report did not write itself reaches the terminal as text, never as markup or escape codes).
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from typing import Any
 
@@ -20,6 +20,7 @@ from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV, process_grou
 from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec
 from isaaclab_mgpu.launcher.spec import LaunchSpec
+from isaaclab_mgpu.report.text import printable
 
 
 def out(line: str) -> None:
@@ -29,8 +30,8 @@ def out(line: str) -> None:
 
 
 def note(message: str) -> None:
-    """Write one ``mgpu:`` line to stderr."""
-    sys.stderr.write(f"mgpu: {message}\n")
+    """Write one ``mgpu:`` line to stderr (control characters escaped: it stays one line)."""
+    sys.stderr.write(f"mgpu: {printable(message)}\n")
     sys.stderr.flush()
 
 
@@ -50,10 +51,8 @@ def stopped(message: str, *, clean: bool) -> None:
 
 
 def command_line(cmd: Command) -> str:
-    """The exact command as one shell line: ``shlex.join`` of the argv, after the GPU selection."""
-    line = shlex.join(cmd.argv)
-    gpus = cmd.env.get("CUDA_VISIBLE_DEVICES")
-    return line if gpus is None else f"CUDA_VISIBLE_DEVICES={shlex.quote(gpus)} {line}"
+    """The exact command as one shell line (:attr:`Command.line`)."""
+    return cmd.line
 
 
 def command_json(cmd: Command, resolved: ResolvedSpec) -> dict[str, Any]:
@@ -126,7 +125,7 @@ def dry_run(cmd: Command, resolved: ResolvedSpec, *, as_json: bool) -> None:
 def skills_problems(problems: list) -> int:
     """Print each skills/docs problem on its own line; return the exit code (0 when none)."""
     for problem in problems:
-        sys.stderr.write(f"{problem}\n")
+        sys.stderr.write(f"{printable(problem)}\n")
     if problems:
         error(f"{len(problems)} problem(s) in skills/ and docs/")
         return 1

@@ -21,6 +21,7 @@ from typing import Any
 
 from isaaclab_mgpu.contract.lines import FINAL, ITERATION
 from isaaclab_mgpu.rank.console import iteration_bar
+from isaaclab_mgpu.report.text import markup
 
 
 class LiveProgress:
@@ -56,7 +57,8 @@ class LiveProgress:
 
     def _update(self, m: re.Match[str]) -> None:
         it, total = int(m["it"]), int(m["total"])
-        info = f"reward {m['reward']} | {m['rate']} env-steps/s | {m['spi']} s/it"
+        # The bar's info column is a markup template; the line is whatever a rank printed.
+        info = markup(f"reward {m['reward']} | {m['rate']} env-steps/s | {m['spi']} s/it")
         if self._progress is None:
             self._progress = iteration_bar(self.console, redirect=False)
             self._task = self._progress.add_task("train", total=total, completed=it - 1, info=info)

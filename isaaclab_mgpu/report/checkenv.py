@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from isaaclab_mgpu.report import note, out
+from isaaclab_mgpu.report.text import cell, printable
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.diagnostics import CheckResult
@@ -71,7 +72,6 @@ def table(result: CheckResult) -> None:
     """Print the findings as a Rich table grouped by area, then the command ``train`` would run."""
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
     # Piped output would default to 80 columns; 120 keeps observed values and fixes readable.
     console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 120)
@@ -88,12 +88,13 @@ def table(result: CheckResult) -> None:
     for f in result.findings:
         if last is not None and f.area != last:
             t.add_section()
+        # Observed values and fixes quote the environment and the arguments: text, never markup.
         t.add_row(
-            f.area if f.area != last else "",
-            f.name,
-            Text(f.status, style=_STYLE[f.status]),
-            f.observed,
-            f.fix or "",
+            cell(f.area if f.area != last else ""),
+            cell(f.name),
+            cell(f.status, _STYLE[f.status]),
+            cell(f.observed),
+            cell(f.fix or ""),
         )
         last = f.area
     console.print(t)
@@ -104,7 +105,7 @@ def table(result: CheckResult) -> None:
         out("would launch:")
         out(plan.command)
     else:
-        out(f"would launch: nothing, the command cannot be built: {plan.error}")
+        out(f"would launch: nothing, the command cannot be built: {printable(plan.error)}")
 
 
 def preflight_failures(failed: Iterable[Finding]) -> None:

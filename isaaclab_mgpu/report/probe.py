@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from isaaclab_mgpu.report import note, out
+from isaaclab_mgpu.report.text import cell, markup
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.probe.bisect import Trial
@@ -64,14 +65,17 @@ class ProbeDisplay:
     def begin(self, label: str, timeout: float) -> None:
         """A launch starts."""
         if self._progress is not None:
-            self._tasks[label] = self._progress.add_task(f"starting (timeout {timeout:g} s)", label=label)
+            self._tasks[label] = self._progress.add_task(
+                f"starting (timeout {timeout:g} s)", label=markup(label)
+            )
         else:
             note(f"probe {label}: started (timeout {timeout:g} s)")
 
     def update(self, label: str, text: str) -> None:
         """Where the launch is now."""
         if self._progress is not None and label in self._tasks:
-            self._progress.update(self._tasks[label], description=text)
+            # A rank's heartbeat names the stage: text, never markup for the progress column.
+            self._progress.update(self._tasks[label], description=markup(text))
 
     def end(self, result: WorldResult) -> None:
         """A launch finished (or was torn down)."""
@@ -176,8 +180,13 @@ def show(s: ProbeSummary, *, as_json: bool) -> None:
     if s.search is not None:
         _show_search(console, s)
     if s.saved:
-        console.print(f"saved workaround {s.saved} for this machine in {s.store}")
-    console.print(verdict(s), markup=False, soft_wrap=True)
+        _line(console, f"saved workaround {s.saved} for this machine in {s.store}")
+    _line(console, verdict(s))
+
+
+def _line(console: Any, text: str, style: str = "") -> None:
+    """One line that may quote data (hosts, stages, paths, variables): text, never markup."""
+    console.print(cell(text, style), soft_wrap=True)
 
 
 def _show_launch(console: Any, r: WorldResult) -> None:
@@ -192,7 +201,7 @@ def _show_launch(console: Any, r: WorldResult) -> None:
     head += f" · {r.elapsed_s:.1f} s in all"
     if r.env:
         head += f" · {_env_text(r.env)}"
-    console.print(head, style="bold", markup=False, soft_wrap=True)
+    _line(console, head, "bold")
     if r.sizes:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         for name in ("\nsize\n(B)", "\ncount\n(elements)", "\ntype\n"):
@@ -202,31 +211,38 @@ def _show_launch(console: Any, r: WorldResult) -> None:
             for name in (f"{mode}\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"):
                 table.add_column(name, justify="right", no_wrap=True)
         for row in r.sizes:
-            cells = [str(row.bytes), str(row.count), row.type]
+            cells = [cell(row.bytes), cell(row.count), cell(row.type)]
             for m in (row.out_of_place, row.in_place):
-                wrong = f"[red]{m.wrong}[/]" if m.wrong else "0"
-                cells += [f"{m.time_s * 1e6:.1f}", f"{m.algbw:.3f}", f"{m.busbw:.3f}", wrong]
+                wrong = cell(m.wrong, "red") if m.wrong else cell("0")
+                cells += [
+                    cell(f"{m.time_s * 1e6:.1f}"),
+                    cell(f"{m.algbw:.3f}"),
+                    cell(f"{m.busbw:.3f}"),
+                    wrong,
+                ]
             table.add_row(*cells)
         console.print(table)
         if r.world_size > 1:
             peak = max(r.sizes, key=lambda x: x.out_of_place.busbw)
-            console.print(f"  peak busbw {peak.out_of_place.busbw:.3f} GB/s at {peak.bytes} B (out-of-place)")
+            _line(
+                console, f"  peak busbw {peak.out_of_place.busbw:.3f} GB/s at {peak.bytes} B (out-of-place)"
+            )
         else:
             console.print("  busbw is 0 at world size 1: no data crosses a link")
     for h in r.hung:
         state = f", {h.state}" if h.state else ""
         where = f" (pid {h.pid} on {h.host}{state})" if h.pid is not None else ""
         age = f", last heartbeat {h.since_s:.1f} s ago" if h.since_s is not None else ""
-        console.print(f"  rank {h.rank}{where} did not finish: {h.stage}{age}", markup=False, soft_wrap=True)
+        _line(console, f"  rank {h.rank}{where} did not finish: {h.stage}{age}")
         if h.stack:
             for line in _innermost(h.stack):
-                console.print(f"      {line}", markup=False, soft_wrap=True)
-            console.print(f"      full stack: {h.stack_file}", markup=False, soft_wrap=True)
+                _line(console, f"      {line}")
+            _line(console, f"      full stack: {h.stack_file}")
     if r.error:
-        console.print(f"  error: {r.error}", markup=False, soft_wrap=True)
+        _line(console, f"  error: {r.error}")
     if r.survivors:
-        console.print(f"  [red]processes left after teardown: {r.survivors}[/]")
-    console.print(f"  files: {r.folder}", markup=False, soft_wrap=True)
+        _line(console, f"  processes left after teardown: {r.survivors}", "red")
+    _line(console, f"  files: {r.folder}")
 
 
 def _innermost(stack: str) -> list[str]:
@@ -240,13 +256,13 @@ def _innermost(stack: str) -> list[str]:
 def _show_search(console: Any, s: ProbeSummary) -> None:
     search = s.search
     assert search is not None
-    console.print(f"workaround search on {s.search_label}: baseline {search.baseline}", style="bold")
+    _line(console, f"workaround search on {s.search_label}: baseline {search.baseline}", "bold")
     if s.skipped:
-        console.print(f"  not tried (already set): {', '.join(s.skipped)}", markup=False)
+        _line(console, f"  not tried (already set): {', '.join(s.skipped)}")
     for t in search.trials:
         mark = "confirmed" if t.confirmed else ("passed once" if t.fixes else t.status)
         without = f", without it: {t.without}" if t.without is not None else ""
-        console.print(f"  {t.candidate.assignment:<32} with it: {t.status}{without} → {mark}", markup=False)
+        _line(console, f"  {t.candidate.assignment:<32} with it: {t.status}{without} → {mark}")
 
 
 def summary_json(s: ProbeSummary) -> dict[str, Any]:

@@ -1,13 +1,22 @@
-"""``mgpu runs``: the runs table (Rich), its JSON, and the newest folder alone."""
+"""``mgpu runs``: the runs table (Rich), its JSON, and the newest folder alone.
+
+Every cell is a Rich ``Text`` (:mod:`.text`): names and folders come from files anyone may have
+written. A field the summary holds with the wrong type shows as ``?`` (absent: ``-``). ``--json``
+is strict JSON (never ``NaN``); ``--last`` writes the folder's bytes exactly as the file system
+has them.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections.abc import Sequence
 
 from isaaclab_mgpu.launcher.runs import RunRow
 from isaaclab_mgpu.report import out
+from isaaclab_mgpu.report.text import cell
 
 _STATUS_STYLE = {
     "finished": "green",
@@ -23,13 +32,37 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def _reward(r: RunRow) -> str:
-    if r.reward_first is None and r.reward_last is None:
-        return "-"
-    return f"{_num(r.reward_first, '.2f')} → {_num(r.reward_last, '.2f')}"
+    def one(name: str, value: float | None) -> str:
+        return "?" if name in r.invalid else _num(value, ".2f")
+
+    first, last = one("reward_first", r.reward_first), one("reward_last", r.reward_last)
+    return "-" if first == last == "-" else f"{first} → {last}"
 
 
-def _checks(value: bool | None) -> str:
-    return "-" if value is None else ("ok" if value else "[bold red]DIFFER[/]")
+def _checks(value: bool | None) -> object:
+    if value is None:
+        return cell("-")
+    return cell("ok") if value else cell("DIFFER", "bold red")
+
+
+def _cells(r: RunRow) -> list[object]:
+    def field(name: str, shown: object) -> object:
+        return cell("?", "dim") if name in r.invalid else shown
+
+    return [
+        cell(time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "-"),
+        field("library", cell(r.library or "-")),
+        field("framework", cell(r.framework or "-")),
+        field("task", cell(r.task or "-")),
+        field("world_size", cell(_num(r.world_size, "d"))),
+        field("iterations", cell(_num(r.iterations, "d"))),
+        field("s_per_iteration", cell(_num(r.s_per_iteration, ".3f"))),
+        field("env_steps_per_s", cell(_num(r.env_steps_per_s, ",.0f"))),
+        cell(_reward(r)),
+        field("checksums_equal", _checks(r.checksums_equal)),
+        cell(r.status, _STATUS_STYLE.get(r.status, "")),
+        cell(r.folder),
+    ]
 
 
 def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
@@ -51,21 +84,7 @@ def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
     ):  # fmt: skip
         t.add_column(name, justify=justify, overflow="fold" if name == "folder" else "ellipsis")
     for r in shown:
-        style = _STATUS_STYLE.get(r.status, "")
-        t.add_row(
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "-",
-            r.library or "-",
-            r.framework or "-",
-            r.task or "-",
-            _num(r.world_size, "d"),
-            _num(r.iterations, "d"),
-            _num(r.s_per_iteration, ".3f"),
-            _num(r.env_steps_per_s, ",.0f"),
-            _reward(r),
-            _checks(r.checksums_equal),
-            f"[{style}]{r.status}[/]" if style else r.status,
-            r.folder,
-        )
+        t.add_row(*_cells(r))
     console = Console()
     if not console.is_terminal:  # a file or pipe has no width; keep one run per line
         console = Console(width=250)
@@ -76,9 +95,12 @@ def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
 
 def as_json(rows: Sequence[RunRow]) -> None:
     """Print the runs as one JSON list, newest first."""
-    out(json.dumps([r.as_json() for r in rows], indent=2))
+    out(json.dumps([r.as_json() for r in rows], indent=2, allow_nan=False))
 
 
-def last(rows: Sequence[RunRow]) -> None:
-    """Print the newest run's folder alone (for ``cat "$(mgpu runs --last)/summary.json"``)."""
-    out(rows[0].folder)
+def last(folder: str) -> None:
+    """Print the newest run's folder alone (for ``cat "$(mgpu runs --last)/summary.json"``): its
+    bytes as the file system has them, so a name that is not UTF-8 still names the folder."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(os.fsencode(folder) + b"\n")
+    sys.stdout.buffer.flush()

@@ -244,6 +244,9 @@ class Facts:
     env_labels: tuple[tuple[str, str], ...] = ()
     """Image labels that look like NCCL settings (``NCCL_VERSION``), sorted: read by nothing."""
 
+    ignored_workarounds: tuple[str, ...] = ()
+    """Why parts of the workaround store are not applied (unreadable, or not what mgpu saves)."""
+
 
 def is_image_label(name: str) -> bool:
     """True for a variable a container image sets to describe itself, not to configure NCCL/PyTorch.
@@ -277,6 +280,7 @@ def collect(
     hostname = socket.gethostname()
     store = workarounds.store_path(env)
     key = workarounds.machine_key(hostname, tuple(g.name for g in gpu.gpus))
+    saved = workarounds.saved_for(store, key)
     plan = plan_launch(spec, env, resolved)
     deep_facts = None
     if deep:
@@ -292,7 +296,8 @@ def collect(
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
         cuda_device_order=env.get("CUDA_DEVICE_ORDER"),
         nccl_env=settings,
-        saved_workarounds=tuple(sorted(workarounds.saved_for(store, key).items())),
+        saved_workarounds=tuple(sorted(saved.variables.items())),
+        ignored_workarounds=saved.ignored,
         workaround_store=str(store),
         machine_key=key,
         limits=limits(env),
@@ -395,14 +400,11 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
             r, cmd = prepare(spec, strict=False, environ=environ)
     except MgpuError as exc:
         return Plan(**base, nproc=None, world_size=None, command=None, error=str(exc))
-    import shlex
-
     return Plan(
         **{**base, "nnodes": r.nnodes_max, "node_rank": r.node_rank or 0},
         nproc=r.nproc if isinstance(r.nproc, int) else None,
         world_size=r.world_size,
-        command=(f"CUDA_VISIBLE_DEVICES={cmd.env['CUDA_VISIBLE_DEVICES']} " if r.cuda_visible_devices else "")
-        + shlex.join(cmd.argv),
+        command=cmd.line,
         argv=tuple(cmd.argv),
         warnings=tuple(r.warnings),
         filled=tuple(r.filled),

@@ -492,7 +492,9 @@ def probe_nccl(
     """Run the whole probe: the world-size sweep, pairs, and the workaround search."""
     machine = machine or probe_machine(gpu_uuids=spec.gpu_ids is not None)
     plan = plan_probe(spec, opts, machine)
-    applied = workarounds.for_launch(machine.environ, device=spec.device, enabled=opts.saved_workarounds)
+    applied = dict(
+        workarounds.for_launch(machine.environ, device=spec.device, enabled=opts.saved_workarounds).variables
+    )
     root = Path(spec.log_dir or DEFAULT_LOG_DIR) / f"probe-{machine.run_stamp}"
     base_env = {**applied, **(extra_env or {})}
     prober = Prober(spec, opts, plan, root, observer, base_env=base_env, module=module)

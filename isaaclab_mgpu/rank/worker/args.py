@@ -22,7 +22,7 @@ import difflib
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS
+from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS, name_problem
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
 from isaaclab_mgpu.rank.console import worker_error
 
@@ -138,6 +138,14 @@ class _Parser(argparse.ArgumentParser):
         raise WorkerArgsError(message)
 
 
+def _folder_name(value: str) -> str:
+    """One folder inside the log root (:func:`~isaaclab_mgpu.contract.layout.name_problem`)."""
+    problem = name_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{value!r} {problem}")
+    return value
+
+
 def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
     # No abbreviations: "--max" must not silently become --max_iterations.
     p = _Parser(
@@ -167,8 +175,14 @@ def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
         metavar="PATH",
         help="Continue from a run or checkpoint (default: the latest).",
     )
-    add("run_name", default=None, metavar="NAME", help="Suffix of the run folder.")
-    add("experiment_name", default=None, metavar="NAME", help="Folder under logs/<library>/ (default: task).")
+    add("run_name", type=_folder_name, default=None, metavar="NAME", help="Suffix of the run folder.")
+    add(
+        "experiment_name",
+        type=_folder_name,
+        default=None,
+        metavar="NAME",
+        help="Folder under logs/<library>/ (default: task).",
+    )
     add("log_root", default=DEFAULT_LOG_ROOT, metavar="DIR", help="Root folder of the runs.")
     add("distributed", action="store_true", help="Run as one rank of a distributed launch.")
     # Isaac Lab AppLauncher flags users commonly pass; meaningful for Isaac Lab tasks only.

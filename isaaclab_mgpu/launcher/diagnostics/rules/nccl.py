@@ -76,6 +76,12 @@ def nccl_env_rule(f: Facts) -> list[Finding]:
 
 def saved_workarounds_rule(f: Facts) -> list[Finding]:
     """Workarounds saved for this machine (``train`` applies them), and conflicts with the env."""
+    if f.ignored_workarounds:
+        # What the store holds beyond mgpu's own entries is never applied; say so before anything.
+        applied = ", ".join(f"{k}={v}" for k, v in f.saved_workarounds)
+        observed = "; ".join(f.ignored_workarounds) + (f"; train applies {applied}" if applied else "")
+        fix = f"fix or delete {f.workaround_store}; only probe-nccl --save-workaround should write it"
+        return [finding("nccl", "saved_workarounds", WARN, observed, fix)]
     if not f.saved_workarounds:
         return [finding("nccl", "saved_workarounds", PASS, f"none saved for {f.machine_key}")]
     env = dict(f.nccl_env)
