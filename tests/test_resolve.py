@@ -186,3 +186,129 @@ def test_cpu_ranks_beyond_the_multiple_of_cores_fail_train_and_warn_dry_run(no_g
 def test_a_slurm_count_in_other_digits_fills_nothing():
     env = {"SLURM_JOB_ID": "9", "SLURM_NNODES": "\uff12", "SLURM_JOB_NODELIST": "n[1-2]"}
     assert res(LaunchSpec(nproc_per_node="2"), machine(4, **env)).nnodes is None
+
+
+# A PyTorchJob pod as the training operator starts it: elastic (torchrun's PET_* variables) and
+# without an elastic policy (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK; newer operators add PET_*).
+PET = {
+    "PET_NNODES": "2",
+    "PET_NODE_RANK": "1",
+    "PET_NPROC_PER_NODE": "4",
+    "PET_RDZV_ENDPOINT": "job-worker-0:23456",
+    "PET_RDZV_BACKEND": "c10d",
+    "PET_RDZV_ID": "job",
+    "PET_MAX_RESTARTS": "3",
+}
+NON_ELASTIC = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1"}
+NON_ELASTIC_NEW = {
+    **NON_ELASTIC,
+    "WORLD_SIZE": "8",  # newer operators: pods x nprocPerNode, beside PET_NNODES
+    "PET_NNODES": "2",
+    "PET_NODE_RANK": "1",
+    "PET_NPROC_PER_NODE": "4",
+    "PET_MASTER_ADDR": "job-master-0",
+    "PET_MASTER_PORT": "23456",
+}
+
+
+def argv(spec, m):
+    from isaaclab_mgpu.launcher.build import build
+
+    return build(res(spec, m, strict=False)).argv
+
+
+def test_kubernetes_elastic_fill_gives_the_explicit_command():
+    explicit = LaunchSpec(
+        nnodes="2", node_rank=1, nproc_per_node="4", rdzv_endpoint="job-worker-0:23456",
+        rdzv_backend="c10d", rdzv_id="job", max_restarts=3,
+    )  # fmt: skip
+    filled = res(LaunchSpec(), machine(4, **PET))
+    assert argv(LaunchSpec(), machine(4, **PET)) == argv(explicit, machine(4))
+    assert (filled.nnodes, filled.node_rank, filled.nproc, filled.world_size) == ("2", 1, 4, 8)
+    assert filled.spec.max_restarts == 3 and not filled.standalone
+    assert "--rdzv_endpoint job-worker-0:23456 from PET_RDZV_ENDPOINT" in filled.filled
+    assert len(filled.filled) == len(PET) and filled.overridden == ()
+
+
+@pytest.mark.parametrize("env", [NON_ELASTIC, NON_ELASTIC_NEW], ids=["operator", "newer-operator"])
+def test_kubernetes_non_elastic_fill_gives_the_explicit_command(env):
+    explicit = LaunchSpec(
+        nnodes="2", node_rank=1, nproc_per_node="4", master_addr="job-master-0", master_port=23456
+    )
+    assert argv(LaunchSpec(nproc_per_node="4"), machine(4, **env)) == argv(explicit, machine(4))
+    r = res(LaunchSpec(nproc_per_node="4"), machine(4, **env))
+    assert (r.nnodes, r.node_rank, r.spec.master_addr, r.spec.master_port) == ("2", 1, "job-master-0", 23456)
+    source = "PET_NNODES" if "PET_NNODES" in env else "WORLD_SIZE"
+    assert f"--nnodes 2 from {source}" in r.filled
+
+
+def test_explicit_options_beat_kubernetes_and_are_named():
+    spec = LaunchSpec(nnodes="2", node_rank=0, nproc_per_node="2", rdzv_endpoint="head:1234")
+    r = res(spec, machine(4, **PET))
+    assert (r.node_rank, r.nproc, r.rdzv_endpoint, r.rdzv_id) == (0, 2, "head:1234", "job")
+    assert r.overridden == (
+        "--node_rank 0 (given) overrides PET_NODE_RANK=1",
+        "--nproc_per_node 2 (given) overrides PET_NPROC_PER_NODE=4",
+        "--rdzv_endpoint head:1234 (given) overrides PET_RDZV_ENDPOINT=job-worker-0:23456",
+    )
+
+
+def test_one_node_given_under_pet_nnodes_states_it_to_torchrun():
+    # torchrun would read PET_NNODES=2 itself and wait, inside --standalone, for a node that never comes.
+    r = res(LaunchSpec(nnodes="1", nproc_per_node="2"), machine(4, **PET))
+    cmd = argv(LaunchSpec(nnodes="1", nproc_per_node="2"), machine(4, **PET))
+    assert r.standalone and cmd[3:8] == ("--nproc_per_node", "2", "--standalone", "--nnodes", "1")
+    assert "--nnodes 1 (given) overrides PET_NNODES=2" in r.overridden
+    assert "--node_rank" not in cmd and "--rdzv_endpoint" not in cmd
+
+
+def test_a_single_pod_is_standalone_with_every_torchrun_variable_stated():
+    env = {"PET_NNODES": "1", "PET_RDZV_ENDPOINT": "job-worker-0:23456", "PET_RDZV_BACKEND": "c10d"}
+    cmd = argv(
+        LaunchSpec(nproc_per_node="2", log_all_ranks=True), machine(4, **env, PET_LOCAL_RANKS_FILTER="1")
+    )
+    assert cmd[3:8] == ("--nproc_per_node", "2", "--standalone", "--nnodes", "1")
+    assert cmd[cmd.index("--local_ranks_filter") + 1] == ""
+
+
+def test_master_addr_given_pins_torchrun_to_the_static_rendezvous():
+    spec = LaunchSpec(nproc_per_node="4", master_addr="head", master_port=29511)
+    r = res(spec, machine(4, **PET))
+    cmd = argv(spec, machine(4, **PET))
+    assert (cmd[cmd.index("--rdzv_backend") + 1], cmd[cmd.index("--rdzv_endpoint") + 1]) == ("static", "")
+    assert "PET_RDZV_ENDPOINT=job-worker-0:23456 not used: --master_addr given" in r.overridden
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({**PET, "PET_STANDALONE": "1"}, "PET_STANDALONE=1 makes torchrun use --standalone"),
+        ({"PET_STANDALONE": ""}, "PET_STANDALONE='': torchrun reads it as its --standalone flag"),
+        ({"PET_MODULE": "1"}, "unset PET_MODULE"),
+        (
+            {**PET, "PET_NODE_RANK": "x"},
+            "--node_rank 'x' is not an integer.*filled --nnodes 2 from PET_NNODES",
+        ),
+        ({**PET, "PET_NODE_RANK": "2"}, "--node_rank 2 is not below --nnodes 2"),
+    ],
+)
+def test_environment_torchrun_cannot_follow_is_refused(env, fragment):
+    with pytest.raises(UsageError, match=fragment):
+        res(LaunchSpec(nproc_per_node="2"), machine(4, **env))
+
+
+def test_standalone_variable_on_one_node_is_what_mgpu_does_anyway():
+    assert res(LaunchSpec(nproc_per_node="2"), machine(4, PET_STANDALONE="1")).standalone
+
+
+def test_kubernetes_jax_coordinator_from_the_rendezvous_address():
+    spec = LaunchSpec(rl_library="skrl", ml_framework="jax", nproc_per_node="2")
+    assert res(spec, machine(4, **PET)).coordinator == ("job-worker-0", 23456)
+    r = res(spec, machine(4, **NON_ELASTIC))
+    assert (r.coordinator, r.node_rank, r.nnodes) == (("job-master-0", 23456), 1, "2")
+    assert "--coordinator_address job-master-0:23456 from MASTER_ADDR:MASTER_PORT" in r.filled
+
+
+def test_slurm_wins_over_stray_kubernetes_variables():
+    r = res(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM, **NON_ELASTIC))
+    assert (r.rdzv_endpoint, r.node_rank) == ("gpu07:29500", 1) and r.spec.master_addr is None

@@ -24,6 +24,12 @@ endpoint without an id) gets ``--rdzv_id mgpu_<host>_<port>``: torchrun names th
 folder ``<run id>_<rand>`` (``none_<rand>`` otherwise), and the static rendezvous prefixes its
 store keys with the id, so it must be one every node computes alike: the rendezvous address is.
 (A single node keeps Isaac Lab's argv: ``--standalone`` names its folder with a fresh id anyway.)
+
+torchrun reads a flag that is not on its command line from ``PET_<FLAG>`` (a Kubernetes pod sets
+several). Where the resolved environment names such a flag that the command leaves out, the
+command states torchrun's own default for it (``--nnodes 1`` beside ``--standalone`` under
+``PET_NNODES=2``), so torchrun runs what this command says, and the line ``dry-run`` prints does
+the same when typed into the pod.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
+from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
 from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS
 
@@ -196,7 +203,32 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
         opts["tee"] = "3"
     if s.local_ranks_filter is None and not s.log_all_ranks:
         opts["default_ranks_filter"] = "0"
+    if not s.uses_jax:
+        opts.update(_environment_pins(r, opts))
     return opts
+
+
+def _environment_pins(r: ResolvedSpec, opts: dict[str, object]) -> dict[str, str]:
+    """torchrun's own default for each flag it would otherwise read from ``PET_<FLAG>``.
+
+    Only where it matters: ``--standalone`` sets the rendezvous backend, endpoint and id itself,
+    and only the static rendezvous reads the master address, port and node rank.
+    """
+    static = not r.standalone and opts.get("rdzv_backend") in (None, "static")
+    pins = {}
+    for flag, default in TORCHRUN_DEFAULTS:
+        if flag not in r.torchrun_env or opts.get(flag) is not None:
+            continue
+        if r.standalone and flag in ("rdzv_backend", "rdzv_endpoint", "rdzv_id"):
+            continue
+        if not static and flag in ("master_addr", "master_port", "node_rank"):
+            continue
+        if flag == "local_ranks_filter" and opts.get("default_ranks_filter") is not None:
+            continue
+        if flag == "tee" and opts.get("redirects") is not None:
+            continue  # --redirects alone: streams to files only, as asked
+        pins[flag] = default
+    return pins
 
 
 def _rendezvous_id(r: ResolvedSpec) -> str:

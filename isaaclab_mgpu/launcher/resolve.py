@@ -23,9 +23,11 @@ What resolve decides:
   torchrun's meaning, one rank per CPU core, each on a GPU: a problem when there are fewer GPUs.
   More CUDA ranks than visible GPUs is a problem; so are more CPU ranks than
   :data:`CPU_RANKS_PER_CORE` per logical CPU, unless ``--oversubscribe_cpu`` says it is meant.
-- **SLURM**: inside an allocation of several nodes, a missing ``--nnodes``, ``--node_rank``,
-  rendezvous endpoint and id come from ``SLURM_NNODES``, ``SLURM_NODEID``, the first host of
-  ``SLURM_JOB_NODELIST`` and ``SLURM_JOB_ID``. Explicit options always win.
+- **SLURM and Kubernetes** (:mod:`.cluster`, first of all): inside an allocation of several nodes
+  or a PyTorchJob's pod, the options left out are filled from the scheduler's variables
+  (``SLURM_*``; torchrun's ``PET_*`` and ``MASTER_ADDR``/``MASTER_PORT``/``WORLD_SIZE``/``RANK``);
+  explicit options always win, and each fill and each overridden variable becomes a note. A
+  ``PET_*`` flag torchrun would read that no option can undo (``PET_STANDALONE``) is refused.
 - **Rendezvous**: one node and no address or port given → torchrun ``--standalone`` (a free port
   chosen by the store itself, so concurrent runs never collide). A given master port must be free
   on the rank-0 node. skrl JAX without ``--coordinator_address`` on one node gets 127.0.0.1 and a
@@ -39,7 +41,6 @@ and the command is still built, so a command can be planned on a login node.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import sys
 import time
@@ -49,17 +50,24 @@ from dataclasses import dataclass, field, replace
 from isaaclab_mgpu.contract.devices import identity, parse_device_list
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.contract.layout import STAMP_FORMAT
-from isaaclab_mgpu.launcher import nvml
+from isaaclab_mgpu.launcher import cluster, nvml
+from isaaclab_mgpu.launcher.cluster import DEFAULT_JAX_PORT, DEFAULT_MASTER_PORT, first_slurm_host
 from isaaclab_mgpu.launcher.spec import LaunchSpec, node_counts, parse_nproc, split_host_port
 
-__all__ = ["Machine", "ResolvedSpec", "VisibleDevices", "probe_machine", "resolve"]
+__all__ = [
+    "DEFAULT_JAX_PORT",
+    "DEFAULT_MASTER_PORT",
+    "Machine",
+    "ResolvedSpec",
+    "VisibleDevices",
+    "first_slurm_host",
+    "probe_machine",
+    "resolve",
+]
 
-DEFAULT_MASTER_PORT = 29500
 #: CPU ranks per logical CPU beyond which a ``--device cpu`` count is taken for a typo (a CPU rank
 #: is a whole training process; past a few per core they only time-slice).
 CPU_RANKS_PER_CORE = 4
-#: skrl's JAX launcher default coordinator port, used for SLURM fills.
-DEFAULT_JAX_PORT = 5000
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,7 @@ class ResolvedSpec:
     """A launch spec with every machine-dependent choice made; the builder's only input."""
 
     spec: LaunchSpec
-    """What the user asked for."""
+    """What the user asked for, with what the cluster's environment filled in (:mod:`.cluster`)."""
 
     python: str
     """Interpreter that starts the launcher."""
@@ -143,7 +151,13 @@ class ResolvedSpec:
     """Timestamp shared by every rank of this run."""
 
     filled: tuple[str, ...] = ()
-    """Human-readable notes on values filled from the environment (SLURM)."""
+    """One note per value filled from the environment (SLURM, Kubernetes): ``--nnodes 2 from PET_NNODES``."""
+
+    overridden: tuple[str, ...] = ()
+    """One note per environment variable an explicit option overrode."""
+
+    torchrun_env: tuple[str, ...] = ()
+    """torchrun flags the environment sets through ``PET_<FLAG>`` (torchrun reads them itself)."""
 
     warnings: tuple[str, ...] = ()
     """Problems tolerated because the resolve was not strict (dry-run)."""
@@ -250,20 +264,6 @@ def selected_devices(spec: LaunchSpec, machine: Machine) -> VisibleDevices:
     return VisibleDevices(len(chosen), f"--gpu_ids {shown}", tuple(chosen))
 
 
-def first_slurm_host(nodelist: str) -> str:
-    """Return the first host of a SLURM hostlist such as ``gpu[03-05,9],login1``."""
-    depth, end = 0, len(nodelist)
-    for i, ch in enumerate(nodelist):
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            end = i
-            break
-    first = nodelist[:end].strip()
-    # Each bracket group contributes its first element: "a[1-2]b[07,9]" -> "a1b07".
-    return re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], first)
-
-
 def port_is_free(port: int) -> bool:
     """True when ``port`` can be bound on every interface of this host."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -299,6 +299,8 @@ def resolve(
     installed: Callable[[str], bool] | None = None,
 ) -> ResolvedSpec:
     """Make every machine-dependent choice for ``spec``; raise or warn per ``strict``."""
+    filled = cluster.fill(spec, machine.environ)
+    spec = filled.spec
     if spec.logger == "wandb" and not (installed or module_installed)("wandb"):
         raise UsageError(
             "--logger wandb: wandb is not installed for this Python; install it (uv add wandb) or "
@@ -317,8 +319,9 @@ def resolve(
         raise UsageError(f"--script {spec.script!r} is a folder; give the path of a Python file in it")
     if spec.script is not None and not os.path.isfile(spec.script):
         raise UsageError(f"--script {spec.script!r} does not exist; give the path of a Python file")
-    nodes = _slurm_fill(spec, machine.environ, _given_nodes(spec))
-    nodes = _rendezvous(spec, nodes, port_free=port_free, free_port=free_port, problem=problem)
+    nodes = _rendezvous(spec, _given_nodes(spec), port_free=port_free, free_port=free_port, problem=problem)
+    if not spec.uses_jax:
+        cluster.check_torchrun_env(machine.environ, standalone=nodes.standalone)
     return ResolvedSpec(
         spec=spec,
         python=machine.python,
@@ -332,7 +335,9 @@ def resolve(
         rdzv_id=nodes.rdzv_id,
         coordinator=nodes.coordinator,
         run_stamp=machine.run_stamp,
-        filled=nodes.filled,
+        filled=filled.filled,
+        overridden=filled.overridden,
+        torchrun_env=() if spec.uses_jax else cluster.torchrun_env(machine.environ),
         warnings=tuple(warnings),
         extra_env=tuple(sorted((extra_env or {}).items())),
         cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
@@ -355,7 +360,7 @@ def _devices(spec: LaunchSpec, machine: Machine, problem: Callable[[str], None])
 
 @dataclass(frozen=True)
 class _Nodes:
-    """This node's place in the launch and its rendezvous, as the options and SLURM give them."""
+    """This node's place in the launch and its rendezvous, as the options (filled in) give them."""
 
     nnodes: str | None
     """Node count (``N`` or ``MIN:MAX``), None for a single node."""
@@ -375,9 +380,6 @@ class _Nodes:
     coordinator: tuple[str, int] | None
     """JAX coordinator host and port."""
 
-    filled: tuple[str, ...] = ()
-    """Notes on the values filled from SLURM."""
-
     standalone: bool = False
     """torchrun ``--standalone`` (decided by :func:`_rendezvous`)."""
 
@@ -390,42 +392,6 @@ def _given_nodes(spec: LaunchSpec) -> _Nodes:
     return _Nodes(
         spec.nnodes, spec.node_rank, spec.rdzv_backend, spec.rdzv_endpoint, spec.rdzv_id, coordinator
     )
-
-
-def _ascii_int(text: str) -> bool:
-    # str.isdigit() is also true for full-width and other digits int() reads; SLURM writes ASCII.
-    return text.isascii() and text.isdigit()
-
-
-def _slurm_fill(spec: LaunchSpec, env: Mapping[str, str], nodes: _Nodes) -> _Nodes:
-    """Inside a SLURM allocation of several nodes, fill what the options left open (they win)."""
-    slurm_nodes = env.get("SLURM_NNODES", "")
-    if not (env.get("SLURM_JOB_ID") and _ascii_int(slurm_nodes) and int(slurm_nodes) > 1):
-        return nodes
-    first = first_slurm_host(env.get("SLURM_JOB_NODELIST", "")) or None
-    fill: dict[str, object] = {}
-    filled: list[str] = []
-    if nodes.nnodes is None:
-        fill["nnodes"] = slurm_nodes
-        filled.append(f"--nnodes {slurm_nodes} from SLURM_NNODES")
-    if nodes.node_rank is None and _ascii_int(env.get("SLURM_NODEID", "")):
-        fill["node_rank"] = int(env["SLURM_NODEID"])
-        filled.append(f"--node_rank {fill['node_rank']} from SLURM_NODEID")
-    if spec.uses_jax:
-        if nodes.coordinator is None and first:
-            fill["coordinator"] = (first, DEFAULT_JAX_PORT)
-            filled.append(f"--coordinator_address {first}:{DEFAULT_JAX_PORT} from SLURM_JOB_NODELIST")
-    elif spec.master_addr is None:
-        if nodes.rdzv_endpoint is None and first:
-            fill["rdzv_endpoint"] = endpoint = f"{first}:{spec.master_port or DEFAULT_MASTER_PORT}"
-            filled.append(f"--rdzv_endpoint {endpoint} from SLURM_JOB_NODELIST")
-        if nodes.rdzv_id is None:
-            fill["rdzv_id"] = env["SLURM_JOB_ID"]
-            filled.append(f"--rdzv_id {env['SLURM_JOB_ID']} from SLURM_JOB_ID")
-        if nodes.rdzv_backend is None:
-            fill["rdzv_backend"] = "c10d"
-            filled.append("--rdzv_backend c10d for the SLURM rendezvous")
-    return replace(nodes, **fill, filled=(*nodes.filled, *filled))  # type: ignore[arg-type]
 
 
 def _rendezvous(

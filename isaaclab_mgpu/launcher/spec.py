@@ -351,6 +351,11 @@ def _coerce(name: str, value: object) -> object:
     return _COERCE[name](name, value)
 
 
+def coerce_option(name: str, value: str) -> object:
+    """``value`` as typed on the command line, converted to what spec field ``name`` holds."""
+    return _coerce(name, value)
+
+
 def _validate(s: LaunchSpec) -> None:
     _validate_text(s)
     if s.rl_library is not None and s.rl_library not in RL_LIBRARIES:

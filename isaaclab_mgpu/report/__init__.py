@@ -68,6 +68,7 @@ def command_json(cmd: Command, resolved: ResolvedSpec) -> dict[str, Any]:
         "log_dir": cmd.log_dir,
         "visible_gpus": {"count": resolved.visible.count, "source": resolved.visible.source},
         "filled": list(resolved.filled),
+        "overridden": list(resolved.overridden),
         "warnings": list(resolved.warnings),
         "stall_watch": stall_watch(resolved),
     }
@@ -100,6 +101,8 @@ def resolve_notes(resolved: ResolvedSpec) -> None:
     """Tell what was filled in from the environment and what was tolerated."""
     for filled in resolved.filled:
         note(f"filled {filled}")
+    for overridden in resolved.overridden:
+        note(overridden)
     for name, value in resolved.extra_env:
         note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
     for message in resolved.warnings:

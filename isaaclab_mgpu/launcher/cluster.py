@@ -1,0 +1,296 @@
+"""What a cluster's scheduler tells each node: SLURM's and Kubernetes' variables as launch values.
+
+A node of a SLURM allocation or a pod of a Kubeflow ``PyTorchJob`` is told its part through its
+environment. :func:`offers` reads that environment into :class:`Offer` values (data, one per launch
+option, each naming the variable it comes from); :func:`fill` applies them to a
+:class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`: an option the user left out takes the offered value,
+an option the user gave wins and the variable it overrode is named. Both are pure; resolve hands
+them the environment it probed.
+
+- **SLURM**, inside an allocation of several nodes: ``--nnodes`` from ``SLURM_NNODES``,
+  ``--node_rank`` from ``SLURM_NODEID``, ``--rdzv_endpoint`` from the first host of
+  ``SLURM_JOB_NODELIST`` (port: ``--master_port``, else 29500), ``--rdzv_id`` from ``SLURM_JOB_ID``,
+  ``--rdzv_backend c10d``; skrl JAX gets ``--coordinator_address FIRST_HOST:5000``. A given
+  ``--master_addr`` (static rendezvous) keeps the rendezvous values out.
+- **Kubernetes** (the training operator's ``PyTorchJob``): torchrun's own variables
+  ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_RDZV_ENDPOINT``,
+  ``PET_RDZV_BACKEND``, ``PET_RDZV_ID``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` and
+  ``PET_MAX_RESTARTS`` fill the option of the same name. Without an elastic policy the operator
+  sets ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and ``RANK`` (each pod's replica index:
+  the node rank); when all four are set they fill ``--master_addr``, ``--master_port``,
+  ``--nnodes`` (``WORLD_SIZE``, read only without ``PET_NNODES``: older operators count pods
+  there, newer ones ranks) and ``--node_rank``. A ``PET_RDZV_ENDPOINT`` (elastic, c10d) is
+  preferred over the master address, as torchrun prefers it. skrl JAX takes its coordinator from
+  the same address. The rendezvous and node rank are filled only for more than one node.
+- **Explicit options win**; the two rendezvous forms exclude each other: a given ``--master_addr``
+  overrides the environment's rendezvous endpoint, a given ``--rdzv_endpoint`` its master address.
+
+torchrun reads every one of its flags from ``PET_<FLAG>`` when the flag is not on its command
+line, so a pod's variables act on torchrun even where mgpu decided otherwise (``--standalone`` on
+one node while ``PET_NNODES=2`` waits for a second node that never comes). Two rules keep the
+command mgpu prints the command that runs: the builder states on torchrun's command line every
+rendezvous flag the environment names (:data:`TORCHRUN_DEFAULTS`), and :func:`check_torchrun_env`
+refuses the flags that cannot be undone there (``PET_STANDALONE``, ``PET_MODULE``,
+``PET_NO_PYTHON``, ``PET_RUN_PATH``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.launcher.spec import LaunchSpec, coerce_option, node_counts, spelling
+
+#: Default rendezvous port for a SLURM fill (torchrun's ``--master_port`` default).
+DEFAULT_MASTER_PORT = 29500
+#: skrl's JAX launcher default coordinator port, used for SLURM fills.
+DEFAULT_JAX_PORT = 5000
+
+#: torchrun's own default of each flag mgpu may leave off while the environment names it in
+#: ``PET_<FLAG>``: the builder then passes the default, so torchrun does what mgpu planned.
+TORCHRUN_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("nnodes", "1"),
+    ("node_rank", "0"),
+    ("master_addr", "127.0.0.1"),
+    ("master_port", str(DEFAULT_MASTER_PORT)),
+    ("rdzv_backend", "static"),
+    ("rdzv_endpoint", ""),
+    ("rdzv_id", "none"),
+    ("max_restarts", "0"),
+    ("tee", "0"),
+    ("redirects", "0"),
+    ("local_ranks_filter", ""),
+)
+
+#: torchrun flags read from ``PET_<FLAG>`` that no command-line option can turn off again.
+_UNDOABLE = ("standalone", "module", "no_python", "run_path")
+
+#: Kubernetes' torchrun variables mgpu fills options from, in the order notes name them.
+_PET_OPTIONS = (
+    "nnodes",
+    "node_rank",
+    "nproc_per_node",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "master_addr",
+    "master_port",
+    "max_restarts",
+)
+#: The operator's non-elastic form: all four set together.
+_NON_ELASTIC = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+
+_DYNAMIC = ("rdzv_endpoint", "rdzv_backend", "rdzv_id")
+_STATIC = ("master_addr", "master_port")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One launch value the environment offers."""
+
+    option: str
+    """The :class:`LaunchSpec` field it fills."""
+
+    value: str
+    """The value, as the option would be typed."""
+
+    source: str
+    """Where it comes from, as notes name it: ``from PET_NNODES``, ``for the SLURM rendezvous``."""
+
+    variable: str = ""
+    """The variable an explicit option overrides, as ``NAME=value`` (empty: none to name)."""
+
+    def filled(self) -> str:
+        """``--nnodes 2 from PET_NNODES``."""
+        return f"{spelling(self.option)} {self.value} {self.source}"
+
+    def overridden(self, given: object) -> str:
+        """``--nnodes 1 (given) overrides PET_NNODES=2``."""
+        return f"{spelling(self.option)} {_shown(given)} (given) overrides {self.variable}"
+
+
+def _from(option: str, name: str, env: Mapping[str, str]) -> Offer:
+    return Offer(option, env[name].strip(), f"from {name}", f"{name}={env[name]}")
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A spec with the environment's values applied, and what was taken and overridden."""
+
+    spec: LaunchSpec
+    """The spec every later step uses."""
+
+    scheduler: str | None = None
+    """``SLURM``, ``Kubernetes`` or None: whose variables were read."""
+
+    filled: tuple[str, ...] = ()
+    """One note per value taken from the environment."""
+
+    overridden: tuple[str, ...] = ()
+    """One note per variable an explicit option overrode."""
+
+
+def slurm_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
+    """The values a SLURM allocation of several nodes offers (none for one node or outside SLURM)."""
+    nodes = env.get("SLURM_NNODES", "")
+    if not (env.get("SLURM_JOB_ID") and _ascii_int(nodes) and int(nodes) > 1):
+        return ()
+    out = [_from("nnodes", "SLURM_NNODES", env)]
+    if _ascii_int(env.get("SLURM_NODEID", "")):
+        out.append(_from("node_rank", "SLURM_NODEID", env))
+    first = first_slurm_host(env.get("SLURM_JOB_NODELIST", ""))
+    if spec.uses_jax:
+        if first:
+            nodelist = f"SLURM_JOB_NODELIST={env['SLURM_JOB_NODELIST']}"
+            address = f"{first}:{DEFAULT_JAX_PORT}"
+            out.append(Offer("coordinator_address", address, "from SLURM_JOB_NODELIST", nodelist))
+        return tuple(out)
+    if first:
+        port = spec.master_port or DEFAULT_MASTER_PORT
+        nodelist = f"SLURM_JOB_NODELIST={env['SLURM_JOB_NODELIST']}"
+        out.append(Offer("rdzv_endpoint", f"{first}:{port}", "from SLURM_JOB_NODELIST", nodelist))
+    out.append(_from("rdzv_id", "SLURM_JOB_ID", env))
+    out.append(Offer("rdzv_backend", "c10d", "for the SLURM rendezvous"))
+    return tuple(out)
+
+
+def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
+    """The values a PyTorchJob pod's variables offer (torchrun's ``PET_*``, the non-elastic form)."""
+    out = {o: _from(o, f"PET_{o.upper()}", env) for o in _PET_OPTIONS if env.get(f"PET_{o.upper()}", "")}
+    if all(env.get(name, "") for name in _NON_ELASTIC):
+        legacy = {"master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT", "nnodes": "WORLD_SIZE"}
+        for option, name in {**legacy, "node_rank": "RANK"}.items():
+            out.setdefault(option, _from(option, name, env))
+    if not spec.uses_jax:
+        return tuple(out.values())
+    # skrl JAX has no torchrun rendezvous: its coordinator listens where the store would.
+    jax = [out[o] for o in ("nnodes", "node_rank", "nproc_per_node") if o in out]
+    endpoint, addr, port = out.get("rdzv_endpoint"), out.get("master_addr"), out.get("master_port")
+    if endpoint is not None and ":" in endpoint.value:
+        jax.append(dataclasses.replace(endpoint, option="coordinator_address"))
+    elif addr is not None and port is not None:
+        names = f"{addr.source.removeprefix('from ')}:{port.source.removeprefix('from ')}"
+        value = f"{addr.value}:{port.value}"
+        jax.append(Offer("coordinator_address", value, f"from {names}", f"{names}={value}"))
+    return tuple(jax)
+
+
+def offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[str | None, tuple[Offer, ...]]:
+    """The scheduler whose variables are set here and the values they offer."""
+    slurm = slurm_offers(env, spec)
+    if slurm:
+        return "SLURM", slurm
+    kube = kubernetes_offers(env, spec)
+    return ("Kubernetes", kube) if kube else (None, ())
+
+
+def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
+    """Apply the environment's offers to ``spec``: what is left out is filled, what is given wins."""
+    scheduler, offered = offers(env, spec)
+    if not offered:
+        return Filled(spec)
+    by = {o.option: o for o in offered}
+    # The two rendezvous forms exclude each other; the environment's dynamic one wins over its
+    # static one (torchrun ignores the master address then), and an explicit option over both.
+    # (A given --master_port alone is the port of SLURM's endpoint, so it picks no form.)
+    if spec.master_addr is not None:
+        drop = _DYNAMIC
+    elif spec.rdzv_endpoint is not None:
+        drop = _STATIC
+    elif "rdzv_endpoint" in by:
+        drop = _STATIC
+        for name in _STATIC:
+            by.pop(name, None)
+    else:
+        drop = ()
+    nodes = spec.nnodes or (by["nnodes"].value if "nnodes" in by else None)
+    single = nodes is None or _max_nodes(nodes, by.get("nnodes")) <= 1
+    values: dict[str, str] = {}
+    filled: list[str] = []
+    overridden: list[str] = []
+    for option, offer in by.items():
+        given = getattr(spec, option)
+        if option in drop and given is None:
+            if offer.variable:
+                overridden.append(f"{offer.variable} not used: {_rendezvous_given(spec)} given")
+            continue
+        if single and option != "nnodes" and option not in ("nproc_per_node", "max_restarts"):
+            continue  # one node: no rendezvous to join (standalone), no node rank to name
+        if given is None:
+            values[option] = offer.value
+            filled.append(offer.filled())
+        elif offer.variable and _shown(given) != offer.value:
+            overridden.append(offer.overridden(given))
+    try:
+        result = dataclasses.replace(spec, **{k: coerce_option(k, v) for k, v in values.items()})
+    except UsageError as exc:  # the filled spec is validated as a whole, as a typed one would be
+        raise UsageError(f"{exc} (filled {'; '.join(filled)}); fix the variable or give the option") from None
+    return Filled(result, scheduler, tuple(filled), tuple(overridden))
+
+
+def check_torchrun_env(env: Mapping[str, str], *, standalone: bool) -> None:
+    """Refuse a ``PET_*`` flag torchrun would read that makes mgpu's command mean something else."""
+    for flag in _UNDOABLE:
+        name = f"PET_{flag.upper()}"
+        if name not in env:
+            continue
+        try:
+            on = bool(int(env[name] or "x"))
+        except ValueError:
+            raise UsageError(
+                f"{name}={env[name]!r}: torchrun reads it as its --{flag} flag and stops on a value that "
+                f"is not a number; set {name}=0 or unset it"
+            ) from None
+        if not on or (flag == "standalone" and standalone):
+            continue
+        what = (
+            "a rendezvous on this node alone, which the other nodes cannot join"
+            if flag == "standalone"
+            else "a different way of starting the program mgpu names"
+        )
+        raise UsageError(f"{name}={env[name]} makes torchrun use --{flag}: {what}; unset {name}")
+
+
+def torchrun_env(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The torchrun flags (as option names) that ``env`` sets through ``PET_<FLAG>``."""
+    return tuple(sorted(name[4:].lower() for name in env if name.startswith("PET_") and len(name) > 4))
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """Return the first host of a SLURM hostlist such as ``gpu[03-05,9],login1``."""
+    depth, end = 0, len(nodelist)
+    for i, ch in enumerate(nodelist):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            end = i
+            break
+    first = nodelist[:end].strip()
+    # Each bracket group contributes its first element: "a[1-2]b[07,9]" -> "a1b07".
+    return re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], first)
+
+
+def _ascii_int(text: str) -> bool:
+    # str.isdigit() is also true for full-width and other digits int() reads; SLURM writes ASCII.
+    return text.isascii() and text.isdigit()
+
+
+def _max_nodes(value: str, offer: Offer | None) -> int:
+    try:
+        return node_counts(value)[1]
+    except UsageError as exc:
+        where = f" (filled {offer.filled()})" if offer is not None and offer.value == value else ""
+        raise UsageError(f"{exc}{where}") from None
+
+
+def _rendezvous_given(spec: LaunchSpec) -> str:
+    return spelling("master_addr" if spec.master_addr is not None else "rdzv_endpoint")
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return format(value, "g") if isinstance(value, float) else str(value)
