@@ -25,6 +25,7 @@ from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, training
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.build import Command
+    from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.probe.config import ProbeOptions
     from isaaclab_mgpu.launcher.resolve import ResolvedSpec
     from isaaclab_mgpu.launcher.supervise import RunResult, StallOptions, SuperviseOptions
@@ -34,7 +35,16 @@ _PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken p
 #: Launch options ``probe-nccl`` takes as ``train`` does, in the order they are suggested.
 _PROBE_OPTIONS = (*RENDEZVOUS_OPTIONS, "gpu_ids")
 
-__all__ = ["check_env", "exit_code", "plan", "prepare", "probe_nccl", "saved_workarounds", "train"]
+__all__ = [
+    "check_env",
+    "emit_job",
+    "exit_code",
+    "plan",
+    "prepare",
+    "probe_nccl",
+    "saved_workarounds",
+    "train",
+]
 
 
 def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
@@ -71,6 +81,14 @@ def plan(
     if refused:
         resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, *refused))
     report.dry_run(cmd, resolved, as_json=as_json)
+    return 0
+
+
+def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
+    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
+    from isaaclab_mgpu.launcher.jobfiles import emit
+
+    report.out(emit(spec, options).rstrip("\n"))
     return 0
 
 

@@ -19,10 +19,18 @@ import typer
 from isaaclab_mgpu import __version__
 from isaaclab_mgpu.cli.command import LaunchCommand
 from isaaclab_mgpu.cli.options import (
+    EMIT,
     FLOAT,
+    IMAGE,
     INT,
+    JOB_NAME,
+    JOB_REQUEUE,
+    JOB_TIME,
     NO_SAVED_WORKAROUNDS,
+    PARTITION,
     PASSTHROUGH,
+    RDZV_PORT,
+    SHM_SIZE,
     STATE,
     launch_command,
     train_launch_command,
@@ -62,10 +70,23 @@ def dry_run_cmd(
     spec,
     json: Annotated[bool, typer.Option("--json", help="Print argv, env, ranks as JSON.")] = False,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
+    emit: EMIT = None,
+    job_name: JOB_NAME = "mgpu-train",
+    job_time: JOB_TIME = "04:00:00",
+    partition: PARTITION = None,
+    job_requeue: JOB_REQUEUE = False,
+    rdzv_port: RDZV_PORT = None,
+    image: IMAGE = "isaaclab-mgpu:latest",
+    shm_size: SHM_SIZE = "16Gi",
 ) -> int:
     """Print exactly the command [bold]train[/] would exec; nothing is started."""
-    from isaaclab_mgpu.launch import plan
+    from isaaclab_mgpu.launch import emit_job, plan
 
+    if emit is not None:
+        from isaaclab_mgpu.launcher.jobfiles import JobOptions
+
+        job = JobOptions(emit, job_name, job_time, partition, job_requeue, rdzv_port, image, shm_size)
+        return emit_job(spec, job)
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
 

@@ -89,6 +89,42 @@ NO_SAVED_WORKAROUNDS = typer.Option(
     help="Do not apply the NCCL workarounds probe-nccl saved for this machine.",
 )
 
+JOBS = "Job files (dry-run --emit)"
+
+
+def _job(name: str, help: str, **kw: Any) -> Any:
+    return typer.Option("--" + name, help=help, rich_help_panel=JOBS, **kw)
+
+
+#: dry-run's job-file options (not launch-spec fields: they describe the job around the launch).
+EMIT = Annotated[
+    str | None,
+    _job(
+        "emit",
+        "Print a job file that runs this launch on every node instead: sbatch (SLURM) or "
+        "pytorchjob (Kubeflow).",
+        metavar="sbatch|pytorchjob",
+    ),
+]
+JOB_NAME = Annotated[str, _job("job_name", "Job file: the job's name.", metavar="NAME")]
+JOB_TIME = Annotated[str, _job("job_time", "sbatch: the time limit.", metavar="HH:MM:SS")]
+PARTITION = Annotated[str | None, _job("partition", "sbatch: the partition.", metavar="NAME")]
+JOB_REQUEUE = Annotated[
+    bool, _job("job_requeue", "sbatch: #SBATCH --requeue, the job reruns after its time-limit stop.")
+]
+RDZV_PORT = Annotated[
+    int | None,
+    _job(
+        "rdzv_port",
+        "Job file: the rendezvous port (sbatch: from the job id; pytorchjob: 23456).",
+        metavar="PORT",
+    ),
+]
+IMAGE = Annotated[
+    str, _job("image", "pytorchjob: the container image (with mgpu installed).", metavar="IMAGE")
+]
+SHM_SIZE = Annotated[str, _job("shm_size", "pytorchjob: size of /dev/shm (a memory volume).", metavar="SIZE")]
+
 # name -> (annotation, default); the annotation carries the typer.Option.
 SHARED: dict[str, tuple[Any, Any]] = {
     "nproc_per_node": (
