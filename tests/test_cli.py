@@ -165,6 +165,27 @@ def test_dry_run_shows_slurm_fills(capsys, monkeypatch):
     assert "mgpu: filled --nnodes 2 from SLURM_NNODES" in err
 
 
+def test_dry_run_names_kubernetes_fills_and_the_variables_options_overrode(capsys, monkeypatch):
+    pod = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "4"}
+    pod |= {"PET_RDZV_ENDPOINT": "job-worker-0:23456", "PET_RDZV_BACKEND": "c10d"}
+    for k, v in pod.items():
+        monkeypatch.setenv(k, v)
+    code, out, err = run(capsys, "dry-run", "--num_gpus", "2", "--nnodes", "2")
+    assert (
+        code == 0 and "--nnodes 2 --node_rank 1 --rdzv_backend c10d --rdzv_endpoint job-worker-0:23456" in out
+    )
+    assert "mgpu: filled --node_rank 1 from PET_NODE_RANK" in err.splitlines()
+    assert "mgpu: --nproc_per_node 2 (given) overrides PET_NPROC_PER_NODE=4" in err.splitlines()
+    # One node asked for where the pod says two: torchrun is told, it would read PET_NNODES itself.
+    code, out, err = run(capsys, "dry-run", "--num_gpus", "2", "--nnodes", "1", "--json")
+    plan = json.loads(out)
+    assert plan["argv"][3:8] == ["--nproc_per_node", "2", "--standalone", "--nnodes", "1"]
+    assert plan["overridden"] == [
+        "--nnodes 1 (given) overrides PET_NNODES=2",
+        "--nproc_per_node 2 (given) overrides PET_NPROC_PER_NODE=4",
+    ]
+
+
 BAD = [
     (["--num_gpus", "0"], "--num_gpus '0' must be at least 1"),
     (["--num_gpus", "-2"], "--num_gpus '-2' must be at least 1"),

@@ -1,0 +1,171 @@
+"""``dry-run --emit``: the SLURM batch script and the PyTorchJob manifest, and what each node then runs.
+
+Each node of a job runs the job file's ``mgpu train`` line; here that line is dry-run under the
+variables the scheduler would set on each node (a 2-node allocation, the operator's pods), and the
+torchrun command it gives is compared with the one the explicit options give.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+import pytest
+import yaml
+from cli_helpers import run
+
+ARGS = ["--num_gpus", "4", "--nnodes", "2", "--max_iterations", "5", "--seed", "3", "presets=fast"]
+
+
+@pytest.fixture(autouse=True)
+def four_gpus(monkeypatch):
+    """Four visible GPUs; no scheduler variables; no preflight verdicts about this box."""
+    import isaaclab_mgpu.launcher.diagnostics as diagnostics
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.setattr(diagnostics, "refusals", lambda spec, resolved: ())
+    monkeypatch.setattr("isaaclab_mgpu.launch.check_isaac_task", lambda spec: None)
+    for name in [n for n in os.environ if n.startswith(("PET_", "SLURM_"))] + ["MGPU_DEBUG"]:
+        monkeypatch.delenv(name, raising=False)
+
+
+def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> list[str]:
+    """What ``mgpu dry-run ARGV`` prints as the command under ``env``, as a list (interpreter left out)."""
+    with monkeypatch.context() as m:
+        for name, value in env.items():
+            m.setenv(name, value)
+        code, out, err = run(capsys, "dry-run", *argv)
+    assert code == 0, err
+    return shlex.split(out.strip().splitlines()[-1])[1:]
+
+
+def emitted(capsys, *argv: str) -> str:
+    code, out, err = run(capsys, "dry-run", *argv)
+    assert code == 0, err
+    return out
+
+
+def test_sbatch_holds_the_allocation_and_passes_bash_n(capsys, tmp_path):
+    script = emitted(capsys, *ARGS, "--emit", "sbatch", "--job_name", "cart", "--partition", "gpu")
+    path = tmp_path / "cart.sbatch"
+    path.write_text(script)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    for line in (
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--gpus-per-node=4",
+        "--signal=USR1@90",
+        "--partition=gpu",
+    ):
+        assert f"#SBATCH {line}" in lines
+    assert "#SBATCH --requeue" not in lines
+    srun = [line for line in lines if line.startswith("srun ")]
+    assert srun == [f'srun mgpu train --master_port "$MGPU_PORT" {shlex.join(ARGS)}']
+
+
+def test_sbatch_requeue_when_asked(capsys):
+    script = emitted(capsys, *ARGS, "--emit", "sbatch", "--job_requeue", "--job_time", "00:30:00")
+    assert {"#SBATCH --requeue", "#SBATCH --time=00:30:00"} <= set(script.splitlines())
+
+
+def test_each_node_of_a_2_node_allocation_dry_runs_the_srun_line_into_its_command(
+    capsys, monkeypatch, tmp_path
+):
+    path = tmp_path / "job.sbatch"
+    path.write_text(emitted(capsys, *ARGS, "--emit", "sbatch"))
+    # SLURM runs the script on node 0 and srun starts the line on every node: a stand-in srun
+    # records the line as bash expanded it (the port), and each node's dry-run then reads it.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$SRUN_ARGS"\n')
+    (bin_dir / "srun").chmod(0o755)
+    allocation = {"SLURM_JOB_ID": "4242", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "gpu[07-08]"}
+    env = {**os.environ, **allocation, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env["SRUN_ARGS"] = str(tmp_path / "srun.args")
+    subprocess.run(["bash", str(path)], env=env, check=True)
+    line = (tmp_path / "srun.args").read_text().splitlines()
+    port = str(20000 + 4242 % 10000)
+    assert line[:4] == ["mgpu", "train", "--master_port", port]
+    for node in (0, 1):
+        got = torchrun_line(capsys, monkeypatch, {**allocation, "SLURM_NODEID": str(node)}, line[2:])
+        explicit = [
+            *ARGS, "--node_rank", str(node), "--master_port", port, "--rdzv_endpoint", f"gpu07:{port}",
+            "--rdzv_id", "4242", "--rdzv_backend", "c10d",
+        ]  # fmt: skip
+        assert got == torchrun_line(capsys, monkeypatch, {}, explicit)
+        assert got[got.index("--node_rank") + 1] == str(node) and f"gpu07:{port}" in got
+
+
+def test_pytorchjob_manifest_and_each_pods_command(capsys, monkeypatch):
+    manifest = yaml.safe_load(
+        emitted(capsys, *ARGS, "--emit", "pytorchjob", "--job_name", "cart", "--image", "img:1")
+    )
+    assert (manifest["apiVersion"], manifest["kind"], manifest["metadata"]["name"]) == (
+        "kubeflow.org/v1", "PyTorchJob", "cart",
+    )  # fmt: skip
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert manifest["spec"]["nprocPerNode"] == "4"
+    assert {kind: r["replicas"] for kind, r in replicas.items()} == {"Master": 1, "Worker": 1}
+    pods = []
+    for kind, r in replicas.items():
+        (container,) = r["template"]["spec"]["containers"]
+        assert (container["name"], container["image"]) == ("pytorch", "img:1")
+        assert container["command"] == ["mgpu", "train", *ARGS]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm"}
+        pods += [(kind, i, container) for i in range(r["replicas"])]
+    for kind, index, container in pods:
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == "pytorchjob-port")
+        rank = index + (kind == "Worker")
+        # As the training operator sets a pod's environment without an elastic policy.
+        operator = {
+            "MASTER_ADDR": "cart-master-0", "MASTER_PORT": str(port), "WORLD_SIZE": "8", "RANK": str(rank),
+            "PET_MASTER_ADDR": "cart-master-0", "PET_MASTER_PORT": str(port), "PET_NNODES": "2",
+            "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": "4", "PYTHONUNBUFFERED": "0",
+        }  # fmt: skip
+        got = torchrun_line(capsys, monkeypatch, operator, container["command"][2:])
+        explicit = [
+            *ARGS,
+            "--node_rank",
+            str(rank),
+            "--master_addr",
+            "cart-master-0",
+            "--master_port",
+            str(port),
+        ]
+        assert got == torchrun_line(capsys, monkeypatch, {}, explicit)
+        assert got[got.index("--node_rank") + 1] == str(rank)
+
+
+def test_the_job_line_is_the_same_launch(capsys, monkeypatch):
+    # Every kind of option survives the trip spec -> mgpu train line -> spec.
+    argv = [
+        "--device", "cpu", "--num_gpus", "2", "--stall_timeout", "12.5", "--log_all_ranks", "--nnodes", "2",
+        "--rdzv_endpoint", "head:29400", "--rdzv_id", "x", "--no_inject_distributed", "--rl_library", "skrl",
+        "--max_restarts", "1", "--seed", "3", "env.n=4",
+    ]  # fmt: skip
+    job = yaml.safe_load(emitted(capsys, *argv, "--emit", "pytorchjob"))
+    line = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert (
+        "resources" not in job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    )
+    env = {"PET_NODE_RANK": "1"}
+    assert torchrun_line(capsys, monkeypatch, env, line[2:]) == torchrun_line(capsys, monkeypatch, env, argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--nnodes", "2", "--emit", "sbatch"], "--emit sbatch needs --num_gpus N"),
+        (["--num_gpus", "2", "--node_rank", "1", "--nnodes", "2", "--master_addr", "h", "--emit", "sbatch"],
+         "--node_rank differs per node"),
+        (["--num_gpus", "2", "--emit", "slurm"], "--emit 'slurm' is not a job file kind"),
+        (["--num_gpus", "2", "--nnodes", "1:2", "--emit", "pytorchjob"], "is elastic"),
+    ],
+)  # fmt: skip
+def test_job_file_refusals(capsys, no_spawn, argv, fragment):
+    code, out, err = run(capsys, "dry-run", *argv)
+    assert (code, out) == (2, "") and fragment in err, err
