@@ -66,9 +66,11 @@ def test_sbatch_holds_the_allocation_and_passes_bash_n(capsys, tmp_path):
     assert srun == [f'srun mgpu train --master_port "$MGPU_PORT" {shlex.join(ARGS)}']
 
 
-def test_sbatch_requeue_when_asked(capsys):
-    script = emitted(capsys, *ARGS, "--emit", "sbatch", "--job_requeue", "--job_time", "00:30:00")
-    assert {"#SBATCH --requeue", "#SBATCH --time=00:30:00"} <= set(script.splitlines())
+def test_sbatch_requeue_when_asked_in_either_spelling(capsys):
+    script = emitted(
+        capsys, *ARGS, "--emit", "sbatch", "--job-requeue", "--job_time", "00:30:00", "--rdzv-port", "31000"
+    )
+    assert {"#SBATCH --requeue", "#SBATCH --time=00:30:00", "MGPU_PORT=31000"} <= set(script.splitlines())
 
 
 def test_each_node_of_a_2_node_allocation_dry_runs_the_srun_line_into_its_command(

@@ -312,3 +312,8 @@ def test_kubernetes_jax_coordinator_from_the_rendezvous_address():
 def test_slurm_wins_over_stray_kubernetes_variables():
     r = res(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM, **NON_ELASTIC))
     assert (r.rdzv_endpoint, r.node_rank) == ("gpu07:29500", 1) and r.spec.master_addr is None
+
+
+def test_gpu_ids_set_the_rank_count_over_pet_nproc_per_node():
+    r = res(LaunchSpec(gpu_ids=("0", "2")), machine(4, **PET))
+    assert r.nproc == 2 and "--nproc_per_node 2 (given) overrides PET_NPROC_PER_NODE=4" in r.overridden

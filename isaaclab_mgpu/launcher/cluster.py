@@ -213,6 +213,8 @@ def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
     overridden: list[str] = []
     for option, offer in by.items():
         given = getattr(spec, option)
+        if option == "nproc_per_node" and given is None and spec.gpu_ids is not None:
+            given = len(spec.gpu_ids)  # the GPUs chosen set the rank count
         if option in drop and given is None:
             if offer.variable:
                 overridden.append(f"{offer.variable} not used: {_rendezvous_given(spec)} given")
