@@ -199,7 +199,13 @@ PET = {
     "PET_RDZV_ID": "job",
     "PET_MAX_RESTARTS": "3",
 }
-NON_ELASTIC = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1"}
+NON_ELASTIC = {
+    "MASTER_ADDR": "job-master-0",
+    "MASTER_PORT": "23456",
+    "WORLD_SIZE": "2",
+    "RANK": "1",
+    "KUBERNETES_SERVICE_HOST": "10.96.0.1",  # in every pod
+}
 NON_ELASTIC_NEW = {
     **NON_ELASTIC,
     "WORLD_SIZE": "8",  # newer operators: pods x nprocPerNode, beside PET_NNODES
@@ -271,6 +277,12 @@ def test_a_single_pod_is_standalone_with_every_torchrun_variable_stated():
     assert cmd[cmd.index("--local_ranks_filter") + 1] == ""
 
 
+def test_console_variables_torchrun_would_read_are_stated():
+    cmd = argv(LaunchSpec(nproc_per_node="2", redirects="3"), machine(4, PET_TEE="3", PET_REDIRECTS="1"))
+    assert (cmd[cmd.index("--tee") + 1], cmd[cmd.index("--redirects") + 1]) == ("0", "3")
+    assert cmd.count("--tee") == 1 and cmd.count("--redirects") == 1
+
+
 def test_master_addr_given_pins_torchrun_to_the_static_rendezvous():
     spec = LaunchSpec(nproc_per_node="4", master_addr="head", master_port=29511)
     r = res(spec, machine(4, **PET))
@@ -307,6 +319,19 @@ def test_kubernetes_jax_coordinator_from_the_rendezvous_address():
     r = res(spec, machine(4, **NON_ELASTIC))
     assert (r.coordinator, r.node_rank, r.nnodes) == (("job-master-0", 23456), 1, "2")
     assert "--coordinator_address job-master-0:23456 from MASTER_ADDR:MASTER_PORT" in r.filled
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {k: v for k, v in NON_ELASTIC.items() if k != "KUBERNETES_SERVICE_HOST"},  # not in a pod
+        {**NON_ELASTIC, "SLURM_JOB_ID": "7", "SLURM_NNODES": "1", "RANK": "3", "WORLD_SIZE": "8"},  # exported
+    ],
+    ids=["outside-a-pod", "one-node-slurm-job"],
+)
+def test_master_addr_and_rank_exported_by_hand_are_not_the_operators(env):
+    r = res(LaunchSpec(nproc_per_node="2"), machine(4, **env))
+    assert r.standalone and r.filled == () and r.nnodes is None
 
 
 def test_slurm_wins_over_stray_kubernetes_variables():

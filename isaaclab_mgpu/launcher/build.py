@@ -225,8 +225,6 @@ def _environment_pins(r: ResolvedSpec, opts: dict[str, object]) -> dict[str, str
             continue
         if flag == "local_ranks_filter" and opts.get("default_ranks_filter") is not None:
             continue
-        if flag == "tee" and opts.get("redirects") is not None:
-            continue  # --redirects alone: streams to files only, as asked
         pins[flag] = default
     return pins
 

@@ -17,11 +17,13 @@ them the environment it probed.
   ``PET_RDZV_BACKEND``, ``PET_RDZV_ID``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` and
   ``PET_MAX_RESTARTS`` fill the option of the same name. Without an elastic policy the operator
   sets ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and ``RANK`` (each pod's replica index:
-  the node rank); when all four are set they fill ``--master_addr``, ``--master_port``,
-  ``--nnodes`` (``WORLD_SIZE``, read only without ``PET_NNODES``: older operators count pods
-  there, newer ones ranks) and ``--node_rank``. A ``PET_RDZV_ENDPOINT`` (elastic, c10d) is
-  preferred over the master address, as torchrun prefers it. skrl JAX takes its coordinator from
-  the same address. The rendezvous and node rank are filled only for more than one node.
+  the node rank); when all four are set in a pod (``KUBERNETES_SERVICE_HOST``, or beside
+  ``PET_*``; never in a SLURM job, where people export these names themselves) they fill
+  ``--master_addr``, ``--master_port``, ``--nnodes`` (``WORLD_SIZE``, read only without
+  ``PET_NNODES``: older operators count pods there, newer ones ranks) and ``--node_rank``. A
+  ``PET_RDZV_ENDPOINT`` (elastic, c10d) is preferred over the master address, as torchrun prefers
+  it. skrl JAX takes its coordinator from the same address. The rendezvous and node rank are
+  filled only for more than one node.
 - **Explicit options win**; the two rendezvous forms exclude each other: a given ``--master_addr``
   overrides the environment's rendezvous endpoint, a given ``--rdzv_endpoint`` its master address.
 
@@ -160,7 +162,7 @@ def slurm_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
 def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
     """The values a PyTorchJob pod's variables offer (torchrun's ``PET_*``, the non-elastic form)."""
     out = {o: _from(o, f"PET_{o.upper()}", env) for o in _PET_OPTIONS if env.get(f"PET_{o.upper()}", "")}
-    if all(env.get(name, "") for name in _NON_ELASTIC):
+    if all(env.get(name, "") for name in _NON_ELASTIC) and _operators(env):
         legacy = {"master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT", "nnodes": "WORLD_SIZE"}
         for option, name in {**legacy, "node_rank": "RANK"}.items():
             out.setdefault(option, _from(option, name, env))
@@ -176,6 +178,16 @@ def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, 
         value = f"{addr.value}:{port.value}"
         jax.append(Offer("coordinator_address", value, f"from {names}", f"{names}={value}"))
     return tuple(jax)
+
+
+def _operators(env: Mapping[str, str]) -> bool:
+    """True when MASTER_ADDR/…/RANK are the operator's: in a pod, beside torchrun's variables.
+
+    People export the same names themselves (``RANK=$SLURM_PROCID`` counts processes, not nodes);
+    every Kubernetes container has ``KUBERNETES_SERVICE_HOST``, and newer operators add ``PET_*``.
+    """
+    in_pod = bool(env.get("KUBERNETES_SERVICE_HOST")) or any(k.startswith("PET_") for k in env)
+    return in_pod and not env.get("SLURM_JOB_ID")
 
 
 def offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[str | None, tuple[Offer, ...]]:
