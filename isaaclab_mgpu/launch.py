@@ -132,7 +132,7 @@ def train(
     if options.console:
         notes.result(result)
     settle_run(resolved, cmd, result)
-    return exit_code(result, cmd, spec)
+    return exit_code(result, cmd, resolved.spec)  # with what SLURM or Kubernetes filled in
 
 
 def settle_run(resolved: ResolvedSpec, cmd: Command, result: RunResult) -> None:

@@ -85,7 +85,10 @@ def dry_run_cmd(
     if emit is not None:
         from isaaclab_mgpu.launcher.jobfiles import JobOptions
 
-        job = JobOptions(emit, job_name, job_time, partition, job_requeue, rdzv_port, image, shm_size)
+        job = JobOptions(
+            kind=emit, job_name=job_name, time=job_time, partition=partition, requeue=job_requeue,
+            rdzv_port=rdzv_port, image=image, shm_size=shm_size,
+        )  # fmt: skip
         return emit_job(spec, job)
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
