@@ -166,6 +166,8 @@ def test_the_job_line_is_the_same_launch(capsys, monkeypatch):
          "--node_rank differs per node"),
         (["--num_gpus", "2", "--emit", "slurm"], "--emit 'slurm' is not a job file kind"),
         (["--num_gpus", "2", "--nnodes", "1:2", "--emit", "pytorchjob"], "is elastic"),
+        (["--num_gpus", "2", "--image", "x:1"], "--image applies to a job file; add --emit"),
+        (["--num_gpus", "2", "--job_requeue"], "--job_requeue applies to a job file"),
     ],
 )  # fmt: skip
 def test_job_file_refusals(capsys, no_spawn, argv, fragment):

@@ -81,14 +81,13 @@ def dry_run_cmd(
 ) -> int:
     """Print exactly the command [bold]train[/] would exec; nothing is started."""
     from isaaclab_mgpu.launch import emit_job, plan
+    from isaaclab_mgpu.launcher.jobfiles import JobOptions
 
-    if emit is not None:
-        from isaaclab_mgpu.launcher.jobfiles import JobOptions
-
-        job = JobOptions(
-            kind=emit, job_name=job_name, time=job_time, partition=partition, requeue=job_requeue,
-            rdzv_port=rdzv_port, image=image, shm_size=shm_size,
-        )  # fmt: skip
+    job = JobOptions(
+        kind=emit, job_name=job_name, time=job_time, partition=partition, requeue=job_requeue,
+        rdzv_port=rdzv_port, image=image, shm_size=shm_size,
+    )  # fmt: skip
+    if job.kind is not None:
         return emit_job(spec, job)
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 

@@ -41,6 +41,8 @@ SLURM_WARNING = ("USR1", 90)
 
 #: Spec fields the job file must not fix: they differ per node and come from the scheduler.
 _PER_NODE = ("node_rank",)
+#: Command-line names of the :class:`JobOptions` fields that are not ``--<field>``.
+_JOB_OPTION_NAMES = {"time": "--job_time", "requeue": "--job_requeue"}
 #: Command-line names of spec fields that are not ``--<field>``.
 _OPTION_NAMES = {"nproc_per_node": "--num_gpus", "module": "--module"}
 
@@ -49,8 +51,8 @@ _OPTION_NAMES = {"nproc_per_node": "--num_gpus", "module": "--module"}
 class JobOptions:
     """What a job file needs beyond the launch spec (``dry-run --emit`` options)."""
 
-    kind: str
-    """``sbatch`` or ``pytorchjob``."""
+    kind: str | None
+    """``sbatch`` or ``pytorchjob``; None: no job file (then every other field must keep its default)."""
 
     job_name: str = "mgpu-train"
     """The job's name (``#SBATCH --job-name``, the PyTorchJob's ``metadata.name``)."""
@@ -74,6 +76,14 @@ class JobOptions:
     """pytorchjob: size of the memory volume mounted at /dev/shm."""
 
     def __post_init__(self) -> None:
+        if self.kind is None:
+            for f in dataclasses.fields(self):
+                if f.name != "kind" and getattr(self, f.name) != f.default:
+                    option = _JOB_OPTION_NAMES.get(f.name, f"--{f.name}")
+                    raise UsageError(
+                        f"{option} applies to a job file; add --emit sbatch or --emit pytorchjob"
+                    )
+            return
         if self.kind not in KINDS:
             raise UsageError(f"--emit {self.kind!r} is not a job file kind; choose sbatch or pytorchjob")
         if self.rdzv_port is not None and not 1 <= self.rdzv_port <= 65535:
@@ -98,6 +108,8 @@ def train_argv(spec: LaunchSpec) -> list[str]:
 
 def emit(spec: LaunchSpec, options: JobOptions) -> str:
     """The job file ``options.kind`` for ``spec``."""
+    if options.kind is None:
+        raise ValueError("emit() needs a job file kind")
     for name in _PER_NODE:
         if getattr(spec, name) is not None:
             raise UsageError(
