@@ -250,14 +250,16 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
         where = f" on {f.host}" if f.host else ""
         if f.exit_code == EXIT_INTERRUPTED and _multi_node(cmd):
             # Nobody interrupted this mgpu: the stop request reached this node's ranks from another.
+            seen = result.elsewhere or "see the other nodes' output"
             raise WorkerFailure(
                 f"the run was stopped on another node: rank {f.rank}{where} ended on that stop "
-                f"request (exit code {f.exit_code}) after saving its state; see the other nodes' output",
+                f"request (exit code {f.exit_code}) after saving its state; {seen}",
                 exit_code=result.exit_code,
             )
         broke = ""
         if _multi_node(cmd) and any(m in (f.traceback or f.stderr_tail or "") for m in _PEER_GONE):
-            broke = "; its connection to a rank on another node broke: that node stopped or died"
+            seen = result.elsewhere or "that node stopped or died"
+            broke = f"; its connection to a rank on another node broke: {seen}"
         raise WorkerFailure(f"rank {f.rank}{where} failed with {what}{broke}", exit_code=result.exit_code)
     if result.exit_code != 0:
         message = f"{launcher} failed with exit code {result.exit_code}"

@@ -229,3 +229,15 @@ def test_gpu_tokens_resolve_to_visible_count(nproc):
 def test_builder_is_deterministic():
     spec = LaunchSpec(nproc_per_node="4", master_port=29504, training_args=ISAAC_ARGS)
     assert cmd_for(spec) == cmd_for(spec)
+
+
+def test_the_rendezvous_store_of_a_multi_node_launch():
+    from isaaclab_mgpu.launcher.build import Rendezvous
+
+    static = cmd_for(
+        LaunchSpec(nproc_per_node="2", nnodes="2", node_rank=1, master_addr="n0", master_port=29511)
+    )
+    assert static.rendezvous == Rendezvous("n0", 29511, "mgpu_n0_29511", 1, 2, True)
+    c10d = cmd_for(LaunchSpec(nproc_per_node="2", nnodes="1:3", rdzv_endpoint="head", rdzv_backend="c10d"))
+    assert c10d.rendezvous == Rendezvous("head", 29400, "mgpu_head_29500", None, 3, False)
+    assert cmd_for(LaunchSpec(nproc_per_node="2")).rendezvous is None

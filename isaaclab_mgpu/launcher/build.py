@@ -48,6 +48,8 @@ from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
 from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
+#: torchrun's port for a c10d endpoint given without one.
+C10D_PORT = 29400
 JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
 DEFAULT_LOG_DIR = "logs/mgpu"
 #: Environment variable carrying the run timestamp every rank shares.
@@ -76,6 +78,9 @@ class Command:
 
     log_dir: str
     """Root folder of the per-rank log files."""
+
+    rendezvous: Rendezvous | None = None
+    """The store the nodes of a multi-node torchrun launch share (None: one node, or skrl JAX)."""
 
     @property
     def line(self) -> str:
@@ -108,6 +113,29 @@ def shell_quote(word: str) -> str:
 def shell_join(argv: tuple[str, ...] | list[str]) -> str:
     """The words of ``argv`` as one shell line (:func:`shell_quote` each)."""
     return " ".join(shell_quote(w) for w in argv)
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the nodes of one torchrun launch meet: the store torchrun serves, and this node's place."""
+
+    host: str
+    """The store's host (``--master_addr``, or the ``--rdzv_endpoint`` host)."""
+
+    port: int
+    """The store's port (``--master_port`` or 29500; the endpoint's port or c10d's 29400)."""
+
+    id: str
+    """The rendezvous id every node passes (``--rdzv_id``)."""
+
+    node_rank: int | None
+    """This node's rank, when known (c10d assigns it otherwise)."""
+
+    nnodes: int
+    """The largest node count of the launch."""
+
+    static: bool
+    """The static rendezvous: node 0's torchrun serves the store."""
 
 
 def build(r: ResolvedSpec) -> Command:
@@ -154,7 +182,20 @@ def build(r: ResolvedSpec) -> Command:
         rank_devices=_rank_devices(r),
         launcher=launcher,
         log_dir=str(opts["log_dir"]),
+        rendezvous=None if s.uses_jax else _meeting(r, opts),
     )
+
+
+def _meeting(r: ResolvedSpec, opts: dict[str, object]) -> Rendezvous | None:
+    if r.standalone or r.nnodes_max <= 1:
+        return None
+    static = opts.get("rdzv_backend") in (None, "static") and not opts.get("rdzv_endpoint")
+    if static:
+        host, port = r.spec.master_addr or "127.0.0.1", r.spec.master_port or DEFAULT_MASTER_PORT
+    else:
+        head, _, tail = str(opts["rdzv_endpoint"]).rpartition(":")
+        host, port = (head, int(tail)) if head and tail.isdigit() else (str(opts["rdzv_endpoint"]), C10D_PORT)
+    return Rendezvous(host.strip("[]"), port, str(opts["rdzv_id"]), r.node_rank, r.nnodes_max, static)
 
 
 def worker_tail(r: ResolvedSpec) -> list[str]:

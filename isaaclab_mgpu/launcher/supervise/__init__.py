@@ -69,7 +69,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.supervise import logs
 from isaaclab_mgpu.launcher.supervise import stall as _stall
@@ -101,6 +101,16 @@ StallOptions = _stall.StallOptions
 _POLL = 0.1
 #: How often the log folder is looked for and orphans adopted.
 _PROBE = 0.5
+
+
+#: What gloo and NCCL say when the peer's process went away (its node stopped or died).
+PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
+
+
+def _peer_broke(failure: RankFailure) -> bool:
+    """True when the rank's end came from another node: a broken connection, a stop sent there."""
+    text = (failure.traceback or "") + (failure.stderr_tail or "")
+    return failure.exit_code == EXIT_INTERRUPTED or any(marker in text for marker in PEER_GONE)
 
 
 def _restarts(argv: tuple[str, ...]) -> bool:
@@ -189,7 +199,8 @@ class Supervisor:
         env = {**os.environ, **self.cmd.env, MARKER_ENV: self.run_id}
         watch = self.options.stall
         if watch is not None and watch.active:
-            self._watch = HangWatch(watch, tuple(sorted(self.cmd.rank_devices)), socket.gethostname())
+            ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()
+            self._watch = HangWatch(watch, ranks, host, self.cmd.rendezvous)
             env.update(self._watch.env)
         self._start_watchdog()
         assert self._watchdog is not None
@@ -295,7 +306,7 @@ class Supervisor:
             # Multi-node: a collective that fails after a long wait means a stalled peer elsewhere.
             self._failure_judged = True
             if self._stall is None and self._shutdown.phase is Phase.RUNNING:
-                self._stall = self._watch.monitor.after_failure(failed[1])
+                self._stall = self._watch.after_failure(failed[1])
                 if self._stall is not None:
                     self._say.stall(self._stall)
         if self._fail_fast and self._shutdown.phase is Phase.RUNNING and self._launcher_rc() is None:
@@ -366,13 +377,17 @@ class Supervisor:
         self._output.join()
         survivors = tuple(p.pid for p in self.descendants())
         self._tree.reap(self._owned())
-        self._release()
         newest = lambda: logs.newest_run_dir(self.cmd.log_dir, self._since)  # noqa: E731
         failure = None
         if not self._interrupted and rc != 0:
             failure, self._log_dir = first_failure(
                 self._output.lines, self._log_dir, min(self.cmd.rank_devices, default=0), newest
             )
+        elsewhere = None
+        if failure is not None and self._stall is None and self._watch is not None and _peer_broke(failure):
+            # Before the watch is released: the other nodes' reports say which one went away.
+            elsewhere = self._watch.explain_failure()
+        self._release()
         if self._log_dir is None:
             self._log_dir = newest()
         self._result = RunResult(
@@ -390,6 +405,7 @@ class Supervisor:
             survivors=survivors,
             stall=self._stall,
             checkpoint_requested=self._signals.checkpoint_requested,
+            elsewhere=elsewhere,
         )
 
     # -- the watchdog and the subreaper attribute ------------------------------------------------

@@ -11,10 +11,15 @@ first (the ranks that reported and their children).
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import psutil
 
+from isaaclab_mgpu.launcher import peers
+from isaaclab_mgpu.launcher.build import Rendezvous
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
     DIR_ENV,
@@ -36,11 +41,21 @@ HANG_KILL_AFTER = 2.0
 
 
 class HangWatch:
-    """The stall watch of one run on this node."""
+    """The stall watch of one run on this node (and, multi-node, what the other nodes publish)."""
 
-    def __init__(self, options: StallOptions, ranks: tuple[int, ...], host: str | None) -> None:
+    def __init__(
+        self,
+        options: StallOptions,
+        ranks: tuple[int, ...],
+        host: str | None,
+        rendezvous: Rendezvous | None = None,
+    ) -> None:
         self.monitor = StallMonitor(options, progress_folder(), ranks, host=host)
         self._next = 0.0
+        self.sharer: peers.Sharer | None = None
+        if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
+            self.sharer = _sharer(self.monitor, rendezvous, host or "localhost")
+            self.sharer.start()
 
     @property
     def folder(self) -> str:
@@ -61,7 +76,7 @@ class HangWatch:
 
     def check(self, tree: list[psutil.Process], output_times: Mapping[int, float] | None) -> Stall | None:
         """The verdict with the hung ranks' stacks, or None while the run progresses."""
-        stall = self.monitor.check(output_times=output_times)
+        stall = self._elsewhere(self.monitor.check(output_times=output_times))
         if stall is None:
             return None
         members = {p.pid: p for p in tree}
@@ -80,9 +95,54 @@ class HangWatch:
         ranks = [p for p in tree if p.pid in pids]
         return [*ranks, *(child for p in ranks for child in _children(p))]
 
+    def after_failure(self, local_rank: int) -> Stall | None:
+        """:meth:`StallMonitor.after_failure`, with what the other nodes published."""
+        return self._elsewhere(self.monitor.after_failure(local_rank))
+
+    def explain_failure(self, wait_s: float = peers.GONE_S + 2 * peers.PUBLISH_S) -> str | None:
+        """After a rank failed on a multi-node run: what the other nodes show, waiting up to ``wait_s``.
+
+        A node whose mgpu was killed stops publishing; telling that from a slow publish takes
+        :data:`~isaaclab_mgpu.launcher.peers.GONE_S`, so this waits at most that long.
+        """
+        if self.sharer is None:
+            return None
+        end = time.monotonic() + wait_s
+        while True:
+            found = self.sharer.elsewhere(bound=float("inf"))
+            if found is not None or time.monotonic() >= end:
+                return found
+            time.sleep(peers.PUBLISH_S / 2)
+
+    def _elsewhere(self, stall: Stall | None) -> Stall | None:
+        if stall is None or self.sharer is None:
+            return stall
+        if stall.cause == "peer":
+            stall = replace(stall, elsewhere=self.sharer.elsewhere(stall.timeout_s))
+        self.sharer.verdict(stall.headline())
+        return stall
+
     def remove(self) -> None:
-        """Delete the progress folder."""
+        """Stop publishing (saying this node ends on purpose) and delete the progress folder."""
+        if self.sharer is not None:
+            self.sharer.stop()
+            self.sharer = None
         self.monitor.remove()
+
+
+def _sharer(monitor: StallMonitor, rendezvous: Rendezvous, host: str) -> peers.Sharer:
+    board = peers.Board(
+        (rendezvous.host, rendezvous.port), rendezvous.id, rendezvous.node_rank or 0, rendezvous.nnodes
+    )
+    here = {host, socket.getfqdn(), "localhost", "127.0.0.1", "::1"}
+    view = peers.Peers(
+        board.node_rank,
+        rendezvous.nnodes,
+        f"{rendezvous.host}:{rendezvous.port}",
+        store_node=0 if rendezvous.static else None,
+        serves_store=board.node_rank == 0 if rendezvous.static else rendezvous.host in here,
+    )
+    return peers.Sharer(board, host, lambda: peers.states_from(monitor.states()), view)
 
 
 def _children(proc: psutil.Process) -> list[psutil.Process]:

@@ -82,6 +82,10 @@ class RunResult:
     checkpoint_requested: bool = False
     """SIGUSR1 reached mgpu during the run (SLURM: the time limit is near); nothing was done about it."""
 
+    elsewhere: str | None = None
+    """A rank failed on a broken connection: what the other nodes' mgpu published (one gone, a
+    rank stopped there), from :mod:`isaaclab_mgpu.launcher.peers`."""
+
 
 def exit_code(
     rc: int, *, stall: Stall | None, interrupted: bool, killed_after_grace: bool, failure: RankFailure | None

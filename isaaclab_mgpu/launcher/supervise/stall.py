@@ -265,6 +265,9 @@ class Stall:
     failed_after_wait: bool = False
     """A local rank's collective failed after the long wait (the peer was stopped meanwhile)."""
 
+    elsewhere: str | None = None
+    """The culprit on another node, as its mgpu published it (:mod:`isaaclab_mgpu.launcher.peers`)."""
+
     def blamed(self) -> list[RankState]:
         """The blamed ranks' states."""
         return [r for r in self.ranks if r.rank in self.culprits]
@@ -290,6 +293,8 @@ class Stall:
                 if self.phase == "startup"
                 else "a peer on another node stopped reporting"
             )
+            if self.elsewhere:
+                return f"{what}: {self.elsewhere}; here {waiting}{broke}"
             return (
                 f"{what}: no rank of this node is stopped or behind, {waiting}{broke} "
                 "(this mgpu watches only its own node; see the other nodes' output)"
@@ -493,6 +498,29 @@ class StallMonitor:
         return judge(
             self.options, self.ranks, reports, clocks, now, self.started, process or process_status, self.host
         )
+
+    def states(self, now: float | None = None) -> tuple[RankState, ...]:
+        """Every local rank as its last report shows it (nothing judged): what this node shares."""
+        now = time.time() if now is None else now
+        reports = self._reports
+        out = []
+        for local, r in enumerate(self.ranks):
+            rep = reports.get(r)
+            out.append(
+                RankState(
+                    rank=r,
+                    local_rank=rep.local_rank if rep else local,
+                    host=(rep.host if rep else None) or self.host,
+                    pid=rep.pid if rep else None,
+                    stage=rep.stage if rep else None,
+                    iteration=rep.iteration if rep else None,
+                    warmup=rep.warmup if rep else False,
+                    quiet_s=now - (rep.time if rep else self.started),
+                    process=process_status(rep.pid) if rep else "unknown",
+                    stalled=False,
+                )
+            )
+        return tuple(out)
 
     def _last_write(self, pid: int, now: float) -> float:
         # A checkpoint write of many minutes is progress: the rank's process keeps writing.

@@ -1,0 +1,388 @@
+"""Every node's ranks named on every node, through the rendezvous store the nodes already share.
+
+Each node's mgpu watches only its own ranks (:mod:`.supervise.stall`). What the nodes of a torchrun
+launch share is the rendezvous store torchrun hosts: with ``--master_addr`` node 0's agent serves
+it at ``--master_addr:--master_port``; with c10d, at ``--rdzv_endpoint``. :class:`Board` is one more
+client of that store, in each node's mgpu:
+
+- :meth:`Board.publish` writes this node's :class:`NodeReport` under
+  ``mgpu/<rendezvous id>/node/<node rank>``: its ranks' stage, iteration, seconds since their last
+  progress report and process state, a sequence number that moves on every publish, and the
+  node's own verdict once it has one. A frozen rank cannot report; its mgpu still can.
+- :meth:`Board.read` takes the other nodes' latest reports, without waiting for a missing key;
+  None when the store does not answer.
+
+:class:`Peers` remembers, on this node's clock (the nodes' clocks are never compared), when each
+other node's sequence last moved, and :meth:`Peers.elsewhere` turns that into the sentence that
+names the culprit on another node: a stopped or silent rank (global rank, node rank, host, last
+iteration and stage), a node whose mgpu stopped publishing (it is gone: killed, or its machine
+is down), or the store's host itself when the store stopped answering.
+
+Keys live under ``mgpu/``, apart from torchrun's and the process groups' own. The store client is
+``torch.distributed.TCPStore``, imported only when a board first connects (``mgpu train`` of a
+multi-node launch), never on the path of ``--help``, ``dry-run`` or ``check-env``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+#: A node whose sequence did not move for this long (while ours did) has lost its mgpu.
+GONE_S = 5.0
+#: How long one store operation may take before the store counts as not answering.
+STORE_TIMEOUT_S = 3.0
+
+
+class Store(Protocol):
+    """The part of a torch.distributed store a board uses."""
+
+    def set(self, key: str, value: str | bytes) -> None: ...
+
+    def check(self, keys: list[str]) -> bool: ...
+
+    def get(self, key: str) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class PeerRank:
+    """One rank as its node's mgpu last saw it."""
+
+    rank: int
+    """Global rank."""
+
+    stage: str | None
+    """Last stage it reported; None when it never reported."""
+
+    iteration: int | None
+    """Iteration of that stage, once training began."""
+
+    quiet_s: float
+    """Seconds since its last progress report, on its node's clock."""
+
+    process: str
+    """``running``, ``sleeping``, ``stopped``, ``gone``, ... or ``unknown``."""
+
+    def where(self) -> str:
+        """``iteration 4, stage update`` or ``stage init``."""
+        if self.stage is None:
+            return "before its first report"
+        at = f"iteration {self.iteration}, " if self.iteration is not None else ""
+        return f"{at}stage {self.stage}"
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """What one node's mgpu publishes about its ranks."""
+
+    node_rank: int
+    """The node's rank in the launch."""
+
+    host: str
+    """The node's host name."""
+
+    seq: int
+    """Moves on every publish: a node whose sequence stands still has lost its mgpu."""
+
+    ranks: tuple[PeerRank, ...] = ()
+    """The node's ranks."""
+
+    verdict: str | None = None
+    """The node's own stall verdict (its headline), once it has one."""
+
+    ended: bool = False
+    """The node's mgpu is stopping on purpose (its run ended): silence after this is not a loss."""
+
+    def dumps(self) -> str:
+        """The report as the JSON text stored."""
+        data = {
+            "node_rank": self.node_rank,
+            "host": self.host,
+            "seq": self.seq,
+            "ranks": [[r.rank, r.stage, r.iteration, round(r.quiet_s, 1), r.process] for r in self.ranks],
+            "verdict": self.verdict,
+            "ended": self.ended,
+        }
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str | bytes) -> NodeReport | None:
+        """A report from its JSON text; None when it is not one (another program's key, a torn value)."""
+        try:
+            data = json.loads(text)
+            ranks = tuple(
+                PeerRank(int(r), s if s is None else str(s), i if i is None else int(i), float(q), str(p))
+                for r, s, i, q, p in data["ranks"]
+            )
+            verdict = data.get("verdict")
+            return cls(
+                node_rank=int(data["node_rank"]),
+                host=str(data["host"]),
+                seq=int(data["seq"]),
+                ranks=ranks,
+                verdict=None if verdict is None else str(verdict),
+                ended=bool(data.get("ended", False)),
+            )
+        except (ValueError, TypeError, KeyError):
+            return None
+
+
+def key(job: str, node_rank: int) -> str:
+    """The store key of one node's report."""
+    return f"mgpu/{job}/node/{node_rank}"
+
+
+def tcp_store(host: str, port: int) -> Store:
+    """A client of the TCPStore at ``host:port`` (torch imported here, on first use)."""
+    import os
+    import sys
+
+    if "torch" not in sys.modules:
+        # c10d logs every failed connect with a C++ stack to our stderr; a store that stopped
+        # answering is said once, in our words. Read once, when torch loads (the ranks' environment
+        # was copied before this thread ran).
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    from torch.distributed import TCPStore
+
+    timeout = datetime.timedelta(seconds=STORE_TIMEOUT_S)
+    return TCPStore(host, port, is_master=False, timeout=timeout, wait_for_workers=False)
+
+
+class Board:
+    """This node's client of the rendezvous store: publish our report, read the others'."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        job: str,
+        node_rank: int,
+        nnodes: int,
+        connect: Callable[[str, int], Store] = tcp_store,
+    ) -> None:
+        self.address = address
+        self.job = job
+        self.node_rank = node_rank
+        self.nnodes = nnodes
+        self._connect = connect
+        self._store: Store | None = None
+        self.lost = False
+        """The store stopped answering once: it is not asked again (torchrun's store does not come back)."""
+
+    def _client(self) -> Store:
+        if self.lost:
+            raise ConnectionError("the store stopped answering")
+        if self._store is None:
+            self._store = self._connect(*self.address)
+        return self._store
+
+    def publish(self, report: NodeReport) -> bool:
+        """Write this node's report; False when the store did not answer."""
+        try:
+            self._client().set(key(self.job, self.node_rank), report.dumps())
+        except Exception:  # torch raises RuntimeError, DistStoreError or TimeoutError alike
+            self._store, self.lost = None, True
+            return False
+        return True
+
+    def read(self) -> dict[int, NodeReport] | None:
+        """The other nodes' latest reports (a node that never published is absent); None: no answer."""
+        out: dict[int, NodeReport] = {}
+        try:
+            store = self._client()
+            for node in range(self.nnodes):
+                name = key(self.job, node)
+                if node == self.node_rank or not store.check([name]):
+                    continue
+                report = NodeReport.loads(store.get(name))
+                if report is not None and report.node_rank == node:
+                    out[node] = report
+        except Exception:  # as in publish
+            self._store, self.lost = None, True
+            return None
+        return out
+
+
+@dataclass
+class _Seen:
+    report: NodeReport
+    moved: float  # our clock, when its sequence last moved
+
+
+@dataclass
+class Peers:
+    """What this node knows of the others, on its own clock."""
+
+    node_rank: int
+    """This node's rank."""
+
+    nnodes: int
+    """Nodes in the launch."""
+
+    store: str
+    """The store's address, as messages name it (``node01:29500``)."""
+
+    store_node: int | None = 0
+    """The node whose torchrun serves the store (static rendezvous: node 0), when known."""
+
+    serves_store: bool = False
+    """This node's torchrun may serve the store: its silence after our own launcher ended is no news."""
+
+    _seen: dict[int, _Seen] = field(default_factory=dict)
+    _since: float | None = None
+    _silent_since: float | None = None
+
+    def update(self, reports: dict[int, NodeReport] | None, now: float) -> None:
+        """Take one :meth:`Board.read` (None: the store did not answer) at ``now`` (our clock)."""
+        if self._since is None:
+            self._since = now
+        if reports is None:
+            if self._silent_since is None:
+                self._silent_since = now
+            return
+        self._silent_since = None
+        for node, report in reports.items():
+            seen = self._seen.get(node)
+            if seen is None or report.seq != seen.report.seq:
+                self._seen[node] = _Seen(report, now)
+            else:
+                seen.report = report
+
+    def elsewhere(self, now: float, bound: float) -> str | None:
+        """The culprit on another node, as one sentence; None when the others look well."""
+        silent = self._silent_since is not None and not self.serves_store
+        if silent and self._silent_since is not None and now - self._silent_since >= STORE_TIMEOUT_S:
+            host = f"node {self.store_node}" if self.store_node is not None else "its host"
+            return (
+                f"the rendezvous store at {self.store} stopped answering {now - self._silent_since:.0f} s "
+                f"ago: {host}, which serves it, is gone (its torchrun or its machine)"
+            )
+        found: list[str] = []
+        for node in range(self.nnodes):
+            if node == self.node_rank:
+                continue
+            seen = self._seen.get(node)
+            if seen is None:
+                waited = now - (self._since if self._since is not None else now)
+                if waited >= GONE_S:
+                    found.append(
+                        f"node {node}'s mgpu never published (it did not start, or cannot reach {self.store})"
+                    )
+                continue
+            report = seen.report
+            quiet = now - seen.moved
+            if quiet >= GONE_S and not report.ended:
+                found.append(
+                    f"node {node}'s mgpu on {report.host} stopped publishing {quiet:.0f} s ago: it is gone "
+                    "(killed, or its machine is down)"
+                )
+                continue
+            found += [_name(r, report) for r in _culprits(report, bound)]
+        return "; ".join(found) or None
+
+
+def _culprits(report: NodeReport, bound: float) -> list[PeerRank]:
+    stopped = [r for r in report.ranks if r.process == "stopped"]
+    if stopped:
+        return stopped
+    gone = [r for r in report.ranks if r.process == "gone"]
+    if gone:
+        return gone
+    return [r for r in report.ranks if r.quiet_s >= bound]
+
+
+def _name(r: PeerRank, report: NodeReport) -> str:
+    if r.process == "stopped":
+        why = "its process is stopped (SIGSTOP, a debugger, or a frozen machine)"
+    elif r.process == "gone":
+        why = "its process is gone"
+    else:
+        why = f"no progress for {r.quiet_s:.0f} s"
+    return f"rank {r.rank} (node rank {report.node_rank} on {report.host}) at {r.where()}: {why}"
+
+
+def states_from(ranks: Any) -> tuple[PeerRank, ...]:
+    """PeerRanks from the stall watch's rank states (anything with the same attribute names)."""
+    return tuple(PeerRank(s.rank, s.stage, s.iteration, float(s.quiet_s), str(s.process)) for s in ranks)
+
+
+#: How often a node publishes its report and reads the others'.
+PUBLISH_S = 0.5
+
+
+class Sharer:
+    """Publishes this node's report and reads the others' every :data:`PUBLISH_S`, in its own thread.
+
+    The store's answers (and its silences, up to :data:`STORE_TIMEOUT_S` each) never hold up the
+    supervision loop; :meth:`elsewhere` reads what the thread last learnt.
+    """
+
+    def __init__(
+        self,
+        board: Board,
+        host: str,
+        states: Callable[[], tuple[PeerRank, ...]],
+        peers: Peers,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        import threading
+        import time
+
+        self.board = board
+        self.host = host
+        self._states = states
+        self._peers = peers
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._seq = 0
+        self._verdict: str | None = None
+        self._thread = threading.Thread(target=self._run, name="mgpu-peers", daemon=True)
+
+    def start(self) -> None:
+        """Begin publishing."""
+        self._thread.start()
+
+    def verdict(self, text: str) -> None:
+        """This node's own verdict, published from now on."""
+        self._verdict = text
+
+    def elsewhere(self, bound: float) -> str | None:
+        """What the other nodes' reports name now (see :meth:`Peers.elsewhere`)."""
+        with self._lock:
+            return self._peers.elsewhere(self._clock(), bound)
+
+    def stop(self) -> None:
+        """Publish that this node ends on purpose, and stop the thread."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=STORE_TIMEOUT_S * 2)
+        self._publish(ended=True)
+
+    def _safe_states(self) -> tuple[PeerRank, ...]:
+        try:
+            return self._states()
+        except Exception:  # a rank's process vanishing mid-read: no ranks this time
+            return ()
+
+    def _publish(self, ended: bool = False) -> None:
+        if self.board.lost or (ended and self._seq == 0):
+            return
+        self._seq += 1
+        ranks = self._safe_states()
+        report = NodeReport(self.board.node_rank, self.host, self._seq, ranks, self._verdict, ended)
+        self.board.publish(report)
+
+    def _run(self) -> None:
+        # Once a local rank reported, it passed the rendezvous: the store exists (asking earlier
+        # would count the store as lost before torchrun started it).
+        while not self._stop.is_set() and not any(r.stage is not None for r in self._safe_states()):
+            self._stop.wait(PUBLISH_S)
+        while not self._stop.is_set():
+            self._publish()
+            reports = self.board.read()
+            with self._lock:
+                self._peers.update(reports, self._clock())
+            self._stop.wait(PUBLISH_S)
