@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import shlex
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
 
 KINDS = ("sbatch", "pytorchjob")
@@ -234,4 +234,4 @@ def _typed(value: object) -> str:
 
 
 def _shell(argv: list[str]) -> str:
-    return shlex.join(argv)
+    return shell_join(argv)  # as dry-run prints a command: one line, control characters escaped
