@@ -1,6 +1,6 @@
 """Shared fixtures: machines described as data, so resolve and build run without probing.
 
-Every test starts from an environment without the caller's NCCL, PyTorch, CUDA, SLURM, torchrun,
+Every test starts from an environment without the caller's NCCL, PyTorch, CUDA, SLURM, Kubernetes, torchrun,
 JAX-launcher and mgpu variables (:func:`_clean_environment`): a GPU container labels itself with
 ``NCCL_VERSION``/``CUDA_VERSION``, a SLURM allocation fills the rendezvous, and neither may change
 what a test sees. A test that needs one sets it with ``monkeypatch``. ``tests/gpu/conftest.py``
@@ -17,7 +17,20 @@ import pytest
 from isaaclab_mgpu.launcher.resolve import Machine
 
 #: Prefixes of the variables a test must not inherit from whoever runs pytest.
-CALLER_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "NV_", "NVIDIA_", "SLURM_", "TORCHELASTIC_", "JAX_", "MGPU_")
+#: ``PET_`` and ``KUBERNETES_``: a PyTorchJob pod fills the rendezvous as SLURM does.
+CALLER_PREFIXES = (
+    "NCCL_",
+    "TORCH_",
+    "CUDA_",
+    "NV_",
+    "NVIDIA_",
+    "SLURM_",
+    "TORCHELASTIC_",
+    "JAX_",
+    "MGPU_",
+    "PET_",
+    "KUBERNETES_",
+)
 #: Single variables of the same kind: torchrun's rank contract and thread counts.
 CALLER_NAMES = (
     "RANK",
