@@ -26,5 +26,11 @@ STARTUP_TIMEOUT = "MGPU_STARTUP_TIMEOUT"
 #: Set to 1 to run skrl JAX's own per-call ``jax.pmap`` instead of mgpu's cached one (for comparison).
 SKRL_JAX_STOCK_PMAP = "MGPU_SKRL_JAX_STOCK_PMAP"
 
+#: Set to ``gloo`` to keep every collective of CPU ranks on gloo, none through shared memory.
+CPU_COLLECTIVES = "MGPU_CPU_COLLECTIVES"
+
+#: Ranks on this node (torchrun and mgpu's JAX launcher set it); equal to the world size on one node.
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
+
 #: Torch elastic's per-rank error file (``@record`` writes a failing rank's traceback there).
 ERROR_FILE = "TORCHELASTIC_ERROR_FILE"

@@ -300,6 +300,10 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     if own_group:
         import torch.distributed as dist
 
+        from isaaclab_mgpu.rank.worker.rank import close_local_channel
+
+        close_local_channel()
+
         if dist.is_initialized():  # Isaac Lab destroys the group after a finished run
             dist.destroy_process_group()
     if book.gathered is None and code == 0:  # e.g. Isaac Lab swallowed a KeyboardInterrupt

@@ -4,8 +4,10 @@
 ``argv`` before touching any global state, then scopes what a run changes: ``sys.argv``, the four
 torch flags the rsl-rl path sets (``torch.backends.cuda.matmul.allow_tf32``,
 ``torch.backends.cudnn.allow_tf32``, ``.deterministic``, ``.benchmark``), ``skrl.config.jax.backend``
-(set the way Isaac Lab's ``train.py`` does; deleted again when it did not exist) and the SIGINT /
-SIGTERM handlers. All are restored on success, on an exception and on ``SystemExit``.
+(set the way Isaac Lab's ``train.py`` does; deleted again when it did not exist), the SIGINT /
+SIGTERM handlers and ``torch.distributed``'s ``all_reduce``/``broadcast`` (moved onto shared memory
+for one node's CPU ranks, :mod:`isaaclab_mgpu.rank.patches.gloo`). All are restored on success, on
+an exception and on ``SystemExit``.
 
 This module is the worker process's command layer: it hands :mod:`.train` the rank's console,
 :class:`isaaclab_mgpu.rank.console.TrainingConsole`.
@@ -97,6 +99,9 @@ def _scoped_state(argv: list[str]) -> Iterator[None]:
     try:
         yield
     finally:
+        from isaaclab_mgpu.rank.worker.rank import close_local_channel
+
+        close_local_channel()  # gloo's own collectives back, however the run ended
         sys.argv = saved_argv
         for obj, name, value in saved_flags:
             setattr(obj, name, value)

@@ -32,14 +32,17 @@ from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.worker import checkpoint, metrics
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
     checksum_words,
+    close_local_channel,
     init_torch_group,
     leave_torch_group,
+    open_local_channel,
     rank_context,
     rank_folder,
     run_folder,
@@ -182,7 +185,12 @@ def _train(
     progress.beat("trainer")
     trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir), args.logger)
     cleanup.callback(trainer.close)  # flush the training curves however the run ends
+    if trainer.comm_kind == "jax":  # JAX's runtime is up now; torch ranks opened theirs with the group
+        open_local_channel(ctx, "jax")
+        cleanup.callback(close_local_channel)
     comm = Comm(ctx, trainer.comm_kind)
+    if ctx.rank == 0 and localcomm.current() is not None:
+        console.note("small collectives go through shared memory (all ranks are CPU ranks on this node)")
 
     start = 0
     resumed_from = None
