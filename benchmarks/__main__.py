@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 import time
 
-from .common import write_markdown
+from .common import Refused, begin, write_markdown
 
 ALL = ("startup", "launch", "shutdown", "probe", "training", "stall")
 #: Benchmarks run only when named (Isaac Lab needs its own Python 3.12 environment).
@@ -33,10 +34,18 @@ def main() -> None:
         os.environ["MGPU_BENCH_DEVICE"] = args.device
     if args.results:
         os.environ["MGPU_BENCH_RESULTS"] = os.path.abspath(args.results)
+    refused = []
     for name in args.names or ALL:
         module = importlib.import_module(f"benchmarks.{name}")
         started = time.perf_counter()
-        for figure in module.run(repeats=args.repeats):
+        begin()
+        try:
+            figures = module.run(repeats=args.repeats)
+        except Refused as exc:  # measured, but not publishable: say why and go on with the others
+            print(exc, flush=True)
+            refused.append(name)
+            continue
+        for figure in figures:
             ratio = figure.ratio()
             print(
                 f"{name}: {figure.name}: {figure.stats(figure.samples)}"
@@ -45,6 +54,8 @@ def main() -> None:
             )
         print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
     print(f"wrote {write_markdown()}")
+    if refused:
+        sys.exit(f"refused to publish: {', '.join(refused)}")
 
 
 if __name__ == "__main__":

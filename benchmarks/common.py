@@ -8,6 +8,14 @@ repeats, because absolute numbers on a shared 2-core box say little. Results go 
 The device the training-side benchmarks use comes from ``MGPU_BENCH_DEVICE`` (``cpu``, the
 default, or ``cuda``; ``--device`` sets it): on ``cpu`` they run 2 gloo ranks on this machine, on
 ``cuda`` one NCCL rank per visible GPU, at most 2.
+
+What is published: :func:`save` refuses a figure (:func:`problems`) with fewer than
+:data:`MIN_SAMPLES` samples (or baseline samples), or whose ratio lies outside its physical bounds
+(:attr:`Figure.bounds`: N ranks cannot step more than N× the environments of one rank, nor finish an
+iteration of the same per-rank work faster than one rank alone). A refused benchmark's data goes
+to ``<name>.rejected.json`` with the reasons, which the README leaves out, and :func:`save` raises
+:class:`Refused`. The machine's 1-minute load is recorded when the benchmark starts
+(:func:`begin`) and when it saves.
 """
 
 from __future__ import annotations
@@ -63,6 +71,14 @@ def ranks() -> int:
     return max(1, min(2, count))
 
 
+#: Fewer samples than this make no published figure.
+MIN_SAMPLES = 3
+
+
+class Refused(RuntimeError):
+    """A benchmark's figures were not published (see :func:`problems`)."""
+
+
 @dataclass
 class Figure:
     """One measured quantity: its samples and, when it has one, the baseline it is compared to."""
@@ -74,6 +90,10 @@ class Figure:
     baseline_samples: list[float] = field(default_factory=list)
     goal: str = ""
     note: str = ""
+    bounds: tuple[float | None, float | None] = (None, None)
+    """Lowest and highest ratio physically possible (None: no bound); one outside them is refused."""
+    reference: bool = False
+    """The baseline is a set value (a timeout), not a measurement: it needs no repeats."""
 
     def stats(self, values: Sequence[float]) -> dict[str, float]:
         """min / median / max of ``values``."""
@@ -88,6 +108,20 @@ class Figure:
         base = statistics.median(self.baseline_samples)
         return statistics.median(self.samples) / base if base else None
 
+    def problems(self) -> list[str]:
+        """Why this figure may not be published (empty: it may)."""
+        out = []
+        if len(self.samples) < MIN_SAMPLES:
+            out.append(f"{len(self.samples)} sample(s), fewer than {MIN_SAMPLES}")
+        if self.baseline and not self.reference and len(self.baseline_samples) < MIN_SAMPLES:
+            out.append(f"{len(self.baseline_samples)} baseline sample(s), fewer than {MIN_SAMPLES}")
+        ratio, (low, high) = self.ratio(), self.bounds
+        if ratio is not None and high is not None and ratio > high:
+            out.append(f"ratio {ratio:.3g}x above its physical bound {high:g}x")
+        if ratio is not None and low is not None and ratio < low:
+            out.append(f"ratio {ratio:.3g}x below its physical bound {low:g}x")
+        return out
+
     def to_json(self) -> dict:
         """JSON-ready form with the summary statistics."""
         data = asdict(self)
@@ -97,13 +131,27 @@ class Figure:
         return data
 
 
+def load_1min() -> float | None:
+    """The machine's 1-minute load average (None where unknown)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+_load_at_start: float | None = None
+
+
+def begin() -> None:
+    """Record the load as a benchmark starts (``python -m benchmarks`` calls it before each)."""
+    global _load_at_start
+    _load_at_start = load_1min()
+
+
 def machine() -> dict[str, object]:
     """What the numbers were measured on."""
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = None
+    load = load_1min()
     return {
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
@@ -112,6 +160,7 @@ def machine() -> dict[str, object]:
         "gpus": gpu_names(),
         "python": platform.python_version(),
         "device": device(),
+        "load_1min_at_start": _load_at_start,
         "load_1min_at_end": load,
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
@@ -179,13 +228,25 @@ def stream(
     return Streamed(lines, code, time.perf_counter() - start)
 
 
+def problems(figures: Sequence[Figure]) -> list[str]:
+    """Every reason not to publish ``figures``, one line each naming the figure."""
+    return [f"{f.name}: {why}" for f in figures for why in f.problems()]
+
+
 def save(name: str, figures: list[Figure], extra: dict | None = None) -> Path:
-    """Write ``benchmarks/results/<name>.json``."""
+    """Write ``<results>/<name>.json``, or refuse what may not be published (module docstring)."""
     results = results_dir()
     results.mkdir(parents=True, exist_ok=True)
     path = results / f"{name}.json"
+    rejected = results / f"{name}.rejected.json"
     payload = {"benchmark": name, "machine": machine(), "figures": [f.to_json() for f in figures]}
     payload.update(extra or {})
+    reasons = problems(figures)
+    if reasons:
+        payload["refused"] = reasons
+        rejected.write_text(json.dumps(payload, indent=2) + "\n")
+        raise Refused(f"{name}: not published ({rejected}):\n  " + "\n  ".join(reasons))
+    rejected.unlink(missing_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
 
@@ -200,6 +261,13 @@ def _fmt(stats: dict[str, float]) -> str:
     return f"{_num(stats['median'])} ({_num(stats['min'])}–{_num(stats['max'])})"
 
 
+def _loads(m: dict) -> str:
+    start, end = m.get("load_1min_at_start"), m.get("load_1min_at_end")
+    if start is not None and end is not None:
+        return f", 1-min load {start:.1f} at the start and {end:.1f} at the end"
+    return f", 1-min load {end:.1f} at the end" if end is not None else ""
+
+
 def write_markdown() -> Path:
     """Render every results JSON into ``benchmarks/results/README.md``."""
     results = results_dir()
@@ -210,12 +278,12 @@ def write_markdown() -> Path:
         "Ratios compare medians measured in the same run.",
         "",
     ]
-    for path in sorted(results.glob("*.json")):
+    for path in sorted(p for p in results.glob("*.json") if not p.name.endswith(".rejected.json")):
         data = json.loads(path.read_text())
         m = data["machine"]
         gpus = ", ".join(m["gpus"]) or "no GPU"
         on = f", ranks on {m['device']}" if m.get("device") else ""
-        load = f", 1-min load {m['load_1min_at_end']:.1f} at the end" if m.get("load_1min_at_end") else ""
+        load = _loads(m)
         lines += [
             f"## {data['benchmark']}",
             "",

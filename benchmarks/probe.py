@@ -42,7 +42,7 @@ SIZES = {"cpu": "8,64,512,4K,32K,256K,1M", "cuda": "8,1K,64K,1M,16M,64M,256M"}
 #: ``--timeout`` of the hang runs: above the launch start-up (up to ~20 s on a loaded 2-core box).
 HANG_TIMEOUT = {"cpu": 30.0, "cuda": 20.0}
 #: Each hang run lasts about the timeout, so it is repeated at most this often.
-HANG_REPEATS = 2
+HANG_REPEATS = 3
 
 
 def _device_args() -> list[str]:

@@ -123,6 +123,7 @@ def run(repeats: int = 3) -> list[Figure]:
             Figure(
                 f"SIGSTOP of a rank to the hang verdict, --stall_timeout {timeout}", "s",
                 [v for v, _ in runs], "--stall_timeout", [float(timeout)], goal=f"≤ {timeout + 5} s",
+                reference=True,
                 note=f"to mgpu's exit (code 4, tree gone): {', '.join(f'{e:.1f}' for e in ends[timeout])} s",
             )
         )  # fmt: skip
