@@ -20,15 +20,9 @@ LIBRARY_TAGS = {
     "skrl_jax": ("Reward / Total reward (mean)", "Loss / Policy loss", "Loss / Value loss",
                  "Learning / Policy learning rate", "Policy / Standard deviation"),
 }  # fmt: skip
-MGPU_TAGS = (
-    "mgpu/mean_reward",
-    "mgpu/mean_episode_length",
-    "mgpu/env_steps_per_s",
-    "mgpu/env_steps_per_s/rank_0",
-    "mgpu/env_steps_per_s/rank_1",
-    "mgpu/s_per_iteration",
-    "mgpu/checksums_equal",
-)
+MGPU_TAGS = ("mgpu/mean_reward", "mgpu/mean_episode_length", "mgpu/checksums_equal")
+#: Pace tags: the first (warm-up) iteration under mgpu/warmup/, the steady ones under mgpu/.
+PACE_TAGS = ("env_steps_per_s", "env_steps_per_s/rank_0", "env_steps_per_s/rank_1", "s_per_iteration")
 # Episodes truncated at 16 steps (one rollout): every iteration ends episodes, so each has a reward.
 CHEAP = ("--num_envs", "16", "--max_iterations", "3", "env.episode_length=16")
 
@@ -65,7 +59,14 @@ def test_event_file_and_runs_listing(backend, tmp_path):
     for tag in (*others, *MGPU_TAGS):
         assert len(curves.get(tag, ())) == 3, (tag, sorted(curves))
     # The library's step axis (rsl-rl: iterations from 0; skrl: environment steps) carries ours too.
-    assert [st for st, _ in curves["mgpu/mean_reward"]] == [st for st, _ in curves[reward_tag]]
+    steps = [st for st, _ in curves[reward_tag]]
+    assert [st for st, _ in curves["mgpu/mean_reward"]] == steps
+    for tag in PACE_TAGS:
+        assert [st for st, _ in curves[f"mgpu/warmup/{tag}"]] == steps[:1], tag
+        assert [st for st, _ in curves[f"mgpu/{tag}"]] == steps[1:], tag
+    steady = s["steady"]
+    assert steady["warmup_iterations"] == 1 and steady["warmup_s"] > 0
+    assert steady["s_per_iteration"] > 0 and steady["env_steps_per_s"] > 0
     assert [v for _, v in curves["mgpu/checksums_equal"]] == [1.0, 1.0, 1.0]
     assert [round(v, 3) for _, v in curves["mgpu/mean_reward"]] == [round(r, 3) for r in s["mean_rewards"]]
 
@@ -82,7 +83,11 @@ def test_event_file_and_runs_listing(backend, tmp_path):
         "finished",
         True,
     )
-    assert row["s_per_iteration"] > 0 and row["env_steps_per_s"] > 0
+    assert (row["s_per_iteration"], row["env_steps_per_s"], row["warmup_s"]) == (
+        steady["s_per_iteration"],
+        steady["env_steps_per_s"],
+        steady["warmup_s"],
+    )
     assert (row["reward_first"], row["reward_last"]) == (s["first_mean_reward"], s["last_mean_reward"])
     last = mgpu(tmp_path, "runs", "--last")
     assert last.returncode == 0 and last.stdout == f"{row['folder']}\n"

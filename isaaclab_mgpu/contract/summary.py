@@ -9,6 +9,11 @@ field of the wrong type or out of range reads as ``None`` ("unknown") and is nam
 written back unchanged. Files are replaced atomically (:mod:`.files`), so a reader never sees
 half of one.
 
+Pace: ``s_per_iteration`` and ``env_steps_per_s`` are whole-run means, warm-up included; a run's
+first iteration holds just-in-time compilation (skrl JAX: seconds) and first allocations, so
+:class:`Steady` (``steady``, from :func:`steady_pace`) gives the pace after it, the median of the
+later iterations, with the warm-up's own seconds apart.
+
 Statuses: ``running`` while rank 0 trains; ``finished`` or ``interrupted`` when rank 0 ends; the
 launcher settles a summary still ``running`` once every process is gone: ``failed``, ``hung`` or
 ``interrupted``.
@@ -19,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,8 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 STATUSES = ("running", "finished", "interrupted", "failed", "hung")
 #: Seconds between rank 0's refreshes of a running summary.
 REFRESH_S = 30.0
+#: Iterations at the start of a run that count as warm-up (compilation, first allocations).
+WARMUP_ITERATIONS = 1
 #: Latest plausible epoch time (year 5138): later ``started_at`` values are corrupt.
 _MAX_EPOCH = 1e11
 
@@ -43,6 +51,36 @@ class Rates:
 
     per_rank: tuple[float, ...] = ()
     """Each rank's own rate, in rank order."""
+
+
+@dataclass(frozen=True)
+class Steady:
+    """The run's pace once warmed up, and what the warm-up took."""
+
+    warmup_iterations: int = 0
+    """Iterations counted as warm-up (the first :data:`WARMUP_ITERATIONS`)."""
+
+    warmup_s: float | None = None
+    """Seconds those iterations took."""
+
+    s_per_iteration: float | None = None
+    """Median seconds per iteration after the warm-up (rank 0's clock); None without such an iteration."""
+
+    env_steps_per_s: float | None = None
+    """Environment steps per second of all ranks at that pace."""
+
+
+def steady_pace(seconds: Sequence[float], steps_per_iteration: int) -> Steady:
+    """:class:`Steady` from each iteration's seconds and the steps all ranks take per iteration."""
+    warm = min(WARMUP_ITERATIONS, len(seconds))
+    rest = [s for s in seconds[warm:] if s > 0]
+    per_it = statistics.median(rest) if rest else None
+    return Steady(
+        warmup_iterations=warm,
+        warmup_s=round(sum(seconds[:warm]), 4) if warm else None,
+        s_per_iteration=round(per_it, 5) if per_it else None,
+        env_steps_per_s=steps_per_iteration / per_it if per_it else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -103,10 +141,13 @@ class Summary:
     """Seconds spent in the training loop."""
 
     s_per_iteration: float | None = None
-    """Mean seconds per iteration."""
+    """Mean seconds per iteration (whole run, warm-up included; see ``steady``)."""
 
     env_steps_per_s: Rates | None = None
-    """Environment steps per second."""
+    """Environment steps per second (whole run, warm-up included)."""
+
+    steady: Steady | None = None
+    """The pace after the warm-up, and the warm-up apart."""
 
     first_mean_reward: float | None = None
     """Mean episode reward of the first iteration that completed an episode."""
@@ -300,6 +341,15 @@ def _rates(v: Any) -> Any:
     return Rates(total=total, per_rank=tuple(ranks))
 
 
+def _steady(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return _BAD
+    floats = ("warmup_s", "s_per_iteration", "env_steps_per_s")
+    checked = {k: _float(0)(v[k]) for k in floats if v.get(k) is not None}
+    checked["warmup_iterations"] = _int(0)(v.get("warmup_iterations", 0))
+    return _BAD if _BAD in checked.values() else Steady(**checked)
+
+
 def _checksums(v: Any) -> Any:
     if not isinstance(v, dict):
         return _BAD
@@ -326,6 +376,7 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "train_time_s": _float(0),
     "s_per_iteration": _float(0),
     "env_steps_per_s": _rates,
+    "steady": _steady,
     "first_mean_reward": _float(),
     "last_mean_reward": _float(),
     "mean_rewards": _rewards,

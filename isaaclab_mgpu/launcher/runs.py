@@ -27,7 +27,7 @@ from typing import Any
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, DEFAULT_TASK, STAMP_FORMAT, SUMMARY, run_folder
-from isaaclab_mgpu.contract.summary import Summary
+from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.contract.text import has_control
 from isaaclab_mgpu.launcher.spec import training_option
 
@@ -55,7 +55,11 @@ class RunRow:
     world_size: int | None
     iterations: int | None
     s_per_iteration: float | None
+    """Steady seconds per iteration (after the warm-up), else the whole run's mean (older summaries)."""
     env_steps_per_s: float | None
+    """Steady env-steps/s of all ranks, else the whole run's."""
+    warmup_s: float | None
+    """Seconds of the warm-up iterations (compilation, first allocations), apart from the pace."""
     reward_first: float | None
     reward_last: float | None
     checksums_equal: bool | None
@@ -115,6 +119,8 @@ def _folder_time(folder: Path) -> float:
 
 def row(folder: Path, s: Summary) -> RunRow:
     """A :class:`RunRow` from one summary."""
+    steady = s.steady or Steady()
+    whole = s.env_steps_per_s.total if s.env_steps_per_s else None
     return RunRow(
         folder=str(folder),
         library=s.backend,
@@ -122,8 +128,9 @@ def row(folder: Path, s: Summary) -> RunRow:
         task=s.task,
         world_size=s.world_size,
         iterations=s.iterations,
-        s_per_iteration=s.s_per_iteration,
-        env_steps_per_s=s.env_steps_per_s.total if s.env_steps_per_s else None,
+        s_per_iteration=steady.s_per_iteration if steady.s_per_iteration else s.s_per_iteration,
+        env_steps_per_s=steady.env_steps_per_s if steady.env_steps_per_s else whole,
+        warmup_s=steady.warmup_s,
         reward_first=s.first_mean_reward,
         reward_last=s.last_mean_reward,
         checksums_equal=s.checksums_equal,

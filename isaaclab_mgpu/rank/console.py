@@ -137,6 +137,13 @@ class TrainingConsole:
             )
         )
         _line(f"{PREFIX} env-steps/s: total {rate['total']:,.0f}; per rank {per_rank}")
+        steady = s.get("steady") or {}
+        if steady.get("s_per_iteration"):
+            _line(
+                f"{PREFIX} steady: {steady['s_per_iteration']:.3f} s/it, {steady['env_steps_per_s']:,.0f} "
+                f"env-steps/s after {steady['warmup_iterations']} warm-up iteration(s) of "
+                f"{steady['warmup_s']:.2f} s"
+            )
         _line(
             f"{PREFIX} mean episode reward: first {reward_text(s['first_mean_reward'])}, "
             f"last {reward_text(s['last_mean_reward'])}"

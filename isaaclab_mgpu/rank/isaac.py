@@ -138,6 +138,9 @@ class Bookkeeper(compat.Observer):
         self.end_sum: str | None = None
         self.rewards: list[float | None] = []
         self.steps = 0
+        self.iteration_s: list[float] = []  # wall seconds of each iteration, for the steady pace
+        self.last_steps = 0
+        self._mark: float | None = None
         self.t0: float | None = None
         self.train_time = 0.0
         self.gathered: np.ndarray | None = None
@@ -152,7 +155,7 @@ class Bookkeeper(compat.Observer):
         self._modules = modules
         progress.beat("broadcast")
         progress.after_startup()
-        self.t0 = time.perf_counter()
+        self.t0 = self._mark = time.perf_counter()
 
     def iteration(self, steps: int, reward: float | None) -> None:
         """The library finished one iteration on this rank."""
@@ -161,6 +164,11 @@ class Bookkeeper(compat.Observer):
     def on_iteration(self, iteration: int, steps: int, reward: float | None) -> None:
         """Per-iteration hook of the Isaac Lab path: bookkeeping and the progress heartbeat."""
         self.steps += steps
+        self.last_steps = steps
+        now = time.perf_counter()
+        if self._mark is not None:
+            self.iteration_s.append(now - self._mark)
+        self._mark = now
         self.rewards.append(reward)
         progress.iteration(iteration)
 
@@ -212,6 +220,7 @@ class Bookkeeper(compat.Observer):
             train_time_s=round(self.train_time, 4),
             s_per_iteration=round(self.train_time / max(iterations, 1), 4),
             env_steps_per_s=Rates(total=float(g[:, 4].sum()), per_rank=tuple(float(v) for v in g[:, 4])),
+            steady=summaries.steady_pace(self.iteration_s, self.last_steps * self.ctx.world_size),
             first_mean_reward=measured[0] if measured else None,
             last_mean_reward=measured[-1] if measured else None,
             mean_rewards=tuple(rewards),

@@ -18,7 +18,11 @@ iteration through the library's writer, beside the library's own curves (same st
 ``mgpu/checksums_equal``            1 when every rank's parameters hash the same, else 0
 ==================================  ==========================================================
 
-The reward and length tags are left out of an iteration in which no episode ended.
+The reward and length tags are left out of an iteration in which no episode ended. The pace of the
+warm-up iterations (the first of a run, ``contract.summary.WARMUP_ITERATIONS``: compilation and first
+allocations, seconds for skrl JAX) goes under ``mgpu/warmup/env_steps_per_s``,
+``mgpu/warmup/env_steps_per_s/rank_<r>`` and ``mgpu/warmup/s_per_iteration`` instead, so the
+``mgpu/`` pace curves show the steady rate only.
 """
 
 from __future__ import annotations
@@ -75,16 +79,19 @@ def summarize(gathered: np.ndarray) -> IterationStats:
     )
 
 
-def scalars(s: IterationStats, steps_per_s: float, seconds: float) -> dict[str, float]:
-    """The ``mgpu/...`` scalars of one iteration (see the module docstring)."""
+def scalars(
+    s: IterationStats, steps_per_s: float, seconds: float, *, warmup: bool = False
+) -> dict[str, float]:
+    """The ``mgpu/...`` scalars of one iteration (module docstring); a warm-up pace under ``mgpu/warmup/``."""
     out: dict[str, float] = {}
     if s.mean_reward is not None:
         out["mgpu/mean_reward"] = s.mean_reward
     if s.mean_length is not None:
         out["mgpu/mean_episode_length"] = s.mean_length
-    out["mgpu/env_steps_per_s"] = steps_per_s
+    pace = "mgpu/warmup" if warmup else "mgpu"
+    out[f"{pace}/env_steps_per_s"] = steps_per_s
     for rank, rate in enumerate(s.per_rank_steps_per_s):
-        out[f"mgpu/env_steps_per_s/rank_{rank}"] = rate
-    out["mgpu/s_per_iteration"] = seconds
+        out[f"{pace}/env_steps_per_s/rank_{rank}"] = rate
+    out[f"{pace}/s_per_iteration"] = seconds
     out["mgpu/checksums_equal"] = float(s.checksums_equal)
     return out

@@ -31,7 +31,7 @@ import numpy as np
 from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.contract.summary import Checksums, Rates, Steady, Summary
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.worker import checkpoint, metrics
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
@@ -220,6 +220,7 @@ def _train(
     last_saved: Path | None = None
     interrupted = False
     steps_local = 0
+    iteration_s: list[float] = []  # rank 0's wall seconds of each iteration, for the steady pace
     refresh_at = time.monotonic() + summaries.REFRESH_S
     with stop_on_signals() as stop:
         console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total)
@@ -237,9 +238,11 @@ def _train(
             done = it + 1
             rewards.append(m.mean_reward)
             seconds = time.perf_counter() - t_it
+            iteration_s.append(seconds)
             rate = trainer.steps_per_iteration * ctx.world_size / seconds
             console.iteration(done, total, m.mean_reward, rate, seconds)
-            trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds))
+            warm = len(iteration_s) <= summaries.WARMUP_ITERATIONS
+            trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds, warmup=warm))
             if m.stop:
                 interrupted = True
                 break
@@ -248,7 +251,8 @@ def _train(
                 last_saved = _save(trainer, args, run_dir, done, console)
             if ctx.rank == 0 and time.monotonic() >= refresh_at:
                 refresh_at = time.monotonic() + summaries.REFRESH_S
-                _refresh_summary(run_dir, start, done, rewards, time.perf_counter() - t0)
+                pace = summaries.steady_pace(iteration_s, trainer.steps_per_iteration * ctx.world_size)
+                _refresh_summary(run_dir, start, done, rewards, time.perf_counter() - t0, pace)
         train_time = time.perf_counter() - t0
         console.stop()
 
@@ -279,6 +283,7 @@ def _train(
             env_steps_per_s=Rates(
                 total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
             ),
+            steady=summaries.steady_pace(iteration_s, trainer.steps_per_iteration * ctx.world_size),
             first_mean_reward=measured[0] if measured else None,
             last_mean_reward=measured[-1] if measured else None,
             mean_rewards=tuple(rewards),
@@ -339,7 +344,7 @@ def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path) -> None:
 
 
 def _refresh_summary(
-    run_dir: Path, start: int, done: int, rewards: list[float | None], seconds: float
+    run_dir: Path, start: int, done: int, rewards: list[float | None], seconds: float, pace: Steady
 ) -> None:
     """Progress so far, into the ``running`` summary."""
     measured = [r for r in rewards if r is not None]
@@ -349,6 +354,7 @@ def _refresh_summary(
         end_iteration=done,
         iterations=done - start,
         s_per_iteration=round(seconds / max(done - start, 1), 4),
+        steady=pace,
         first_mean_reward=measured[0] if measured else None,
         last_mean_reward=measured[-1] if measured else None,
         mean_rewards=tuple(rewards),
