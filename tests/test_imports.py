@@ -34,3 +34,31 @@ def test_help_and_dry_run_do_not_import_frameworks():
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+HELP_PROBE = """
+import sys
+from isaaclab_mgpu.cli import main
+for argv in (["--help"], ["train", "--help"]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+parsers = sorted(m for m in sys.modules if m.startswith(("markdown_it", "rich.markdown")))
+print("LOADED", parsers, file=sys.stderr)
+import rich.markdown  # the real module, for anyone who wants it afterwards
+print("REAL", hasattr(rich.markdown, "MarkdownContext"), file=sys.stderr)
+"""
+
+
+def test_help_does_not_load_a_markdown_parser_and_leaves_the_real_one_importable():
+    proc = subprocess.run(
+        [sys.executable, "-c", HELP_PROBE],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Usage: mgpu" in proc.stdout
+    assert "LOADED []" in proc.stderr and "REAL True" in proc.stderr, proc.stderr[-2000:]

@@ -208,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     from isaaclab_mgpu import report
 
     args = sys.argv[1:] if argv is None else argv
+    if not args or "--help" in args:
+        from isaaclab_mgpu.report.help import without_markdown
+
+        without_markdown()
     STATE.debug = os.environ.get("MGPU_DEBUG", "") not in ("", "0")
     command = typer.main.get_command(app)
     STATE.argv = list(args)

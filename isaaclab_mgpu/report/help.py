@@ -1,8 +1,12 @@
-"""The extra ``--help`` panel of the launch commands: the built-in worker's training options."""
+"""Help pages: the extra ``--help`` panel of the launch commands (the built-in worker's training
+options), and :func:`without_markdown`, which keeps Typer's help formatter from importing a Markdown
+parser mgpu's help never uses."""
 
 from __future__ import annotations
 
 import os
+import sys
+import types
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -11,6 +15,30 @@ if TYPE_CHECKING:
 
 #: Set by the launcher itself (from its own options, or always): not listed as training options.
 LAUNCHER_SET = frozenset({"--rl_library", "--ml_framework", "--device", "--distributed"})
+
+
+def without_markdown() -> None:
+    """Import ``typer.rich_utils`` with a stand-in for ``rich.markdown``, then drop the stand-in.
+
+    ``typer.rich_utils`` (Typer 0.25) imports ``rich.markdown.Markdown`` at module level, and with it
+    ``markdown_it`` (about 40 % of ``mgpu --help``'s time here), but builds a ``Markdown`` only for
+    ``rich_markup_mode="markdown"``; mgpu's app uses ``"rich"``. The stand-in's ``Markdown`` says
+    so if it is ever built; ``rich.markdown`` itself stays importable (the real one) for everyone else.
+    """
+    if "typer.rich_utils" in sys.modules or "rich.markdown" in sys.modules:
+        return
+    stand_in = types.ModuleType("rich.markdown")
+
+    class Markdown:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise RuntimeError("mgpu's help uses Rich markup; rich_markup_mode='markdown' is not supported")
+
+    stand_in.Markdown = Markdown  # type: ignore[attr-defined]
+    sys.modules["rich.markdown"] = stand_in
+    try:
+        import typer.rich_utils  # noqa: F401
+    finally:
+        del sys.modules["rich.markdown"]
 
 
 def training_options(options: Iterable[OptionHelp], command: str, isaac: Iterable[str] = ()) -> None:
