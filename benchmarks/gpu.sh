@@ -19,7 +19,7 @@
 #           (NVML), one GPU rank per back-end, probe-nccl on NCCL
 #   checks  nvidia-smi; mgpu check-env --deep; mgpu probe-nccl --world-size 1 (NCCL); mgpu train with
 #           one GPU rank for a few iterations of rsl-rl, skrl torch and skrl JAX
-#   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 2),
+#   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 3; fewer are refused),
 #           then shutdown --repeats 1; JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
 #   pytest  the rest of the suite (everything but tests/gpu) in $SHARDS (default 4) pytest processes
 #           side by side, test files dealt round-robin, slowest first: serially it took over 200 s
@@ -85,7 +85,7 @@ fi
 mkdir -p "$(dirname "$LOG")" "$RESULTS"
 : >"$LOG"
 BUDGET_S="${BUDGET_S:-560}"
-REPEATS="${REPEATS:-2}"
+REPEATS="${REPEATS:-3}"
 END=$((SECONDS + BUDGET_S))
 FAILED=0
 export PYTHONUNBUFFERED=1
