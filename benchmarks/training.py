@@ -4,7 +4,11 @@ Every repeat runs ``mgpu train --rl_library rsl_rl`` / ``skrl --ml_framework tor
 --ml_framework jax`` on the embedded cartpole task (the task's default 256 envs per rank on CPU,
 4096 on CUDA) for ``WARMUP + MEASURED`` iterations, at 1 rank and at ``ranks()`` ranks, then skrl
 JAX at ``ranks()`` ranks once more with ``MGPU_SKRL_JAX_STOCK_PMAP=1`` (stock skrl's per-call
-``jax.pmap`` in ``reduce_parameters`` and PPO's KL step; see ``isaaclab_mgpu.rank.patches.skrl``).
+``jax.pmap`` in ``reduce_parameters`` and PPO's KL step; see ``isaaclab_mgpu.rank.patches.skrl``),
+and on CPU every back-end at ``ranks()`` ranks once more with ``MGPU_CPU_COLLECTIVES=gloo`` (every
+collective on gloo, none through the node's shared-memory channel, ``isaaclab_mgpu.rank.localcomm``);
+the stock-``pmap`` run is then on gloo too and is compared with the gloo run, so that ratio is the
+``pmap`` cache's alone.
 
 Figures come from rank 0's per-iteration lines (``[mgpu] iteration i/N | ... | S steps/s | T
 s/it``; seconds per iteration recomputed from the exact steps/s, as T is rounded to 0.01 s): the
