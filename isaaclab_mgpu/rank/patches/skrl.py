@@ -22,7 +22,9 @@
 5. On one node's CPU ranks the gradient all-reduce of fix 3's ``reduce_parameters`` goes through the
    shared-memory channel of :mod:`isaaclab_mgpu.rank.localcomm` when the worker opened one (XLA's
    CPU collectives run over gloo: ~2-3 ms of hand-offs per call on a 2-core VM). Same sum, in rank
-   order on every rank, so parameters stay bitwise equal. PPO's once-per-epoch KL ``pmap`` stays.
+   order on every rank, so parameters stay bitwise equal. So does PPO's once-per-epoch KL sum: the
+   ``jax`` proxy of fix 3 recognises its ``pmap(lambda x: jax.lax.psum(x, "i"))`` by the lambda's
+   code and returns a host sum over the channel (float32, as JAX's).
 
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
@@ -154,6 +156,32 @@ def _cache_pmaps(jax: Any) -> None:
     ppo_module.jax = _CachedPmapJax(jax)
 
 
+#: The all-reduce lambda of skrl's ``PPO.update``, ``jax.pmap(lambda x: jax.lax.psum(x, "i"),
+#: axis_name="i")``, compiled here to recognise it by its code.
+_PSUM = lambda x: jax.lax.psum(x, "i")  # noqa: E731, F821  (never called; ``jax`` is not imported here)
+
+
+def _same_code(a: Any, b: Any) -> bool:
+    return (a.co_code, a.co_names, a.co_consts, a.co_argcount) == (
+        b.co_code,
+        b.co_names,
+        b.co_consts,
+        b.co_argcount,
+    )
+
+
+class _HostSum:
+    """``pmap(psum)`` of one array per process, summed through the shared-memory channel (float32, as JAX)."""
+
+    def __init__(self, channel: localcomm.LocalChannel) -> None:
+        self._channel = channel
+
+    def __call__(self, x: Any) -> np.ndarray:
+        host = np.array(x, dtype=np.float32)
+        self._channel.all_reduce_(host)
+        return host
+
+
 class _CachedPmapJax:
     """``jax`` as seen by skrl.agents.jax.ppo.ppo, with ``pmap`` memoised per lambda code (fix 3)."""
 
@@ -168,6 +196,9 @@ class _CachedPmapJax:
         code = getattr(fun, "__code__", None)
         if code is None or fun.__closure__ or fun.__defaults__ or args:
             return self._jax.pmap(fun, *args, **kwargs)
+        channel = localcomm.current()
+        if channel is not None and kwargs == {"axis_name": "i"} and _same_code(code, _PSUM.__code__):
+            return _HostSum(channel)  # fix 4: PPO.update's KL sum through shared memory
         key = (code, tuple(sorted(kwargs.items())))
         if key not in self._cache:
             self._cache[key] = self._jax.pmap(fun, **kwargs)
