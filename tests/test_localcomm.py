@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(
     not localcomm.usable(2, 2, True, {}), reason="the channel needs x86-64 Linux with /dev/shm"
 )
 
-_fork = multiprocessing.get_context("fork")
+# spawn, not fork: the test process may already run JAX's or torch's threads.
+_ctx = multiprocessing.get_context("spawn")
 
 
 def _new_file(tmp_path: Path, world: int, slot: int) -> str:
@@ -54,8 +55,8 @@ def _collectives(path: str, rank: int, world: int, slot: int, out) -> None:
 def test_every_rank_gets_the_same_sums_broadcasts_and_gathers(tmp_path):
     world, slot = 3, 4096
     path = _new_file(tmp_path, world, slot)
-    out = _fork.Queue()
-    procs = [_fork.Process(target=_collectives, args=(path, r, world, slot, out)) for r in range(world)]
+    out = _ctx.Queue()
+    procs = [_ctx.Process(target=_collectives, args=(path, r, world, slot, out)) for r in range(world)]
     for p in procs:
         p.start()
     got = dict(out.get(timeout=60) for _ in procs)
@@ -116,10 +117,10 @@ def _open(rank: int, world: int, pipes, out) -> None:
 
 def test_ranks_open_one_channel_together_and_its_name_is_gone(tmp_path):
     world = 2
-    ends = [_fork.Pipe() for _ in range(world)]
-    out = _fork.Queue()
+    ends = [_ctx.Pipe() for _ in range(world)]
+    out = _ctx.Queue()
     before = set(os.listdir(localcomm.SHM_DIR))
-    procs = [_fork.Process(target=_open, args=(r, world, [e[1] for e in ends], out)) for r in range(world)]
+    procs = [_ctx.Process(target=_open, args=(r, world, [e[1] for e in ends], out)) for r in range(world)]
     for p in procs:
         p.start()
     for _ in range(2):  # the two gathers of the rendezvous, served here
