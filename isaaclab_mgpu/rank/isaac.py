@@ -298,6 +298,10 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         from isaaclab_mgpu.rank.worker.rank import init_torch_group
 
         own_group = init_torch_group(ctx)
+        from isaaclab_mgpu.rank import localcomm
+
+        if ctx.rank == 0 and localcomm.current() is not None:
+            print(f"[mgpu rank 0] {localcomm.NOTE}", flush=True)
     book = Bookkeeper(ctx, "jax" if jax else "torch")
     argv = train_argv(args, ctx, run_stamp(env_vars))
     from isaaclab_rl.entrypoints.dispatch import run_train_cli

@@ -47,6 +47,8 @@ from isaaclab_mgpu.contract import env
 SWITCH_ENV = env.CPU_COLLECTIVES
 #: Bytes of one rank's slot: the largest array one collective carries here (larger ones use gloo).
 SLOT_BYTES = 1 << 20
+#: What rank 0 says when the channel is in use.
+NOTE = "small collectives go through shared memory (all ranks are CPU ranks on this node)"
 #: Where the channel's file lives while the ranks map it.
 SHM_DIR = "/dev/shm"
 _LINE = 64

@@ -190,7 +190,7 @@ def _train(
         cleanup.callback(close_local_channel)
     comm = Comm(ctx, trainer.comm_kind)
     if ctx.rank == 0 and localcomm.current() is not None:
-        console.note("small collectives go through shared memory (all ranks are CPU ranks on this node)")
+        console.note(localcomm.NOTE)
 
     start = 0
     resumed_from = None
