@@ -33,7 +33,7 @@ from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank.backends.base import checksum
-from isaaclab_mgpu.rank.console import isaac_summary
+from isaaclab_mgpu.rank.console import TrainingConsole, isaac_summary
 from isaaclab_mgpu.rank.patches import isaaclab as compat
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.rank import (
@@ -301,7 +301,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         from isaaclab_mgpu.rank import localcomm
 
         if ctx.rank == 0 and localcomm.current() is not None:
-            print(f"[mgpu rank 0] {localcomm.NOTE}", flush=True)
+            TrainingConsole(0).note(localcomm.NOTE)
     book = Bookkeeper(ctx, "jax" if jax else "torch")
     argv = train_argv(args, ctx, run_stamp(env_vars))
     from isaaclab_rl.entrypoints.dispatch import run_train_cli

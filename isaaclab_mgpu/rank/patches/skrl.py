@@ -198,7 +198,7 @@ class _CachedPmapJax:
             return self._jax.pmap(fun, *args, **kwargs)
         channel = localcomm.current()
         if channel is not None and kwargs == {"axis_name": "i"} and _same_code(code, _PSUM.__code__):
-            return _HostSum(channel)  # fix 4: PPO.update's KL sum through shared memory
+            return _HostSum(channel)  # fix 5: PPO.update's KL sum through shared memory
         key = (code, tuple(sorted(kwargs.items())))
         if key not in self._cache:
             self._cache[key] = self._jax.pmap(fun, **kwargs)
