@@ -265,3 +265,12 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
         message = f"{launcher} failed with exit code {result.exit_code}"
         raise WorkerFailure(message, exit_code=result.exit_code)
     return 0
+
+
+def live_stacks(run_folder: str | None) -> int:
+    """Run ``stacks``: ask the ranks of a running run for their Python stacks and print them."""
+    from isaaclab_mgpu.launcher import livestacks
+    from isaaclab_mgpu.report.stacks import stacks
+
+    run = livestacks.pick(livestacks.find_runs(), run_folder)
+    return stacks(run, livestacks.dump(run))

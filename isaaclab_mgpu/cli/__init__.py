@@ -181,6 +181,21 @@ def runs_cmd(
     return 0
 
 
+@app.command("stacks")
+def stacks_cmd(
+    run_folder: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[RUN_FOLDER]", help="A running run's folder (default: the newest running run)."
+        ),
+    ] = None,
+) -> int:
+    """Print every local rank's live Python stack (saved beside its logs); the run goes on."""
+    from isaaclab_mgpu.launch import live_stacks
+
+    return live_stacks(run_folder)
+
+
 skills_app = typer.Typer(help="Agent skills shipped in skills/.", no_args_is_help=True)
 app.add_typer(skills_app, name="skills")
 

@@ -109,6 +109,8 @@ class Reporter:
         self._iterations = 0
         if values.get(env.RUN_ID):
             record_stop_requests()
+            # Under mgpu the stack handler is there even with the stall watch off: `mgpu stacks`.
+            self._stack_path = self._open_stack_file()
 
     @property
     def enabled(self) -> bool:
@@ -149,7 +151,8 @@ class Reporter:
         except OSError:
             self.path = None  # no supervisor folder (any more): reports are off
             return False
-        self._stack_path = self._open_stack_file()
+        if self._stack_path is None:
+            self._stack_path = self._open_stack_file()
         fixed = {
             "rank": self.rank,
             "local_rank": self.local_rank,
@@ -162,10 +165,10 @@ class Reporter:
         return True
 
     def _open_stack_file(self) -> str | None:
+        if self._error_file:  # beside the rank's torchrun logs
+            return stacks.register(Path(self._error_file).parent / stacks.STACK_FILE)
         if self.path is None:
             return None
-        if self._error_file:  # beside the rank's torchrun logs
-            return stacks.register(Path(self._error_file).parent / "stack.txt")
         return stacks.register(self.path.parent / f"stack.{self.rank}.txt")
 
 

@@ -24,7 +24,10 @@ import signal
 from pathlib import Path
 from typing import IO
 
-__all__ = ["STACK_SIGNAL", "register"]
+__all__ = ["STACK_FILE", "STACK_SIGNAL", "register"]
+
+#: A rank's stack file beside its torchrun logs (the folder of ``TORCHELASTIC_ERROR_FILE``).
+STACK_FILE = "stack.txt"
 
 #: The signal that makes a registered rank dump its stack; None where there is none to spare.
 STACK_SIGNAL: int | None = signal.SIGRTMIN + 5 if hasattr(signal, "SIGRTMIN") else None

@@ -1,0 +1,138 @@
+"""``mgpu stacks``: every local rank's live Python stack, with the run left running.
+
+A rank under ``mgpu train`` registers :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL` with
+faulthandler at its first progress call, whether or not the stall watch is on, writing into
+``stack.txt`` beside its torchrun logs (the folder of its ``TORCHELASTIC_ERROR_FILE``). This module
+finds those ranks on this machine and asks them for their stacks through the one collector the stall
+watch uses (:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`): the ranks write, the run goes on.
+
+Which processes: this user's processes that carry mgpu's run marker (``MGPU_RUN_ID``) and a rank
+number, whose ``/proc/<pid>/status`` shows the stack signal *caught*. The last check matters: the
+signal's default action ends a process, so a rank that has not (yet) installed the handler is left
+alone and named as such. Ranks are grouped by run marker; a run folder given on the command line
+selects the run whose ``MGPU_RUN_STAMP`` begins the folder's name (the worker's and Isaac Lab's run
+folders both start with that stamp), and without one the newest run of this machine is taken.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from isaaclab_mgpu.contract import env
+from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.contract.stacks import STACK_FILE, STACK_SIGNAL
+from isaaclab_mgpu.launcher.supervise import stacks
+
+__all__ = ["LiveRank", "LiveRun", "dump", "find_runs", "pick"]
+
+
+@dataclass(frozen=True)
+class LiveRank:
+    """One rank process of a running run on this machine."""
+
+    rank: int
+    """Global rank."""
+
+    local_rank: int
+    """Rank on this node."""
+
+    process: psutil.Process
+    """The process, held so that a PID reused meanwhile is never signalled."""
+
+    stack_file: Path
+    """Where the rank's faulthandler writes (``stack.txt`` beside its torchrun logs)."""
+
+    ready: bool
+    """The rank has the stack handler installed (a rank still starting has not)."""
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """The ranks of one running launch on this machine."""
+
+    run_id: str
+    """mgpu's run marker."""
+
+    stamp: str | None
+    """The run folder's stamp (``MGPU_RUN_STAMP``)."""
+
+    started: float
+    """When its first rank started (seconds since the epoch)."""
+
+    ranks: tuple[LiveRank, ...]
+    """Its local ranks, by global rank."""
+
+
+def _caught(pid: int, signum: int) -> bool:
+    """True when ``pid`` has a handler for ``signum`` (``SigCgt`` in /proc/<pid>/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _rank(environ: dict[str, str]) -> tuple[int, int] | None:
+    for prefix in ("", "JAX_"):
+        rank, local = environ.get(f"{prefix}RANK"), environ.get(f"{prefix}LOCAL_RANK")
+        if rank is not None and rank.isdigit() and local is not None and local.isdigit():
+            return int(rank), int(local)
+    return None
+
+
+def find_runs(processes: Iterable[psutil.Process] | None = None) -> list[LiveRun]:
+    """The running launches of this user on this machine, newest first."""
+    uid = os.getuid()
+    found: dict[str, list[tuple[float, str | None, LiveRank]]] = {}
+    for proc in psutil.process_iter() if processes is None else processes:
+        try:
+            if proc.uids().real != uid:
+                continue
+            environ = proc.environ()
+            run_id, error_file = environ.get(env.RUN_ID), environ.get(env.ERROR_FILE)
+            where = _rank(environ)
+            if not run_id or not error_file or where is None:
+                continue
+            started = proc.create_time()
+        except (psutil.Error, OSError):
+            continue
+        ready = STACK_SIGNAL is not None and _caught(proc.pid, STACK_SIGNAL)
+        rank = LiveRank(where[0], where[1], proc, Path(error_file).parent / STACK_FILE, ready)
+        found.setdefault(run_id, []).append((started, environ.get(env.RUN_STAMP), rank))
+    runs = [
+        LiveRun(
+            run_id=run_id,
+            stamp=next((stamp for _, stamp, _ in members if stamp), None),
+            started=min(t for t, _, _ in members),
+            ranks=tuple(sorted((r for _, _, r in members), key=lambda r: r.rank)),
+        )
+        for run_id, members in found.items()
+    ]
+    return sorted(runs, key=lambda r: r.started, reverse=True)
+
+
+def pick(runs: list[LiveRun], folder: str | None) -> LiveRun:
+    """The run ``folder`` names (its stamp begins the folder's name), else the newest one."""
+    if folder is None:
+        if not runs:  # nothing to show, as `mgpu runs --last` with no run: 1, not bad input
+            raise MgpuError("no running mgpu run of this user on this machine", exit_code=1)
+        return runs[0]
+    name = Path(folder).name
+    for run in runs:
+        if run.stamp and name.startswith(run.stamp):
+            return run
+    raise UsageError(f"{folder!r}: no running rank on this machine writes this run; see mgpu runs")
+
+
+def dump(run: LiveRun, wait: float = stacks.WAIT_S) -> dict[int, str]:
+    """Every ready rank's stack, by global rank (a rank that wrote nothing in ``wait`` s is absent)."""
+    targets = {r.rank: (r.process, r.stack_file) for r in run.ranks if r.ready}
+    return stacks.collect(targets, wait=wait)

@@ -1,0 +1,73 @@
+"""``mgpu stacks``: a running 2-rank run's live stacks, with the stall watch off, and the run goes on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from training_helpers import child_env
+
+from isaaclab_mgpu.launcher import livestacks
+
+MGPU = [sys.executable, "-m", "isaaclab_mgpu"]
+
+
+def test_stacks_of_a_running_run_leave_it_running(tmp_path):
+    options = ["--nproc_per_node", "2", "--stall_timeout", "0", "--num_envs", "16", "--max_iterations", "60"]
+    train = subprocess.Popen(
+        [*MGPU, "train", "--device", "cpu", *options, "--log_root", "logs"],
+        cwd=tmp_path,
+        env=child_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen = []
+    try:
+        for line in train.stdout:  # training has begun once rank 0 prints iteration 2
+            seen.append(line)
+            if "iteration 2/60" in line:
+                break
+        folders = list((tmp_path / "logs" / "rsl_rl" / "cartpole").iterdir())
+        stacks = subprocess.run(
+            [*MGPU, "stacks", str(folders[0])],
+            cwd=tmp_path,
+            env=child_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        rest, _ = train.communicate(timeout=600)
+    finally:
+        if train.poll() is None:
+            train.kill()
+    assert stacks.returncode == 0, stacks.stdout + stacks.stderr
+    sections = stacks.stdout.split("== rank ")[1:]
+    assert [s.split(" ", 1)[0] for s in sections] == ["0", "1"], stacks.stdout
+    for s in sections:
+        assert "most recent call first" in s and "isaaclab_mgpu/rank/" in s, s
+    saved = list((tmp_path / "logs" / "mgpu").glob("*/attempt_0/*/stack.txt"))
+    assert len(saved) == 2 and all(p.stat().st_size > 0 for p in saved)
+    assert train.returncode == 0, "".join(seen) + rest
+    assert "iteration 60/60" in rest
+
+
+def test_no_running_run_is_exit_1_not_bad_input():
+    try:
+        livestacks.pick([], None)
+    except livestacks.MgpuError as exc:
+        assert exc.exit_code == 1 and "no running mgpu run" in str(exc)
+    else:
+        raise AssertionError("no run, yet one was picked")
+
+
+def test_a_folder_no_running_rank_writes_is_refused(tmp_path):
+    run = livestacks.LiveRun(run_id="x", stamp="2026-01-01_00-00-00", started=time.time(), ranks=())
+    assert livestacks.pick([run], "logs/rsl_rl/cartpole/2026-01-01_00-00-00_r1") is run
+    try:
+        livestacks.pick([run], "logs/rsl_rl/cartpole/2025-01-01_00-00-00")
+    except livestacks.UsageError as exc:
+        assert "no running rank" in str(exc)
+    else:
+        raise AssertionError("a folder of no running run was accepted")
