@@ -203,19 +203,90 @@ def test_gpu_held_by_another_process_warns():
     gs = (held(base.gpu.gpus[0], GpuProcess(4242, 3000, "python", "python other.py")), base.gpu.gpus[1])
     f = replace(base, gpu=replace(base.gpu, gpus=gs))
     one = find(f, "gpu_in_use:0")
-    assert one.status == WARN and "PID 4242" in one.observed and "4242" in one.fix
+    assert one.status == WARN and "PID 4242" in one.observed and "in use by an unknown user" in one.fix
     assert find(f, "gpu_in_use:1").status == PASS
     assert not failures(evaluate(f))
 
 
-def test_gpu_held_by_a_stale_mgpu_worker_fails():
+def test_gpu_held_by_a_leftover_of_my_own_mgpu_run_fails_with_the_kill_command():
     base = facts(2)
     stale = GpuProcess(
-        777, 20000, "python", "python -m isaaclab_mgpu.worker --rl_library rsl_rl --distributed"
+        777,
+        20000,
+        "python",
+        "python -m isaaclab_mgpu.worker --rl_library rsl_rl --distributed",
+        user="me",
+        mine=True,
+        run_id="0123456789abcdef",
+        orphan=True,
     )
     f = replace(base, gpu=replace(base.gpu, gpus=(held(base.gpu.gpus[0], stale), base.gpu.gpus[1])))
     one = find(f, "gpu_in_use:0")
     assert one.status == FAIL and "kill 777" in one.fix
+    assert "(you, mgpu run 01234567)" in one.observed
+
+
+def _used_by(proc: GpuProcess, used: int | None = None):
+    base = facts(2)
+    gpus = (held(base.gpu.gpus[0], proc, used=used), base.gpu.gpus[1])
+    return find(replace(base, gpu=replace(base.gpu, gpus=gpus)), "gpu_in_use:0")
+
+
+def test_a_colleagues_live_torchrun_is_named_with_its_owner_and_never_killed():
+    colleague = GpuProcess(
+        4243,
+        30000,
+        "python",
+        "python -m torch.distributed.run --nproc_per_node 8 train.py",
+        user="alice",
+        mine=False,
+    )
+    one = _used_by(colleague)
+    assert one.status == WARN and "alice" in one.observed and "in use by alice" in one.fix
+    assert "kill" not in one.fix and "4243" not in one.fix
+    full = _used_by(colleague, used=80000)
+    assert full.status == FAIL and "alice" in full.fix and "kill" not in full.fix
+
+
+def test_my_own_running_mgpu_run_is_not_a_leftover():
+    running = GpuProcess(
+        900,
+        9000,
+        "python",
+        "python -m isaaclab_mgpu.worker --distributed",
+        user="me",
+        mine=True,
+        run_id="r",
+        orphan=False,
+    )
+    one = _used_by(running)
+    assert one.status == WARN and "kill" not in one.fix and "in use by you" in one.fix
+
+
+def test_a_process_whose_owner_is_not_visible_is_never_killed():
+    unknown = GpuProcess(5, 100, None, "python -m isaaclab_mgpu.worker", orphan=True)
+    one = _used_by(unknown)
+    assert "kill" not in one.fix and "an unknown user" in one.fix
+
+
+def test_owner_marker_and_orphan_are_read_from_a_real_process():
+    import getpass
+    import os
+    import subprocess
+    import sys
+
+    from isaaclab_mgpu.launcher import nvml
+
+    env = {**os.environ, "MGPU_RUN_ID": "feedfacecafe"}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        seen = nvml._process(child.pid, 12)
+    finally:
+        child.kill()
+        child.wait()
+    assert (seen.pid, seen.used_mib, seen.mine, seen.run_id) == (child.pid, 12, True, "feedfacecafe")
+    assert seen.user == getpass.getuser()
+    assert seen.orphan  # pytest is no launcher: nothing above it would stop it
 
 
 def test_full_gpu_fails():

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from isaaclab_mgpu.contract import env
+
 
 class NvmlUnavailable(Exception):
     """NVML cannot answer here; the message says why (no nvidia-ml-py, no driver, a driver error)."""
@@ -77,6 +79,18 @@ class GpuProcess:
 
     cmdline: str | None = None
     """Command line, when visible from here."""
+
+    user: str | None = None
+    """The process's owner (user name), when visible from here."""
+
+    mine: bool | None = None
+    """Owned by the user running check-env (None: the owner is not visible from here)."""
+
+    run_id: str | None = None
+    """mgpu's run marker (``MGPU_RUN_ID``) in its environment: a process of an mgpu run."""
+
+    orphan: bool = False
+    """No launcher (mgpu, torchrun, mgpu's JAX launcher) above it any more: left over."""
 
 
 @dataclass(frozen=True)
@@ -246,12 +260,24 @@ def parse_topo_matrix(text: str) -> tuple[GpuLink, ...]:
     return tuple(links)
 
 
-def _process(pid: int, used_mib: int | None) -> GpuProcess:
-    name = cmdline = None
-    with contextlib.suppress(Exception):
-        import psutil
+#: Command-line words of a launcher above a rank: a rank with none of them above it is left over.
+_LAUNCHERS = ("mgpu", "torch.distributed.run", "torchrun", "isaaclab_mgpu.jaxrun")
 
+
+def _process(pid: int, used_mib: int | None) -> GpuProcess:
+    import os
+
+    import psutil
+
+    found: dict = {}
+    with contextlib.suppress(Exception):
         proc = psutil.Process(pid)
-        name = proc.name()
-        cmdline = " ".join(proc.cmdline())[:300]
-    return GpuProcess(pid, used_mib, name, cmdline)
+        found["name"] = proc.name()
+        found["cmdline"] = " ".join(proc.cmdline())[:300]
+        found["user"] = proc.username()
+        found["mine"] = proc.uids().real == os.getuid()
+        with contextlib.suppress(psutil.Error):
+            found["run_id"] = proc.environ().get(env.RUN_ID)  # readable for one's own processes
+        above = [" ".join(a.cmdline()) for a in proc.parents() if a.pid != 1]
+        found["orphan"] = not any(word in cmd for cmd in above for word in _LAUNCHERS)
+    return GpuProcess(pid, used_mib, **found)

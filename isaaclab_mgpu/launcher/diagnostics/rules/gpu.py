@@ -13,6 +13,7 @@ from isaaclab_mgpu.launcher.diagnostics.rules.base import (
     used_gpus,
     uses_gpus,
 )
+from isaaclab_mgpu.launcher.nvml import GpuProcess
 
 #: Share of a GPU's memory in use at which the launch cannot be expected to fit.
 GPU_FULL = 0.95
@@ -70,8 +71,24 @@ def _stale(proc_cmd: str | None) -> bool:
     return bool(proc_cmd) and any(m in proc_cmd for m in STALE_MARKERS)
 
 
+def _leftover(p: GpuProcess) -> bool:
+    """A process of this user's own mgpu run whose launcher is gone: safe to kill."""
+    return bool(p.mine) and bool(p.run_id or _stale(p.cmdline)) and p.orphan
+
+
+def _who(p: GpuProcess) -> str:
+    owner = "you" if p.mine else (p.user or "an unknown user")
+    run = f", mgpu run {p.run_id[:8]}" if p.run_id else ""
+    memory = f" {p.used_mib} MiB" if p.used_mib is not None else ""
+    return f"PID {p.pid} {p.name or '?'} ({owner}{run}){memory}"
+
+
 def gpu_in_use_rule(f: Facts) -> list[Finding]:
-    """Memory already in use on the GPUs the launch would use, and who holds it."""
+    """Memory already in use on the GPUs the launch would use, and who holds it.
+
+    A kill command is named only for this user's own mgpu leftovers (marked, launcher gone); a
+    process of another user, or a live run, is named with its owner: share the GPU or avoid it.
+    """
     used = used_gpus(f)
     if not used:
         return []
@@ -79,47 +96,42 @@ def gpu_in_use_rule(f: Facts) -> list[Finding]:
     for g in used:
         procs = g.processes
         share = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
-        held = ", ".join(
-            f"PID {p.pid} {p.name or '?'}" + (f" {p.used_mib} MiB" if p.used_mib is not None else "")
-            for p in procs
-        )
+        held = ", ".join(_who(p) for p in procs)
         observed = f"GPU {g.index}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" + (
             f" by {held}" if held else ""
         )
-        pids = " ".join(str(p.pid) for p in procs)
-        if any(_stale(p.cmdline) for p in procs):
+        name = f"gpu_in_use:{g.index}"
+        leftovers = [p for p in procs if _leftover(p)]
+        others = [p for p in procs if not _leftover(p)]
+        avoid = "choose other GPUs with --gpu_ids (or CUDA_VISIBLE_DEVICES)"
+        users = sorted({"you" if p.mine else (p.user or "an unknown user") for p in others})
+        if leftovers:
+            pids = " ".join(str(p.pid) for p in leftovers)
             out.append(
                 finding(
                     "gpu",
-                    f"gpu_in_use:{g.index}",
+                    name,
                     FAIL,
-                    observed + " — a previous mgpu/torchrun run",
-                    f"a previous run still holds this GPU: kill {pids} (or wait for it to exit)",
+                    observed + " — left over from your earlier mgpu run",
+                    f"your earlier run's processes still hold this GPU: kill {pids}",
                 )
             )
         elif share >= GPU_FULL:
             out.append(
                 finding(
                     "gpu",
-                    f"gpu_in_use:{g.index}",
+                    name,
                     FAIL,
                     observed,
-                    f"the GPU is full: stop {pids or 'the process using it'} or exclude it with "
-                    "CUDA_VISIBLE_DEVICES",
+                    f"the GPU is full, in use by {', '.join(users) or 'a process'}: {avoid}",
                 )
             )
-        elif procs:
+        elif others:
             out.append(
-                finding(
-                    "gpu",
-                    f"gpu_in_use:{g.index}",
-                    WARN,
-                    observed,
-                    f"another process shares this GPU: stop {pids} or exclude it with CUDA_VISIBLE_DEVICES",
-                )
+                finding("gpu", name, WARN, observed, f"in use by {', '.join(users)}: share it, or {avoid}")
             )
         else:
-            out.append(finding("gpu", f"gpu_in_use:{g.index}", PASS, observed))
+            out.append(finding("gpu", name, PASS, observed))
     return out
 
 
