@@ -192,6 +192,8 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
             )
         if folder is not None:
             runs.mark(folder, exit_status=EXIT_REQUEUE)
+        if spec.requeue and not node0:
+            raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
         raise Requeued(
             f"stopped at a checkpoint{where} on {signame}; run the same command with --resume auto "
             "to continue (in a SLURM job: add --requeue)"
