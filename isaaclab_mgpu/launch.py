@@ -12,11 +12,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from functools import partial
 from typing import TYPE_CHECKING
 
 from isaaclab_mgpu import report
 from isaaclab_mgpu.contract import summary
-from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Hang, Interrupted, UsageError, WorkerFailure
+from isaaclab_mgpu.contract.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_REQUEUE,
+    Hang,
+    Interrupted,
+    MgpuError,
+    Requeued,
+    UsageError,
+    WorkerFailure,
+    passed_through,
+)
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.build import shell_join
@@ -24,6 +35,7 @@ from isaaclab_mgpu.launcher.pipeline import prepare
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, training_option
 
 if TYPE_CHECKING:
+    from isaaclab_mgpu.launcher.attempts import Outcome
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.probe.config import ProbeOptions
@@ -99,9 +111,12 @@ def train(
     preflight: bool = True,
     use_saved_workarounds: bool = True,
 ) -> int:
-    """Launch and supervise ``spec``; 0 on success, else raise the error carrying the exit code."""
-    from isaaclab_mgpu.launcher.supervise import SuperviseOptions, supervise
-    from isaaclab_mgpu.report import supervise as notes
+    """Launch and supervise ``spec`` through its attempts; 0 on success, else raise the error
+    carrying the exit code (see :mod:`isaaclab_mgpu.launcher.attempts`)."""
+    from isaaclab_mgpu.launcher import continuation
+    from isaaclab_mgpu.launcher.attempts import RestartOptions, run_attempts
+    from isaaclab_mgpu.launcher.supervise import SuperviseOptions
+    from isaaclab_mgpu.report import supervise as progress
 
     check_isaac_task(spec)
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
@@ -115,7 +130,10 @@ def train(
         if failed:
             preflight_failures(failed[1:])
             raise preflight_error(failed)
+    placement = continuation.place(resolved, cmd.world_size)  # bad --resume: exit 2, nothing spawned
     report.resolve_notes(resolved)
+    for line in placement.notes:
+        report.note(line)
     options = dataclasses.replace(options or SuperviseOptions(), stall=stall_options(spec, cmd))
     view = None
     if options.console and options.on_stdout is None and sys.stdout.isatty():
@@ -124,21 +142,85 @@ def train(
 
         view = LiveProgress()
         options = dataclasses.replace(options, on_stdout=view.feed)
+    restart = RestartOptions(max_restarts=spec.max_restarts or 0, requeue_signal=spec.requeue_signum)
+    folder = placement.place.run_dir
     try:
-        result = supervise(cmd, options, notes)
+        outcome = run_attempts(
+            cmd,
+            placement.place,
+            restart,
+            options,
+            progress,
+            progress,
+            on_attempt_end=partial(runs.record_attempts, folder) if folder is not None else None,
+        )
     finally:
         if view is not None:
             view.close()
     if options.console:
-        notes.result(result)
-    settle_run(resolved, cmd, result)
-    return exit_code(result, cmd, resolved.spec)  # with what SLURM or Kubernetes filled in
+        progress.result(outcome.result)
+    return conclude(resolved, cmd, outcome)
 
 
-def settle_run(resolved: ResolvedSpec, cmd: Command, result: RunResult) -> None:
-    """Record in the run's summary.json how the launch ended when rank 0 could not."""
-    spec = resolved.spec
-    if not spec.builtin_worker or (resolved.node_rank or 0) != 0 or result.exit_code == 0:
+def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
+    """Record how the run ended (node 0), requeue it when asked, and map the outcome to the exit
+    code (0, or raise the error that carries it; one rule: :func:`~.contract.errors.passed_through`)."""
+    from isaaclab_mgpu.launcher.attempts import requeue
+
+    spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
+    node0 = (resolved.node_rank or 0) == 0
+    if last.outcome == "finished":
+        return 0
+    if last.outcome == "stopped":
+        where = f" at iteration {last.reached}" if last.reached is not None else ""
+        signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
+        if spec.requeue and node0 and resolved.slurm_job_id:
+            ok, said = requeue(resolved.slurm_job_id)
+            if not ok:
+                if folder is not None:
+                    runs.mark(folder, exit_status=EXIT_REQUEUE)
+                raise MgpuError(
+                    f"stopped at a checkpoint{where} on {signame}, but scontrol requeue "
+                    f"{resolved.slurm_job_id} failed: {said or 'no output'}; resubmit the job by hand",
+                    exit_code=EXIT_REQUEUE,
+                )
+            if folder is not None:
+                runs.mark(folder, status="requeued", exit_status=EXIT_REQUEUE)
+            raise Requeued(
+                f"stopped at a checkpoint{where} on {signame}; requeued SLURM job {resolved.slurm_job_id}: "
+                "the requeued job continues this run"
+            )
+        if folder is not None:
+            runs.mark(folder, exit_status=EXIT_REQUEUE)
+        if spec.requeue and not node0:
+            raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
+        raise Requeued(
+            f"stopped at a checkpoint{where} on {signame}; run the same command with --resume auto "
+            "to continue (in a SLURM job: add --requeue)"
+        )
+    if folder is not None:
+        settle_run(resolved, cmd, outcome)
+    try:
+        exit_code(outcome.result, cmd, spec)
+    except Interrupted:
+        raise
+    except MgpuError as exc:
+        code = exc.exit_code
+        if isinstance(exc, WorkerFailure):
+            code = passed_through(code)
+        message = str(exc)
+        if len(outcome.attempts) > 1:
+            every = "; ".join(a.describe() for a in outcome.failures)
+            used = f"restarts used up ({outcome.restarts} of {spec.max_restarts or 0})"
+            message += f"; {used}, every failure in order: {every}"
+        raise type(exc)(message, exit_code=code) from None
+    return 0
+
+
+def settle_run(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> None:
+    """Record in the run's summary.json how the launch ended when rank 0 could not (see :mod:`.runs`)."""
+    spec, result, folder = resolved.spec, outcome.result, outcome.run_dir
+    if folder is None:
         return
     if result.stall is not None:
         status = "hung"
@@ -146,14 +228,16 @@ def settle_run(resolved: ResolvedSpec, cmd: Command, result: RunResult) -> None:
         status = "interrupted"
     else:
         status = "failed"
-    folder = runs.planned_folder(spec.training_args, spec.library, resolved.run_stamp)
     identity = {
         "backend": spec.library,
         "framework": spec.framework,
         "task": training_option(spec.training_args, "task") or DEFAULT_TASK,
         "world_size": cmd.world_size,
     }
-    summary.settle(folder, status, result.exit_code, identity)
+    code = passed_through(result.exit_code) if status == "failed" else result.exit_code
+    summary.settle(folder, status, code, identity)
+    if status == "failed" and code != result.exit_code:
+        runs.mark(folder, rank_exit_code=result.exit_code)
 
 
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:

@@ -132,10 +132,12 @@ def test_every_torchrun_option_in_isaaclab_order():
     flags = [a for a in argv[: argv.index("isaaclab_mgpu.worker")] if a.startswith("--")]
     assert flags == [
         "--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port",
-        "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id", "--max_restarts", "--monitor_interval",
+        "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id", "--monitor_interval",
         "--start_method", "--role", "--tee", "--redirects", "--local_ranks_filter", "--log_dir",
         "--virtual_local_rank",
     ]  # fmt: skip
+    # Restarts are mgpu's own (each resumes); torchrun would relaunch from iteration 0.
+    assert "--max_restarts" not in argv
 
 
 def test_default_filter_comes_after_forwarded_options_as_in_isaaclab():

@@ -87,11 +87,14 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
     assert len(set(s["checksums"]["end"])) == 1
     assert proc.returncode == 130, out[-3000:]
 
-    code, out = run(
-        backend, tmp_path, "--num_envs", "32", "--max_iterations", "2", "--resume", "--run_name", "more"
-    )
+    # --max_iterations is the total; --resume continues the newest run with a checkpoint in its folder.
+    total = str(stopped + 2)
+    code, out = run(backend, tmp_path, "--num_envs", "32", "--max_iterations", total, "--resume")
     assert code == 0, out[-3000:]
-    s2, _ = summary(tmp_path, backend, "more")
-    assert (s2["start_iteration"], s2["end_iteration"], s2["iterations"]) == (stopped, stopped + 2, 2)
+    assert f"resuming at iteration {stopped} of {total}" in out
+    s2, again = summary(tmp_path, backend, "stop")
+    assert again == run_dir
+    assert (s2["start_iteration"], s2["end_iteration"], s2["iterations"]) == (0, stopped + 2, stopped + 2)
+    assert s2["resumed_at"] == stopped and s2["status"] == "finished"
     assert s2["resumed_from"].endswith(f"model_{stopped}.pt")
     assert len(set(s2["checksums"]["start"])) == 1 and len(set(s2["checksums"]["end"])) == 1

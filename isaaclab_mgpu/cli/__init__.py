@@ -36,7 +36,7 @@ from isaaclab_mgpu.cli.options import (
     train_launch_command,
 )
 from isaaclab_mgpu.cli.probe import probe_nccl_cmd
-from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Interrupted, MgpuError
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_REQUEUE, Interrupted, MgpuError
 
 app = typer.Typer(
     name="mgpu",
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = command.main(args, prog_name="mgpu", standalone_mode=False)
     except Interrupted as exc:  # a deliberate stop, not an error
-        report.stopped(str(exc), clean=exc.exit_code == EXIT_INTERRUPTED)
+        report.stopped(str(exc), clean=exc.exit_code in (EXIT_INTERRUPTED, EXIT_REQUEUE))
         return exc.exit_code
     except MgpuError as exc:
         if STATE.debug:

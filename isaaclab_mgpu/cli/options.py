@@ -31,6 +31,7 @@ STALLS = "Hang detection (train)"
 PROGRAM = "Your own training program (instead of the built-in worker)"
 TORCHRUN = "torchrun options (forwarded when set)"
 LOGS = "Logs"
+RESTARTS = "Restarts, resume and requeue (train)"
 
 
 class _State:
@@ -236,7 +237,15 @@ SHARED: dict[str, tuple[Any, Any]] = {
     ),
     "rdzv_id": (Annotated[str | None, _opt("rdzv_id", "Rendezvous id of the job.")], None),
     "max_restarts": (
-        Annotated[str | None, _opt("max_restarts", "Worker-group restarts before failing.")],
+        Annotated[
+            str | None,
+            _opt(
+                "max_restarts",
+                "Restarts after a failed or hung attempt, each resuming from the run's newest "
+                "checkpoint in the same run folder (mgpu's own; torchrun gets none).",
+                panel=RESTARTS,
+            ),
+        ],
         None,
     ),
     "monitor_interval": (
@@ -337,6 +346,36 @@ STALL: dict[str, tuple[Any, Any]] = {
 }
 
 
+#: Requeue options of train and dry-run.
+REQUEUE: dict[str, tuple[Any, Any]] = {
+    "requeue": (
+        Annotated[
+            bool,
+            _opt(
+                "requeue",
+                "SLURM: after the requeue signal's checkpoint, node 0 runs scontrol requeue "
+                "$SLURM_JOB_ID and mgpu exits 75 (the batch script also needs #SBATCH --requeue).",
+                panel=RESTARTS,
+            ),
+        ],
+        False,
+    ),
+    "requeue_signal": (
+        Annotated[
+            str,
+            _opt(
+                "requeue_signal",
+                "The signal that asks the ranks to checkpoint at the next iteration and stop "
+                "(SLURM: #SBATCH --signal=USR1@90).",
+                panel=RESTARTS,
+                metavar="SIGNAL",
+            ),
+        ],
+        "USR1",
+    ),
+}
+
+
 def spec_from_options(training_args: list[str], values: dict[str, Any]) -> LaunchSpec:
     """Build the LaunchSpec from parsed option values and the passthrough arguments."""
     fields = {k: v for k, v in values.items() if k not in ("debug", "no_inject_distributed")}
@@ -403,5 +442,5 @@ def launch_command(fn: Callable[..., Any], *, groups: tuple[dict[str, tuple[Any,
 
 
 def train_launch_command(fn: Callable[..., Any]) -> Any:
-    """:func:`launch_command` plus the stall-watch options (train and dry-run)."""
-    return launch_command(fn, groups=(STALL,))
+    """:func:`launch_command` plus the stall-watch and requeue options (train and dry-run)."""
+    return launch_command(fn, groups=(STALL, REQUEUE))

@@ -32,5 +32,17 @@ CPU_COLLECTIVES = "MGPU_CPU_COLLECTIVES"
 #: Ranks on this node (torchrun and mgpu's JAX launcher set it); equal to the world size on one node.
 LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
 
+#: The run folder node 0's launcher created (restarts and requeues reuse it); see :mod:`.resume`.
+RUN_DIR = "MGPU_RUN_DIR"
+
+#: What rank 0 continues from: a checkpoint file, or a run folder (its newest checkpoint).
+RESUME = "MGPU_RESUME"
+
+#: This launch's attempt number: 0 first, 1 for mgpu's first restart, ...
+ATTEMPT = "MGPU_ATTEMPT"
+
+#: A file whose existence asks every rank to checkpoint at the next iteration boundary and stop.
+CHECKPOINT_REQUEST = "MGPU_CHECKPOINT_REQUEST"
+
 #: Torch elastic's per-rank error file (``@record`` writes a failing rank's traceback there).
 ERROR_FILE = "TORCHELASTIC_ERROR_FILE"

@@ -12,16 +12,25 @@ Exit codes (also in ``docs/commands.md``):
        ``runs --last``: no run found, or a folder name it cannot print;
        ``skills check``: problems found
 2      bad input: nothing was spawned
-1, 3.. ``train``: a rank failed; the first failed rank's own exit code
+1, 3.. ``train``: a rank failed; the last failed rank's own exit code (see below)
 3      ``probe-nccl``: an all-reduce gave a wrong result (and nothing hung)
 4      a hang: ``train``: a rank made no progress for ``--stall_timeout`` seconds (or start-up
        none for ``--startup_timeout``) and the tree was stopped; ``probe-nccl``: a launch hung
        past ``--timeout`` (the worst outcome of a sweep wins)
+75     ``train``: stopped at a checkpoint on the requeue signal (``--requeue_signal``, SLURM's
+       ``--signal=USR1@90``), to be continued (sysexits' ``EX_TEMPFAIL``); with ``--requeue``
+       the job was requeued
 124    ``train``: stopped, and some process had to be SIGKILLed after the grace period
-128+N  ``train``: the first failed rank died of signal N (139: SIGSEGV, 134: SIGABRT)
+128+N  ``train``: the last failed rank died of signal N (139: SIGSEGV, 134: SIGABRT)
 130    ``train``: interrupted (Ctrl-C, SIGTERM, SIGHUP) and every process ended in time;
        ``probe-nccl``: interrupted (the running launch was torn down)
 =====  ==============================================================
+
+**One rule for a rank's own code.** mgpu's verdicts keep the reserved codes
+(:data:`RESERVED`: 2, 4, 75, 124, 130). A failed rank's code (its exit code, or 128+N for signal
+N) passes through unless it equals one of them; then ``train`` exits 1 and the rank's own code is
+kept in ``summary.json`` (``rank_exit_code`` of the failure) and in ``mgpu runs --json``
+(:func:`passed_through`). With ``--max_restarts`` the run ends with the last failure's code.
 
 124 is GNU ``timeout``'s "time ran out, the command was killed": no signal's 128+N, and unlike
 137 (128+SIGKILL) it cannot be confused with a rank that was itself killed by SIGKILL (e.g. by the
@@ -42,6 +51,15 @@ EXIT_HANG = 4
 EXIT_PROBE_HANG = EXIT_HANG
 EXIT_INTERRUPTED = 130
 EXIT_KILLED_AFTER_GRACE = 124
+#: train: stopped at a checkpoint on the requeue signal, to be continued (sysexits' EX_TEMPFAIL).
+EXIT_REQUEUE = 75
+#: Codes that are mgpu's own verdicts; a rank's code equal to one becomes 1 (:func:`passed_through`).
+RESERVED = (EXIT_USAGE, EXIT_HANG, EXIT_REQUEUE, EXIT_KILLED_AFTER_GRACE, EXIT_INTERRUPTED)
+
+
+def passed_through(rank_code: int) -> int:
+    """What ``train`` exits with for a failed rank's own ``rank_code``: itself, or 1 when reserved."""
+    return 1 if rank_code in RESERVED or rank_code == 0 else rank_code
 
 
 class MgpuError(Exception):
@@ -79,3 +97,9 @@ class Interrupted(MgpuError):
     """The run was stopped by a signal from the user."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+class Requeued(Interrupted):
+    """The run stopped at a checkpoint on the requeue signal, to be continued (``--requeue``: requeued)."""
+
+    exit_code = EXIT_REQUEUE

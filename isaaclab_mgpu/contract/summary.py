@@ -14,9 +14,12 @@ first iteration holds just-in-time compilation (skrl JAX: seconds) and first all
 :class:`Steady` (``steady``, from :func:`steady_pace`) gives the pace after it, the median of the
 later iterations, with the warm-up's own seconds apart.
 
-Statuses: ``running`` while rank 0 trains; ``finished`` or ``interrupted`` when rank 0 ends; the
-launcher settles a summary still ``running`` once every process is gone: ``failed``, ``hung`` or
-``interrupted``.
+Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted`` or ``stopped`` (saved and
+stopped on the requeue signal, to be continued) when rank 0 ends; the launcher settles a summary
+still ``running`` once every process is gone: ``failed``, ``hung`` or ``interrupted``, and marks a
+requeued one ``requeued``. One run keeps one summary across mgpu's restarts and SLURM's requeues:
+``attempts`` and ``restarts`` record each launch, ``launcher_*`` who keeps the file (so ``mgpu runs``
+never shows a run as running once its launcher is gone).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 from isaaclab_mgpu.contract import files
 from isaaclab_mgpu.contract.layout import SUMMARY
 
-STATUSES = ("running", "finished", "interrupted", "failed", "hung")
+STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued")
 #: Seconds between rank 0's refreshes of a running summary.
 REFRESH_S = 30.0
 #: Iterations at the start of a run that count as warm-up (compilation, first allocations).
@@ -182,6 +185,39 @@ class Summary:
     settled_by: str | None = None
     """``launcher`` when the launcher, not rank 0, wrote the final status."""
 
+    total_iterations: int | None = None
+    """The run's ``--max_iterations``: the total it trains to, across restarts and resumes."""
+
+    resumed_at: int | None = None
+    """The iteration the latest attempt resumed from (None: it started the run)."""
+
+    rank_exit_code: int | None = None
+    """The failed rank's own code when it collided with one of mgpu's reserved codes (then
+    ``exit_status`` is 1; see :func:`isaaclab_mgpu.contract.errors.passed_through`)."""
+
+    attempt: int | None = None
+    """The number of the attempt that rank 0 last ran in (0: the first launch)."""
+
+    attempts: tuple[Mapping[str, Any], ...] = ()
+    """Every attempt of this mgpu: number, outcome, exit code, failed rank and how, the iteration it
+    started at, the iteration reached, the newest checkpoint, iterations lost, seconds."""
+
+    restarts: tuple[Mapping[str, Any], ...] = ()
+    """Each restart: the attempt that ended (as in ``attempts``) and ``resumed_from``, the
+    iteration the next attempt resumed from."""
+
+    slurm_job_id: str | None = None
+    """The SLURM job that runs it: a requeued job continues the run that names its id."""
+
+    launcher_pid: int | None = None
+    """The ``mgpu train`` process that keeps this run."""
+
+    launcher_host: str | None = None
+    """Its host."""
+
+    launcher_started: float | None = None
+    """Its start time (seconds since the epoch), so a reused PID is not taken for it."""
+
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Keys this version does not know, kept as read."""
 
@@ -328,6 +364,12 @@ def _rewards(v: Any) -> Any:
     return tuple(out)
 
 
+def _records(v: Any) -> Any:
+    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        return _BAD
+    return tuple(v)
+
+
 def _rates(v: Any) -> Any:
     # Older summaries wrote the total alone.
     if not isinstance(v, dict):
@@ -388,5 +430,15 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "interrupted": _bool,
     "exit_status": _int(),
     "settled_by": _str,
+    "total_iterations": _int(0),
+    "resumed_at": _int(0),
+    "rank_exit_code": _int(),
+    "attempt": _int(0),
+    "attempts": _records,
+    "restarts": _records,
+    "slurm_job_id": _str,
+    "launcher_pid": _int(1),
+    "launcher_host": _str,
+    "launcher_started": _float(0, _MAX_EPOCH),
 }
 assert set(_FIELDS) == {f.name for f in dataclasses.fields(Summary)} - {"extra", "invalid"}

@@ -16,7 +16,9 @@ for ``skrl.utils.distributed.jax`` that keeps its ``JAX_*`` environment contract
     PYTHON -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M --node_rank R]
         --coordinator_address HOST:PORT --tee 3 --log_dir DIR --local_ranks_filter 0 WORKER...
 
-Differences from Isaac Lab's launcher, on purpose: a single node with no address given uses
+Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not passed on (torchrun
+would relaunch the same command from iteration 0; mgpu restarts each attempt itself, resuming,
+see :mod:`isaaclab_mgpu.launcher.attempts`); a single node with no address given uses
 ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
 ``--log_dir`` (default ``logs/mgpu``) and are tee'd to the console, so a filtered rank's output is
 never lost. A multi-node launch without ``--rdzv_id`` (``--master_addr``/``--master_port``, or an

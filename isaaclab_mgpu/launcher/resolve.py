@@ -168,6 +168,12 @@ class ResolvedSpec:
     cuda_visible_devices: str | None = None
     """``CUDA_VISIBLE_DEVICES`` for the launch when ``--gpu_ids`` selected GPUs, else None."""
 
+    slurm_job_id: str | None = None
+    """``SLURM_JOB_ID`` when mgpu runs inside a SLURM job (recorded in the run's summary)."""
+
+    slurm_restart_count: int = 0
+    """``SLURM_RESTART_COUNT``: how often SLURM requeued this job (> 0: continue its run)."""
+
     @property
     def world_size(self) -> int | None:
         """Total ranks across nodes, when known."""
@@ -322,6 +328,12 @@ def resolve(
     nodes = _rendezvous(spec, _given_nodes(spec), port_free=port_free, free_port=free_port, problem=problem)
     if not spec.uses_jax:
         cluster.check_torchrun_env(machine.environ, standalone=nodes.standalone)
+
+    job_id = machine.environ.get("SLURM_JOB_ID") or None
+    restarts = machine.environ.get("SLURM_RESTART_COUNT", "")
+    if spec.requeue and job_id is None:
+        problem("--requeue needs a SLURM job (no SLURM_JOB_ID here); outside SLURM use --resume auto")
+
     return ResolvedSpec(
         spec=spec,
         python=machine.python,
@@ -341,6 +353,8 @@ def resolve(
         warnings=tuple(warnings),
         extra_env=tuple(sorted((extra_env or {}).items())),
         cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
+        slurm_job_id=job_id,
+        slurm_restart_count=int(restarts) if restarts.isdigit() else 0,
     )
 
 

@@ -11,15 +11,21 @@ folder names' stamps, and only as many as it is asked for, so listing thousands 
 A summary's fields are checked on reading (:meth:`~isaaclab_mgpu.contract.summary.Summary.from_json`):
 a field of the wrong type shows as unknown (named in :attr:`RunRow.invalid`; a bad ``status`` is
 ``unknown``), never as a traceback. :func:`last_folder` refuses a folder name that ``$(mgpu runs
---last)`` could not hand back intact (a newline, a control character).
+--last)`` could not hand back intact (a newline, a control character). A run that says
+``running`` but whose launcher (recorded by pid, host and start time) is gone from this host shows
+as ``lost``.
+
+:func:`create_run_folder` makes a new run's folder exclusively; :func:`record_attempts` and
+:func:`mark` are the launcher's writes to a run's summary between attempts (no rank runs then).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +48,40 @@ def planned_folder(training_args: tuple[str, ...], library: str, stamp: str) -> 
         stamp,
         training_option(training_args, "run_name"),
     )
+
+
+#: Statuses of a run that stopped before its total and may be continued (``--resume auto``).
+UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost")
+
+
+def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) -> Path:
+    """Create this run's folder, exclusively: ``<stamp>[_<run_name>]``, or ``<stamp>-2[_…]``, ``-3``…
+    when a run started in the same second already took the name (never shared)."""
+    experiment_dir.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        name = stamp if n == 1 else f"{stamp}-{n}"
+        folder = experiment_dir / (f"{name}_{run_name}" if run_name else name)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise OSError(f"no free run folder name under {experiment_dir} for {stamp}")
+
+
+def mark(folder: Path, **fields: Any) -> None:
+    """Set ``fields`` in the run's summary.json (the launcher, while no rank of it runs)."""
+    if summaries.read(folder) is not None:
+        with contextlib.suppress(OSError):
+            summaries.update(folder, **fields)
+
+
+def record_attempts(folder: Path, attempts: Sequence[Any], restarting: bool) -> None:
+    """Record the run's attempts so far (:class:`~.attempts.Attempt`) in its summary.json, and
+    each restart: its cause, the iteration the next attempt resumes from, the iterations lost."""
+    ended = list(attempts) if restarting else list(attempts[:-1])
+    restarts = tuple({**a.as_json(), "resumed_from": a.checkpoint} for a in ended)
+    mark(folder, attempts=tuple(a.as_json() for a in attempts), restarts=restarts)
 
 
 @dataclass(frozen=True)
@@ -73,6 +113,15 @@ class RunRow:
     """This row's fields whose value in the summary had the wrong type or range: shown as unknown
     (``None``), except ``started``, which falls back to the folder's stamp."""
 
+    restarts: int = 0
+    """Restarts mgpu made in this run (each recorded in its summary.json)."""
+
+    exit_status: int | None = None
+    """What ``mgpu train`` exited with, when the run ended."""
+
+    rank_exit_code: int | None = None
+    """The failed rank's own code when it collided with a reserved one (``exit_status`` then 1)."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -96,14 +145,34 @@ _ROW_FIELDS = {
 
 
 def status_of(s: Summary) -> str:
-    """The run's status; summaries written before statuses existed are finished or interrupted."""
+    """The run's status; summaries written before statuses existed are finished or interrupted.
+
+    ``lost``: the summary says ``running``, but its launcher was on this host and is gone (mgpu was
+    SIGKILLed; its watchdog stopped the ranks): none of the run's processes lives."""
     if "status" in s.invalid:
         return "unknown"
+    if s.status == "running" and _gone(s):
+        return "lost"
     if s.status is not None:
         return s.status
     if s.interrupted:
         return "interrupted"
     return "finished" if (s.exit_status or 0) == 0 else "failed"
+
+
+def _gone(s: Summary) -> bool:
+    """True when the summary names the launcher that keeps it, on this host, and it is gone."""
+    if s.launcher_pid is None or s.launcher_host != socket.gethostname():
+        return False
+    import psutil
+
+    try:
+        started = psutil.Process(s.launcher_pid).create_time()
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+    return s.launcher_started is not None and abs(started - s.launcher_started) > 1.0
 
 
 def _folder_time(folder: Path) -> float:
@@ -137,6 +206,9 @@ def row(folder: Path, s: Summary) -> RunRow:
         status=status_of(s),
         started=s.started_at if s.started_at is not None else _folder_time(folder),
         invalid=tuple(name for name, field in _ROW_FIELDS.items() if field in s.invalid),
+        restarts=len(s.restarts),
+        exit_status=s.exit_status,
+        rank_exit_code=s.rank_exit_code,
     )
 
 

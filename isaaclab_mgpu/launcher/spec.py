@@ -51,7 +51,6 @@ RENDEZVOUS_OPTIONS = (
 #: torchrun options the launch forwards when set, in the order Isaac Lab's launcher emits them.
 TORCHRUN_OPTIONS = (
     *RENDEZVOUS_OPTIONS,
-    "max_restarts",
     "monitor_interval",
     "start_method",
     "role",
@@ -64,6 +63,8 @@ TORCHRUN_OPTIONS = (
 JAXRUN_OPTIONS = ("nnodes", "node_rank", "tee", "local_ranks_filter", "log_dir")
 #: torchrun options that skrl's JAX launch contract has no equivalent for.
 TORCHRUN_ONLY = (*(name for name in TORCHRUN_OPTIONS if name not in JAXRUN_OPTIONS), "virtual_local_rank")
+#: Signals ``--requeue_signal`` may name (SLURM's ``--signal`` warning; never a stop signal).
+REQUEUE_SIGNALS = ("USR1", "USR2", "XCPU", "PWR")
 
 Device = Literal["cuda", "cpu"]
 
@@ -127,7 +128,8 @@ class LaunchSpec:
     """torchrun rendezvous id shared by every node of one job."""
 
     max_restarts: int | None = None
-    """torchrun ``--max_restarts``: worker-group restarts before failing."""
+    """Restarts after a failed or hung attempt, each resuming from the run's newest checkpoint
+    (mgpu's own restarts: the launcher itself gets none)."""
 
     monitor_interval: float | None = None
     """torchrun ``--monitor_interval`` in seconds."""
@@ -184,6 +186,12 @@ class LaunchSpec:
     """Let ``train`` start more CPU ranks than :data:`~isaaclab_mgpu.launcher.resolve.CPU_RANKS_PER_CORE`
     per core (``--device cpu``); without it such a count is refused as a typo."""
 
+    requeue: bool = False
+    """SLURM: after the requeue signal's checkpoint, node 0 runs ``scontrol requeue`` and mgpu exits 75."""
+
+    requeue_signal: str = "USR1"
+    """The signal (without ``SIG``) that asks the ranks to checkpoint at the next iteration and stop."""
+
     def __post_init__(self) -> None:
         _validate(self)
 
@@ -217,6 +225,13 @@ class LaunchSpec:
     def logger(self) -> str | None:
         """The built-in worker's ``--logger`` as given in the training arguments, or None."""
         return training_option(self.training_args, "logger") if self.builtin_worker else None
+
+    @property
+    def requeue_signum(self) -> int:
+        """``requeue_signal`` as a signal number."""
+        import signal
+
+        return int(signal.Signals["SIG" + self.requeue_signal.upper().removeprefix("SIG")])
 
     @property
     def nnodes_max(self) -> int:
@@ -427,6 +442,11 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError(f"--start_method {s.start_method!r} is unknown; choose spawn, fork or forkserver")
     if s.max_restarts is not None and s.max_restarts < 0:
         raise UsageError(f"--max_restarts {s.max_restarts} must be 0 or more")
+    if s.requeue_signal.upper().removeprefix("SIG") not in REQUEUE_SIGNALS:
+        raise UsageError(
+            f"--requeue_signal {s.requeue_signal!r} is not a warning signal; use one of "
+            f"{', '.join(REQUEUE_SIGNALS)} (the one #SBATCH --signal names)"
+        )
     if s.monitor_interval is not None and not s.monitor_interval > 0:
         raise UsageError(f"--monitor_interval {s.monitor_interval} must be a positive number of seconds")
     for name in ("tee", "redirects"):

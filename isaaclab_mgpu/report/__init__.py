@@ -119,6 +119,11 @@ def dry_run(cmd: Command, resolved: ResolvedSpec, *, as_json: bool) -> None:
             f"train would watch for stalls: --stall_timeout {_off(s.stall_timeout)}, "
             f"--startup_timeout {_off(s.startup_timeout)}{silence}"
         )
+    if s.max_restarts:
+        note(
+            f"restarts: mgpu's own, up to {s.max_restarts} (torchrun gets none); each restart "
+            "resumes from the run's newest checkpoint in the same run folder"
+        )
     if as_json:
         out(json.dumps(command_json(cmd, resolved), indent=2))
     else:

@@ -24,6 +24,9 @@ _STATUS_STYLE = {
     "interrupted": "yellow",
     "failed": "bold red",
     "hung": "bold magenta",
+    "stopped": "yellow",
+    "requeued": "cyan",
+    "lost": "bold red",
 }
 
 
@@ -60,9 +63,16 @@ def _cells(r: RunRow) -> list[object]:
         field("env_steps_per_s", cell(_num(r.env_steps_per_s, ",.0f"))),
         cell(_reward(r)),
         field("checksums_equal", _checks(r.checksums_equal)),
-        cell(r.status, _STATUS_STYLE.get(r.status, "")),
+        _status(r),
         cell(r.folder),
     ]
+
+
+def _status(r: RunRow) -> object:
+    shown = cell(r.status, _STATUS_STYLE.get(r.status, ""))
+    if r.restarts:
+        shown.append(f" ({r.restarts} restart{'s' if r.restarts > 1 else ''})")
+    return shown
 
 
 def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:

@@ -12,6 +12,7 @@ from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED
 from isaaclab_mgpu.report import note, warn
 
 if TYPE_CHECKING:
+    from isaaclab_mgpu.launcher.attempts import Attempt
     from isaaclab_mgpu.launcher.supervise import RankFailure, RunResult, Stall
 
 
@@ -107,3 +108,21 @@ def result(r: RunResult) -> None:
         log_folder(r.log_dir)
     if r.survivors:
         warn(f"could not kill process(es) {', '.join(map(str, r.survivors))}; stop them by hand")
+
+
+def restarting(ended: Attempt, number: int, max_restarts: int) -> None:
+    """An attempt failed or hung and mgpu starts the next one, resuming from the newest checkpoint."""
+    if ended.checkpoint is not None:
+        lost = f", {ended.lost} iteration(s) lost" if ended.lost is not None else ""
+        where = f"resuming at iteration {ended.checkpoint}{lost}"
+    else:
+        where = "rank 0 resumes from the run's newest checkpoint"
+    note(f"{ended.describe()}; restart {number} of {max_restarts}: {where}")
+
+
+def checkpoint_requested(signal_name: str, window: float) -> None:
+    """The requeue signal arrived: the ranks save at the next iteration boundary and stop."""
+    note(
+        f"{signal_name} received: the ranks save a checkpoint at the next iteration and stop "
+        f"(stopped as on SIGTERM if not done in {window:g} s)"
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -140,8 +141,31 @@ class Trainer(Protocol):
     def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
         """Write this iteration's curves and ``scalars`` with the library's own writer (rank 0 only)."""
 
+    def resumed_at(self, iteration: int) -> None:
+        """Mark in the event file that the run restarts after ``iteration`` completed iterations
+        (:func:`session_start`), so TensorBoard drops what an attempt logged after that point."""
+
     def close(self) -> None:
         """Flush and close the library's writer."""
+
+
+def session_start(add_event: Any, step: int) -> None:
+    """Write TensorBoard's ``SessionLog.START`` at ``step`` through ``add_event`` (an event writer's).
+
+    TensorBoard's readers treat it as a restart: events of earlier files at ``step`` or later are
+    purged from the curves (what a failed attempt logged after its last checkpoint), so a resumed
+    run reads as one curve with no step twice."""
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+    add_event(Event(step=step, wall_time=time.time(), session_log=SessionLog(status=SessionLog.START)))
+
+
+def skrl_resumed_at(agent: Any, timestep: int) -> None:
+    """skrl's writer: its next scalars come after ``timestep`` (skrl writes at the step count)."""
+    writer = getattr(agent, "writer", None)
+    if writer is not None:
+        # skrl's own SummaryWriter keeps its tensorboard EventFileWriter there.
+        session_start(writer._event_file_writer.add_event, timestep + 1)
 
 
 def skrl_log_iteration(agent: Any, timestep: int, scalars: Mapping[str, float]) -> None:

@@ -33,7 +33,7 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
 from isaaclab_mgpu.contract import progress
-from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum
+from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum, session_start
 from isaaclab_mgpu.rank.patches.rsl_rl import set_rank_fields
 from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext, init_torch_group
@@ -218,6 +218,13 @@ class RslRlTrainer:
             )
         for tag, value in scalars.items():
             writer.add_scalar(tag, value, iteration)
+
+    def resumed_at(self, iteration: int) -> None:
+        """rsl-rl logs 0-based iteration ``it`` at step ``it``: the resumed run's first is ``iteration``."""
+        writer = self.log.writer
+        file_writer = getattr(writer, "_get_file_writer", None)  # torch's SummaryWriter (not W&B's)
+        if file_writer is not None:
+            session_start(file_writer().add_event, iteration)
 
     def close(self) -> None:
         """Flush and close rsl-rl's writer (TensorBoard's SummaryWriter or a LogWriter such as W&B)."""

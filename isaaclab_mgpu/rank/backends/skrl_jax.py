@@ -28,6 +28,7 @@ from isaaclab_mgpu.rank.backends.base import (
     skrl_log_iteration,
     skrl_network,
     skrl_ppo_cfg,
+    skrl_resumed_at,
 )
 from isaaclab_mgpu.rank.backends.skrl_torch import skrl_rollout, spaces
 from isaaclab_mgpu.rank.patches.skrl import import_skrl, patch_skrl_jax
@@ -99,6 +100,9 @@ class SkrlJaxTrainer:
     def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
         """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
         skrl_log_iteration(self.agent, self.timestep, scalars)
+
+    def resumed_at(self, iteration: int) -> None:
+        skrl_resumed_at(self.agent, self.timestep)
 
     def close(self) -> None:
         skrl_close(self.agent)

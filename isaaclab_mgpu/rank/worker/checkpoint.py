@@ -1,66 +1,99 @@
-"""Checkpoints: ``model_<iteration>.pt`` in the run folder, written atomically by rank 0.
+"""Checkpoints: ``model_<iteration>.pt`` in the run folder, written atomically by rank 0, loaded safely.
 
 A checkpoint is one ``torch.save`` file holding ``{"format", "iteration", "library", "framework",
-"task", "state"}``, where ``state`` is the back-end's own ``state_dict`` and ``iteration`` the
-number of completed iterations. It is written to a temporary name next to the target, then renamed
-over it, so a reader (or a resumed run) never sees half a file.
+"task", "world_size", "state"}``, where ``state`` is the back-end's own ``state_dict`` (tensors,
+numbers, strings and bytes only) and ``iteration`` the number of completed iterations. Beside it,
+``model_<iteration>.json`` (:class:`isaaclab_mgpu.contract.resume.CheckpointMeta`) says the same
+without torch. Both are written to private temporary names next to the target, then renamed over
+it, so a reader (or a resumed run) never sees half a file.
+
+Loading never runs code from the file: :func:`load_bytes` uses ``torch.load(weights_only=True)``,
+and a file that needs arbitrary unpickling is refused with one line naming it. Only rank 0 reads
+the file (:func:`read`); the other ranks get its bytes over the process group and load those.
 """
 
 from __future__ import annotations
 
-import re
+import io
+import os
+import pickle
+import stat
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import files
+from isaaclab_mgpu.contract import files, resume
 from isaaclab_mgpu.contract.errors import UsageError
 
-FORMAT = "isaaclab-mgpu/1"
-_NAME = re.compile(r"^model_(\d+)\.pt$")
+FORMAT = resume.FORMAT
 
 
-def save(path: Path, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` to ``path`` atomically (temporary file, then rename)."""
+def save(path: Path, payload: dict[str, Any], meta: resume.CheckpointMeta) -> Path:
+    """Write ``payload`` to ``path`` and its metadata beside it, each atomically."""
     import torch
 
     with files.atomic_open(path, "wb") as f:
         torch.save({"format": FORMAT, **payload}, f)
+    resume.write_meta(path, meta)
     return path
 
 
-def load(path: Path) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save`."""
+def read(path: Path) -> bytes:
+    """The bytes of checkpoint ``path`` (rank 0); a missing or non-regular file is bad input."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"checkpoint {path} is not a file; give a model_<N>.pt or its run folder")
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"checkpoint {path}: cannot read it ({exc.strerror})") from None
+
+
+def load_bytes(data: bytes, name: str | Path) -> dict[str, Any]:
+    """Unpack a checkpoint's bytes with ``torch.load(weights_only=True)``; refuse anything else."""
     import torch
 
-    data = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise UsageError(f"--resume {path}: not an isaaclab-mgpu checkpoint (model_<N>.pt of a run folder)")
-    return data
+    try:
+        loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise UsageError(
+            f"checkpoint {name} refused: it holds objects that only arbitrary unpickling can load "
+            "(not an isaaclab-mgpu checkpoint, or a tampered one); nothing in it was run"
+        ) from None
+    except (RuntimeError, EOFError, ValueError) as exc:
+        raise UsageError(f"checkpoint {name} is not a readable torch file: {exc}") from None
+    if not isinstance(loaded, dict) or loaded.get("format") != FORMAT:
+        raise UsageError(f"checkpoint {name}: not an isaaclab-mgpu checkpoint (model_<N>.pt of a run folder)")
+    return loaded
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Read and safely unpack checkpoint ``path`` in this process."""
+    return load_bytes(read(path), path)
 
 
 def latest_in(folder: Path) -> Path | None:
     """The checkpoint with the highest iteration in ``folder``, if any."""
-    found = [(int(m.group(1)), p) for p in folder.glob("model_*.pt") if (m := _NAME.match(p.name))]
-    return max(found)[1] if found else None
+    return resume.latest(folder)
 
 
-def find(resume: str, experiment_dir: Path, current_run: Path) -> Path:
-    """Resolve ``--resume``: ``latest``, a run folder or a checkpoint file, to a checkpoint file."""
-    if resume == "latest":
-        runs = sorted((p for p in experiment_dir.glob("*") if p.is_dir() and p != current_run), reverse=True)
-        for run in runs:
-            found = latest_in(run)
-            if found is not None:
-                return found
-        raise UsageError(
-            f"--resume: no checkpoint under {experiment_dir}; train once first or give --resume PATH"
-        )
-    path = Path(resume)
+def source(value: str) -> Path | None:
+    """What ``MGPU_RESUME`` (or ``--resume PATH``) names: a checkpoint file, or a run folder's newest
+    checkpoint; None for a run folder without one (the run starts at iteration 0)."""
+    path = Path(value)
     if path.is_dir():
-        found = latest_in(path)
-        if found is None:
-            raise UsageError(f"--resume {resume}: no model_<N>.pt in this folder")
-        return found
+        return latest_in(path)
     if not path.is_file():
-        raise UsageError(f"--resume {resume}: no such run folder or checkpoint file")
+        raise UsageError(f"--resume {value}: no such run folder or checkpoint file")
     return path
+
+
+def find_latest(current_run: Path) -> Path:
+    """``--resume`` without a path, run by hand: the newest checkpoint of the newest earlier run of
+    this experiment that this user owns (never through a symlink; see
+    :func:`isaaclab_mgpu.contract.resume.own_run_folders`)."""
+    experiment = Path(current_run).parent
+    log_root = experiment.parent.parent
+    for run in resume.own_run_folders(experiment, log_root):
+        if run.name != Path(current_run).name and (found := latest_in(run)) is not None:
+            return found
+    raise UsageError(f"--resume: no checkpoint under {experiment}; train once first or give --resume PATH")

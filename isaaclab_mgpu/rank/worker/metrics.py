@@ -1,7 +1,8 @@
 """What every rank measures each iteration, and the curves rank 0 writes from it.
 
 Each rank puts one row into the iteration's all-gather (the one that already agrees on stopping):
-its stop flag, the return sum, count and length sum of the episodes it finished, its own
+its stop flags (:data:`STOP` for SIGINT/SIGTERM, :data:`CHECKPOINT` for mgpu's checkpoint-and-stop
+request, summed), the return sum, count and length sum of the episodes it finished, its own
 env-steps/s, and its parameter checksum as four 16-bit words (exact even in JAX's float32 gather).
 From the gathered rows :func:`summarize` derives the run-wide mean episode reward and length, the
 env-steps/s of every rank, and whether all ranks hold identical parameters.
@@ -34,6 +35,8 @@ import numpy as np
 
 _STOP, _RETURNS, _EPISODES, _LENGTHS, _RATE = range(5)
 _SUM = slice(5, 9)
+#: Stop flags a rank puts into its row (bits of one number, exact in float32).
+STOP, CHECKPOINT = 1, 2
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,10 @@ class IterationStats:
     """One iteration, seen from all ranks."""
 
     stop: bool
-    """Some rank was asked to stop."""
+    """Some rank was asked to stop (SIGINT/SIGTERM)."""
+
+    checkpoint: bool
+    """Some rank's mgpu asked for a checkpoint and a stop (the requeue signal)."""
 
     mean_reward: float | None
     """Mean return of the episodes that ended on any rank; None when none ended."""
@@ -56,7 +62,7 @@ class IterationStats:
     """Every rank's parameter checksum is the same."""
 
 
-def row(stop: bool, stats: Any, steps_per_s: float, digest: str) -> np.ndarray:
+def row(stop: int, stats: Any, steps_per_s: float, digest: str) -> np.ndarray:
     """This rank's contribution to the iteration's all-gather."""
     returns, episodes, lengths = (
         (stats.return_sum, stats.episodes, stats.length_sum) if stats is not None else (0.0, 0, 0.0)
@@ -70,8 +76,10 @@ def summarize(gathered: np.ndarray) -> IterationStats:
     g = np.asarray(gathered, dtype=np.float64)
     episodes = float(g[:, _EPISODES].sum())
     sums = {tuple(r) for r in g[:, _SUM].astype(np.int64).tolist()}
+    flags = g[:, _STOP].astype(np.int64)
     return IterationStats(
-        stop=bool(g[:, _STOP].max() > 0),
+        stop=bool((flags & STOP).any()),
+        checkpoint=bool((flags & CHECKPOINT).any()),
         mean_reward=float(g[:, _RETURNS].sum() / episodes) if episodes else None,
         mean_length=float(g[:, _LENGTHS].sum() / episodes) if episodes else None,
         per_rank_steps_per_s=tuple(float(v) for v in g[:, _RATE]),

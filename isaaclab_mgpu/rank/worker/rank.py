@@ -4,9 +4,9 @@
   ``WORLD_SIZE``, or skrl's ``JAX_RANK``/``JAX_LOCAL_RANK``/``JAX_WORLD_SIZE`` for skrl JAX. The device
   is ``cuda:{LOCAL_RANK}`` on GPUs and ``cpu`` with ``--device cpu``; the seed is offset by the
   global rank so ranks explore differently while starting from rank 0's parameters.
-- :func:`run_folder` is ``<log_root>/<library>/<experiment>/<MGPU_RUN_STAMP>[_<run_name>]``; one
-  stamp from the launcher means every rank names the same folder. Rank 0 owns it; rank ``r > 0``
-  writes only inside ``rank_<r>/``.
+- :func:`run_dir_of` is the folder ``mgpu train`` created for the run (``MGPU_RUN_DIR``); run by
+  hand, :func:`run_folder`: ``<log_root>/<library>/<experiment>/<MGPU_RUN_STAMP>[_<run_name>]``.
+  Rank 0 owns it; rank ``r > 0`` writes only inside ``rank_<r>/``.
 - :class:`Comm` is the handful of collectives the worker itself needs (gather small vectors,
   agree on stopping), over torch.distributed (gloo/NCCL) or JAX's multi-process runtime, or over
   the node's shared-memory channel (:mod:`isaaclab_mgpu.rank.localcomm`) when one is open.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from isaaclab_mgpu.contract import env, layout
+from isaaclab_mgpu.contract import env, layout, resume
 from isaaclab_mgpu.contract.layout import rank_folder as rank_folder
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
@@ -101,6 +101,12 @@ def run_folder(args: WorkerArgs, stamp: str) -> Path:
     return layout.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
 
 
+def run_dir_of(args: WorkerArgs, environ: Mapping[str, str]) -> Path:
+    """This run's folder: the one mgpu created (``MGPU_RUN_DIR``), else :func:`run_folder` of now."""
+    given = environ.get(resume.RUN_DIR_ENV)
+    return Path(given) if given else run_folder(args, run_stamp(environ))
+
+
 class Comm:
     """Collectives over the run's ranks; a single rank needs none."""
 
@@ -117,6 +123,35 @@ class Comm:
         if channel is not None and channel.fits(values):
             return channel.all_gather(values)
         return _gather(self.kind, values, self.ctx.world_size)
+
+    def broadcast_bytes(self, data: bytes | None) -> bytes:
+        """Rank 0's ``data`` on every rank (other ranks pass None): how a checkpoint read on rank 0
+        alone reaches the others, so no rank but 0 needs the file."""
+        if self.kind == "local":
+            return data or b""
+        if self.kind == "jax":
+            from jax.experimental import multihost_utils
+
+            size = np.array([len(data) if data is not None else 0], dtype=np.int32)
+            n = int(np.asarray(multihost_utils.broadcast_one_to_all(size))[0])
+            if n == 0:
+                return b""
+            buf = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(n, dtype=np.uint8)
+            return np.asarray(multihost_utils.broadcast_one_to_all(buf), dtype=np.uint8).tobytes()
+        import torch
+        import torch.distributed as dist
+
+        device = self.ctx.device if self.ctx.is_cuda else "cpu"  # NCCL moves GPU tensors only
+        size = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64, device=device)
+        dist.broadcast(size, src=0)
+        if int(size.item()) == 0:
+            return b""
+        if data:
+            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device)
+        else:
+            buf = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+        dist.broadcast(buf, src=0)
+        return buf.cpu().numpy().tobytes()
 
     def any(self, flag: bool) -> bool:
         """True on every rank when ``flag`` is true on any rank."""

@@ -1,17 +1,32 @@
-"""One rank's training run: set up, iterate, checkpoint, report. Shared by the process entry point
-and :func:`isaaclab_mgpu.train_in_process`.
+"""One rank's training run: set up, resume, iterate, checkpoint, report. Shared by the process entry
+point and :func:`isaaclab_mgpu.train_in_process`.
 
-Order of set-up: rank context (device, seed) → run folder → seeds → torch flags (rsl-rl) → process
-group (torch back-ends) → environments → trainer (its constructor or ``sync`` broadcasts rank 0's
-parameters) → optional resume → first checksum line. Then the loop: after each iteration every rank
-contributes its episode statistics and its stop flag to one small all-gather, so the mean reward is
-global and all ranks agree on stopping at the same iteration boundary (a rank stopping alone would
-leave the others waiting in a collective). A SIGINT/SIGTERM handler only records the request.
+Order of set-up: rank context (device, seed) → run folder (the launcher's ``MGPU_RUN_DIR``) →
+seeds → torch flags (rsl-rl) → process group (torch back-ends) → environments → trainer (its
+constructor or ``sync`` broadcasts rank 0's parameters) → resume (:func:`_resume`) → first
+checksum line. Then the loop (:func:`_loop`): after each iteration every rank contributes its
+episode statistics and its stop flags to one small all-gather, so the mean reward is global and
+all ranks agree on stopping at the same iteration boundary (a rank stopping alone would leave the
+others waiting in a collective). Two requests stop the loop: SIGINT/SIGTERM (a handler only
+records it; the run ends ``interrupted``, 130 on every rank) and mgpu's checkpoint request
+(:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run ends
+``stopped``, 0 on every rank, to be continued).
 
-Rank 0 writes ``model_<N>.pt`` every ``--save_interval`` iterations, at the end and when stopped,
-then ``summary.json``; with ``--logger tensorboard`` (the default) it also writes the library's
-TensorBoard event file every iteration, plus the worker's own scalars (:mod:`.metrics`). An
-interrupted run returns 130 on every rank.
+**Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
+(``MGPU_RESUME``: a checkpoint, or a run folder's newest one) or, run by hand, from ``--resume``.
+Rank 0 alone reads the file; its bytes reach the other ranks over the process group and every
+rank loads them with ``torch.load(weights_only=True)`` (:mod:`.checkpoint`). A resume restores
+the policy, the value function, the optimizer (and with it the adapted learning rate), any
+normalisers inside the models, skrl's timestep and the iteration counter, so the library's
+TensorBoard step goes on from there; a TensorBoard ``SessionLog.START`` at that step makes
+TensorBoard drop what a failed attempt logged after its last checkpoint (one curve, no step
+twice). Not restored: the environments (episodes start afresh) and the random generators.
+
+Rank 0 writes ``model_<N>.pt`` (and ``model_<N>.json``) every ``--save_interval`` iterations, at
+the end and when stopped, and keeps ``summary.json`` true as it goes (iterations done, last
+checkpoint: every iteration, or at most 2 % of the time, see :data:`REFRESH_BUDGET`); with
+``--logger tensorboard`` (the default) it also writes the library's TensorBoard event file every
+iteration, plus the worker's own scalars (:mod:`.metrics`).
 """
 
 from __future__ import annotations
@@ -23,15 +38,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract import progress, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.contract.summary import Checksums, Rates, Steady, Summary
+from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.worker import checkpoint, metrics
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
@@ -45,10 +61,14 @@ from isaaclab_mgpu.rank.worker.rank import (
     open_local_channel,
     rank_context,
     rank_folder,
-    run_folder,
-    run_stamp,
+    run_dir_of,
     words_checksum,
 )
+
+#: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
+#: every iteration while the file is small (its cost is well under a millisecond), and never more
+#: than 1/50 of the training time once a long run's reward list makes it slower.
+REFRESH_BUDGET = 50
 
 
 class StopRequest:
@@ -137,11 +157,14 @@ def run(
     if ctx.is_cuda and not cuda:
         raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
     console = console_for(ctx.rank)
-    run_dir = run_folder(args, run_stamp(env_vars))
+    run_dir = run_dir_of(args, env_vars)
     my_dir = rank_folder(run_dir, ctx.rank)
-    my_dir.mkdir(parents=True, exist_ok=True)
+    # A rank on another node than mgpu's node 0 has no run folder here, and needs none: only rank 0 writes.
+    elsewhere = resume.ATTEMPT_ENV in env_vars and resume.RUN_DIR_ENV not in env_vars
+    if ctx.rank == 0 or not elsewhere:
+        my_dir.mkdir(parents=True, exist_ok=True)
     if ctx.rank == 0:
-        _begin_summary(args, ctx, run_dir)
+        _begin_summary(args, ctx, run_dir, env_vars)
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     try:
@@ -158,11 +181,30 @@ def run(
     progress.beat("init")
     own_group = ctx.distributed and not jax and init_torch_group(ctx)
     with contextlib.ExitStack() as cleanup:  # closes the trainer's writers however _train ends
-        code = _train(args, ctx, run_dir, my_dir, ppo, console, cleanup)
+        code = _train(args, ctx, run_dir, my_dir, ppo, console, cleanup, env_vars)
     if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
         leave_torch_group()
     progress.beat(progress.DONE)
     return code
+
+
+@dataclass
+class _Loop:
+    """What the iteration loop leaves behind."""
+
+    start: int
+    total: int
+    done: int
+    rewards: list[float | None] = field(default_factory=list)
+    last_saved: Path | None = None
+    interrupted: bool = False
+    checkpoint_stop: bool = False
+    steps_local: int = 0
+    train_time: float = 0.0
+    steps_per_iteration: int = 0
+    """Environment steps of one iteration, all ranks together (for the steady pace)."""
+    iteration_s: list[float] = field(default_factory=list)
+    """Rank 0's wall seconds of each iteration of this attempt, for the steady pace."""
 
 
 def _train(
@@ -173,14 +215,14 @@ def _train(
     ppo: Any,
     console: TrainingConsole,
     cleanup: contextlib.ExitStack,
+    environ: Mapping[str, str],
 ) -> int:
     from isaaclab_mgpu.rank import backends
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     progress.beat("environment")
     env = _make_env(args, args.num_envs, ctx)
-    num_envs = int(env.num_envs)
-    iterations = args.max_iterations or defaults.max_iterations
+    total = args.max_iterations or defaults.max_iterations
     # skrl JAX joins its distributed runtime here (skrl's import calls jax.distributed.initialize).
     progress.beat("trainer")
     trainer = backends.create(args.rl_library, args.ml_framework, env, ppo, ctx, str(my_dir), args.logger)
@@ -192,36 +234,126 @@ def _train(
     if ctx.rank == 0 and localcomm.current() is not None:
         console.note(localcomm.NOTE)
 
-    start = 0
-    resumed_from = None
-    if args.resume is not None:
-        path = checkpoint.find(args.resume, run_dir.parent, run_dir)
-        data = checkpoint.load(path)
-        if (data["library"], data["framework"], data["task"]) != (
-            args.rl_library,
-            args.ml_framework,
-            args.task,
-        ):
-            raise UsageError(
-                f"--resume {path}: written by {data['library']}/{data['framework']} on {data['task']}, "
-                f"not {args.rl_library}/{args.ml_framework} on {args.task}"
-            )
-        trainer.load_state_dict(data["state"])
-        start, resumed_from = int(data["iteration"]), str(path)
-        console.note(f"resumed from {path} at iteration {start}")
+    start, resumed_from = _resume(args, ctx, comm, trainer, run_dir, environ, total, console)
+    if ctx.rank == 0:  # from here the summary says where this attempt stands, not where the last one did
+        _refresh_summary(run_dir, _Loop(start=start, total=total, done=start))
     progress.beat("broadcast")
     trainer.sync()
     start_sums = _gather_checksums(comm, trainer.checksum(), console, "after initial broadcast")
     progress.after_startup()
 
-    total = start + iterations
-    rewards: list[float | None] = []
-    done = start
-    last_saved: Path | None = None
-    interrupted = False
-    steps_local = 0
-    iteration_s: list[float] = []  # rank 0's wall seconds of each iteration, for the steady pace
-    refresh_at = time.monotonic() + summaries.REFRESH_S
+    loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ)
+    progress.beat("finish")
+    end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
+    rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
+    rates = comm.gather(np.array([rate], dtype=np.float32))
+    if ctx.rank == 0 and (loop.last_saved is None or loop.last_saved.name != f"model_{loop.done}.pt"):
+        progress.beat("checkpoint")
+        loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console)
+    code = EXIT_INTERRUPTED if loop.interrupted else 0
+    if ctx.rank == 0:
+        final = _with_progress(run_dir, loop).replace(
+            status=_status(loop),
+            world_size=ctx.world_size,
+            backend=args.rl_library,
+            framework=args.ml_framework,
+            device="cuda" if ctx.is_cuda else "cpu",
+            task=args.task,
+            num_envs_per_rank=int(env.num_envs),
+            seed=args.seed,
+            logger=args.logger,
+            train_time_s=round(loop.train_time, 4),
+            env_steps_per_s=Rates(
+                total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
+            ),
+            checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
+            checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
+            resumed_from=resumed_from,
+            run_dir=str(run_dir),
+            interrupted=loop.interrupted,
+            exit_status=code,
+        )
+        path = summaries.write(run_dir, final)
+        console.summary(final.to_json(), str(path))
+    return code
+
+
+def _status(loop: _Loop) -> str:
+    if loop.interrupted:
+        return "interrupted"
+    return "stopped" if loop.checkpoint_stop else "finished"
+
+
+def _resume(
+    args: WorkerArgs,
+    ctx: RankContext,
+    comm: Comm,
+    trainer: Any,
+    run_dir: Path,
+    environ: Mapping[str, str],
+    total: int,
+    console: TrainingConsole,
+) -> tuple[int, str | None]:
+    """Load the checkpoint to continue from, if any: read on rank 0, its bytes broadcast to all.
+
+    Returns the iteration to start at and the checkpoint's path (None: a fresh start)."""
+    path = None
+    data = None
+    if ctx.rank == 0:
+        path = _resume_source(args, run_dir, environ)
+        data = checkpoint.read(path) if path is not None else b""
+    if ctx.distributed:
+        progress.beat("broadcast")
+        data = comm.broadcast_bytes(data)
+    if not data:
+        return 0, None
+    loaded = checkpoint.load_bytes(data, path or "from rank 0")
+    if ctx.rank == 0 and (loaded["library"], loaded["framework"], loaded["task"]) != (
+        args.rl_library,
+        args.ml_framework,
+        args.task,
+    ):  # the launcher checked the metadata beside it; this is the file itself
+        raise UsageError(
+            f"--resume {path}: written by {loaded['library']}/{loaded['framework']} on {loaded['task']}, "
+            f"not {args.rl_library}/{args.ml_framework} on {args.task}"
+        )
+    trainer.load_state_dict(loaded["state"])
+    start = int(loaded["iteration"])
+    trainer.resumed_at(start)
+    saved_world = loaded.get("world_size")
+    other = ""
+    if saved_world not in (None, ctx.world_size):
+        other = f" (saved by {saved_world} ranks, now {ctx.world_size})"
+    console.note(f"resuming at iteration {start} of {total} from {path or 'rank 0'}{other}")
+    return start, str(path) if path is not None else None
+
+
+def _resume_source(args: WorkerArgs, run_dir: Path, environ: Mapping[str, str]) -> Path | None:
+    """Rank 0's checkpoint to continue from: mgpu's ``MGPU_RESUME``, else ``--resume`` (by hand)."""
+    given = environ.get(resume.RESUME_ENV)
+    if given is None and resume.ATTEMPT_ENV in environ:
+        return None  # mgpu resolved --resume itself and found nothing to continue
+    if given is None and args.resume is not None:
+        given = str(checkpoint.find_latest(run_dir)) if args.resume == "latest" else args.resume
+    return checkpoint.source(given) if given else None
+
+
+def _loop(
+    args: WorkerArgs,
+    ctx: RankContext,
+    env: Any,
+    trainer: Any,
+    comm: Comm,
+    run_dir: Path,
+    start: int,
+    total: int,
+    console: TrainingConsole,
+    environ: Mapping[str, str],
+) -> _Loop:
+    """Iterate from ``start`` to ``total``, saving every ``--save_interval``, until done or asked to stop."""
+    loop = _Loop(start=start, total=total, done=start)
+    loop.steps_per_iteration = trainer.steps_per_iteration * ctx.world_size
+    refreshed, refresh_cost = 0.0, 0.0
     with stop_on_signals() as stop:
         console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total)
         t0 = time.perf_counter()
@@ -229,75 +361,36 @@ def _train(
             t_it = time.perf_counter()
             progress.beat("rollout", it + 1)  # the back-end reports "update" itself
             trainer.iterate()
-            steps_local += trainer.steps_per_iteration
+            loop.steps_local += trainer.steps_per_iteration
             stats = env.pop_stats() if hasattr(env, "pop_stats") else None
             own_rate = trainer.steps_per_iteration / max(time.perf_counter() - t_it, 1e-9)
-            row = metrics.row(stop.signal is not None, stats, own_rate, trainer.checksum())
+            # A checkpoint request: mgpu's file, or SLURM's SIGUSR1 reaching this rank directly.
+            asked = resume.checkpoint_requested(environ) or progress.stop_requested()
+            flags = (metrics.STOP if stop.signal is not None else 0) | (metrics.CHECKPOINT if asked else 0)
+            row = metrics.row(flags, stats, own_rate, trainer.checksum())
             progress.beat("sync")
             m = metrics.summarize(comm.gather(row if comm.kind != "jax" else row.astype(np.float32)))
-            done = it + 1
-            rewards.append(m.mean_reward)
+            loop.done = it + 1
+            loop.rewards.append(m.mean_reward)
             seconds = time.perf_counter() - t_it
-            iteration_s.append(seconds)
             rate = trainer.steps_per_iteration * ctx.world_size / seconds
-            console.iteration(done, total, m.mean_reward, rate, seconds)
-            warm = len(iteration_s) <= summaries.WARMUP_ITERATIONS
+            loop.iteration_s.append(seconds)
+            console.iteration(loop.done, total, m.mean_reward, rate, seconds)
+            warm = len(loop.iteration_s) <= summaries.WARMUP_ITERATIONS
             trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds, warmup=warm))
-            if m.stop:
-                interrupted = True
+            if m.stop or m.checkpoint:
+                loop.interrupted, loop.checkpoint_stop = m.stop, m.checkpoint and not m.stop
                 break
-            if ctx.rank == 0 and args.save_interval and done % args.save_interval == 0:
+            if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
                 progress.beat("checkpoint")
-                last_saved = _save(trainer, args, run_dir, done, console)
-            if ctx.rank == 0 and time.monotonic() >= refresh_at:
-                refresh_at = time.monotonic() + summaries.REFRESH_S
-                pace = summaries.steady_pace(iteration_s, trainer.steps_per_iteration * ctx.world_size)
-                _refresh_summary(run_dir, start, done, rewards, time.perf_counter() - t0, pace)
-        train_time = time.perf_counter() - t0
+                loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console)
+            if ctx.rank == 0 and time.perf_counter() - refreshed >= REFRESH_BUDGET * refresh_cost:
+                loop.train_time, refreshed = time.perf_counter() - t0, time.perf_counter()
+                _refresh_summary(run_dir, loop)
+                refresh_cost = time.perf_counter() - refreshed
+        loop.train_time = time.perf_counter() - t0
         console.stop()
-
-    progress.beat("finish")
-    end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
-    rates = comm.gather(np.array([steps_local / train_time if train_time > 0 else 0.0], dtype=np.float32))
-    if ctx.rank == 0 and (last_saved is None or last_saved.name != f"model_{done}.pt"):
-        progress.beat("checkpoint")
-        last_saved = _save(trainer, args, run_dir, done, console)
-    code = EXIT_INTERRUPTED if interrupted else 0
-    if ctx.rank == 0:
-        measured = [r for r in rewards if r is not None]
-        final = (summaries.read(run_dir) or Summary()).replace(
-            status="interrupted" if interrupted else "finished",
-            world_size=ctx.world_size,
-            backend=args.rl_library,
-            framework=args.ml_framework,
-            device="cuda" if ctx.is_cuda else "cpu",
-            task=args.task,
-            num_envs_per_rank=num_envs,
-            seed=args.seed,
-            logger=args.logger,
-            start_iteration=start,
-            end_iteration=done,
-            iterations=done - start,
-            train_time_s=round(train_time, 4),
-            s_per_iteration=round(train_time / max(done - start, 1), 4),
-            env_steps_per_s=Rates(
-                total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
-            ),
-            steady=summaries.steady_pace(iteration_s, trainer.steps_per_iteration * ctx.world_size),
-            first_mean_reward=measured[0] if measured else None,
-            last_mean_reward=measured[-1] if measured else None,
-            mean_rewards=tuple(rewards),
-            checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
-            checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
-            checkpoint=str(last_saved) if last_saved else None,
-            resumed_from=resumed_from,
-            run_dir=str(run_dir),
-            interrupted=interrupted,
-            exit_status=code,
-        )
-        path = summaries.write(run_dir, final)
-        console.summary(final.to_json(), str(path))
-    return code
+    return loop
 
 
 def _gather_checksums(comm: Comm, digest: str, console: TrainingConsole, when: str) -> list[str]:
@@ -309,28 +402,47 @@ def _gather_checksums(comm: Comm, digest: str, console: TrainingConsole, when: s
     return sums
 
 
-def _save(trainer: Any, args: WorkerArgs, run_dir: Path, iteration: int, console: TrainingConsole) -> Path:
-    path = checkpoint.save(
-        run_dir / f"model_{iteration}.pt",
-        {
-            "iteration": iteration,
-            "library": args.rl_library,
-            "framework": args.ml_framework,
-            "task": args.task,
-            "state": trainer.state_dict(),
-        },
+def _save(
+    trainer: Any,
+    args: WorkerArgs,
+    ctx: RankContext,
+    run_dir: Path,
+    iteration: int,
+    total: int,
+    console: TrainingConsole,
+) -> Path:
+    meta = resume.CheckpointMeta(
+        iteration=iteration,
+        library=args.rl_library,
+        framework=args.ml_framework,
+        task=args.task,
+        world_size=ctx.world_size,
+        total=total,
     )
+    payload = {
+        "iteration": iteration,
+        "library": args.rl_library,
+        "framework": args.ml_framework,
+        "task": args.task,
+        "world_size": ctx.world_size,
+        "state": trainer.state_dict(),
+    }
+    path = checkpoint.save(resume.checkpoint_path(run_dir, iteration), payload, meta)
     console.checkpoint(str(path))
     return path
 
 
-def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path) -> None:
-    """A ``running`` summary from the start, so a run that dies is still listed."""
+def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path, environ: Mapping[str, str]) -> None:
+    """A ``running`` summary from the start, so a run that dies is still listed.
+
+    What the launcher wrote there (its attempts, the SLURM job id, who keeps the run) and earlier
+    attempts' progress are kept."""
+    found = summaries.read(run_dir) or Summary(started_at=time.time())
     summaries.write(
         run_dir,
-        Summary(
+        found.replace(
             status="running",
-            started_at=time.time(),
+            attempt=resume.attempt(environ),
             world_size=ctx.world_size,
             backend=args.rl_library,
             framework=args.ml_framework,
@@ -343,19 +455,30 @@ def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path) -> None:
     )
 
 
-def _refresh_summary(
-    run_dir: Path, start: int, done: int, rewards: list[float | None], seconds: float, pace: Steady
-) -> None:
-    """Progress so far, into the ``running`` summary."""
+def _with_progress(run_dir: Path, loop: _Loop) -> Summary:
+    """The summary as it is, with this attempt's progress merged into the run's: one run across
+    restarts (iterations count from the run's first start; rewards of the iterations an earlier
+    attempt did before this one's checkpoint are kept)."""
+    found = summaries.read(run_dir) or Summary()
+    first = found.start_iteration
+    first = first if first is not None and first <= loop.start else loop.start
+    rewards = (*found.mean_rewards[: loop.start - first], *loop.rewards)
     measured = [r for r in rewards if r is not None]
-    summaries.update(
-        run_dir,
-        start_iteration=start,
-        end_iteration=done,
-        iterations=done - start,
-        s_per_iteration=round(seconds / max(done - start, 1), 4),
-        steady=pace,
+    return found.replace(
+        start_iteration=first,
+        resumed_at=loop.start if loop.start > first else found.resumed_at,
+        end_iteration=loop.done,
+        total_iterations=loop.total,
+        iterations=loop.done - first,
+        s_per_iteration=round(loop.train_time / max(loop.done - loop.start, 1), 4),
+        steady=summaries.steady_pace(loop.iteration_s, loop.steps_per_iteration),
         first_mean_reward=measured[0] if measured else None,
         last_mean_reward=measured[-1] if measured else None,
-        mean_rewards=tuple(rewards),
+        mean_rewards=rewards,
+        checkpoint=str(loop.last_saved) if loop.last_saved else found.checkpoint,
     )
+
+
+def _refresh_summary(run_dir: Path, loop: _Loop) -> None:
+    """Progress so far into the ``running`` summary: a run that dies shows how far it got."""
+    summaries.write(run_dir, _with_progress(run_dir, loop))

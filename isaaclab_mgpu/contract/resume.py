@@ -1,0 +1,193 @@
+"""Restarts, resume and requeue: what the launcher and a rank agree on. Standard library only.
+
+``mgpu train`` owns a run's lifetime across attempts (see :mod:`isaaclab_mgpu.launcher.attempts`).
+It tells every rank it starts, through the environment:
+
+=============================  ==================================================================
+:data:`RUN_DIR_ENV`            the run folder, chosen and created once by node 0's launcher
+                               (set on node 0 only: ranks elsewhere never need it)
+:data:`RESUME_ENV`             what rank 0 continues from: a checkpoint file, or a run folder
+                               (its newest checkpoint; none there: iteration 0)
+:data:`ATTEMPT_ENV`            0 for the first launch of this mgpu, 1 for the first restart, ...
+:data:`CHECKPOINT_REQUEST_ENV` a file whose existence asks the ranks to save a checkpoint at the
+                               next iteration boundary and stop (exit 0, status ``stopped``)
+=============================  ==================================================================
+
+A rank of any kind (the built-in worker, an Isaac Lab rank, a user script) follows the same
+contract: rank 0 alone reads :data:`RESUME_ENV`'s checkpoint and hands its state to the others
+over the process group (no shared file system needed); every rank calls
+:func:`checkpoint_requested` once per iteration and puts the answer into a collective it already
+runs, so all ranks stop at the same iteration; ``--max_iterations`` is the run's total.
+
+Checkpoints are ``model_<N>.pt`` (``N`` completed iterations) with a small JSON file beside it,
+``model_<N>.json`` (:class:`CheckpointMeta`), so the launcher can refuse a mismatched ``--resume``
+and name the iteration a restart resumes from without importing torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from isaaclab_mgpu.contract import env, files, layout
+
+RUN_DIR_ENV = env.RUN_DIR
+RESUME_ENV = env.RESUME
+ATTEMPT_ENV = env.ATTEMPT
+CHECKPOINT_REQUEST_ENV = env.CHECKPOINT_REQUEST
+#: Format tag of mgpu's checkpoints and their metadata files.
+FORMAT = "isaaclab-mgpu/1"
+
+
+@dataclass(frozen=True)
+class CheckpointMeta:
+    """What a checkpoint is, as ``model_<N>.json`` beside ``model_<N>.pt`` records it."""
+
+    iteration: int
+    """Completed iterations when it was saved."""
+
+    library: str
+    """``rsl_rl``, ``skrl`` or ``rl_games``."""
+
+    framework: str
+    """``torch`` or ``jax``."""
+
+    task: str
+    """The task it trained."""
+
+    world_size: int
+    """Ranks of the run that saved it."""
+
+    total: int | None = None
+    """The run's ``--max_iterations`` (its total), when known."""
+
+    format: str = FORMAT
+    """Format tag."""
+
+    def identity(self) -> tuple[str, str, str]:
+        """(library, framework, task): a resume must match all three."""
+        return self.library, self.framework, self.task
+
+
+def checkpoint_path(folder: Path, iteration: int) -> Path:
+    """``<folder>/model_<iteration>.pt``."""
+    return Path(folder) / layout.checkpoint_name(iteration)
+
+
+def meta_path(checkpoint: Path) -> Path:
+    """The metadata file beside ``checkpoint``."""
+    return Path(checkpoint).with_suffix(".json")
+
+
+def iteration_of(checkpoint: Path) -> int | None:
+    """``N`` of a ``model_<N>.pt`` name, else None."""
+    return layout.checkpoint_iteration(Path(checkpoint).name)
+
+
+def write_meta(checkpoint: Path, meta: CheckpointMeta) -> Path:
+    """Write ``checkpoint``'s metadata file atomically (a private temporary file, then a rename)."""
+    path = meta_path(checkpoint)
+    files.write_json(path, asdict(meta))
+    return path
+
+
+def read_meta(checkpoint: Path) -> CheckpointMeta | None:
+    """The metadata of ``checkpoint``, or None when it is missing, unreadable or malformed."""
+    try:
+        data = json.loads(meta_path(checkpoint).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None
+    try:
+        total = data.get("total")
+        meta = CheckpointMeta(
+            iteration=_int(data["iteration"]),
+            library=_str(data["library"]),
+            framework=_str(data["framework"]),
+            task=_str(data["task"]),
+            world_size=_int(data["world_size"]),
+            total=None if total is None else _int(total),
+        )
+    except (KeyError, TypeError):
+        return None
+    return meta
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """The ``model_<N>.pt`` regular files directly in ``folder`` (no symlinks), lowest ``N`` first."""
+    found = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for e in entries:
+        n = iteration_of(Path(e.name))
+        if n is None:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(e.stat(follow_symlinks=False).st_mode):
+                found.append((n, Path(e.path)))
+    return sorted(found)
+
+
+def latest(folder: Path) -> Path | None:
+    """The checkpoint with the most iterations in ``folder``, if any."""
+    found = checkpoints(folder)
+    return found[-1][1] if found else None
+
+
+def checkpoint_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """True when this node's mgpu asks the ranks to checkpoint and stop (one ``stat``; call per iteration)."""
+    path = (os.environ if environ is None else environ).get(CHECKPOINT_REQUEST_ENV)
+    return bool(path) and os.path.exists(path)
+
+
+def attempt(environ: Mapping[str, str] | None = None) -> int:
+    """This launch's attempt number (0 outside ``mgpu train`` or on its first launch)."""
+    value = (os.environ if environ is None else environ).get(ATTEMPT_ENV, "0")
+    return int(value) if value.isdigit() else 0
+
+
+def own_run_folders(parent: Path, root: Path) -> list[Path]:
+    """Run folders directly in ``parent``, newest name first, that ``--resume`` may choose from:
+    real folders (never a symlink), owned by this user, and inside the log root ``root``
+    (``parent`` itself reached without leaving it). Anyone who can write into a shared log root
+    can plant folders there; none of theirs is ever picked."""
+    try:
+        root_real = Path(root).resolve(strict=True)
+        parent_real = Path(parent).resolve(strict=True)
+    except OSError:
+        return []
+    if parent_real != root_real and root_real not in parent_real.parents:
+        return []
+    uid = os.getuid()
+    found = []
+    try:
+        entries = list(os.scandir(parent_real))
+    except OSError:
+        return []
+    for e in entries:
+        with contextlib.suppress(OSError):
+            info = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not e.name.startswith("."):
+                found.append(Path(parent) / e.name)  # as the caller spells it (relative stays relative)
+    return sorted(found, key=lambda p: p.name, reverse=True)

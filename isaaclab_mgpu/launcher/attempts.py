@@ -1,0 +1,366 @@
+"""mgpu's own restarts and requeue: one :class:`~.supervise.Supervisor` per attempt, one run throughout.
+
+torchrun's ``--max_restarts`` relaunches the same command line, so its workers start again from
+iteration 0; mgpu's JAX launcher has no restarts at all. So ``mgpu train`` gives the launcher no
+restarts and runs the attempts itself (:func:`run_attempts`), the same way for torchrun and
+jaxrun:
+
+- Every attempt runs the same command with :mod:`isaaclab_mgpu.contract.resume`'s variables:
+  the run folder (created once by node 0's launcher; restarts and requeues reuse it), the attempt
+  number, what rank 0 continues from (attempt 0: ``--resume``'s choice; later attempts: the run
+  folder's newest checkpoint) and the file that asks for a checkpoint.
+- An attempt ends in one of: ``finished``; ``failed`` (a rank failed) or ``hung`` (the stall
+  watch's verdict; the supervisor dumped the stacks first) — both restart while restarts are left,
+  except a rank's bad-input exit 2, which would fail the same way again; ``interrupted``
+  (Ctrl-C, SIGTERM, SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a
+  checkpoint and stopped on the requeue signal).
+- Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
+  started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
+  checkpoint when it ended, hence the iterations lost.
+
+The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
+sends) is only recorded by its handler; the loop then creates the checkpoint-request file, which
+every rank reads once per iteration and puts into the all-gather it already runs, so all ranks
+save and stop at the same iteration boundary. SLURM may deliver the signal to every process of
+the job step: mgpu's handler records it, and the launcher and its helpers start with it ignored
+(``SIG_IGN`` is inherited across ``exec``; a rank that installs its own handler replaces it), so
+none of them dies of it. If the ranks have not stopped :data:`STOP_WINDOW` seconds after the
+request, the run is stopped as on SIGTERM (the ranks save a checkpoint then too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from isaaclab_mgpu.contract import resume
+from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.errors import EXIT_USAGE
+from isaaclab_mgpu.launcher.build import Command
+from isaaclab_mgpu.launcher.supervise import (
+    STOP_SIGNALS,
+    Notes,
+    RunResult,
+    SuperviseOptions,
+    Supervisor,
+)
+
+#: Seconds the ranks get to reach an iteration boundary, save and stop after the requeue signal
+#: (SLURM's warning comes ``--signal=USR1@<seconds>`` before the time limit: give it 90 or more).
+STOP_WINDOW = 60.0
+_POLL = 0.25
+OUTCOMES = ("finished", "failed", "hung", "interrupted", "stopped")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One launch of the run's command, as it ended."""
+
+    number: int
+    """0 for the first launch, 1 for the first restart, ..."""
+
+    outcome: str
+    """One of :data:`OUTCOMES`."""
+
+    exit_code: int
+    """The attempt's code as the supervisor judged it (a rank's own code, 4, 124, 130 or 0)."""
+
+    rank: int | None = None
+    """The failed rank (the stalled one for ``hung``), when known."""
+
+    how: str | None = None
+    """How it failed: ``exit code N``, ``signal SIGKILL``, ``stalled in update``."""
+
+    host: str | None = None
+    """Where the failed rank ran."""
+
+    started_at: int | None = None
+    """The iteration this attempt resumed from (0: from scratch); None when unknown (node > 0)."""
+
+    reached: int | None = None
+    """Iterations the run had completed when the attempt ended."""
+
+    checkpoint: int | None = None
+    """The newest checkpoint's iteration when the attempt ended."""
+
+    seconds: float = 0.0
+    """Wall time of the attempt."""
+
+    @property
+    def lost(self) -> int | None:
+        """Iterations done after the newest checkpoint: work a restart repeats."""
+        if self.reached is None:
+            return None
+        return max(0, self.reached - (self.checkpoint or 0))
+
+    def describe(self) -> str:
+        """One phrase: ``attempt 0: rank 1 failed with signal SIGKILL at iteration 5``."""
+        where = f" on {self.host}" if self.host else ""
+        who = f"rank {self.rank}{where}" if self.rank is not None else "a rank"
+        at = f" at iteration {self.reached}" if self.reached is not None else ""
+        if self.outcome == "hung":
+            what = f"{who} stalled{f' ({self.how})' if self.how else ''}"
+        elif self.outcome == "failed":
+            what = f"{who} failed with {self.how or f'exit code {self.exit_code}'}"
+        else:
+            what = self.outcome
+        return f"attempt {self.number}: {what}{at}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The attempt as summary.json records it."""
+        return {**dataclasses.asdict(self), "lost": self.lost}
+
+
+@dataclass(frozen=True)
+class RestartOptions:
+    """How many restarts, and what the requeue signal does."""
+
+    max_restarts: int = 0
+    """Restarts after a failed or hung attempt (``--max_restarts``)."""
+
+    requeue_signal: int = int(signal.SIGUSR1)
+    """The signal that asks for a checkpoint and a clean stop (``--requeue_signal``)."""
+
+    stop_window: float = STOP_WINDOW
+    """Seconds between the checkpoint request and a stop as on SIGTERM."""
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where the run lives and what its first attempt continues from (node 0; None elsewhere)."""
+
+    run_dir: Path | None = None
+    """The run folder, created by node 0's launcher."""
+
+    resume: str | None = None
+    """What the first attempt's rank 0 continues from (a checkpoint or a run folder)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the run's attempts ended."""
+
+    attempts: tuple[Attempt, ...]
+    """Every attempt, in order."""
+
+    result: RunResult
+    """The last attempt's supervisor result."""
+
+    run_dir: Path | None = None
+    """The run folder (node 0 of a built-in worker run), else None."""
+
+    requeue_signal_at: float | None = None
+    """When the requeue signal arrived (monotonic seconds), if it did."""
+
+    @property
+    def last(self) -> Attempt:
+        """The last attempt."""
+        return self.attempts[-1]
+
+    @property
+    def restarts(self) -> int:
+        """How many restarts were used."""
+        return len(self.attempts) - 1
+
+    @property
+    def failures(self) -> tuple[Attempt, ...]:
+        """The attempts that failed or hung, in order."""
+        return tuple(a for a in self.attempts if a.outcome in ("failed", "hung"))
+
+
+class AttemptsProgress(Protocol):
+    """What the loop tells people (``report.supervise`` implements it)."""
+
+    def restarting(self, ended: Attempt, number: int, max_restarts: int) -> None: ...
+
+    def checkpoint_requested(self, signal_name: str, window: float) -> None: ...
+
+
+class _Requests:
+    """What signal handlers recorded while the attempts run (the handlers do nothing else)."""
+
+    def __init__(self) -> None:
+        self.requeue_at: float | None = None
+        self.stop: list[int] = []
+        self.supervisor: Supervisor | None = None
+
+    def on_requeue(self, signum: int, frame: Any) -> None:
+        if self.requeue_at is None:
+            self.requeue_at = time.monotonic()
+
+    def on_stop(self, signum: int, frame: Any) -> None:
+        self.stop.append(signum)
+        if self.supervisor is not None:
+            self.supervisor.interrupt(signum)
+
+
+@contextlib.contextmanager
+def _handlers(requests: _Requests, requeue_signal: int) -> Iterator[bool]:
+    """Install the recording handlers (main thread only); yield whether they are installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    previous = {requeue_signal: signal.signal(requeue_signal, requests.on_requeue)}
+    for sig in STOP_SIGNALS:
+        previous[sig] = signal.signal(sig, requests.on_stop)
+    try:
+        yield True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def attempt_env(cmd: Command, place: RunPlace, number: int, request_file: str) -> dict[str, str]:
+    """The variables attempt ``number`` adds to ``cmd``'s environment (see :mod:`.contract.resume`)."""
+    env = {resume.ATTEMPT_ENV: str(number), resume.CHECKPOINT_REQUEST_ENV: request_file}
+    if place.run_dir is not None:
+        env[resume.RUN_DIR_ENV] = str(place.run_dir)
+    source = place.resume if number == 0 else (str(place.run_dir) if place.run_dir is not None else None)
+    if source:
+        env[resume.RESUME_ENV] = source
+    return env
+
+
+def run_attempts(
+    cmd: Command,
+    place: RunPlace,
+    restart: RestartOptions,
+    options: SuperviseOptions,
+    progress: Notes | None,
+    say: AttemptsProgress,
+    on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
+) -> Outcome:
+    """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times."""
+    requests = _Requests()
+    request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
+    request_file = str(Path(request_dir) / "checkpoint")
+    attempts: list[Attempt] = []
+    try:
+        with _handlers(requests, restart.requeue_signal) as installed:
+            number = 0
+            while True:
+                env = {**cmd.env, **attempt_env(cmd, place, number, request_file)}
+                started = _checkpoint_now(place)
+                t0 = time.monotonic()
+                this = dataclasses.replace(cmd, env=env)
+                result = _one(this, options, progress, requests, restart, installed, request_file, say)
+                attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
+                attempts.append(attempt)
+                again = attempt.outcome in ("failed", "hung") and attempt.exit_code != EXIT_USAGE
+                asked = bool(requests.stop) or requests.requeue_at is not None
+                again = again and number < restart.max_restarts and not asked
+                if on_attempt_end is not None:
+                    on_attempt_end(tuple(attempts), again)
+                if not again:
+                    return Outcome(tuple(attempts), result, place.run_dir, requests.requeue_at)
+                number += 1
+                say.restarting(attempt, number, restart.max_restarts)
+    finally:
+        shutil.rmtree(request_dir, ignore_errors=True)
+
+
+def _one(
+    cmd: Command,
+    options: SuperviseOptions,
+    progress: Notes | None,
+    requests: _Requests,
+    restart: RestartOptions,
+    installed: bool,
+    request_file: str,
+    say: AttemptsProgress,
+) -> RunResult:
+    """One attempt under its own supervisor; the requeue request acted on between its polls."""
+    sup = Supervisor(cmd, options, progress)
+    if installed:
+        # The launcher and its helpers inherit SIG_IGN (exec keeps it), so a requeue signal SLURM
+        # sends to every process of the step does not kill them; a rank's own handler replaces
+        # it. A signal arriving while the launcher is being forked is not recorded.
+        signal.signal(restart.requeue_signal, signal.SIG_IGN)
+    try:
+        sup.start()  # raises when the launcher cannot start: nothing to stop then
+    finally:
+        if installed:
+            signal.signal(restart.requeue_signal, requests.on_requeue)
+    result = None
+    try:
+        requests.supervisor = sup
+        for sig in requests.stop:  # a stop that came between attempts
+            sup.interrupt(sig)
+        asked_at = None
+        while (result := sup.wait(timeout=_POLL)) is None:
+            if requests.requeue_at is not None and asked_at is None:
+                Path(request_file).touch()
+                asked_at = time.monotonic()
+                say.checkpoint_requested(signal.Signals(restart.requeue_signal).name, restart.stop_window)
+            if asked_at is not None and time.monotonic() - asked_at > restart.stop_window:
+                sup.interrupt(signal.SIGTERM)  # the one shutdown path: the ranks save on SIGTERM too
+                asked_at = float("inf")
+    finally:
+        requests.supervisor = None
+        if result is None:
+            result = sup.kill()  # an error inside mgpu itself: the tree must not outlive it
+    return result
+
+
+def _judge(
+    number: int, result: RunResult, place: RunPlace, started: int | None, seconds: float, requests: _Requests
+) -> Attempt:
+    reached, saved = _reached(place), _checkpoint_now(place)
+    common = {"number": number, "exit_code": result.exit_code, "started_at": started, "reached": reached,
+              "checkpoint": saved, "seconds": round(seconds, 3)}  # fmt: skip
+    if result.stall is not None:
+        culprit = next(iter(result.stall.culprits), None) if result.stall.culprits else None
+        return Attempt(outcome="hung", rank=culprit, how=result.stall.headline(), **common)
+    if result.interrupted:
+        return Attempt(outcome="interrupted", **common)
+    if result.exit_code != 0:
+        f = result.failure
+        if f is None:
+            return Attempt(outcome="failed", how=f"launcher exit code {result.exit_code}", **common)
+        how = f"signal {f.signal}" if f.signal else f"exit code {f.exit_code}"
+        return Attempt(outcome="failed", rank=f.rank, how=how, host=f.host, **common)
+    summary = summaries.read(place.run_dir) if place.run_dir is not None else None
+    # Another node has no summary: its ranks stopped cleanly after this mgpu asked them to.
+    asked = requests.requeue_at is not None
+    stopped = summary.status == "stopped" if summary is not None else asked
+    return Attempt(outcome="stopped" if stopped else "finished", **common)
+
+
+def _reached(place: RunPlace) -> int | None:
+    """Iterations the run has completed, as rank 0's summary says (refreshed every iteration)."""
+    if place.run_dir is None:
+        return None
+    found = summaries.read(place.run_dir)
+    return found.end_iteration if found is not None else None
+
+
+def _checkpoint_now(place: RunPlace) -> int | None:
+    """The newest checkpoint's iteration in the run folder (0: none yet); None off node 0."""
+    if place.run_dir is None:
+        return None
+    newest = resume.latest(place.run_dir)
+    if newest is None:
+        return 0
+    meta = resume.read_meta(newest)
+    return meta.iteration if meta is not None else resume.iteration_of(newest)
+
+
+def requeue(job_id: str, timeout: float = 30.0) -> tuple[bool, str]:
+    """Run ``scontrol requeue <job_id>``; (True, "") when it worked, else (False, what it said)."""
+    try:
+        done = subprocess.run(
+            ["scontrol", "requeue", job_id], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    return done.returncode == 0, (done.stderr or done.stdout).strip()

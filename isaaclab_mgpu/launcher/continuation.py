@@ -1,0 +1,222 @@
+"""Which run a launch belongs to: a new run folder, or the run it continues. Decided before spawning.
+
+Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (restarts reuse it):
+
+- a SLURM job requeued by SLURM (``SLURM_RESTART_COUNT`` > 0) continues the run whose recorded
+  SLURM job id is this job's (the batch script runs the same ``mgpu train`` again);
+- ``--resume PATH`` continues that run in its own folder: PATH is a run folder (its newest
+  checkpoint) or one of its ``model_<N>.pt``;
+- ``--resume`` with no path continues the newest run of this experiment that has a checkpoint;
+- ``--resume auto`` continues the newest unfinished run of this experiment (task, library and
+  framework equal), or starts a new one when there is none: the same command works for the first
+  submission and every one after;
+- otherwise a new folder, created exclusively (two runs started in the same second get two).
+
+Candidates are only run folders inside the log root that this user owns, never reached through a
+symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). A checkpoint is checked against
+its metadata file before anything starts: another task, library or framework is bad input (exit
+2); another world size is allowed and said. The launcher writes the run's first ``summary.json``
+(who keeps it: this process, its host and start time, so a run whose launcher is gone is never
+listed as running; the SLURM job id).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from isaaclab_mgpu.contract import resume
+from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.launcher import runs
+from isaaclab_mgpu.launcher.attempts import RunPlace
+from isaaclab_mgpu.launcher.resolve import ResolvedSpec
+from isaaclab_mgpu.launcher.spec import LaunchSpec
+
+#: ``--resume auto``: continue the newest unfinished run, else start a new one.
+RESUME_AUTO = "auto"
+#: ``--resume`` without a path (the worker's spelling of it).
+RESUME_LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a run trains: a checkpoint continues only a run of the same."""
+
+    library: str
+    framework: str
+    task: str
+    experiment: str
+    log_root: str
+    run_name: str | None
+    total: int | None
+
+    def matches(self, meta: resume.CheckpointMeta) -> bool:
+        """True when ``meta`` was written by a run of this library, framework and task."""
+        return meta.identity() == (self.library, self.framework, self.task)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The run folder, what the first attempt resumes from, and what to tell people about it."""
+
+    place: RunPlace
+    """Handed to :func:`isaaclab_mgpu.launcher.attempts.run_attempts`."""
+
+    notes: tuple[str, ...] = ()
+    """One line each: which run is continued and from which iteration, a world-size change."""
+
+    continued: bool = False
+    """True when an existing run folder is continued."""
+
+
+def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
+    """The run's identity and its ``--resume`` value, from the worker's own parse of the arguments."""
+    from isaaclab_mgpu.rank.backends import DEFAULTS, FALLBACK
+    from isaaclab_mgpu.rank.worker.args import parse
+
+    args = parse(list(spec.training_args))
+    total = args.max_iterations or DEFAULTS.get(args.task, FALLBACK).max_iterations
+    ident = Identity(
+        library=spec.library,
+        framework=spec.framework,
+        task=args.task,
+        experiment=args.experiment,
+        log_root=args.log_root,
+        run_name=args.run_name,
+        total=total,
+    )
+    return ident, args.resume
+
+
+def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
+    """Choose (and create, when new) the run folder for this launch; nothing when not node 0."""
+    spec = resolved.spec
+    if not spec.builtin_worker or (resolved.node_rank or 0) != 0:
+        return Placement(RunPlace())
+    ident, given = identity_of(spec)
+    if ident.task.startswith("Isaac-"):
+        return Placement(RunPlace())  # Isaac Lab's rank names its own folders (isaaclab_mgpu.rank.isaac)
+    experiment = Path(ident.log_root) / ident.library / ident.experiment
+    root = Path(ident.log_root)
+    folder: Path | None = None
+    source: str | None = None
+    why = ""
+    if resolved.slurm_job_id and resolved.slurm_restart_count > 0:
+        folder = _slurm_run(experiment, root, resolved.slurm_job_id)
+        why = f"SLURM requeued job {resolved.slurm_job_id} (restart {resolved.slurm_restart_count})"
+    if folder is None and given == RESUME_AUTO:
+        folder = _unfinished_run(experiment, root, ident)
+        why = "--resume auto: the newest unfinished run"
+    elif folder is None and given == RESUME_LATEST:
+        folder = _latest_with_checkpoint(experiment, root)
+        if folder is None:
+            raise UsageError(f"--resume: no run with a checkpoint under {experiment}; give --resume PATH")
+        why = "--resume: the newest run with a checkpoint"
+    elif folder is None and given:
+        folder, source = _given(Path(given))
+        why = f"--resume {given}"
+    notes: list[str] = []
+    if folder is not None:
+        source = source or str(folder)
+        checkpoint = resume.latest(folder) if Path(source).is_dir() else Path(source)
+        at = _check(checkpoint, ident, world_size, notes) if checkpoint is not None else 0
+        total = f" of {ident.total}" if ident.total else ""
+        notes.insert(0, f"{why}: continuing {folder} at iteration {at}{total}")
+        _begin(folder, resolved, ident, world_size)
+        return Placement(RunPlace(folder, source), tuple(notes), continued=True)
+    stamp = resolved.run_stamp or time.strftime("%Y-%m-%d_%H-%M-%S")
+    try:
+        folder = runs.create_run_folder(experiment, stamp, ident.run_name)
+    except OSError as exc:
+        raise UsageError(f"cannot create the run folder under {experiment}: {exc}") from None
+    if given == RESUME_AUTO:
+        notes.append(f"--resume auto: no unfinished run under {experiment}; starting {folder}")
+    _begin(folder, resolved, ident, world_size)
+    return Placement(RunPlace(folder, None), tuple(notes))
+
+
+def _given(path: Path) -> tuple[Path, str]:
+    """``--resume PATH``: the run folder it continues and the checkpoint (or folder) to load."""
+    if path.is_dir():
+        if resume.latest(path) is None:
+            raise UsageError(f"--resume {path}: no model_<N>.pt in this folder")
+        return path, str(path)
+    if path.is_file():
+        if resume.iteration_of(path) is None:
+            raise UsageError(f"--resume {path}: not a model_<N>.pt checkpoint of a run folder")
+        return path.parent, str(path)
+    raise UsageError(f"--resume {path}: no such run folder or checkpoint file")
+
+
+def _check(checkpoint: Path, ident: Identity, world_size: int | None, notes: list[str]) -> int:
+    """Refuse a checkpoint of another task, library or framework; return its iteration."""
+    meta = resume.read_meta(checkpoint)
+    if meta is None:
+        raise UsageError(
+            f"--resume {checkpoint}: no readable {resume.meta_path(checkpoint).name} beside it; "
+            "not a checkpoint of mgpu's built-in worker"
+        )
+    if not ident.matches(meta):
+        raise UsageError(
+            f"--resume {checkpoint}: written by {meta.library}/{meta.framework} on {meta.task}, "
+            f"not {ident.library}/{ident.framework} on {ident.task}; resume it with those options"
+        )
+    if world_size is not None and meta.world_size != world_size:
+        notes.append(f"resuming a checkpoint of {meta.world_size} ranks on {world_size} ranks")
+    if ident.total is not None and meta.iteration >= ident.total:
+        notes.append(
+            f"the checkpoint is at iteration {meta.iteration}, --max_iterations {ident.total} is the "
+            "total: nothing is left to train; raise --max_iterations to train on"
+        )
+    return meta.iteration
+
+
+def _slurm_run(experiment: Path, root: Path, job_id: str) -> Path | None:
+    for folder in resume.own_run_folders(experiment, root):
+        found = summaries.read(folder)
+        if found is not None and found.slurm_job_id == job_id:
+            return folder
+    return None
+
+
+def _unfinished_run(experiment: Path, root: Path, ident: Identity) -> Path | None:
+    for folder in resume.own_run_folders(experiment, root):
+        found = summaries.read(folder)
+        # A "running" one is alive (or on another host): never two launches on one run.
+        if found is None or runs.status_of(found) not in runs.UNFINISHED:
+            continue
+        if (found.backend, found.framework, found.task) == (ident.library, ident.framework, ident.task):
+            return folder
+    return None
+
+
+def _latest_with_checkpoint(experiment: Path, root: Path) -> Path | None:
+    for folder in resume.own_run_folders(experiment, root):
+        if resume.latest(folder) is not None:
+            return folder
+    return None
+
+
+def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:
+    """The launcher's part of ``summary.json``: kept by rank 0 and merged into every write."""
+    import psutil
+
+    found = summaries.read(folder) or summaries.Summary(started_at=time.time())
+    found = found.replace(
+        status="running",
+        backend=ident.library,
+        framework=ident.framework,
+        task=ident.task,
+        world_size=world_size,
+        total_iterations=ident.total,
+        run_dir=str(folder),
+        launcher_pid=os.getpid(),
+        launcher_host=socket.gethostname(),
+        launcher_started=psutil.Process().create_time(),
+        slurm_job_id=resolved.slurm_job_id or found.slurm_job_id,
+    )
+    summaries.write(folder, found)

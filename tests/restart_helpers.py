@@ -1,0 +1,113 @@
+"""Helpers for the restart tests: start ``mgpu train`` on CPU ranks, act on a rank when the console
+shows an iteration, read the run's curves the way TensorBoard does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+from training_helpers import BACKENDS, child_env
+
+#: A short run: 10 iterations of 16 cheap environments, a checkpoint every 2.
+SHORT = ("--num_envs", "16", "--max_iterations", "10", "--save_interval", "2", "env.episode_length=16")
+
+
+class Run:
+    """A running ``mgpu train``: its output collected line by line, its ranks findable."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=env or child_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+
+    def wait_for(self, text: str, timeout: float, start: int = 0) -> int:
+        """Block until a line (from index ``start``) contains ``text``; return its index."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for i in range(start, len(self.lines)):
+                    if text in self.lines[i]:
+                        return i
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"no line with {text!r} in {timeout} s:\n{self.output()[-4000:]}")
+                self._cond.wait(min(left, 0.5))
+
+    def finish(self, timeout: float) -> tuple[int, str]:
+        """Wait for mgpu to exit; its code and the whole output."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError(f"mgpu still running after {timeout} s:\n{self.output()[-4000:]}") from None
+        self._reader.join(timeout=10)
+        return code, self.output()
+
+    def output(self) -> str:
+        with self._cond:
+            return "".join(self.lines)
+
+    def rank(self, rank: int) -> psutil.Process:
+        """The process of global rank ``rank`` among mgpu's descendants (torchrun's RANK or JAX_RANK)."""
+        for p in psutil.Process(self.proc.pid).children(recursive=True):
+            try:
+                env = p.environ()
+            except psutil.Error:
+                continue
+            worker = "isaaclab_mgpu.worker" in " ".join(p.cmdline())
+            if worker and env.get("RANK", env.get("JAX_RANK")) == str(rank):
+                return p
+        raise AssertionError(f"no rank {rank} among mgpu's processes")
+
+
+def train_argv(backend: str, *args: str, nproc: int = 2) -> list[str]:
+    """``mgpu train`` with ``nproc`` CPU ranks of ``backend``."""
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", str(nproc)]
+    return [*argv, *BACKENDS[backend], *args]
+
+
+def run_folders(cwd: Path, backend: str) -> list[Path]:
+    """Every run folder of ``backend``'s cartpole experiment."""
+    lib = "rsl_rl" if backend == "rsl_rl" else "skrl"
+    return sorted(p for p in (cwd / "logs" / lib / "cartpole").iterdir() if p.is_dir())
+
+
+def summary_of(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+def tensorboard_steps(folder: Path, tag: str) -> list[int]:
+    """The steps of ``tag`` as TensorBoard shows the run: its directory loader over every event file
+    in the folder, orphaned data of a restarted session purged (TensorBoard's default)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)]
+
+
+def act_at(run: Run, text: str, action: Callable[[], None], timeout: float = 180) -> None:
+    """Do ``action`` as soon as the console shows ``text``."""
+    run.wait_for(text, timeout)
+    action()

@@ -1,0 +1,375 @@
+"""mgpu's own restarts, resume and requeue, with real processes: 2 CPU ranks under real torchrun (or
+mgpu's JAX launcher), real rsl-rl/skrl training, real signals; SLURM's ``scontrol`` is a stand-in
+script on PATH that records its arguments. Each run is 10 short iterations with a checkpoint every
+2, so a restart loses at most one iteration and a test takes tens of seconds (skrl JAX: minutes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from restart_helpers import SHORT, Run, run_folders, summary_of, tensorboard_steps, train_argv
+from training_helpers import child_env
+
+#: The mean-reward step axis of each back-end: rsl-rl counts iterations from 0, skrl environment
+#: steps (16 per iteration here).
+STEP = {"rsl_rl": (0, 1), "skrl_torch": (16, 16), "skrl_jax": (16, 16)}
+#: Seconds a whole test run may take: two launches of 10 iterations (skrl JAX compiles for tens of
+#: seconds per launch on this 2-core box; measured 100 s for the pair, rsl-rl 50 s).
+LIMIT = {"rsl_rl": 240, "skrl_torch": 240, "skrl_jax": 480}
+
+
+def _one_resumed_run(cwd: Path, backend: str, saved: int) -> dict:
+    """The checks every recovered run shares: one folder, 10 iterations, one curve, equal checksums.
+
+    ``saved`` is the newest checkpoint the console had shown when the failure was caused; the
+    ranks may save one more before the failure reaches them (a killed mgpu's watchdog stops its
+    rank a moment later, and that rank's stop request makes every rank save first)."""
+    folders = run_folders(cwd, backend)
+    assert len(folders) == 1, folders
+    s = summary_of(folders[0])
+    assert (s["status"], s["iterations"], s["end_iteration"], s["start_iteration"]) == ("finished", 10, 10, 0)
+    assert len(s["restarts"]) == 1, s["restarts"]
+    restart = s["restarts"][0]
+    # Resumed from the last checkpoint before the failure: at most one save interval (2) lost.
+    resumed_from = restart["checkpoint"]
+    assert restart["resumed_from"] == resumed_from and saved <= resumed_from <= saved + 2, restart
+    assert restart["lost"] == restart["reached"] - resumed_from <= 2, restart
+    assert s["resumed_at"] == resumed_from and s["checksums_equal"] is True
+    assert len(s["mean_rewards"]) == 10
+    first, step = STEP[backend]
+    steps = tensorboard_steps(folders[0], "mgpu/mean_reward")
+    assert steps == [first + i * step for i in range(10)], steps  # strictly increasing, none twice
+    return s
+
+
+def _checkpoint_before(run: Run) -> int:
+    """The iteration of the newest checkpoint the console announced so far."""
+    saved = [int(line.rsplit("model_", 1)[1].split(".")[0]) for line in run.lines if "checkpoint " in line]
+    return max(saved, default=0)
+
+
+@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
+def test_killed_rank_resumes_in_the_same_run(backend, tmp_path):
+    run = Run(train_argv(backend, "--max_restarts", "1", *SHORT), tmp_path)
+    run.wait_for("iteration 5/10", LIMIT[backend] / 2)
+    saved = _checkpoint_before(run)
+    run.rank(1).send_signal(signal.SIGKILL)
+    code, out = run.finish(LIMIT[backend])
+    assert code == 0, out[-4000:]
+    assert "restart 1 of 1: resuming at iteration" in out
+    s = _one_resumed_run(tmp_path, backend, saved)
+    assert f"resuming at iteration {s['resumed_at']} of 10" in out
+    # The cause is torchrun's first observed failure: rank 1's SIGKILL, or (on a loaded machine)
+    # the SIGTERM torchrun sent rank 0 while stopping the group, if that is seen first.
+    assert s["restarts"][0]["outcome"] == "failed", s["restarts"]
+    assert s["restarts"][0]["how"] in ("signal SIGKILL", "signal SIGTERM"), s["restarts"]
+
+
+def test_stalled_rank_is_restarted_after_its_stacks(tmp_path):
+    run = Run(train_argv("rsl_rl", "--max_restarts", "1", "--stall_timeout", "15", *SHORT), tmp_path)
+    run.wait_for("iteration 5/10", 120)
+    saved = _checkpoint_before(run)
+    run.rank(1).send_signal(signal.SIGSTOP)
+    code, out = run.finish(240)
+    assert code == 0, out[-4000:]
+    assert "hang:" in out and "Python stack" in out, out[-4000:]  # the stacks came first
+    s = _one_resumed_run(tmp_path, "rsl_rl", saved)
+    assert s["restarts"][0]["outcome"] == "hung"
+
+
+def test_restarts_used_up_exit_with_the_last_failure_naming_both(tmp_path):
+    run = Run(train_argv("rsl_rl", "--max_restarts", "1", *SHORT), tmp_path)
+    run.wait_for("iteration 3/10", 120)
+    run.rank(1).send_signal(signal.SIGKILL)
+    resumed = run.wait_for("resuming at iteration", 120)
+    run.wait_for("iteration 5/10", 120, start=resumed)
+    run.rank(1).send_signal(signal.SIGSEGV)
+    code, out = run.finish(120)
+    assert code == 128 + signal.SIGSEGV, out[-4000:]  # the last failure's own code
+    last = out.strip().splitlines()[-1]
+    assert "restarts used up (1 of 1)" in last, last
+    assert "attempt 0: rank 1 on" in last and "signal SIGKILL" in last, last
+    assert "attempt 1: rank 1 on" in last and "signal SIGSEGV" in last, last
+    assert last.index("attempt 0") < last.index("attempt 1")
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    s = summary_of(folder)
+    assert (s["status"], s["exit_status"]) == ("failed", 139), s
+    assert [a["outcome"] for a in s["attempts"]] == ["failed", "failed"]
+
+
+def test_a_rank_code_equal_to_a_reserved_one_exits_1(tmp_path):
+    script = tmp_path / "four.py"
+    script.write_text("import os, sys\nsys.exit(4 if os.environ['RANK'] == '1' else 0)\n")
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2",
+            "--script", str(script)]  # fmt: skip
+    code, out = Run(argv, tmp_path).finish(120)
+    assert code == 1, out[-3000:]
+    assert "rank 1" in out and "exit code 4" in out.strip().splitlines()[-1], out[-3000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _node(rank: int, port: int, cwd: Path) -> Run:
+    argv = train_argv(
+        "rsl_rl", "--nnodes", "2", "--node_rank", str(rank), "--master_addr", "127.0.0.1",
+        "--master_port", str(port), "--max_restarts", "1", "--log_dir", f"logs/mgpu{rank}", *SHORT, nproc=1,
+    )  # fmt: skip
+    return Run(argv, cwd)
+
+
+def test_two_nodes_resume_after_a_lost_rank_and_a_lost_node(tmp_path):
+    port = _free_port()
+    node0, node1 = _node(0, port, tmp_path), _node(1, port, tmp_path)
+    node0.wait_for("iteration 5/10", 180)
+    saved = _checkpoint_before(node0)
+    node1.rank(1).send_signal(signal.SIGKILL)  # node 1's rank
+    for node in (node0, node1):
+        code, out = node.finish(240)
+        assert code == 0, out[-4000:]
+    _one_resumed_run(tmp_path, "rsl_rl", saved)
+
+    # Node 1's mgpu itself is killed; started again with the same command it joins node 0's restart.
+    other = tmp_path / "second"
+    other.mkdir()
+    port = _free_port()
+    node0, node1 = _node(0, port, other), _node(1, port, other)
+    node0.wait_for("iteration 5/10", 180)
+    saved = _checkpoint_before(node0)
+    os.killpg(node1.proc.pid, signal.SIGKILL)  # mgpu and its process group: its watchdog stops the rank
+    node1.finish(30)
+    node1 = _node(1, port, other)
+    for node in (node0, node1):
+        code, out = node.finish(240)
+        assert code == 0, out[-4000:]
+    _one_resumed_run(other, "rsl_rl", saved)
+
+
+def _slurm_env(cwd: Path, restart_count: int = 0) -> dict[str, str]:
+    bin_dir = cwd / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {cwd / "scontrol.calls"}\n')
+    scontrol.chmod(0o755)
+    env = child_env(cwd)
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", SLURM_JOB_ID="4242", SLURM_NNODES="1")
+    if restart_count:
+        env["SLURM_RESTART_COUNT"] = str(restart_count)
+    return env
+
+
+def test_slurm_warning_signal_checkpoints_requeues_and_the_requeued_job_finishes(tmp_path):
+    argv = train_argv("rsl_rl", "--requeue", *SHORT)
+    run = Run(argv, tmp_path, _slurm_env(tmp_path))
+    run.wait_for("iteration 3/10", 120)
+    tree = [psutil.Process(run.proc.pid), *psutil.Process(run.proc.pid).children(recursive=True)]
+    for proc in tree:  # as SLURM may: to every process of the job step
+        proc.send_signal(signal.SIGUSR1)
+    code, out = run.finish(120)
+    assert code == 75, out[-4000:]
+    assert (tmp_path / "scontrol.calls").read_text().split() == ["requeue", "4242"]
+    assert "requeued SLURM job 4242" in out and "Traceback" not in out, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    s = summary_of(folder)
+    stopped = s["end_iteration"]
+    assert s["status"] == "requeued" and s["slurm_job_id"] == "4242" and 3 <= stopped < 10, s
+    assert (folder / f"model_{stopped}.pt").is_file()
+    assert s["attempts"][-1]["outcome"] == "stopped"  # every rank ended by itself, none failed
+
+    # The requeued job runs the same command again: it continues that run to the total.
+    again = Run(argv, tmp_path, _slurm_env(tmp_path, restart_count=1))
+    code, out = again.finish(180)
+    assert code == 0, out[-4000:]
+    assert f"resuming at iteration {stopped} of 10" in out
+    assert run_folders(tmp_path, "rsl_rl") == [folder]
+    s = summary_of(folder)
+    assert (s["status"], s["iterations"], s["end_iteration"]) == ("finished", 10, 10), s
+    steps = tensorboard_steps(folder, "mgpu/mean_reward")
+    assert steps == list(range(10)), steps
+
+
+def test_sigterm_in_slurm_never_requeues(tmp_path):
+    run = Run(train_argv("rsl_rl", "--requeue", *SHORT), tmp_path, _slurm_env(tmp_path))
+    run.wait_for("iteration 3/10", 120)
+    run.proc.send_signal(signal.SIGTERM)
+    code, out = run.finish(120)
+    assert code == 130, out[-4000:]
+    assert not (tmp_path / "scontrol.calls").exists()
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    assert summary_of(folder)["status"] == "interrupted"
+
+
+def _crafted_checkpoint(folder: Path, planted: Path) -> Path:
+    """``model_4.pt`` (with a plausible model_4.json) whose unpickling would create ``planted``."""
+    import torch
+
+    class Plant:
+        def __reduce__(self):
+            return (open, (str(planted), "w"))
+
+    folder.mkdir(parents=True)
+    path = folder / "model_4.pt"
+    torch.save({"format": "isaaclab-mgpu/1", "iteration": 4, "state": Plant()}, path)
+    meta = {"format": "isaaclab-mgpu/1", "iteration": 4, "library": "rsl_rl", "framework": "torch",
+            "task": "cartpole", "world_size": 2, "total": 10}  # fmt: skip
+    (folder / "model_4.json").write_text(json.dumps(meta))
+    return path
+
+
+def test_crafted_checkpoint_is_refused_and_nothing_in_it_runs(tmp_path):
+    planted = tmp_path / "planted"
+    path = _crafted_checkpoint(tmp_path / "logs" / "rsl_rl" / "cartpole" / "old", planted)
+    run = Run(train_argv("rsl_rl", "--resume", str(path), *SHORT), tmp_path)
+    code, out = run.finish(120)
+    assert not planted.exists()
+    assert code == 1, out[-3000:]  # rank 0's bad-input 2 is reserved: mgpu exits 1
+    assert f"checkpoint {path} refused" in out and "nothing in it was run" in out, out[-3000:]
+    assert "restart" not in out  # bad input is not retried
+
+
+def test_safe_loader_refuses_in_process(tmp_path):
+    from isaaclab_mgpu.contract.errors import UsageError
+    from isaaclab_mgpu.rank.worker import checkpoint
+
+    planted = tmp_path / "planted"
+    path = _crafted_checkpoint(tmp_path / "run", planted)
+    with pytest.raises(UsageError, match="refused"):
+        checkpoint.load(path)
+    assert not planted.exists()
+
+
+def test_resume_of_another_library_is_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
+    from cli_helpers import run as mgpu
+
+    path = _crafted_checkpoint(tmp_path / "logs" / "rsl_rl" / "cartpole" / "old", tmp_path / "x")
+    (path.with_suffix(".json")).write_text(json.dumps({
+        "format": "isaaclab-mgpu/1", "iteration": 4, "library": "skrl", "framework": "jax",
+        "task": "cartpole", "world_size": 2}))  # fmt: skip
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code, _, err = mgpu(
+            capsys, "train", "--device", "cpu", "--nproc_per_node", "2", "--resume", f"{path}"
+        )
+    finally:
+        os.chdir(cwd)
+    assert code == 2, err
+    assert "written by skrl/jax on cartpole, not rsl_rl/torch on cartpole" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_requeue_outside_slurm_is_bad_input(capsys):
+    from cli_helpers import run as mgpu
+
+    code, _, err = mgpu(capsys, "train", "--device", "cpu", "--requeue", "--max_iterations", "2")
+    assert code == 2 and "--requeue needs a SLURM job" in err, err
+
+
+def test_exit_code_rule():
+    from isaaclab_mgpu.contract.errors import RESERVED, passed_through
+
+    assert RESERVED == (2, 4, 75, 124, 130)
+    codes = (1, 2, 3, 4, 75, 124, 130, 137, 139)
+    assert [passed_through(c) for c in codes] == [1, 1, 3, 1, 1, 1, 1, 137, 139]
+
+
+def test_two_runs_in_the_same_second_get_two_folders(tmp_path):
+    from isaaclab_mgpu.launcher.runs import create_run_folder
+
+    a = create_run_folder(tmp_path, "2026-12-01_08-00-00", "x")
+    b = create_run_folder(tmp_path, "2026-12-01_08-00-00", "x")
+    assert a != b and a.is_dir() and b.is_dir() and b.name == "2026-12-01_08-00-00-2_x"
+
+
+def test_resume_auto_picks_only_own_real_folders_inside_the_log_root(tmp_path):
+    from isaaclab_mgpu.contract import resume
+
+    exp = tmp_path / "logs" / "rsl_rl" / "cartpole"
+    (exp / "2026-01-01_00-00-00").mkdir(parents=True)
+    outside = tmp_path / "elsewhere" / "2099-01-01_00-00-00"
+    outside.mkdir(parents=True)
+    (exp / "2099-01-01_00-00-00").symlink_to(outside)
+    found = resume.own_run_folders(exp, tmp_path / "logs")
+    assert found == [exp / "2026-01-01_00-00-00"]
+    assert resume.own_run_folders(tmp_path / "elsewhere", tmp_path / "logs") == []
+
+
+def test_dry_run_shows_attempt_zero_and_says_restarts_are_mgpus(capsys):
+    from cli_helpers import run as mgpu
+
+    code, out, err = mgpu(capsys, "dry-run", "--device", "cpu", "--nproc_per_node", "2", "--max_restarts=3")
+    assert code == 0, err
+    assert "--max_restarts" not in out and "MGPU_ATTEMPT" not in out
+    assert "restarts: mgpu's own, up to 3" in err, err
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-x", "-q"]))
+
+
+def _running_in(folder: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.cwd() == str(folder):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_killed_mgpu_run_is_continued_by_resume_auto(tmp_path):
+    run = Run(train_argv("rsl_rl", "--resume", "auto", *SHORT), tmp_path)
+    run.wait_for("iteration 5/10", 120)
+    run.proc.send_signal(signal.SIGKILL)  # mgpu alone: its watchdog stops the ranks
+    run.finish(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _running_in(tmp_path):
+        time.sleep(0.2)  # the watchdog stops the ranks and torchrun
+    assert not _running_in(tmp_path)
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    assert summary_of(folder)["status"] == "interrupted"  # the watchdog's SIGTERM: the ranks saved
+
+    code, out = Run(train_argv("rsl_rl", "--resume", "auto", *SHORT), tmp_path).finish(180)
+    assert code == 0, out[-4000:]
+    assert f"--resume auto: the newest unfinished run: continuing {folder.relative_to(tmp_path)}" in out
+    assert run_folders(tmp_path, "rsl_rl") == [folder]
+    s = summary_of(folder)
+    assert (s["status"], s["iterations"], s["end_iteration"]) == ("finished", 10, 10), s
+
+    # A finished run is not continued: --resume auto starts a new one.
+    code, out = Run(train_argv("rsl_rl", "--resume", "auto", *SHORT), tmp_path).finish(180)
+    assert code == 0, out[-4000:]
+    assert "no unfinished run" in out and len(run_folders(tmp_path, "rsl_rl")) == 2
+
+
+def test_a_running_summary_whose_launcher_is_gone_is_listed_as_lost(tmp_path):
+    from isaaclab_mgpu.contract import summary
+    from isaaclab_mgpu.launcher.runs import find_runs
+
+    gone = psutil.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    alive = psutil.Process()
+    for name, pid, started in (("a", gone.pid, time.time()), ("b", alive.pid, alive.create_time())):
+        folder = tmp_path / "rsl_rl" / "cartpole" / f"2026-01-01_00-00-0{len(name)}{name}"
+        folder.mkdir(parents=True)
+        host = socket.gethostname()
+        record = summary.Summary(
+            status="running", launcher_pid=pid, launcher_host=host, launcher_started=started
+        )
+        summary.write(folder, record)
+    assert sorted((Path(r.folder).name[-1], r.status) for r in find_runs(tmp_path)) == [
+        ("a", "lost"),
+        ("b", "running"),
+    ]
