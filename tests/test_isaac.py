@@ -17,6 +17,7 @@ import pytest
 from isaaclab_mgpu.contract import isaaclab_version
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.launcher import isaac_preflight as preflight
+from isaaclab_mgpu.rank.isaac_resume import Continuation
 from isaaclab_mgpu.rank.worker.args import ISAAC_TRAIN_OPTIONS, option_strings, parse_args
 from isaaclab_mgpu.rank.worker.rank import RankContext
 
@@ -68,7 +69,7 @@ def test_train_argv_is_isaac_lab_distributed_command_line():
 
     args = parse_args([*ISAAC, "--num_envs", "64", "--max_iterations", "3", "--video",
                        "presets=newton_mjwarp", "--distributed"])  # fmt: skip
-    assert train_argv(args, _ctx(), "2026-01-02_03-04-05") == [
+    assert train_argv(args, _ctx(), Continuation("2026-01-02_03-04-05")) == [
         "--rl_library", "rsl_rl", "--task", "Isaac-Cartpole-Direct", "--device", "cpu",
         "--num_envs", "64", "--max_iterations", "3", "--seed", "42", "--distributed",
         "--run_timestamp", "2026-01-02_03-04-05", "--video", "presets=newton_mjwarp",
@@ -89,7 +90,7 @@ def test_logger_is_forwarded_the_isaac_lab_way(library, logger, expected):
 
     assert logger_argv(library, logger) == expected
     args = parse_args([*ISAAC, "--rl_library", library, "--logger", logger, "presets=x"])
-    argv = train_argv(args, _ctx(), "s")
+    argv = train_argv(args, _ctx(), Continuation("s"))
     assert argv[argv.index("--run_timestamp") + 2 :] == [
         *[a for a in expected if a.startswith("-")],
         "presets=x",
@@ -109,11 +110,28 @@ def test_train_argv_single_rank_puts_the_agent_on_the_rank_device_unless_given()
 
     one = _ctx(world=1, rank=0)
     rl_games = parse_args([*ISAAC, "--rl_library", "rl_games", "agent.params.config.device=cpu"])
-    tail = train_argv(rl_games, one, "s")[-2:]
+    tail = train_argv(rl_games, one, Continuation("s"))[-2:]
     assert tail == ["agent.params.config.device=cpu", "agent.params.config.device_name=cpu"]
-    skrl = parse_args([*ISAAC, "--rl_library", "skrl", "--ml_framework", "jax", "--resume", "latest"])
-    argv = train_argv(skrl, one, "s")
-    assert argv[6:8] == ["--ml_framework", "jax"] and "--checkpoint" in argv and "--distributed" not in argv
+    skrl = parse_args([*ISAAC, "--rl_library", "skrl", "--ml_framework", "jax"])
+    argv = train_argv(skrl, one, Continuation("s"))
+    assert (
+        argv[6:8] == ["--ml_framework", "jax"] and "--checkpoint" not in argv and "--distributed" not in argv
+    )
+
+
+def test_train_argv_continues_a_run_by_its_stamp_and_this_rank_copy_of_the_checkpoint():
+    from isaaclab_mgpu.rank.isaac import train_argv
+
+    cont = Continuation("2026-01-02_03-04-05", run_name="long", folder="/l/r", checkpoint="/l/r/model_4.pt",
+                        local="/tmp/copy/model_4.pt")  # fmt: skip
+    argv = train_argv(parse_args([*ISAAC, "--resume", "/l/r"]), _ctx(), cont)
+    assert argv[argv.index("--run_name") + 1] == "long" and argv[argv.index("--checkpoint") + 1] == cont.local
+    assert argv[argv.index("--run_timestamp") + 1] == "2026-01-02_03-04-05"
+    assert "--experiment_name" not in argv  # not read back from the folder: as the run was started
+    given = train_argv(parse_args([*ISAAC, "--run_name", "mine"]), _ctx(), cont)
+    assert given[given.index("--run_name") + 1] == "mine"
+    named = train_argv(parse_args(list(ISAAC)), _ctx(), Continuation("s", experiment="cartpole_direct"))
+    assert named[named.index("--experiment_name") + 1] == "cartpole_direct"
 
 
 def test_isaac_lab_version_range():

@@ -2,8 +2,15 @@
 
 For each library Isaac Lab's multi-GPU launcher drives (rsl_rl, skrl torch, skrl JAX, rl_games):
 ``Isaac-Cartpole-Direct``, kitless Newton physics (``presets=newton_mjwarp``), 64 environments per
-rank, 3 iterations. Each run must exit 0 and leave Isaac Lab's run folder with a TensorBoard event
+rank. Each finished run must exit 0 and leave Isaac Lab's run folder with a TensorBoard event
 file, a checkpoint and mgpu's ``summary.json`` (world size 2, equal parameter checksums).
+
+skrl JAX and rl_games train 3 iterations. rsl_rl and skrl torch (CI time: one test each) are killed
+and resumed: rank 1 is SIGKILLed once the run holds its second checkpoint; ``mgpu train --resume
+RUN_FOLDER`` with the same options then continues that run through Isaac Lab's own resume code: the
+same folder, the iteration counter going on from the newest checkpoint up to ``--max_iterations``
+in all, and one TensorBoard curve (read back with TensorBoard's directory loader: every step once,
+in order, up to the total).
 
 Runs only where Isaac Lab is importable (Python 3.12 with ``.[isaaclab]``; ``.ci/run`` builds that
 environment); skipped elsewhere. The robot and ground-plane files come from
@@ -15,9 +22,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -55,7 +65,21 @@ def asset_root(tmp_path_factory) -> str:
     return str(root)
 
 
-@pytest.mark.parametrize("library", list(LIBRARIES))
+def check_run_folder(run_dir: Path, s: dict, library: str) -> None:
+    """What every finished 2-rank Isaac Lab run leaves in its folder, summary.json included."""
+    assert run_dir.parts[-3] == library.split("_jax")[0]  # logs/<library>/<experiment>/<run>
+    assert s["world_size"] == 2 and s["checksums_equal"] is True, s
+    assert s["exit_status"] == 0 and s["run_dir"] == str(run_dir)
+    assert len(set(s["checksums"]["start"])) == 1 and s["checksums"]["start"] != s["checksums"]["end"]
+    assert s["env_steps_per_s"]["total"] > 0 and len(s["env_steps_per_s"]["per_rank"]) == 2
+    assert (run_dir / "run.json").is_file() and (run_dir / "params" / "agent.yaml").is_file()
+    assert (run_dir / "rank_1" / "params" / "env.yaml").is_file()
+    assert list(run_dir.rglob("events.out.tfevents.*")), sorted(run_dir.rglob("*"))
+    assert s["checkpoint"] and Path(s["checkpoint"]).is_file() and run_dir in Path(s["checkpoint"]).parents
+
+
+#: rsl_rl and skrl torch run in :func:`test_isaac_run_resumes_in_its_folder_after_a_rank_died`.
+@pytest.mark.parametrize("library", ["skrl_jax", "rl_games"])
 def test_isaac_cartpole_on_two_cpu_ranks(library, asset_root, tmp_path):
     env = child_env(tmp_path)
     env["ISAACSIM_ASSET_ROOT"] = asset_root
@@ -68,15 +92,98 @@ def test_isaac_cartpole_on_two_cpu_ranks(library, asset_root, tmp_path):
     summaries = sorted((tmp_path / "logs").glob("*/*/*/summary.json"))
     assert len(summaries) == 1, out[-3000:]
     run_dir = summaries[0].parent
-    assert run_dir.parts[-3] == library.split("_jax")[0]  # logs/<library>/<experiment>/<run>
     s = json.loads(summaries[0].read_text())
-    assert s["world_size"] == 2 and s["checksums_equal"] is True, s
-    assert s["iterations"] == 3 and s["exit_status"] == 0 and s["run_dir"] == str(run_dir)
-    assert len(set(s["checksums"]["start"])) == 1 and s["checksums"]["start"] != s["checksums"]["end"]
-    assert s["env_steps_per_s"]["total"] > 0 and len(s["env_steps_per_s"]["per_rank"]) == 2
-    assert (run_dir / "run.json").is_file() and (run_dir / "params" / "agent.yaml").is_file()
-    assert (run_dir / "rank_1" / "params" / "env.yaml").is_file()
-    assert list(run_dir.rglob("events.out.tfevents.*")), sorted(run_dir.rglob("*"))
-    assert s["checkpoint"] and Path(s["checkpoint"]).is_file() and run_dir in Path(s["checkpoint"]).parents
+    check_run_folder(run_dir, s, library)
+    assert s["iterations"] == 3 and s["start_iteration"] == 0, s
     rate = s["env_steps_per_s"]["total"]
     print(f"{library}: {wall:.0f} s wall, {s['s_per_iteration']} s/it, {rate:.0f} env-steps/s")
+
+
+#: Resume: 64 environments, 6 iterations in all, a checkpoint after every iteration.
+RESUME = {
+    "rsl_rl": (["--rl_library", "rsl_rl", "agent.save_interval=1"], "", "model_*.pt", "model_1.pt",
+               "Loss/learning_rate"),
+    "skrl": (["--rl_library", "skrl", "agent.agent.experiment.checkpoint_interval=32"], "checkpoints",
+             "agent_*.pt", "agent_64.pt", "Loss / Policy loss"),
+}  # fmt: skip
+RESUME_TOTAL = 6
+
+
+def _rank_pid(mgpu: subprocess.Popen, rank: str) -> int | None:
+    import psutil
+
+    for child in psutil.Process(mgpu.pid).children(recursive=True):
+        try:
+            if child.environ().get("RANK") == rank and "isaaclab_mgpu" in " ".join(child.cmdline()):
+                return child.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def _kill_rank_1_after(mgpu: subprocess.Popen, cwd: Path, sub: str, checkpoint: str) -> str:
+    """SIGKILL rank 1 once rank 0 wrote ``checkpoint``; return mgpu's output once it has ended."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline and mgpu.poll() is None:
+        found = list((cwd / "logs").glob(f"*/*/*/{sub}/{checkpoint}".replace("//", "/")))
+        pid = _rank_pid(mgpu, "1") if found else None
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    out, _ = mgpu.communicate(timeout=TIMEOUT_S)
+    return out
+
+
+@pytest.mark.parametrize("library", list(RESUME))
+def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    extra, sub, pattern, trigger, tag = RESUME[library]
+    env = child_env(tmp_path)
+    env["ISAACSIM_ASSET_ROOT"] = asset_root
+    command = [*COMMAND, *extra]
+    command[command.index("--max_iterations") + 1] = str(RESUME_TOTAL)
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *command]
+    first = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    out = _kill_rank_1_after(first, tmp_path, sub, trigger)
+    assert first.returncode not in (0, None), out[-3000:]
+    runs = [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()]
+    assert len(runs) == 1, runs
+    run_dir = runs[0]
+    # a checkpoint the kill cut short (torch.save writes in place) is not resumed from
+    whole = [p for p in (run_dir / sub).glob(pattern) if zipfile.is_zipfile(p)]
+    left = sorted(whole, key=lambda p: int(p.stem.split("_")[-1]))
+    newest = int(left[-1].stem.split("_")[-1])
+    resumed_at = newest + 1 if library == "rsl_rl" else newest // 32  # rsl-rl names the last index done
+
+    proc = subprocess.run([*argv, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT_S)  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert f"resuming at iteration {resumed_at} of {RESUME_TOTAL} from {left[-1]}" in out, out[-3000:]
+    assert [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()] == [run_dir]
+    # rank 1 loaded rank 0's file as handed over through torchrun's store (no shared file system
+    # needed), from a private copy removed when training ended
+    rank_1 = "".join(p.read_text() for p in (tmp_path / "logs" / "mgpu").glob("*/attempt_0/1/stdout.log"))
+    copies = re.findall(r"Loading model checkpoint from: (\S*mgpu-resume-\S*)", rank_1)
+    assert len(copies) == 1 and Path(copies[0]).name == left[-1].name, rank_1[-2000:]
+    assert not Path(copies[0]).exists()
+    s = json.loads((run_dir / "summary.json").read_text())
+    check_run_folder(run_dir, s, library)
+    assert s["start_iteration"] == resumed_at and s["end_iteration"] == RESUME_TOTAL, s
+    assert s["iterations"] == RESUME_TOTAL - resumed_at, s
+    assert s["resumed_from"] == str(left[-1]) and s["run_dir"] == str(run_dir)
+    last = f"model_{RESUME_TOTAL - 1}.pt" if library == "rsl_rl" else f"agent_{RESUME_TOTAL * 32}.pt"
+    assert (run_dir / sub / last).is_file(), sorted((run_dir / sub).iterdir())
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    steps = [e.step for e in acc.Scalars(tag)]
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # one per launch, one curve
+    assert steps == sorted(set(steps)), steps  # every step once, in order
+    expected_last = RESUME_TOTAL - 1 if library == "rsl_rl" else RESUME_TOTAL * 32
+    assert steps[-1] == expected_last and len(steps) >= RESUME_TOTAL - resumed_at, steps
+    print(f"{library}: resumed at iteration {resumed_at} of {RESUME_TOTAL}; {tag!r} steps {steps}")

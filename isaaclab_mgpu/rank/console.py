@@ -71,6 +71,14 @@ def isaac_summary(path: str, checksums_equal: bool | None, env_steps_per_s: floa
     _line(f"{PREFIX} summary: {path} (checksums_equal={checksums_equal}, {env_steps_per_s:.0f} env-steps/s)")
 
 
+def isaac_resumed(iteration: int, total: int | None, checkpoint: str, library: str) -> None:
+    """Rank 0 of an Isaac Lab task loaded ``checkpoint`` and goes on at ``iteration`` (of ``total``)."""
+    of = f" of {total}" if total is not None else ""
+    # rsl-rl, skrl and rl-games all load with torch.load(weights_only=False) (or pickle, skrl JAX).
+    trust = f"{library} unpickles checkpoints: resume only files you trust"
+    _line(f"{PREFIX} resuming at iteration {iteration}{of} from {checkpoint} ({trust})")
+
+
 class TrainingConsole:
     """Progress and summary of one rank; silent except sync lines on ranks other than 0."""
 

@@ -5,7 +5,10 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 
 - the Isaac Lab training command line from :func:`train_argv` (pure): the library, task, the
   rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank
-  (the launcher's ``MGPU_RUN_STAMP``), the Isaac Lab options the user gave, then the Hydra items;
+  (the launcher's ``MGPU_RUN_STAMP``, or the stamp of the run it continues), ``--checkpoint`` when
+  it continues one, the Isaac Lab options the user gave, then the Hydra items;
+- a resume (``--resume``, ``MGPU_RESUME``, or a restart of mgpu's: :mod:`.isaac_resume`) continues
+  the run in its own folder, at its iteration counter, up to ``--max_iterations`` in all;
 - on CPU ranks, a gloo process group joined first; the patches of :mod:`.patches` on every rank;
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
   after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
@@ -33,7 +36,8 @@ from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank.backends.base import checksum
-from isaaclab_mgpu.rank.console import TrainingConsole, isaac_summary
+from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
+from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
 from isaaclab_mgpu.rank.patches import isaaclab as compat
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.rank import (
@@ -83,7 +87,7 @@ def _pop_logger(isaac_args: tuple[str, ...]) -> tuple[list[str], str | None]:
     return rest, logger
 
 
-def train_argv(args: WorkerArgs, ctx: RankContext, stamp: str) -> list[str]:
+def train_argv(args: WorkerArgs, ctx: RankContext, cont: Continuation) -> list[str]:
     """Isaac Lab's training command line for this rank (what ``run_train_cli`` parses)."""
     argv = ["--rl_library", args.rl_library, "--task", args.task, "--device", ctx.device]
     if args.rl_library == "skrl":
@@ -94,18 +98,20 @@ def train_argv(args: WorkerArgs, ctx: RankContext, stamp: str) -> list[str]:
         argv += ["--max_iterations", str(args.max_iterations)]
     argv += ["--seed", str(args.seed)]
     if args.rl_library == "rsl_rl":
-        if args.experiment_name is not None:
-            argv += ["--experiment_name", args.experiment_name]
-        if args.run_name is not None:
-            argv += ["--run_name", args.run_name]
-    if args.resume is not None:
-        argv += ["--checkpoint", args.resume]
+        experiment = args.experiment_name if args.experiment_name is not None else cont.experiment
+        if experiment is not None:
+            argv += ["--experiment_name", experiment]
+        run_name = args.run_name if args.run_name is not None else cont.run_name
+        if run_name is not None:
+            argv += ["--run_name", run_name]
+    if cont.local is not None:
+        argv += ["--checkpoint", cont.local]
     if ctx.distributed:
         argv.append("--distributed")
     isaac_args, logger = _pop_logger(args.isaac_args)
     logger = logger or getattr(args, "logger", None)  # the worker's own --logger, where it has one
     log = logger_argv(args.rl_library, logger)
-    argv += ["--run_timestamp", stamp, *isaac_args, *[a for a in log if a.startswith("-")]]
+    argv += ["--run_timestamp", cont.stamp, *isaac_args, *[a for a in log if a.startswith("-")]]
     items = [f"{k}={v}" for k, v in args.overrides] + [a for a in log if not a.startswith("-")]
     given = {k for k, _ in args.overrides}
     if not ctx.distributed:
@@ -130,9 +136,20 @@ def check_request(args: WorkerArgs) -> None:
 class Bookkeeper(compat.Observer):
     """mgpu's per-rank record of an Isaac Lab run: folder, checksums, iteration rates and rewards."""
 
-    def __init__(self, ctx: RankContext, comm_kind: str) -> None:
+    def __init__(
+        self,
+        ctx: RankContext,
+        comm_kind: str,
+        cont: Continuation | None = None,
+        total: int | None = None,
+        library: str = "",
+    ) -> None:
         self.ctx = ctx
+        self.library = library
         self.comm_kind = comm_kind
+        self.cont = cont
+        self.total = total
+        self.start = 0
         self.rank_dir: str | None = None
         self.start_sum: str | None = None
         self.end_sum: str | None = None
@@ -146,8 +163,23 @@ class Bookkeeper(compat.Observer):
         self.gathered: np.ndarray | None = None
 
     def run_folder(self, rank_dir: str) -> None:
-        """Record the folder Isaac Lab gave this rank."""
+        """Record the folder Isaac Lab gave this rank; a continued run must be the folder it continues."""
         self.rank_dir = rank_dir
+        folder = self.cont.folder if self.cont is not None else None
+        if folder is not None and self.ctx.rank == 0 and Path(rank_dir).resolve() != Path(folder):
+            raise UsageError(
+                f"--resume: Isaac Lab names this run {rank_dir}, not the run it continues, {folder}; "
+                "give the options that run was started with (--run_name, the agent's experiment settings)"
+            )
+
+    def resumed(self, iteration: int, checkpoint: str) -> None:
+        """The library loaded the checkpoint: the count goes on from ``iteration``."""
+        self.start = iteration
+        if hasattr(self, "_modules"):  # skrl broadcasts when built; every rank loads the same file after
+            self.start_sum = _checksum(self._modules)
+        if self.ctx.rank == 0:
+            source = self.cont.checkpoint if self.cont is not None and self.cont.checkpoint else checkpoint
+            isaac_resumed(iteration, self.total, source, self.library)
 
     def synced(self, modules: list[Any]) -> None:
         """Record the first checksum (parameters now equal on every rank) and start the clock."""
@@ -159,7 +191,7 @@ class Bookkeeper(compat.Observer):
 
     def iteration(self, steps: int, reward: float | None) -> None:
         """The library finished one iteration on this rank."""
-        self.on_iteration(len(self.rewards) + 1, steps, reward)
+        self.on_iteration(self.start + len(self.rewards) + 1, steps, reward)
 
     def on_iteration(self, iteration: int, steps: int, reward: float | None) -> None:
         """Per-iteration hook of the Isaac Lab path: bookkeeping and the progress heartbeat."""
@@ -214,8 +246,8 @@ class Bookkeeper(compat.Observer):
             task=args.task,
             num_envs_per_rank=args.num_envs,
             seed=args.seed,
-            start_iteration=0,
-            end_iteration=iterations,
+            start_iteration=self.start,
+            end_iteration=self.start + iterations,
             iterations=iterations,
             train_time_s=round(self.train_time, 4),
             s_per_iteration=round(self.train_time / max(iterations, 1), 4),
@@ -227,7 +259,7 @@ class Bookkeeper(compat.Observer):
             checksums=Checksums(start=tuple(starts), end=tuple(ends)),
             checksums_equal=len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
             checkpoint=str(checkpoint) if checkpoint else None,
-            resumed_from=args.resume,
+            resumed_from=self.cont.checkpoint if self.cont is not None else None,
             run_dir=str(run_dir) if run_dir else None,
             interrupted=False,
             exit_status=exit_status,
@@ -302,13 +334,17 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
 
         if ctx.rank == 0 and localcomm.current() is not None:
             TrainingConsole(0).note(localcomm.NOTE)
-    book = Bookkeeper(ctx, "jax" if jax else "torch")
-    argv = train_argv(args, ctx, run_stamp(env_vars))
     from isaaclab_rl.entrypoints.dispatch import run_train_cli
 
-    progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
-    with compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book):
-        code = run_train_cli(argv)
+    library, task = args.rl_library, args.task
+    with continuation(
+        library, task, args.resume, ctx.rank, ctx.world_size, env_vars, run_stamp(env_vars)
+    ) as cont:
+        book = Bookkeeper(ctx, "jax" if jax else "torch", cont, args.max_iterations, library)
+        argv = train_argv(args, ctx, cont)
+        progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
+        with compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book):
+            code = run_train_cli(argv)
     code = int(code or 0)
     if own_group:
         import torch.distributed as dist

@@ -16,6 +16,9 @@ class Observer:
     def synced(self, modules: list[Any]) -> None:
         """Parameters were broadcast from rank 0; ``modules`` hold them."""
 
+    def resumed(self, iteration: int, checkpoint: str) -> None:
+        """The library loaded ``checkpoint``; training goes on at completed iteration ``iteration``."""
+
     def iteration(self, steps: int, reward: float | None) -> None:
         """One iteration ended: this rank's env steps in it and its mean episode reward."""
 

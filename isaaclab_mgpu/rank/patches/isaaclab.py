@@ -31,6 +31,15 @@ changing what trains:
 - ``create_rsl_rl_runner`` (in ``train_rsl_rl``) and the runner class from ``import_skrl_runner``
   (in ``train_skrl``) are wrapped to hand the runner they build to :func:`.rsl_rl.observe` and
   :func:`.skrl.observe`; rl-games is observed through its agent classes (:mod:`.rl_games`).
+
+**Resume (every device).** Isaac Lab's own resume code runs (``--checkpoint``, the library's load on
+every rank); where the library loses the iteration counter it is patched in that library's module,
+on the runner Isaac Lab built: :func:`.rsl_rl.continue_counter`, :func:`.skrl.continue_timesteps`
+(both report the iteration they resume at to the observer). rl-games needs no patch
+(``A2CBase.restore`` brings back ``epoch_num`` and ``frame``, and ``max_epochs`` is a total); its
+first observed epoch reports where it resumed. Its TensorBoard file gets no restart marker:
+rl-games logs on three step axes (frames, epochs, seconds) in one file, and one marker step cannot
+stand for all three.
 """
 
 from __future__ import annotations
@@ -117,8 +126,9 @@ def _rsl_rl(backend: Any, *, cpu: bool, observer: Observer) -> Iterator[None]:
     original_create = backend.create_rsl_rl_runner
 
     def create_rsl_rl_runner(env: Any, agent_cfg: Any, log_dir: str | None = None) -> Any:
-        # isaaclab_rl.rsl_rl.create_rsl_rl_runner, then mgpu's observation hooks on the runner.
+        # isaaclab_rl.rsl_rl.create_rsl_rl_runner, then mgpu's resume and observation hooks on the runner.
         runner = original_create(env, agent_cfg, log_dir=log_dir)
+        rsl_rl.continue_counter(runner, observer.resumed)  # first: the observation wraps what it made
         rsl_rl.observe(runner, observer)
         return runner
 
@@ -139,7 +149,10 @@ def _skrl(backend: Any, *, observer: Observer) -> Iterator[None]:
 
         def build(env: Any, cfg: dict) -> Any:
             skrl.short_run_logging(cfg)
+            skrl.checkpoints_at_updates(cfg)
             runner = runner_cls(env, cfg)
+            # first: the observation wraps what it made
+            skrl.continue_timesteps(runner, cfg, observer.resumed)
             skrl.observe(runner, cfg, observer)
             return runner
 

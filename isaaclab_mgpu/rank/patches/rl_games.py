@@ -93,6 +93,9 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             if not state["synced"]:
                 state["synced"] = True
                 observer.synced(_rl_games_modules(self))
+                # A2CBase.restore (set_full_state_weights) brought back epoch_num; update_epoch ran since.
+                if int(self.epoch_num) > 1:
+                    observer.resumed(int(self.epoch_num) - 1, "")
             result = original(self)
             mean = self.game_rewards.get_mean() if self.game_rewards.current_size > 0 else None
             reward = float(mean.reshape(-1)[0]) if mean is not None else None

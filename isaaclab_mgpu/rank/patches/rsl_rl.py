@@ -12,16 +12,35 @@ already joined.
 ``alg.broadcast_parameters`` (first checksum), ``logger.log`` (end of an iteration; mean reward
 from the logger's own ``rewbuffer``) and ``learn`` (last checksum, before Isaac Lab destroys the
 process group).
+
+**Resume (every device).** Isaac Lab's rsl_rl back-end (``train_rsl_rl.py``) resumes with
+rsl-rl's own calls: ``OnPolicyRunner.load(path)`` restores the actor, the critic (with their
+observation normalisers), the optimizer and ``iter``, then
+``runner.learn(num_learning_iterations=max_iterations)``. Three upstream behaviours lose the count;
+:func:`continue_counter` changes them on the runner Isaac Lab built, nothing else:
+
+1. ``OnPolicyRunner.save`` stores ``iter``, the index of the last *completed* iteration (``model_<k>.pt``
+   after iteration ``k``), and ``learn`` starts at ``current_learning_iteration``: a resume from it
+   would train iteration ``k`` a second time. After ``load`` the counter is ``k + 1``.
+2. ``OnPolicyRunner.learn(n)`` runs ``n`` *more* iterations; mgpu's ``--max_iterations`` is the run's
+   total, so ``learn`` is given what is left, ``total - current_learning_iteration`` (none left:
+   ``learn`` still runs, trains nothing and saves the loaded state again under its own name).
+3. ``Logger.init_logging_writer`` (called by ``learn``) opens a new TensorBoard writer in the run
+   folder; it starts with TensorBoard's restart marker at its first step
+   (:func:`isaaclab_mgpu.rank.patches.tensorboard.restart_curve`), so steps an interrupted attempt
+   logged after its last checkpoint (or, with none, from 0) are dropped and the curve shows each
+   step once; in a new folder the marker drops nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from isaaclab_mgpu.rank.patches.base import Observer, replaced
+from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
 def set_rank_fields(runner: Any, world_size: int, rank: int, local_rank: int) -> None:
@@ -104,3 +123,38 @@ def observe(runner: Any, observer: Observer) -> None:
 
     logger.log = logged
     runner.learn = learned
+
+
+def continue_counter(runner: Any, on_resumed: Callable[[int, str], None]) -> None:
+    """Make ``runner`` (an ``OnPolicyRunner``) resume at the next iteration and learn up to the total."""
+    load, learn, logger = runner.load, runner.learn, runner.logger
+    init_writer = logger.init_logging_writer
+    state: dict[str, int | None] = {"resumed_at": None}
+
+    def loaded(path: str, *args: Any, **kwargs: Any) -> Any:
+        # OnPolicyRunner.load sets current_learning_iteration to the checkpoint's last completed index.
+        infos = load(path, *args, **kwargs)
+        start = int(runner.current_learning_iteration) + 1
+        runner.current_learning_iteration = start
+        state["resumed_at"] = start
+        on_resumed(start, path)
+        return infos
+
+    def learned(num_learning_iterations: int, *args: Any, **kwargs: Any) -> Any:
+        # OnPolicyRunner.learn(n) trains n more; Isaac Lab passes max_iterations, mgpu's total.
+        left = int(num_learning_iterations) - int(runner.current_learning_iteration)
+        if left <= 0 and state["resumed_at"] is not None:
+            runner.current_learning_iteration -= 1  # nothing left: keep the loaded checkpoint's own index
+        return learn(max(left, 0), *args, **kwargs)
+
+    def writer_opened(*args: Any, **kwargs: Any) -> Any:
+        # rsl_rl Logger.init_logging_writer: a new event file in the run folder.
+        result = init_writer(*args, **kwargs)
+        writer = getattr(logger, "writer", None)
+        if hasattr(writer, "_get_file_writer"):  # torch's SummaryWriter (and rsl-rl's W&B/Neptune ones)
+            restart_curve(writer._get_file_writer().add_event, int(runner.current_learning_iteration))
+        return result
+
+    runner.load = loaded
+    runner.learn = learned
+    logger.init_logging_writer = writer_opened

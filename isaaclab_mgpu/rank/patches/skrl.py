@@ -25,6 +25,19 @@
    order on every rank, so parameters stay bitwise equal. So does PPO's once-per-epoch KL sum: the
    ``jax`` proxy of fix 3 recognises its ``pmap(lambda x: jax.lax.psum(x, "i"))`` by the lambda's
    code and returns a host sum over the channel (float32, as JAX's).
+6. Resume (Isaac Lab's skrl back-end, ``train_skrl.py``, any framework): ``Agent.load(path)`` restores
+   the agent's checkpoint modules (policy, value, optimizer, preprocessors) and nothing else, and
+   ``Trainer.train`` counts ``range(cfg.timesteps)`` from 0: a resumed run would train every timestep
+   again, name its checkpoints and log its TensorBoard steps from 0. :func:`continue_timesteps`
+   reads the timestep from skrl's own checkpoint name (``agent_<T>.pt``, ``.pickle`` for JAX,
+   written after timestep ``T``), runs the trainer for the timesteps left of the total and hands
+   the agent's per-timestep calls (``pre_interaction``, ``act``, ``record_transition``,
+   ``post_interaction``) the timestep counted from ``T``, so its updates, checkpoints and
+   TensorBoard steps go on; the writer starts with TensorBoard's restart marker at ``T + 1``
+   (:func:`.tensorboard.restart_curve`; in a new folder it drops nothing). A checkpoint between
+   two updates cannot be continued (the rollout memory is not in it): it is refused with one
+   line, and ``experiment.checkpoint_interval: auto`` (``timesteps / 10``) is rounded down to
+   whole rollouts, at least one (:func:`checkpoints_at_updates`).
 
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
@@ -41,15 +54,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from isaaclab_mgpu.contract import env
+from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.patches.base import Observer
+from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
 @contextlib.contextmanager
@@ -264,3 +280,64 @@ def observe(runner: Any, cfg: dict, observer: Observer) -> None:
     agent.write_tracking_data = wrote
     agent.update = updated
     runner.run = ran
+
+
+# --- fix 6: resume ------------------------------------------------------------------------------
+
+_CHECKPOINT = re.compile(r"^agent_(\d+)\.(?:pt|pickle)$")  # torch, JAX
+#: The agent's per-timestep calls the trainer makes (each takes ``timestep=`` and ``timesteps=``).
+_PER_TIMESTEP = ("pre_interaction", "act", "record_transition", "post_interaction")
+
+
+def checkpoints_at_updates(cfg: dict) -> None:
+    """``experiment.checkpoint_interval: auto`` rounded down to whole rollouts (fix 6)."""
+    experiment = cfg["agent"].setdefault("experiment", {})
+    rollouts = int(cfg["agent"]["rollouts"])
+    timesteps = int(cfg.get("trainer", {}).get("timesteps", 0))
+    if experiment.get("checkpoint_interval", "auto") == "auto" and timesteps > 0:
+        # skrl Agent.init resolves auto to int(timesteps / 10), seldom at an update.
+        experiment["checkpoint_interval"] = max(int(timesteps / 10) // rollouts, 1) * rollouts
+
+
+def continue_timesteps(runner: Any, cfg: dict, on_resumed: Callable[[int, str], None]) -> None:
+    """Make a skrl ``Runner`` resumed with ``agent.load`` train on from the checkpoint's timestep."""
+    agent, trainer = runner.agent, runner.trainer
+    rollouts = int(cfg["agent"]["rollouts"])
+    total = int(trainer.cfg.timesteps)
+    load, run = agent.load, runner.run
+    state = {"start": 0}
+
+    def loaded(path: str) -> Any:
+        # skrl Agent.load restores the modules only; the timestep is in skrl's checkpoint name.
+        m = _CHECKPOINT.match(os.path.basename(path))
+        if m is None or int(m.group(1)) % rollouts:
+            raise UsageError(
+                f"--resume {path}: not a skrl checkpoint taken at an update (agent_<T>, T a multiple "
+                f"of {rollouts} rollouts); resume from one of those"
+            )
+        result = load(path)
+        state["start"] = int(m.group(1))
+        on_resumed(state["start"] // rollouts, path)
+        return result
+
+    def ran(*args: Any, **kwargs: Any) -> Any:
+        # skrl Runner.run -> Trainer.train: range(cfg.timesteps) from 0; run the rest, counted from start.
+        start = state["start"]
+        writer = getattr(agent, "writer", None)
+        if hasattr(writer, "_event_file_writer"):  # skrl.utils.tensorboard.SummaryWriter (rank 0)
+            restart_curve(writer._event_file_writer.add_event, start + 1)
+        if start:
+            trainer.cfg.timesteps = max(total - start, 0)
+            for name in _PER_TIMESTEP:
+                setattr(agent, name, _shifted(getattr(agent, name), start, total))
+        return run(*args, **kwargs)
+
+    agent.load = loaded
+    runner.run = ran
+
+
+def _shifted(call: Callable[..., Any], start: int, total: int) -> Callable[..., Any]:
+    def shifted(*args: Any, timestep: int, timesteps: int, **kwargs: Any) -> Any:
+        return call(*args, timestep=timestep + start, timesteps=total, **kwargs)
+
+    return shifted
