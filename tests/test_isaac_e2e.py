@@ -6,11 +6,11 @@ rank. Each finished run must exit 0 and leave Isaac Lab's run folder with a Tens
 file, a checkpoint and mgpu's ``summary.json`` (world size 2, equal parameter checksums).
 
 skrl JAX and rl_games train 3 iterations. rsl_rl and skrl torch (CI time: one test each) are killed
-and resumed: rank 1 is SIGKILLed once the run holds its second checkpoint; ``mgpu train --resume
-RUN_FOLDER`` with the same options then continues that run through Isaac Lab's own resume code: the
-same folder, the iteration counter going on from the newest checkpoint up to ``--max_iterations``
-in all, and one TensorBoard curve (read back with TensorBoard's directory loader: every step once,
-in order, up to the total).
+and resumed: rank 1 is SIGKILLed once the run holds its second checkpoint; mgpu's own restart
+(rsl_rl, ``--max_restarts 1``) or ``mgpu train --resume RUN_FOLDER`` with the same options (skrl)
+then continues that run through Isaac Lab's own resume code: the same folder, the iteration
+counter going on from the newest checkpoint up to ``--max_iterations`` in all, and one TensorBoard
+curve (read back with TensorBoard's directory loader: every step once, in order, up to the total).
 
 Runs only where Isaac Lab is importable (Python 3.12 with ``.[isaaclab]``; ``.ci/run`` builds that
 environment); skipped elsewhere. The robot and ground-plane files come from
@@ -135,55 +135,68 @@ def _kill_rank_1_after(mgpu: subprocess.Popen, cwd: Path, sub: str, checkpoint: 
     return out
 
 
+#: rsl_rl through mgpu's own restart (``--max_restarts 1``: one command), skrl through ``--resume
+#: RUN_FOLDER`` by hand after the killed run ended: both paths of :mod:`isaaclab_mgpu.rank.isaac_resume`.
+RESUME_MODES = {"rsl_rl": "restart", "skrl": "resume"}
+
+
 @pytest.mark.parametrize("library", list(RESUME))
 def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     extra, sub, pattern, trigger, tag = RESUME[library]
+    mode = RESUME_MODES[library]
     env = child_env(tmp_path)
     env["ISAACSIM_ASSET_ROOT"] = asset_root
     command = [*COMMAND, *extra]
     command[command.index("--max_iterations") + 1] = str(RESUME_TOTAL)
     argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *command]
     first = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+        [*argv, *(["--max_restarts", "1"] if mode == "restart" else [])],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
     out = _kill_rank_1_after(first, tmp_path, sub, trigger)
-    assert first.returncode not in (0, None), out[-3000:]
     runs = [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()]
-    assert len(runs) == 1, runs
+    assert len(runs) == 1, (runs, out[-3000:])
     run_dir = runs[0]
-    # a checkpoint the kill cut short (torch.save writes in place) is not resumed from
-    whole = [p for p in (run_dir / sub).glob(pattern) if zipfile.is_zipfile(p)]
-    left = sorted(whole, key=lambda p: int(p.stem.split("_")[-1]))
-    newest = int(left[-1].stem.split("_")[-1])
-    resumed_at = newest + 1 if library == "rsl_rl" else newest // 32  # rsl-rl names the last index done
-
-    proc = subprocess.run([*argv, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=TIMEOUT_S)  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    assert f"resuming at iteration {resumed_at} of {RESUME_TOTAL} from {left[-1]}" in out, out[-3000:]
+    if mode == "restart":
+        assert first.returncode == 0, out[-4000:]
+        assert "rank 1 on localhost failed with signal SIGKILL; restart 1 of 1" in out, out[-3000:]
+    else:
+        assert first.returncode not in (0, None), out[-3000:]
+        proc = subprocess.run([*argv, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=TIMEOUT_S)  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-4000:]
+    # rank 0 named where it goes on: the newest whole checkpoint (a kill can cut one short)
+    found = re.search(rf"resuming at iteration (\d+) of {RESUME_TOTAL} from (\S+)", out)
+    assert found, out[-3000:]
+    resumed_at, source = int(found.group(1)), Path(found.group(2))
+    counter = int(source.stem.split("_")[-1])
+    assert source.parent == run_dir / sub and source.match(pattern) and zipfile.is_zipfile(source)
+    assert (
+        resumed_at == (counter + 1 if library == "rsl_rl" else counter // 32) >= 2
+    )  # rsl-rl: last index done
     assert [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()] == [run_dir]
     # rank 1 loaded rank 0's file as handed over through torchrun's store (no shared file system
     # needed), from a private copy removed when training ended
-    rank_1 = "".join(p.read_text() for p in (tmp_path / "logs" / "mgpu").glob("*/attempt_0/1/stdout.log"))
+    rank_1 = "".join(p.read_text() for p in (tmp_path / "logs" / "mgpu").glob("*/attempt_*/1/stdout.log"))
     copies = re.findall(r"Loading model checkpoint from: (\S*mgpu-resume-\S*)", rank_1)
-    assert len(copies) == 1 and Path(copies[0]).name == left[-1].name, rank_1[-2000:]
+    assert len(copies) == 1 and Path(copies[0]).name == source.name, rank_1[-2000:]
     assert not Path(copies[0]).exists()
     s = json.loads((run_dir / "summary.json").read_text())
     check_run_folder(run_dir, s, library)
     assert s["start_iteration"] == resumed_at and s["end_iteration"] == RESUME_TOTAL, s
-    assert s["iterations"] == RESUME_TOTAL - resumed_at, s
-    assert s["resumed_from"] == str(left[-1]) and s["run_dir"] == str(run_dir)
+    assert s["iterations"] == RESUME_TOTAL - resumed_at and s["resumed_from"] == str(source), s
     last = f"model_{RESUME_TOTAL - 1}.pt" if library == "rsl_rl" else f"agent_{RESUME_TOTAL * 32}.pt"
     assert (run_dir / sub / last).is_file(), sorted((run_dir / sub).iterdir())
 
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
     steps = [e.step for e in acc.Scalars(tag)]
-    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # one per launch, one curve
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2  # one per attempt, one curve
     assert steps == sorted(set(steps)), steps  # every step once, in order
-    expected_last = RESUME_TOTAL - 1 if library == "rsl_rl" else RESUME_TOTAL * 32
-    assert steps[-1] == expected_last and len(steps) >= RESUME_TOTAL - resumed_at, steps
-    print(f"{library}: resumed at iteration {resumed_at} of {RESUME_TOTAL}; {tag!r} steps {steps}")
+    resumed = set(range(resumed_at, RESUME_TOTAL)) if library == "rsl_rl" else {
+        32 * (k + 1) for k in range(resumed_at, RESUME_TOTAL)}  # fmt: skip
+    assert resumed <= set(steps) and steps[-1] == max(resumed), steps
+    print(f"{library} ({mode}): resumed at iteration {resumed_at} of {RESUME_TOTAL}; {tag!r} steps {steps}")

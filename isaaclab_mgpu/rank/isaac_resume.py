@@ -2,7 +2,7 @@
 
 A rank of an Isaac Lab task continues a run when it is asked to (:func:`request`):
 
-- the launcher's ``MGPU_RESUME`` or ``MGPU_RUN_DIR`` (:mod:`isaaclab_mgpu.contract.env`), or the
+- the launcher's ``MGPU_RESUME`` or ``MGPU_RUN_DIR`` (:mod:`isaaclab_mgpu.contract.resume`), or the
   worker's ``--resume PATH``: a checkpoint file, or an Isaac Lab run folder (its newest checkpoint;
   none yet: iteration 0 in it);
 - ``--resume`` without a path (:data:`~isaaclab_mgpu.rank.worker.args.RESUME_LATEST`): the newest
@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import env, layout
+from isaaclab_mgpu.contract import env, layout, resume
 from isaaclab_mgpu.contract.errors import UsageError
 
 #: ``request`` for "this launch's own run" (a restart without an explicit source).
@@ -86,7 +86,7 @@ class Continuation:
 def request(given: str | None, environ: Mapping[str, str]) -> str | None:
     """What this rank is asked to continue (a path, ``latest``, :data:`THIS_RUN`), or None."""
     source = environ.get(env.RESUME) or environ.get(env.RUN_DIR) or given
-    if source is None and _int(environ.get(env.ATTEMPT)) > 0:
+    if source is None and resume.attempt(environ) > 0:
         return THIS_RUN
     return source
 
@@ -214,7 +214,7 @@ def continuation(
 ) -> Iterator[Continuation]:
     """This rank's :class:`Continuation`, rank 0's plan handed to every rank; copies removed on exit."""
     source = request(given, environ)
-    restarted = _int(environ.get(env.ATTEMPT)) > 0
+    restarted = resume.attempt(environ) > 0
     store = _store(environ) if world_size > 1 else None
     if store is None:
         shared = "; without torchrun's store every node needs the run folder (a shared file system)"
@@ -280,7 +280,3 @@ def _same_task(folder: Path, task: str) -> bool:
     from isaaclab_rl.entrypoints.common import normalize_task_name  # how Isaac Lab writes it there
 
     return named[1] == normalize_task_name(task)
-
-
-def _int(value: str | None) -> int:
-    return int(value) if value and value.isdigit() else 0
