@@ -35,6 +35,24 @@ REFUSED = [
     (["--num-env", "8"], "did you mean --num_envs"),
     (["--task", "Cartpole"], "did you mean cartpole?"),
     (["--task", "humanoid"], "--task 'humanoid' is not a task"),
+    (["--task", "no-such-task"], "--task 'no-such-task' is not a task (embedded tasks: cartpole, pendulum;"),
+    (["--task", "Humanoid-v4"], "--task 'Humanoid-v4' is not a task (embedded tasks"),
+    (["--task", "isaac-Cartpole-Direct-v0"], "did you mean Isaac-Cartpole-Direct-v0?"),
+    (
+        ["agent.learning_rat=0.001"],
+        "agent.learning_rat is not a PPO setting; did you mean agent.learning_rate?",
+    ),
+    (["env.no_such_field=1"], "env.no_such_field is not a setting of this task; known: cart_mass, dt,"),
+    (["--task", "pendulum", "env.max_torqe=1"], "did you mean env.max_torque?"),
+    (["agent.learning_rate=fast"], "agent.learning_rate=fast: the value must be float"),
+    (["env.episode_length=2.5"], "env.episode_length=2.5: the value must be int"),
+    (["agent.hidden=64,x"], "agent.hidden=64,x: give layer sizes like 64,64"),
+    (
+        ["agnt.gamma=0.9"],
+        "agnt.gamma=0.9 is not an override of the embedded tasks (they take env.<field>=value",
+    ),
+    (["presets=newton_mjwarp"], "presets=newton_mjwarp is not an override of the embedded tasks"),
+    (["--run_timestamp", "../elsewhere"], "'../elsewhere' is not a stamp like 2026-01-02_03-04-05"),
     (["--num_envs", "0"], "--num_envs 0 must be at least 1"),
     (["--seed", "seven"], "--seed: invalid int value: 'seven'"),
     (["--bogus"], "--bogus is not an option of mgpu {cmd} nor of the training worker; the worker's"),
@@ -70,7 +88,7 @@ def test_dry_run_and_check_env_report_what_train_refuses(capsys, no_spawn, args,
     assert lines["train"] == lines["dry-run"] == lines["check-env"]
 
 
-def test_key_value_items_isaac_tasks_and_extension_tasks_pass(capsys, no_spawn, monkeypatch):
+def test_key_value_items_isaac_tasks_and_isaac_lab_options_pass(capsys, no_spawn, monkeypatch):
     from isaaclab_mgpu import launch
 
     # Whether this machine can run Isaac Lab is i11's pre-spawn check (isaac/preflight.py), not this one.
@@ -78,7 +96,14 @@ def test_key_value_items_isaac_tasks_and_extension_tasks_pass(capsys, no_spawn, 
     for args in (
         ["--task", "pendulum", "env.dt=0.02", "agent.rollout=8", "--num-envs", "8"],
         ["--task=Isaac-Cartpole-Direct-v0", "presets=newton_mjwarp", "--headless"],
-        ["--task", "Template-My-Task-v0"],  # may be registered by an installed extension
+        [
+            "--task",
+            "Isaac-Cartpole-Direct-v0",
+            "agent.anything.goes=1",
+            "--video",
+            "--track",
+        ],  # Hydra's to judge
+        ["--task", "cartpole", "--run_timestamp=2026-01-02_03-04-05"],
         ["--resume", "--seed", "3", "--", "--run_name", "x"],
     ):
         code, out, err = run(capsys, "dry-run", "--device", "cpu", *args)
@@ -108,9 +133,9 @@ def test_check_unit_parts():
         "--rl_library", "skrl", "--ml_framework", "torch", "--device", "cpu", "--seed", "1", "--distributed",
     ]  # fmt: skip
     check_training_args(LaunchSpec(script=__file__, training_args=("--anything", "goes")))
-    for good in (*EMBEDDED_TASKS, "Isaac-Velocity-Flat-Anymal-D-v0", "Template-X-v0"):
+    for good in (*EMBEDDED_TASKS, "Isaac-Velocity-Flat-Anymal-D-v0"):
         check_task(good)
-    for bad in ("cartpol", "CartPole-v1", "pendulm", "ant"):
+    for bad in ("cartpol", "CartPole-v1", "pendulm", "ant", "Template-X-v0", "Humanoid-v4"):
         with pytest.raises(WorkerArgsError, match="is not a task"):
             check_task(bad)
     with pytest.raises(WorkerArgsError) as info:
@@ -119,9 +144,26 @@ def test_check_unit_parts():
 
 
 def test_embedded_task_names_match_the_task_registry():
+    from isaaclab_mgpu.rank.settings import TASK_CONFIGS
     from isaaclab_mgpu.rank.tasks import TASKS
 
     assert tuple(TASKS) == EMBEDDED_TASKS
+    assert {name: task.cfg_class for name, task in TASKS.items()} == TASK_CONFIGS
+
+
+@pytest.mark.parametrize("spelling", ["--run_timestamp", "--run-timestamp"])
+def test_a_given_run_timestamp_is_the_stamp_of_every_rank(capsys, no_spawn, spelling):
+    import json
+
+    stamp = "2026-01-02_03-04-05"
+    code, out, err = run(
+        capsys, "dry-run", "--device", "cpu", "--nproc_per_node", "2", spelling, stamp, "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["env"]["MGPU_RUN_STAMP"] == stamp
+    assert parse([spelling, stamp]).run_timestamp == stamp
+    _, out, _ = run(capsys, "dry-run", "--device", "cpu", "--json")
+    assert json.loads(out)["env"]["MGPU_RUN_STAMP"] != stamp
 
 
 # -- dry-run warns about what train refuses ------------------------------------------------------

@@ -200,3 +200,37 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
         32 * (k + 1) for k in range(resumed_at, RESUME_TOTAL)}  # fmt: skip
     assert resumed <= set(steps) and steps[-1] == max(resumed), steps
     print(f"{library} ({mode}): resumed at iteration {resumed_at} of {RESUME_TOTAL}; {tag!r} steps {steps}")
+
+
+def _isaac_train_parser(library: str):
+    """Isaac Lab's own ``train`` parser for ``library``, caught just before it parses."""
+    import argparse
+    import importlib
+
+    module = importlib.import_module(f"isaaclab_rl.entrypoints.backends.train_{library}")
+    caught = []
+    original = argparse.ArgumentParser.parse_known_args
+
+    def catch(self, args=None, namespace=None):
+        if len(self._actions) < 10:  # a helper parser (rsl-rl's callback pre-parse), not train's own
+            return original(self, args, namespace)
+        caught.append(self)
+        raise SystemExit(0)
+
+    argparse.ArgumentParser.parse_known_args = catch
+    try:
+        module._parse_args(["--task", "Isaac-Cartpole-Direct"])
+    except SystemExit:
+        pass
+    finally:
+        argparse.ArgumentParser.parse_known_args = original
+    assert caught, f"Isaac Lab's train_{library} built no parser"
+    return caught[0]
+
+
+@pytest.mark.parametrize("library", ["rsl_rl", "skrl", "rl_games"])
+def test_every_option_of_isaac_lab_train_is_accepted(library):
+    from isaaclab_mgpu.rank.worker.args import option_strings
+
+    theirs = {s for a in _isaac_train_parser(library)._actions for s in a.option_strings} - {"-h", "--help"}
+    assert theirs - option_strings() == set()

@@ -109,10 +109,12 @@ def test_unknown_argument_exits_2_from_the_process(tmp_path):
 def test_overrides_are_parsed_in_order():
     from isaaclab_mgpu.rank.worker.args import parse_args
 
-    args = parse_args(["--task", "pendulum", "env.dt=0.02", "agent.rollout=8", "presets=newton_mjwarp"])
-    assert args.overrides_for("env") == {"dt": "0.02"}
+    args = parse_args(["--task", "pendulum", "env.dt=0.02", "agent.rollout=8", "env.dt=0.03"])
+    assert args.overrides_for("env") == {"dt": "0.03"}
     assert args.overrides_for("agent") == {"rollout": "8"}
-    assert args.overrides[-1] == ("presets", "newton_mjwarp")
+    assert args.overrides[0] == ("env.dt", "0.02")
+    isaac = parse_args(["--task", "Isaac-Cartpole-Direct-v0", "presets=newton_mjwarp", "env.sim.dt=0.01"])
+    assert isaac.overrides == (("presets", "newton_mjwarp"), ("env.sim.dt", "0.01"))
 
 
 def test_cartpole_fails_by_falling_and_resets_itself():

@@ -346,7 +346,7 @@ def resolve(
         rdzv_endpoint=nodes.rdzv_endpoint,
         rdzv_id=nodes.rdzv_id,
         coordinator=nodes.coordinator,
-        run_stamp=machine.run_stamp,
+        run_stamp=spec.run_timestamp or machine.run_stamp,  # a given stamp names the run on every node
         filled=filled.filled,
         overridden=filled.overridden,
         torchrun_env=() if spec.uses_jax else cluster.torchrun_env(machine.environ),

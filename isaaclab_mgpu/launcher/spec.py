@@ -234,6 +234,11 @@ class LaunchSpec:
         return int(signal.Signals["SIG" + self.requeue_signal.upper().removeprefix("SIG")])
 
     @property
+    def run_timestamp(self) -> str | None:
+        """The built-in worker's ``--run_timestamp`` as given (it becomes the run's stamp), or None."""
+        return training_option(self.training_args, "run_timestamp") if self.builtin_worker else None
+
+    @property
     def nnodes_max(self) -> int:
         """The largest node count ``nnodes`` allows (1 when unset)."""
         return node_counts(self.nnodes)[1]

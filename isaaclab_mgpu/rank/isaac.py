@@ -338,7 +338,13 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
 
     library, task = args.rl_library, args.task
     with continuation(
-        library, task, args.resume, ctx.rank, ctx.world_size, env_vars, run_stamp(env_vars)
+        library,
+        task,
+        args.resume,
+        ctx.rank,
+        ctx.world_size,
+        env_vars,
+        args.run_timestamp or run_stamp(env_vars),
     ) as cont:
         book = Bookkeeper(ctx, "jax" if jax else "torch", cont, args.max_iterations, library)
         argv = train_argv(args, ctx, cont)

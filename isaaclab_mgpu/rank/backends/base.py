@@ -12,101 +12,18 @@ line overrides a field.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+# The PPO settings and per-task defaults live with the other override targets (stdlib only).
+from isaaclab_mgpu.rank.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
 
-@dataclass(frozen=True)
-class PPOSettings:
-    """PPO hyper-parameters shared by every back-end."""
-
-    rollout: int = 16
-    """Steps per environment per iteration."""
-
-    epochs: int = 5
-    """Passes over each rollout."""
-
-    mini_batches: int = 4
-    """Mini-batches per pass."""
-
-    learning_rate: float = 1e-3
-    """Initial learning rate (adapted to ``desired_kl``)."""
-
-    desired_kl: float = 0.01
-    """Target KL divergence of the adaptive learning-rate schedule."""
-
-    gamma: float = 0.99
-    """Discount factor."""
-
-    lam: float = 0.95
-    """GAE lambda."""
-
-    clip: float = 0.2
-    """PPO ratio clip."""
-
-    entropy_coef: float = 0.005
-    """Entropy bonus."""
-
-    value_loss_coef: float = 1.0
-    """Value-loss weight."""
-
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip."""
-
-    hidden: str = "32,32"
-    """Hidden layer sizes of actor and critic, comma-separated."""
-
-    init_std: float = 1.0
-    """Initial action standard deviation."""
-
-    @property
-    def hidden_dims(self) -> list[int]:
-        """``hidden`` as a list of ints."""
-        return [int(h) for h in self.hidden.split(",") if h.strip()]
-
-
-@dataclass(frozen=True)
-class TaskDefaults:
-    """Per-task defaults for what the command line leaves out."""
-
-    num_envs: int
-    """Environments per rank."""
-
-    max_iterations: int
-    """Iterations per run."""
-
-    ppo: PPOSettings
-    """Hyper-parameters."""
-
-
-DEFAULTS: dict[str, TaskDefaults] = {
-    "cartpole": TaskDefaults(num_envs=256, max_iterations=50, ppo=PPOSettings()),
-    "pendulum": TaskDefaults(
-        num_envs=256,
-        max_iterations=200,
-        ppo=PPOSettings(rollout=32, hidden="64,64", gamma=0.98, entropy_coef=0.0, init_std=0.6),
-    ),
-}
-#: Isaac Lab tasks bring their own agent configuration; these apply where ours is used.
-FALLBACK = TaskDefaults(num_envs=1024, max_iterations=100, ppo=PPOSettings(hidden="128,128,128"))
-
-
-def settings_with(ppo: PPOSettings, overrides: dict[str, str]) -> PPOSettings:
-    """``ppo`` with ``agent.<field>=value`` overrides applied, typed like each field."""
-    fields = {f.name for f in dataclasses.fields(ppo)}
-    values: dict[str, Any] = {}
-    for key, raw in overrides.items():
-        if key not in fields:
-            raise ValueError(f"agent.{key} is not a PPO setting; known: {', '.join(sorted(fields))}")
-        values[key] = type(getattr(ppo, key))(raw)
-    return dataclasses.replace(ppo, **values)
+__all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "checksum", "settings_with"]
 
 
 def checksum(arrays: Iterable[np.ndarray]) -> str:

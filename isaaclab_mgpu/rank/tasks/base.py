@@ -13,21 +13,13 @@ with the same seed and world size replay the same initial states.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
 
+from isaaclab_mgpu.rank.settings import TaskCfg, apply_overrides
 
-@dataclass(frozen=True)
-class TaskCfg:
-    """Settings every embedded task shares (subclasses add their physics constants)."""
-
-    episode_length: int = 200
-    """Steps before an episode is cut by the time limit (``truncated``)."""
-
-    dt: float = 0.02
-    """Simulation time step in seconds."""
+__all__ = ["EpisodeStats", "TaskCfg", "VecTask", "apply_overrides"]
 
 
 @dataclass
@@ -138,16 +130,3 @@ class VecTask:
         values = self._stats.tolist()
         self._stats.zero_()
         return EpisodeStats(values[0], int(values[1]), values[2], int(values[3]), values[4])
-
-
-def apply_overrides(cfg: TaskCfg, overrides: dict[str, str]) -> TaskCfg:
-    """Return ``cfg`` with ``field=value`` strings applied, typed like the field's default."""
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
-    values: dict[str, object] = {}
-    for key, raw in overrides.items():
-        if key not in fields:
-            known = ", ".join(sorted(fields))
-            raise ValueError(f"env.{key} is not a setting of this task; known: {known}")
-        kind = type(getattr(cfg, key))
-        values[key] = kind(raw)
-    return dataclasses.replace(cfg, **values)

@@ -15,34 +15,10 @@ in torch and integrated with semi-implicit Euler at ``dt`` = 0.02 s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from isaaclab_mgpu.rank.tasks.base import TaskCfg, VecTask
-
-
-@dataclass(frozen=True)
-class CartpoleCfg(TaskCfg):
-    """Cartpole constants."""
-
-    force_scale: float = 10.0
-    """Force in newton for action 1."""
-
-    cart_mass: float = 1.0
-    """Mass of the cart in kg."""
-
-    pole_mass: float = 0.1
-    """Mass of the pole in kg."""
-
-    pole_half_length: float = 0.5
-    """Distance from the hinge to the pole's centre of mass in m."""
-
-    x_limit: float = 2.4
-    """Cart position beyond which the episode fails."""
-
-    theta_limit: float = 0.6
-    """Pole angle beyond which the episode fails."""
+from isaaclab_mgpu.rank.settings import CartpoleCfg
+from isaaclab_mgpu.rank.tasks.base import VecTask
 
 
 class Cartpole(VecTask):

@@ -16,28 +16,11 @@ velocity clipped to ±8 rad/s.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
-from isaaclab_mgpu.rank.tasks.base import TaskCfg, VecTask
-
-
-@dataclass(frozen=True)
-class PendulumCfg(TaskCfg):
-    """Pendulum constants."""
-
-    episode_length: int = 100
-    """Steps per episode (time limit only)."""
-
-    dt: float = 0.05
-    """Simulation time step in seconds."""
-
-    max_torque: float = 2.0
-    """Torque in N m for action 1."""
-
-    max_speed: float = 8.0
-    """Angular velocity clip in rad/s."""
+from isaaclab_mgpu.rank.settings import PendulumCfg
+from isaaclab_mgpu.rank.tasks.base import VecTask
 
 
 class Pendulum(VecTask):

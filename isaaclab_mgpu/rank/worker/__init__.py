@@ -15,7 +15,8 @@ Command line (see ``--help`` and ``docs/training.md``)::
     python -m isaaclab_mgpu.worker --rl_library rsl_rl|skrl [--ml_framework torch|jax]
         [--device cpu|cuda|cuda:N] [--task cartpole|pendulum|Isaac-...] [--num_envs N]
         [--max_iterations N] [--seed S] [--save_interval N] [--resume [PATH]]
-        [--run_name X] [--experiment_name X] [--log_root DIR] [env.F=V agent.F=V ...] --distributed
+        [--run_name X] [--run_timestamp STAMP] [--experiment_name X] [--log_root DIR]
+        [env.F=V agent.F=V ...] --distributed
 
 Unknown options exit with status 2 and one line on stderr. The process entry point is wrapped
 in torch elastic's ``@record``, so a failing rank's traceback lands in ``TORCHELASTIC_ERROR_FILE``

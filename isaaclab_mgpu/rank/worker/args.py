@@ -2,8 +2,9 @@
 
 Flags follow Isaac Lab's ``train.py`` spellings (underscores; hyphen spellings accepted too).
 Positional ``key=value`` items are overrides: ``env.<field>=v`` and ``agent.<field>=v`` for the
-embedded tasks; for Isaac Lab tasks they go to Isaac Lab's Hydra configuration (``env.<path>=v``,
-``agent.<path>=v``, ``presets=newton_mjwarp``, ...; see :mod:`isaaclab_mgpu.rank.tasks.isaaclab`).
+embedded tasks, keys and values checked here against :mod:`isaaclab_mgpu.rank.settings`; for Isaac
+Lab tasks they go to Isaac Lab's Hydra configuration (``env.<path>=v``, ``agent.<path>=v``,
+``presets=newton_mjwarp``, ...; see :mod:`isaaclab_mgpu.rank.isaac`), which judges them itself.
 Isaac Lab tasks (``--task Isaac-...``) also take the options of Isaac Lab's own ``train``
 (:data:`ISAAC_TRAIN_OPTIONS`, the one list of them): they are kept in order in
 :attr:`WorkerArgs.isaac_args` and handed to Isaac Lab verbatim.
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import time
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS, name_problem
+from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS, STAMP_FORMAT, name_problem
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
 from isaaclab_mgpu.rank.console import worker_error
+from isaaclab_mgpu.rank.settings import TASK_CONFIGS, check_overrides
 
 LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 #: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
@@ -33,7 +36,7 @@ FRAMEWORKS = ("torch", "jax")
 #: ``--resume`` without a path: the newest checkpoint of the newest earlier run of this experiment.
 RESUME_LATEST = "latest"
 #: The embedded tasks by name (``isaaclab_mgpu.rank.tasks.TASKS`` has their classes; a test keeps both equal).
-EMBEDDED_TASKS = ("cartpole", "pendulum")
+EMBEDDED_TASKS = tuple(TASK_CONFIGS)
 #: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
 ISAAC_PREFIX = "Isaac-"
 
@@ -41,7 +44,7 @@ ISAAC_PREFIX = "Isaac-"
 #: that the worker forwards verbatim for Isaac Lab tasks, with how many values each takes (``"?"``:
 #: an optional value). Options the worker itself owns (``--task``, ``--num_envs``, ``--seed``,
 #: ``--max_iterations``, ``--device``, ``--distributed``, ``--ml_framework``, ``--experiment_name``,
-#: ``--run_name``) are not listed; ``--run_timestamp`` is set by mgpu for every rank.
+#: ``--run_name``, ``--run_timestamp``) are not listed.
 ISAAC_TRAIN_OPTIONS: dict[str, int | str] = {
     "--agent": 1, "--algorithm": 1, "--checkpoint": 1, "--logger": 1, "--log_project_name": 1,
     "--external_callback": 1, "--resume_optimizer_state": 0, "--no-resume_optimizer_state": 0,
@@ -95,6 +98,10 @@ class WorkerArgs:
     run_name: str | None = None
     """Suffix of the run folder name."""
 
+    run_timestamp: str | None = None
+    """The run folder's stamp (Isaac Lab's ``--run_timestamp``); None: the launcher's ``MGPU_RUN_STAMP``.
+    ``mgpu train`` makes a given one the launcher's stamp, so every rank and node names the same folder."""
+
     experiment_name: str | None = None
     """Folder under ``logs/<library>/`` (default: the task name)."""
 
@@ -146,6 +153,15 @@ def _folder_name(value: str) -> str:
     return value
 
 
+def _stamp(value: str) -> str:
+    """A ``--run_timestamp`` value: Isaac Lab's run folder stamp, which is also one path component."""
+    try:
+        time.strptime(value, STAMP_FORMAT)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a stamp like 2026-01-02_03-04-05") from None
+    return value
+
+
 def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
     # No abbreviations: "--max" must not silently become --max_iterations.
     p = _Parser(
@@ -176,6 +192,13 @@ def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
         help="Continue from a run or checkpoint (default: the latest).",
     )
     add("run_name", type=_folder_name, default=None, metavar="NAME", help="Suffix of the run folder.")
+    add(
+        "run_timestamp",
+        type=_stamp,
+        default=None,
+        metavar="STAMP",
+        help="Stamp naming the run folder, like 2026-01-02_03-04-05 (default: the launch time).",
+    )
     add(
         "experiment_name",
         type=_folder_name,
@@ -252,17 +275,15 @@ def _split_isaac(rest: list[str], parser: argparse.ArgumentParser) -> tuple[list
 
 
 def check_task(task: str) -> None:
-    """Refuse a task name that is no embedded task and does not look like a Gym task id."""
+    """Refuse a task name that is neither an embedded task nor an Isaac Lab task id."""
     if task in EMBEDDED_TASKS or is_isaac_task(task):
         return
     close = difflib.get_close_matches(task.lower(), EMBEDDED_TASKS, n=1, cutoff=0.7)
-    # A name with a hyphen may be a task some installed extension registers with Gymnasium
-    # (Isaac Lab's templates register "Template-..."); only plain names must be embedded tasks.
-    if "-" in task and not close:
-        return
-    hint = f"did you mean {close[0]}? " if close else ""
+    if task.lower().startswith(ISAAC_PREFIX.lower()):
+        close = [ISAAC_PREFIX + task[len(ISAAC_PREFIX) :]]
+    hint = f"; did you mean {close[0]}?" if close else ""
     raise WorkerArgsError(
-        f"--task {task!r} is not a task; {hint}(embedded tasks: {', '.join(EMBEDDED_TASKS)}; "
+        f"--task {task!r} is not a task{hint} (embedded tasks: {', '.join(EMBEDDED_TASKS)}; "
         f"Isaac Lab task ids start with {ISAAC_PREFIX})"
     )
 
@@ -316,6 +337,11 @@ def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
     if ns.device is not None and not (ns.device in ("cpu", "cuda") or ns.device.startswith("cuda:")):
         parser.error(f"--device {ns.device!r} is unknown; use cpu, cuda or cuda:N")
     check_task(ns.task)
+    if not is_isaac_task(ns.task):  # Isaac Lab's Hydra configuration judges its own overrides
+        try:
+            check_overrides(ns.task, overrides)
+        except ValueError as exc:
+            raise WorkerArgsError(str(exc)) from None
     return WorkerArgs(
         rl_library=ns.rl_library,
         ml_framework=ns.ml_framework,
@@ -327,6 +353,7 @@ def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
         save_interval=ns.save_interval,
         resume=ns.resume,
         run_name=ns.run_name,
+        run_timestamp=ns.run_timestamp,
         experiment_name=ns.experiment_name,
         log_root=ns.log_root,
         logger=logger,

@@ -102,9 +102,10 @@ def run_folder(args: WorkerArgs, stamp: str) -> Path:
 
 
 def run_dir_of(args: WorkerArgs, environ: Mapping[str, str]) -> Path:
-    """This run's folder: the one mgpu created (``MGPU_RUN_DIR``), else :func:`run_folder` of now."""
+    """This run's folder: the one mgpu created (``MGPU_RUN_DIR``), else :func:`run_folder` of the
+    given ``--run_timestamp`` or of now."""
     given = environ.get(resume.RUN_DIR_ENV)
-    return Path(given) if given else run_folder(args, run_stamp(environ))
+    return Path(given) if given else run_folder(args, args.run_timestamp or run_stamp(environ))
 
 
 class Comm:
