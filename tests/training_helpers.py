@@ -32,6 +32,20 @@ BACKENDS = {
     "skrl_jax": ["--rl_library", "skrl", "--ml_framework", "jax"],
 }
 
+#: The mean-reward tag each library's own writer uses, and one loss tag of each.
+LIBRARY_TAGS = {
+    "rsl_rl": ("Train/mean_reward", "Loss/surrogate", "Loss/value", "Loss/learning_rate", "Policy/mean_std"),
+    "skrl_torch": ("Reward / Total reward (mean)", "Loss / Policy loss", "Loss / Value loss",
+                   "Learning / Learning rate", "Policy / Standard deviation"),
+    "skrl_jax": ("Reward / Total reward (mean)", "Loss / Policy loss", "Loss / Value loss",
+                 "Learning / Policy learning rate", "Policy / Standard deviation"),
+}  # fmt: skip
+MGPU_TAGS = ("mgpu/mean_reward", "mgpu/mean_episode_length", "mgpu/checksums_equal")
+#: Pace tags: the first (warm-up) iteration under mgpu/warmup/, the steady ones under mgpu/.
+PACE_TAGS = ("env_steps_per_s", "env_steps_per_s/rank_0", "env_steps_per_s/rank_1", "s_per_iteration")
+# Episodes truncated at 16 steps (one rollout): every iteration ends episodes, so each has a reward.
+CHEAP = ("--num_envs", "16", "--max_iterations", "3", "env.episode_length=16")
+
 
 def child_env(tmp: Path) -> dict[str, str]:
     """The environment for a training subprocess: lean, CPU-only, one JAX compile cache per session."""
@@ -74,3 +88,12 @@ def summary(cwd: Path, backend: str, run_name: str) -> tuple[dict, Path]:
     found = sorted((cwd / "logs" / lib).glob(f"*/*_{run_name}/summary.json"))
     assert found, f"no summary.json for run {run_name} under {cwd / 'logs' / lib}"
     return json.loads(found[-1].read_text()), found[-1].parent
+
+
+def scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of the event files in ``folder``, read with TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}

@@ -131,6 +131,10 @@ class Summary:
     logger: str | None = None
     """Where curves go: ``tensorboard``, ``wandb`` or ``none``."""
 
+    wandb_run_id: str | None = None
+    """The Weights & Biases run rank 0 logs to (``--logger wandb``). To continue it, a later launch
+    gives rank 0 ``WANDB_RUN_ID`` = this id and ``WANDB_RESUME=allow`` (W&B's own variables)."""
+
     start_iteration: int | None = None
     """Completed iterations when this run (or its resume) started."""
 
@@ -412,6 +416,7 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "num_envs_per_rank": _int(1),
     "seed": _int(),
     "logger": _str,
+    "wandb_run_id": _str,
     "start_iteration": _int(0),
     "end_iteration": _int(0),
     "iterations": _int(0),

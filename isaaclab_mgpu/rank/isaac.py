@@ -22,9 +22,12 @@ Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ import numpy as np
 
 from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.contract import summary as summaries
-from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank.backends.base import checksum
@@ -261,7 +264,7 @@ class Bookkeeper(compat.Observer):
             checkpoint=str(checkpoint) if checkpoint else None,
             resumed_from=self.cont.checkpoint if self.cont is not None else None,
             run_dir=str(run_dir) if run_dir else None,
-            interrupted=False,
+            interrupted=exit_status == EXIT_INTERRUPTED,
             exit_status=exit_status,
         )
 
@@ -312,6 +315,25 @@ def _newest_checkpoint(run_dir: Path) -> Path | None:
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
+@contextlib.contextmanager
+def _interrupts() -> Iterator[list[int]]:
+    """SIGINT still raises KeyboardInterrupt (Isaac Lab stops on it), and is recorded in the list."""
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     """Train one rank of an Isaac Lab task on Isaac Lab's own code path; return its exit code."""
     check_version()
@@ -349,9 +371,17 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         book = Bookkeeper(ctx, "jax" if jax else "torch", cont, args.max_iterations, library)
         argv = train_argv(args, ctx, cont)
         progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
-        with compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book):
-            code = run_train_cli(argv)
-    code = int(code or 0)
+        with (
+            compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book),
+            _interrupts() as stop,
+        ):
+            try:
+                code = run_train_cli(argv)
+            except KeyboardInterrupt:
+                code = EXIT_INTERRUPTED
+    # Isaac Lab ends ``learn`` quietly on a KeyboardInterrupt and returns 0: an interrupted rank
+    # exits with the interrupted code, as an embedded one does.
+    code = EXIT_INTERRUPTED if stop else int(code or 0)
     if own_group:
         import torch.distributed as dist
 

@@ -1,5 +1,14 @@
-"""``python -m isaaclab_mgpu.worker``: one rank (reaching ``main`` sets Warp's flag first)."""
+"""``python -m isaaclab_mgpu.worker``: one rank (reaching ``main`` sets Warp's flag first).
 
-from isaaclab_mgpu.rank.worker import main
+A Ctrl-C that reaches the rank while it is still starting (importing torch, Warp, the libraries)
+ends it quietly with the interrupted code, instead of a ``KeyboardInterrupt`` traceback from the
+middle of an import; the training loop later installs its own stop handler.
+"""
+
+from isaaclab_mgpu.rank.worker.startup import quiet_interrupts
+
+quiet_interrupts()
+
+from isaaclab_mgpu.rank.worker import main  # noqa: E402  (after the handler: this import is the slow part)
 
 main()

@@ -319,6 +319,7 @@ class Supervisor:
         """A stop was asked for: pass ``sig`` to the launcher alone and start the shutdown."""
         announce = self._shutdown.phase is Phase.RUNNING or not self._interrupted
         self._interrupted = True
+        self._output.stopped = True  # the launcher's KeyboardInterrupt from here on is ours
         self._shutdown.begin()
         if self._launcher is not None and self._launcher_rc() is None:
             with contextlib.suppress(OSError):

@@ -4,7 +4,9 @@ The launcher's stdout is passed straight through (or, with ``SuperviseOptions.on
 line by line to a live progress view); its stderr is read line by line to find failures (the
 ``failed (exitcode: N) local_rank: L`` line and the "Root Cause" summary, :mod:`.rootcause`), and
 mirrored to the console minus torch elastic's own Python traceback (its failure summary, which
-says more, is kept). Both are read by daemon threads, joined before the result.
+says more, is kept) and, once mgpu has asked the launcher to stop, minus the launcher's own
+``KeyboardInterrupt`` traceback (a Ctrl-C during its start-up imports lands in the middle of
+``import torch``). Both are read by daemon threads, joined before the result.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class LauncherOutput:
         """The launcher's last stderr lines that are not rank output (for the failure summary)."""
         self.failed: tuple[int, int, int] | None = None
         """The first ``failed (exitcode, local_rank, pid)`` line, once the launcher printed one."""
+        self.stopped = False
+        """Set by the supervisor when it asks the launcher to stop."""
         self._threads: list[threading.Thread] = []
 
     def stdout(self) -> int | None:
@@ -87,7 +91,8 @@ class LauncherOutput:
                 # Hold back a launcher traceback (and its chain) until its last line shows whose it is.
                 held.append(raw)
                 if line and not line[0].isspace() and not line.startswith(_TRACEBACK_STARTS):
-                    if not line.startswith("torch.distributed.elastic."):
+                    own = line.startswith("torch.distributed.elastic.")
+                    if not own and not (line == "KeyboardInterrupt" and self.stopped):
                         out.write(b"".join(held))
                     held = []
                     out.flush()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -94,11 +95,15 @@ def skrl_log_iteration(agent: Any, timestep: int, scalars: Mapping[str, float]) 
 
 
 def skrl_close(agent: Any) -> None:
-    """Flush and close skrl's writer (skrl leaves it open; queued events would be lost at exit)."""
+    """Flush and close skrl's writer (skrl leaves it open; queued events would be lost at exit), then
+    finish the W&B run skrl opened, if any, which reads that event file a last time."""
     writer = getattr(agent, "writer", None)
     if writer is not None:
         writer.close()
         agent.writer = None
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish()
 
 
 def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str, logger: str = "none") -> dict[str, Any]:

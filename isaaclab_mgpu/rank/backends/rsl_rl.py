@@ -64,7 +64,8 @@ class TaskVecEnv(VecEnv):
         self.num_actions = task.num_actions
         self.max_episode_length = task.max_episode_length
         self.device = task.device
-        self.cfg = {"task": task.name}
+        # The task's configuration dataclass: rsl-rl's W&B writer stores it (``asdict``) as the run's config.
+        self.cfg = task.cfg
 
     @property
     def episode_length_buf(self) -> torch.Tensor:  # type: ignore[override]

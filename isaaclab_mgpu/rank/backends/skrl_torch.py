@@ -120,7 +120,8 @@ class SkrlTorchTrainer:
             observation_space=obs_space,
             action_space=act_space,
             device=ctx.device,
-            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger if ctx.rank == 0 else "none"),
+            # skrl's Agent.init keeps the writer (and, patched, the W&B run) to rank 0 itself.
+            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger),
         )
         self.agent.init()
         self.agent.enable_training_mode(True)

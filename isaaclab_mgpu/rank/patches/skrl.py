@@ -38,6 +38,21 @@
    two updates cannot be continued (the rollout memory is not in it): it is refused with one
    line, and ``experiment.checkpoint_interval: auto`` (``timesteps / 10``) is rounded down to
    whole rollouts, at least one (:func:`checkpoints_at_updates`).
+6. ``Agent.init`` (skrl.agents.torch.base and skrl.agents.jax.base) turns TensorBoard and
+   checkpoints off on ranks other than 0 but still calls ``wandb.init`` on every rank (an upstream
+   "TODO: disable wandb"): N W&B runs for one training. On those ranks ``experiment.wandb`` is
+   turned off before skrl's own ``init`` runs (:func:`_wandb_on_rank_zero`).
+7. ``skrl.utils.tensorboard`` imports ``EventFileWriter`` by name when skrl is imported, so W&B's
+   ``sync_tensorboard`` (which replaces that class in ``tensorboard.summary.writer.event_file_writer``
+   inside ``wandb.init``) never learns of skrl's event file: the W&B run stays empty of metrics. The
+   name is made to look the class up when each writer is created (:func:`_writer_seen_by_wandb`).
+8. ``skrl.agents.jax.base.Agent.init`` describes the models for W&B's config through ``_modules``,
+   a torch attribute: on flax models it raises ``AttributeError`` and ``--logger wandb`` cannot
+   start. For JAX agents the W&B part of that ``init`` runs here, the models described by their flax
+   ``repr``, before skrl's own ``init`` runs with W&B already open (:func:`_open_wandb_for_jax`).
+
+Fix 6, and fix 5 for torch, are applied by :func:`import_skrl` on every skrl rank; fixes 5 and 7 for
+JAX agents by :func:`patch_skrl_jax`.
 
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
@@ -53,6 +68,8 @@ read once, when :func:`patch_skrl_jax` first runs in the process; it is meant fo
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import os
 import re
 import sys
@@ -89,12 +106,70 @@ def import_skrl(*, torch_distributed: bool, jax_distributed: bool, cpu: bool) ->
                 "skrl was already imported with another distributed set-up in this process; "
                 "start a fresh process for this run"
             )
-        return skrl
-    hide = [] if torch_distributed else ["WORLD_SIZE"]
-    hide += [] if jax_distributed else ["JAX_WORLD_SIZE"]
-    with _hidden_env(*hide), _torch_group_guard(torch_distributed, cpu):
-        import skrl
+    else:
+        hide = [] if torch_distributed else ["WORLD_SIZE"]
+        hide += [] if jax_distributed else ["JAX_WORLD_SIZE"]
+        with _hidden_env(*hide), _torch_group_guard(torch_distributed, cpu):
+            import skrl
+    _writer_seen_by_wandb()
+    if torch_distributed:
+        import skrl.agents.torch.base as torch_base
+
+        _wandb_on_rank_zero(torch_base.Agent, lambda: skrl.config.torch.rank)
     return skrl
+
+
+def _wandb_on_rank_zero(agent_class: Any, rank: Any, *, jax: bool = False) -> None:
+    """Fix 5 (and 7 for JAX agents): only rank 0 opens a W&B run (idempotent)."""
+    original = agent_class.init
+    if getattr(original, "_mgpu_wandb_rank_zero", False):
+        return
+
+    def init(self: Any, *args: Any, trainer_cfg: Any = None, **kwargs: Any) -> Any:
+        # skrl.agents.<framework>.base.Agent.init: its distributed branch leaves wandb on ("TODO").
+        if rank():
+            self.cfg.experiment.wandb = False
+        if not (jax and self.cfg.experiment.wandb):
+            return original(self, *args, trainer_cfg=trainer_cfg, **kwargs)
+        _open_wandb_for_jax(self, trainer_cfg)
+        self.cfg.experiment.wandb = False  # open already: skrl's own init must not describe the models
+        try:
+            return original(self, *args, trainer_cfg=trainer_cfg, **kwargs)
+        finally:
+            self.cfg.experiment.wandb = True
+
+    init._mgpu_wandb_rank_zero = True  # type: ignore[attr-defined]
+    agent_class.init = init
+
+
+def _open_wandb_for_jax(agent: Any, trainer_cfg: Any) -> None:
+    """Fix 7: ``wandb.init`` as skrl.agents.jax.base.Agent.init calls it, the models by their repr."""
+    import wandb
+
+    trainer = {} if trainer_cfg is None else dataclasses.asdict(trainer_cfg)
+    models = {name: repr(model) for name, model in agent.models.items()}
+    kwargs = copy.deepcopy(agent.cfg.experiment.wandb_kwargs)
+    kwargs.setdefault("name", os.path.split(agent.experiment_dir)[-1])
+    kwargs.setdefault("sync_tensorboard", True)
+    kwargs.setdefault("config", {})
+    kwargs["config"].update({**dataclasses.asdict(agent.cfg), **trainer, **models})
+    wandb.init(**kwargs)
+
+
+def _writer_seen_by_wandb() -> None:
+    """Fix 6: skrl's writer takes ``EventFileWriter`` from tensorboard when it is created (idempotent)."""
+    import skrl.utils.tensorboard as skrl_tensorboard
+    from tensorboard.summary.writer import event_file_writer
+
+    if getattr(skrl_tensorboard.EventFileWriter, "_mgpu_late_bound", False):
+        return
+
+    def late_event_file_writer(*args: Any, **kwargs: Any) -> Any:
+        # The class as it is now: W&B's sync_tensorboard subclass once wandb.init has run.
+        return event_file_writer.EventFileWriter(*args, **kwargs)
+
+    late_event_file_writer._mgpu_late_bound = True  # type: ignore[attr-defined]
+    skrl_tensorboard.EventFileWriter = late_event_file_writer
 
 
 @contextlib.contextmanager
@@ -132,12 +207,16 @@ STOCK_PMAP_ENV = env.SKRL_JAX_STOCK_PMAP
 
 
 def patch_skrl_jax() -> None:
-    """Apply fixes 2 and 3 to skrl's JAX model base and PPO agent (idempotent)."""
+    """Apply fixes 2 and 3 to skrl's JAX model base and PPO agent, 5 and 7 to its agent base (idempotent)."""
     global _JAX_PATCHED
     if _JAX_PATCHED:
         return
     import jax
     import jax.experimental.multihost_utils  # fix 2: skrl uses it without importing it
+    import skrl
+    import skrl.agents.jax.base as jax_base
+
+    _wandb_on_rank_zero(jax_base.Agent, lambda: skrl.config.jax.rank, jax=True)
 
     if os.environ.get(STOCK_PMAP_ENV) != "1":
         _cache_pmaps(jax)

@@ -49,7 +49,7 @@ from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.rank import localcomm
-from isaaclab_mgpu.rank.worker import checkpoint, metrics
+from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
@@ -163,8 +163,12 @@ def run(
     elsewhere = resume.ATTEMPT_ENV in env_vars and resume.RUN_DIR_ENV not in env_vars
     if ctx.rank == 0 or not elsewhere:
         my_dir.mkdir(parents=True, exist_ok=True)
+    # The W&B run: the one this run folder's summary records when the run continues (a restart, a
+    # requeue, --resume), so its curves go on in the same W&B run; else a new one.
+    earlier = (summaries.read(run_dir) if ctx.rank == 0 else None) or Summary()
+    wandb_id = wandb_run.run_id(args.logger, ctx.rank, env_vars, earlier.wandb_run_id)
     if ctx.rank == 0:
-        _begin_summary(args, ctx, run_dir, env_vars)
+        _begin_summary(args, ctx, run_dir, env_vars, wandb_id)
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     try:
@@ -181,6 +185,9 @@ def run(
     progress.beat("init")
     own_group = ctx.distributed and not jax and init_torch_group(ctx)
     with contextlib.ExitStack() as cleanup:  # closes the trainer's writers however _train ends
+        cleanup.enter_context(
+            wandb_run.environment(wandb_id, resume=wandb_id is not None and wandb_id == earlier.wandb_run_id)
+        )
         code = _train(args, ctx, run_dir, my_dir, ppo, console, cleanup, env_vars)
     if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
         leave_torch_group()
@@ -432,7 +439,9 @@ def _save(
     return path
 
 
-def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path, environ: Mapping[str, str]) -> None:
+def _begin_summary(
+    args: WorkerArgs, ctx: RankContext, run_dir: Path, environ: Mapping[str, str], wandb_id: str | None
+) -> None:
     """A ``running`` summary from the start, so a run that dies is still listed.
 
     What the launcher wrote there (its attempts, the SLURM job id, who keeps the run) and earlier
@@ -450,6 +459,7 @@ def _begin_summary(args: WorkerArgs, ctx: RankContext, run_dir: Path, environ: M
             task=args.task,
             seed=args.seed,
             logger=args.logger,
+            wandb_run_id=wandb_id,
             run_dir=str(run_dir),
         ),
     )
