@@ -51,8 +51,9 @@
    start. For JAX agents the W&B part of that ``init`` runs here, the models described by their flax
    ``repr``, before skrl's own ``init`` runs with W&B already open (:func:`_open_wandb_for_jax`).
 
-Fix 6, and fix 5 for torch, are applied by :func:`import_skrl` on every skrl rank; fixes 5 and 7 for
-JAX agents by :func:`patch_skrl_jax`.
+Fix 6, and fix 5 for torch, are applied by :func:`patch_wandb` (from :func:`import_skrl` and
+:func:`import_for_isaaclab`) on every skrl rank; fixes 5 and 7 for JAX agents by
+:func:`patch_skrl_jax`.
 
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
@@ -111,12 +112,19 @@ def import_skrl(*, torch_distributed: bool, jax_distributed: bool, cpu: bool) ->
         hide += [] if jax_distributed else ["JAX_WORLD_SIZE"]
         with _hidden_env(*hide), _torch_group_guard(torch_distributed, cpu):
             import skrl
+    patch_wandb(torch_distributed=torch_distributed)
+    return skrl
+
+
+def patch_wandb(*, torch_distributed: bool) -> None:
+    """Fix 6, and fix 5 for the torch agents of a distributed run (skrl imported; idempotent)."""
+    import skrl
+
     _writer_seen_by_wandb()
     if torch_distributed:
         import skrl.agents.torch.base as torch_base
 
         _wandb_on_rank_zero(torch_base.Agent, lambda: skrl.config.torch.rank)
-    return skrl
 
 
 def _wandb_on_rank_zero(agent_class: Any, rank: Any, *, jax: bool = False) -> None:
@@ -311,6 +319,10 @@ def import_for_isaaclab(framework: str, *, cpu: bool, distributed: bool) -> None
         patch_skrl_jax()
     elif cpu:
         import_skrl(torch_distributed=distributed, jax_distributed=False, cpu=cpu)
+    else:  # the same import Isaac Lab's would be (skrl creates the NCCL group), then the W&B fixes
+        import skrl  # noqa: F401
+
+        patch_wandb(torch_distributed=distributed)
 
 
 def _agent_modules(agent: Any) -> list[Any]:
