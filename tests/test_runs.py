@@ -168,8 +168,9 @@ MALFORMED = [
 ]
 
 
-def test_runs_over_twenty_malformed_summaries_prints_a_table(tmp_path, capsys):
+def test_runs_over_twenty_malformed_summaries_prints_a_table(tmp_path, capsys, monkeypatch):
     assert len(MALFORMED) == 20
+    monkeypatch.setenv("COLUMNS", "400")  # every column shown: the task column holds the markup
     for i, (text, _) in enumerate(MALFORMED):
         folder = tmp_path / "rsl_rl" / "x" / f"2026-01-01_10-00-{i:02d}"
         folder.mkdir(parents=True)
@@ -251,3 +252,41 @@ def test_folder_names_are_shown_as_text(tmp_path, capsys, monkeypatch):
     assert "Traceback" not in out + err and "\x1b" not in out + err
     assert "[bold]exp/2026-01-01_10-00-00_[link=https:evil]x" in out
     assert "2026-01-02_10-00-00_\\x1b]8;;https:evil\\x1b\\x" in out
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, None])
+def test_runs_table_fits_the_width_with_every_folder_whole(tmp_path, capsys, monkeypatch, width):
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "logs"
+    for i, (lib, exp, status) in enumerate(
+        [
+            ("rsl_rl", "cartpole", "finished"),
+            ("skrl", "pendulum", "interrupted"),
+            ("skrl", "cartpole", "hung"),
+        ]
+    ):
+        make(root, lib, exp, f"2026-01-0{i + 1}_10-00-00", status=status, world_size=2, iterations=50,
+             first_mean_reward=10.25, last_mean_reward=180.5, checksums_equal=True)  # fmt: skip
+    make(root, "rsl_rl", "cartpole", "2026-01-04_10-00-00_a_rather_long_run_name", status="failed")
+    if width is None:  # piped with no COLUMNS: not 230 wide
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["runs", "logs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= (width or 120), lines
+    body = lines[2:]
+    assert len(body) == 4  # one line per run: nothing folded
+    folders = sorted(str(p.parent.relative_to(tmp_path)) for p in root.rglob("summary.json"))
+    assert sorted(line.split()[0] for line in body) == folders
+    assert {line.split()[1] for line in body} == {"finished", "interrupted", "hung", "failed"}
+    header = lines[0].split()
+    assert header[:2] == ["folder", "status"]
+    if width is None or width >= 120:
+        assert "iterations" in header and "reward" in header
+
+    monkeypatch.setenv("COLUMNS", "40")  # narrower than a folder: the folder still comes whole
+    assert main(["runs", "logs", "--last"]) == 0
+    newest = capsys.readouterr().out.strip()
+    assert main(["runs", "logs"]) == 0
+    assert any(line.split()[:2] == [newest, "failed"] for line in capsys.readouterr().out.splitlines())

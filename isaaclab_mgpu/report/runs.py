@@ -4,15 +4,22 @@ Every cell is a Rich ``Text`` (:mod:`.text`): names and folders come from files 
 written. A field the summary holds with the wrong type shows as ``?`` (absent: ``-``). ``--json``
 is strict JSON (never ``NaN``); ``--last`` writes the folder's bytes exactly as the file system
 has them.
+
+The table fits the terminal (80 to 120 columns and more): the folder, what a user copies, is always
+printed whole on one line, with the status; the other columns (:data:`_COLUMNS`, most important
+first) give way from the end when the width runs out. Sent to a file or pipe it is
+:data:`PIPE_WIDTH` wide (``COLUMNS`` sets another width).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from isaaclab_mgpu.launcher.runs import RunRow
 from isaaclab_mgpu.report import out
@@ -28,6 +35,24 @@ _STATUS_STYLE = {
     "requeued": "cyan",
     "lost": "bold red",
 }
+#: The table's columns, most important first; narrower terminals drop them from the end of this
+#: list (the folder and the status always stay). The folder's name already says the library, the
+#: experiment (the task unless ``--experiment_name``) and the start time, so those give way first.
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("folder", "left"),
+    ("status", "left"),
+    ("iterations", "right"),
+    ("reward first → last", "right"),
+    ("ranks", "right"),
+    ("library", "left"),
+    ("s/it", "right"),
+    ("env-steps/s", "right"),
+    ("checksums", "left"),
+    ("task", "left"),
+    ("started", "left"),
+)
+#: Width of a table sent to a file or pipe (no terminal to measure): one run per line, readable.
+PIPE_WIDTH = 120
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -48,24 +73,29 @@ def _checks(value: bool | None) -> object:
     return cell("ok") if value else cell("DIFFER", "bold red")
 
 
-def _cells(r: RunRow) -> list[object]:
+def _library(r: RunRow) -> object:
+    if "library" in r.invalid or "framework" in r.invalid:
+        return cell("?", "dim")
+    return cell("/".join(x for x in (r.library, r.framework) if x) or "-")
+
+
+def _cells(r: RunRow) -> dict[str, object]:
     def field(name: str, shown: object) -> object:
         return cell("?", "dim") if name in r.invalid else shown
 
-    return [
-        cell(time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "-"),
-        field("library", cell(r.library or "-")),
-        field("framework", cell(r.framework or "-")),
-        field("task", cell(r.task or "-")),
-        field("world_size", cell(_num(r.world_size, "d"))),
-        field("iterations", cell(_num(r.iterations, "d"))),
-        field("s_per_iteration", cell(_num(r.s_per_iteration, ".3f"))),
-        field("env_steps_per_s", cell(_num(r.env_steps_per_s, ",.0f"))),
-        cell(_reward(r)),
-        field("checksums_equal", _checks(r.checksums_equal)),
-        _status(r),
-        cell(r.folder),
-    ]
+    return {
+        "folder": cell(r.folder),
+        "status": _status(r),
+        "iterations": field("iterations", cell(_num(r.iterations, "d"))),
+        "reward first → last": cell(_reward(r)),
+        "ranks": field("world_size", cell(_num(r.world_size, "d"))),
+        "library": _library(r),
+        "s/it": field("s_per_iteration", cell(_num(r.s_per_iteration, ".3f"))),
+        "env-steps/s": field("env_steps_per_s", cell(_num(r.env_steps_per_s, ",.0f"))),
+        "checksums": field("checksums_equal", _checks(r.checksums_equal)),
+        "task": field("task", cell(r.task or "-")),
+        "started": cell(time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "-"),
+    }
 
 
 def _status(r: RunRow) -> object:
@@ -75,10 +105,41 @@ def _status(r: RunRow) -> object:
     return shown
 
 
+def _table(rows: Sequence[dict[str, object]], columns: Sequence[tuple[str, str]]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    t = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name, justify in columns:
+        # The folder is what a user copies: whole, never cut or folded.
+        overflow = "ignore" if name == "folder" else "ellipsis"
+        t.add_column(name, justify=justify, no_wrap=True, overflow=overflow)
+    for cells in rows:
+        t.add_row(*(cells[name] for name, _ in columns))  # type: ignore[arg-type]
+    return t
+
+
+def fitted(rows: Sequence[RunRow], width: int) -> tuple[Any, int]:
+    """The runs table with the most important columns that fit in ``width`` (folder and status
+    always), and the width to print it at: wider than ``width`` only when those two alone are."""
+    from rich.console import Console
+
+    cells = [_cells(r) for r in rows]
+    measure = Console(width=10_000, file=io.StringIO())
+    columns = list(_COLUMNS)
+    while True:
+        t = _table(cells, columns)
+        needed = measure.measure(t).maximum
+        if needed <= width:
+            return t, width
+        if len(columns) <= 2:
+            return t, needed  # a folder is never cut: the terminal wraps the long line instead
+        columns.pop()
+
+
 def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
     """Print the newest ``limit`` runs (0: all) as one table (a note on stderr when there are none)."""
     from rich.console import Console
-    from rich.table import Table
 
     from isaaclab_mgpu.report import note
 
@@ -86,19 +147,13 @@ def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
         note(f"no runs under {root} (looked for */*/*/summary.json)")
         return
     shown = rows[:limit] if limit > 0 else rows
-    t = Table(header_style="bold")
-    for name, justify in (
-        ("started", "left"), ("library", "left"), ("framework", "left"), ("task", "left"),
-        ("ranks", "right"), ("iterations", "right"), ("s/it", "right"), ("env-steps/s", "right"),
-        ("reward first → last", "right"), ("checksums", "left"), ("status", "left"), ("folder", "left"),
-    ):  # fmt: skip
-        t.add_column(name, justify=justify, overflow="fold" if name == "folder" else "ellipsis")
-    for r in shown:
-        t.add_row(*_cells(r))
     console = Console()
-    if not console.is_terminal:  # a file or pipe has no width; keep one run per line
-        console = Console(width=250)
-    console.print(t)
+    if not console.is_terminal and "COLUMNS" not in os.environ:  # a file or pipe has no width of its own
+        console = Console(width=PIPE_WIDTH)
+    t, width = fitted(shown, console.width)
+    if width > console.width:  # Rich renders at most the console's width
+        console = Console(width=width, force_terminal=console.is_terminal)
+    console.print(t, crop=False)
     if len(shown) < len(rows):
         note(f"the newest {len(shown)} runs under {root}; --limit 0 shows all")
 
