@@ -50,10 +50,15 @@
    a torch attribute: on flax models it raises ``AttributeError`` and ``--logger wandb`` cannot
    start. For JAX agents the W&B part of that ``init`` runs here, the models described by their flax
    ``repr``, before skrl's own ``init`` runs with W&B already open (:func:`_open_wandb_for_jax`).
+8. ``skrl/__init__.py``'s log formatter (``_Formatter``) wraps every line in ANSI colour codes,
+   whatever the stream: the escape sequences land in the per-rank log files. Before skrl is
+   imported, the ``skrl`` logger gets a filter that gives its handlers a plain formatter, the same
+   ``[skrl:LEVEL] message`` without colour, on the first record (skrl logs while it is imported)
+   (:func:`plain_log_lines`).
 
-Fix 6, and fix 5 for torch, are applied by :func:`patch_wandb` (from :func:`import_skrl` and
-:func:`import_for_isaaclab`) on every skrl rank; fixes 5 and 7 for JAX agents by
-:func:`patch_skrl_jax`.
+Fix 8 comes first, in :func:`import_skrl` and :func:`import_for_isaaclab`; fix 6, and fix 5 for
+torch, are applied by :func:`patch_wandb` (from those two) on every skrl rank; fixes 5 and 7 for JAX
+agents by :func:`patch_skrl_jax`.
 
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
@@ -71,6 +76,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import logging
 import os
 import re
 import sys
@@ -97,6 +103,7 @@ def _hidden_env(*names: str) -> Iterator[None]:
 
 def import_skrl(*, torch_distributed: bool, jax_distributed: bool, cpu: bool) -> Any:
     """Import skrl with its import-time distributed set-up limited to what this rank uses (fix 1)."""
+    plain_log_lines()
     if "skrl" in sys.modules:
         import skrl
 
@@ -114,6 +121,25 @@ def import_skrl(*, torch_distributed: bool, jax_distributed: bool, cpu: bool) ->
             import skrl
     patch_wandb(torch_distributed=torch_distributed)
     return skrl
+
+
+class _PlainFormat(logging.Filter):
+    """Fix 8: on each record, any coloured formatter of the ``skrl`` logger's handlers becomes plain."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for handler in logging.getLogger("skrl").handlers:
+            if not getattr(handler.formatter, "_mgpu_plain", False):
+                plain = logging.Formatter("[%(name)s:%(levelname)s] %(message)s")
+                plain._mgpu_plain = True  # type: ignore[attr-defined]
+                handler.setFormatter(plain)
+        return True
+
+
+def plain_log_lines() -> None:
+    """Fix 8: skrl's log lines without ANSI colour codes (idempotent; before or after importing skrl)."""
+    log = logging.getLogger("skrl")
+    if not any(isinstance(f, _PlainFormat) for f in log.filters):
+        log.addFilter(_PlainFormat())
 
 
 def patch_wandb(*, torch_distributed: bool) -> None:
@@ -312,6 +338,7 @@ def import_for_isaaclab(framework: str, *, cpu: bool, distributed: bool) -> None
     """Import skrl before Isaac Lab's skrl training does, with fix 1 where this rank needs it."""
     # CPU ranks, and for JAX the torch-style WORLD_SIZE mgpu's JAX launcher sets hidden from skrl's
     # torch side. GPU torch ranks import skrl as Isaac Lab does: skrl creates the NCCL group.
+    plain_log_lines()
     jax = framework == "jax"
     if jax:
         jax_distributed = int(os.environ.get("JAX_WORLD_SIZE", "1")) > 1

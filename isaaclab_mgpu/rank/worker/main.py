@@ -54,6 +54,9 @@ def main() -> None:
 
     if (args.device or "").startswith("cpu"):
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # CPU ranks must not grab a GPU through JAX
+        from isaaclab_mgpu.rank.worker._warp import init_for_cpu
+
+        init_for_cpu()  # before skrl or Isaac Lab initialise Warp, with a warning untrue on CPU ranks
 
     @record
     def _main() -> int:
