@@ -150,7 +150,7 @@ def train(
             placement.place,
             restart,
             options,
-            progress,
+            progress if view is None else view.telling(progress),
             progress,
             on_attempt_end=partial(runs.record_attempts, folder) if folder is not None else None,
         )

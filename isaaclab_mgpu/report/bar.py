@@ -9,6 +9,11 @@ bar (iteration, mean reward, env-steps/s, s/it, elapsed and ETA) and every other
 above it. When stdout is not a terminal (SLURM, CI, ``| tee``, a file), nothing here runs and the
 plain lines pass through untouched, so no control character reaches a log.
 
+Once the run starts to stop (Ctrl-C, a failed rank, a hang), the bar is cleared, once, before the
+supervisor's first message: the notes and torchrun's shutdown lines go to stderr, and a live bar
+still drawn on stdout would be torn by them and redrawn below them. Every later line, iteration
+lines included, is printed plainly (:meth:`LiveProgress.telling`).
+
 The lines are read with :mod:`isaaclab_mgpu.contract.lines`, the module that also writes them,
 and the bar is the one a rank draws on a terminal (:func:`isaaclab_mgpu.rank.console.iteration_bar`).
 """
@@ -55,6 +60,16 @@ class LiveProgress:
         self._stop()
         self._closed = True
 
+    def clear(self) -> None:
+        """End the live display and take the bar off the screen; later lines print plainly."""
+        if self._progress is not None:
+            self._progress.live.transient = True  # Rich erases a transient display when it stops
+        self.close()
+
+    def telling(self, notes: Any) -> Any:
+        """``notes`` (the supervisor's messages), clearing the bar before any about stopping."""
+        return _ClearsFirst(notes, self)
+
     def _update(self, m: re.Match[str]) -> None:
         it, total = int(m["it"]), int(m["total"])
         # The bar's info column is a markup template; the line is whatever a rank printed.
@@ -69,3 +84,27 @@ class LiveProgress:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+class _ClearsFirst:
+    """The supervisor's notes, the live bar cleared before the first one about stopping."""
+
+    #: The notes that mean the run is stopping (the others pass through with the bar left as it is).
+    _STOPPING = frozenset(
+        {"stopping", "stopping_after_failure", "forcing", "escalating", "killing", "stragglers", "stall"}
+    )
+
+    def __init__(self, notes: Any, view: LiveProgress) -> None:
+        self._notes = notes
+        self._view = view
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._notes, name)
+        if name not in self._STOPPING:
+            return target
+
+        def said(*args: Any, **kwargs: Any) -> Any:
+            self._view.clear()
+            return target(*args, **kwargs)
+
+        return said
