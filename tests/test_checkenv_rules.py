@@ -380,6 +380,15 @@ def test_jax_cuda_plugin_newer_than_the_driver_fails():
     assert f.status == FAIL and "needs CUDA 13" in f.observed and "jax[cuda12]" in f.fix
 
 
+@pytest.mark.parametrize(
+    ("torch_cuda", "driver", "plugin"), [("13.0", "13.0", 13), ("12.8", "13.0", 12), ("13.0", "12.4", 12)]
+)
+def test_missing_jax_plugin_advice_follows_the_installed_torch_within_the_driver(torch_cuda, driver, plugin):
+    f = find(_with(jax_facts(driver), Package("torch", "2.13.0", torch_cuda)), "jax")
+    assert f.status == FAIL and "no jax CUDA plugin" in f.observed
+    assert f.fix == f"uv pip install 'jax[cuda{plugin}]'"
+
+
 def test_jax_cuda_plugin_on_a_newer_driver_passes():
     assert find(jax_facts("13.0", Package("jax-cuda12-plugin", "0.4.35", "12")), "jax").status == PASS
 

@@ -28,7 +28,7 @@ def torch_rule(f: Facts) -> list[Finding]:
         if needed:
             return [
                 finding(
-                    "libraries", "torch", FAIL, "not installed", "pip install torch (a CUDA build for GPUs)"
+                    "libraries", "torch", FAIL, "not installed", "uv pip install torch (a CUDA build for GPUs)"
                 )
             ]
         return [finding("libraries", "torch", PASS, "not installed (not needed for skrl JAX)")]
@@ -43,7 +43,7 @@ def torch_rule(f: Facts) -> list[Finding]:
                 "torch",
                 FAIL,
                 observed + ": cannot use GPUs",
-                "install a CUDA build of torch (pip install torch from the matching CUDA index)",
+                "install a CUDA build of torch (uv pip install torch from the matching CUDA index)",
             )
         )
     elif build and driver is not None and major(build) is not None and major(build) > driver:
@@ -122,7 +122,7 @@ def rl_library_rule(f: Facts) -> list[Finding]:
                     dist,
                     status,
                     "not installed" + ("" if needed else " (not used)"),
-                    f"pip install {dist}",
+                    f"uv pip install {dist}",
                 )
             )
         elif major(p.version) != wanted:
@@ -132,7 +132,7 @@ def rl_library_rule(f: Facts) -> list[Finding]:
                     dist,
                     WARN if needed else PASS,
                     f"{p.version} (mgpu supports {wanted}.x)",
-                    f"pip install '{dist}>={wanted},<{wanted + 1}'",
+                    f"uv pip install '{dist}>={wanted},<{wanted + 1}'",
                 )
             )
         else:
@@ -153,7 +153,7 @@ def jax_rule(f: Facts) -> list[Finding]:
                 "jax",
                 status,
                 "not installed" + ("" if needed else " (not used)"),
-                "pip install 'skrl[jax]'",
+                "uv pip install 'skrl[jax]'",
             )
         ]
     shown = f"jax {jax.version}, jaxlib {jaxlib.version if jaxlib else 'missing'}"
@@ -163,7 +163,7 @@ def jax_rule(f: Facts) -> list[Finding]:
     driver = _cuda_major_of_driver(f)
     problems: list[tuple[str, str]] = []
     if jaxlib is None:
-        problems.append(("jaxlib is missing", "pip install jaxlib"))
+        problems.append(("jaxlib is missing", "uv pip install jaxlib"))
     majors = sorted({major(p.cuda) for p in plugins if p.cuda})
     if len(majors) > 1:
         problems.append(
@@ -174,7 +174,7 @@ def jax_rule(f: Facts) -> list[Finding]:
             problems.append(
                 (
                     f"{p.name} {p.version} does not match jaxlib {jaxlib.version}",
-                    f"pip install -U 'jax[cuda{p.cuda}]'",
+                    f"uv pip install -U 'jax[cuda{p.cuda}]'",
                 )
             )
         m = major(p.cuda)
@@ -182,12 +182,16 @@ def jax_rule(f: Facts) -> list[Finding]:
             problems.append(
                 (
                     f"{p.name} needs CUDA {m}, the driver supports {f.gpu.cuda_driver_version}",
-                    f"pip install 'jax[cuda{driver}]' (or update the driver)",
+                    f"uv pip install 'jax[cuda{driver}]' (or update the driver)",
                 )
             )
     if needed and uses_gpus(f) and not plugins:
-        cu = driver or 12
-        problems.append(("no jax CUDA plugin: ranks would run on CPU", f"pip install 'jax[cuda{cu}]'"))
+        # The plugin for the CUDA major torch was built for (one CUDA stack in the environment),
+        # within what the driver supports.
+        torch = package(f, "torch")
+        built = major(torch.cuda) if torch is not None and torch.cuda else None
+        cu = min(x for x in (built, driver) if x is not None) if (built or driver) else 12
+        problems.append(("no jax CUDA plugin: ranks would run on CPU", f"uv pip install 'jax[cuda{cu}]'"))
     if problems:
         status = FAIL if needed else WARN
         what = "; ".join(p[0] for p in problems)
