@@ -92,12 +92,26 @@ def test_a_wrong_result_is_detected(tmp_path):
     assert wrong == {4: (0, 0), 8: (0, 0), 16: (1, 1), 32: (1, 1), 64: (1, 1)}
 
 
+@pytest.fixture(scope="module")
+def startup_s(tmp_path_factory) -> float:
+    """Seconds a 2-rank probe launch takes here and now, start to finish, with one tiny message:
+    torchrun's and the ranks' start-up (imports, rendezvous) and teardown. The hang tests' timeouts
+    and bounds are measured against it, not fixed: under load `import torch` alone can take 15 s."""
+    spec = LaunchSpec(device="cpu", log_dir=str(tmp_path_factory.mktemp("startup")))
+    opts = ProbeOptions(world_sizes=(2,), sizes=parse_sizes("8"), iters=1, warmup=0, timeout=600)
+    (world,) = probe_nccl(spec, opts, Recorder()).world
+    assert world.status == "ok", world
+    return world.elapsed_s
+
+
 def _hang_run(tmp_path, timeout, act, grace=60):
     """Run probe-nccl on 2 CPU ranks with a long message loop; call ``act(beat)`` once rank 1 is
-    in its timed loop. Returns (returncode, stdout, stderr, seconds from act to exit, every PID seen)."""
+    in its timed loop. Returns (returncode, stdout, stderr, seconds from act to exit, every PID seen,
+    seconds from launch to act)."""
     argv = [sys.executable, "-m", "isaaclab_mgpu", "probe-nccl", "--device", "cpu", "--world-size", "2"]
     argv += ["--sizes", "256K", "--iters", "1000000", "--warmup", "0", "--timeout", str(timeout)]
     argv += ["--json", "--log_dir", str(tmp_path)]
+    launched_at = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: dict[int, psutil.Process] = {}
     acted_at = None
@@ -122,18 +136,20 @@ def _hang_run(tmp_path, timeout, act, grace=60):
         if proc.poll() is None:
             proc.kill()
     assert acted_at is not None, f"rank 1 never reached the timed loop:\n{err}"
-    return proc.returncode, out, err, after, seen
+    return proc.returncode, out, err, after, seen, acted_at - launched_at
 
 
-def test_a_stopped_rank_is_reported_as_a_hang_and_nothing_survives(tmp_path):
-    timeout = 30  # counts from launch start: torchrun and `import torch` can take 15 s on a loaded box
+def test_a_stopped_rank_is_reported_as_a_hang_and_nothing_survives(tmp_path, startup_s):
+    # --timeout counts from the launch: the ranks must get through their start-up first, three
+    # times as slow as just measured, and still have time to run.
+    timeout = round(10 + 3 * startup_s)
     stopped = []
 
     def stop_rank(_proc, beat):
         os.kill(beat.pid, signal.SIGSTOP)
         stopped.append(beat.pid)
 
-    code, out, err, reported_after, seen = _hang_run(tmp_path, timeout, stop_rank)
+    code, out, err, reported_after, seen, acted_s = _hang_run(tmp_path, timeout, stop_rank)
     report = json.loads(out)
     (world,) = report["world_sizes"]
     assert code == 4 and world["status"] == "hang", err
@@ -143,19 +159,21 @@ def test_a_stopped_rank_is_reported_as_a_hang_and_nothing_survives(tmp_path):
     assert hung[1]["state"] == "stopped"
     assert hung[1]["stage"].startswith("collective 0 at 256 KiB")
     assert hung[1]["stack"] and "measure" in hung[1]["stack"]  # faulthandler's dump of the rank
-    # Reported once the timeout ran out, plus teardown: generous bound on a loaded 2-core box.
-    assert reported_after <= timeout + 15
+    # Reported once the timeout ran out (counted from the launch), plus the stacks' wait and a
+    # teardown, which take as long as a launch's own start-up and teardown here, at most.
+    assert reported_after >= timeout - acted_s - 1
+    assert reported_after <= timeout - acted_s + 10 + startup_s
     assert stopped[0] in seen
     assert [p.pid for p in seen.values() if _alive(p)] == [] and world["survivors"] == []
 
 
-def test_ctrl_c_stops_the_probe_with_130_and_nothing_survives(tmp_path):
-    code, out, err, after, seen = _hang_run(
-        tmp_path, 120, lambda proc, _beat: proc.send_signal(signal.SIGINT)
+def test_ctrl_c_stops_the_probe_with_130_and_nothing_survives(tmp_path, startup_s):
+    code, out, err, after, seen, _ = _hang_run(
+        tmp_path, round(60 + 3 * startup_s), lambda proc, _beat: proc.send_signal(signal.SIGINT)
     )
     assert code == 130, err
     assert "probe-nccl interrupted" in err and out == ""
-    assert after < 60
+    assert after < 10 + startup_s  # a teardown, not the timeout
     assert [p.pid for p in seen.values() if _alive(p)] == []
 
 
