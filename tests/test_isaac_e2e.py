@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import os
 import re
+
+
 import signal
 import subprocess
 import sys
@@ -234,3 +236,25 @@ def test_every_option_of_isaac_lab_train_is_accepted(library):
 
     theirs = {s for a in _isaac_train_parser(library)._actions for s in a.option_strings} - {"-h", "--help"}
     assert theirs - option_strings() == set()
+
+
+def test_an_interrupted_isaac_lab_rank_exits_like_an_embedded_one(asset_root, tmp_path):
+    """Ctrl-C during Isaac Lab's training: Isaac Lab ends ``learn`` quietly on the KeyboardInterrupt,
+    and the run still exits 130 (the embedded worker's code), not 1."""
+    env = child_env(tmp_path)
+    env["ISAACSIM_ASSET_ROOT"] = asset_root
+    command = [a if a != "3" else "100000" for a in COMMAND]  # --max_iterations: until stopped
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *command, *LIBRARIES["rsl_rl"]]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # until Isaac Lab's training is under way
+        lines.append(line)
+        if "Learning iteration 2/" in line or "[mgpu] iteration 2/" in line:
+            break
+    assert proc.poll() is None, "".join(lines)[-3000:]
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=TIMEOUT_S)
+    out = "".join(lines) + rest
+    assert proc.returncode == 130, out[-4000:]
