@@ -28,7 +28,11 @@ def torch_rule(f: Facts) -> list[Finding]:
         if needed:
             return [
                 finding(
-                    "libraries", "torch", FAIL, "not installed", "uv pip install torch (a CUDA build for GPUs)"
+                    "libraries",
+                    "torch",
+                    FAIL,
+                    "not installed",
+                    "uv pip install torch (a CUDA build for GPUs)",
                 )
             ]
         return [finding("libraries", "torch", PASS, "not installed (not needed for skrl JAX)")]
