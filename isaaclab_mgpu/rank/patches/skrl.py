@@ -38,26 +38,26 @@
    two updates cannot be continued (the rollout memory is not in it): it is refused with one
    line, and ``experiment.checkpoint_interval: auto`` (``timesteps / 10``) is rounded down to
    whole rollouts, at least one (:func:`checkpoints_at_updates`).
-6. ``Agent.init`` (skrl.agents.torch.base and skrl.agents.jax.base) turns TensorBoard and
+7. ``Agent.init`` (skrl.agents.torch.base and skrl.agents.jax.base) turns TensorBoard and
    checkpoints off on ranks other than 0 but still calls ``wandb.init`` on every rank (an upstream
    "TODO: disable wandb"): N W&B runs for one training. On those ranks ``experiment.wandb`` is
    turned off before skrl's own ``init`` runs (:func:`_wandb_on_rank_zero`).
-7. ``skrl.utils.tensorboard`` imports ``EventFileWriter`` by name when skrl is imported, so W&B's
+8. ``skrl.utils.tensorboard`` imports ``EventFileWriter`` by name when skrl is imported, so W&B's
    ``sync_tensorboard`` (which replaces that class in ``tensorboard.summary.writer.event_file_writer``
    inside ``wandb.init``) never learns of skrl's event file: the W&B run stays empty of metrics. The
    name is made to look the class up when each writer is created (:func:`_writer_seen_by_wandb`).
-8. ``skrl.agents.jax.base.Agent.init`` describes the models for W&B's config through ``_modules``,
+9. ``skrl.agents.jax.base.Agent.init`` describes the models for W&B's config through ``_modules``,
    a torch attribute: on flax models it raises ``AttributeError`` and ``--logger wandb`` cannot
    start. For JAX agents the W&B part of that ``init`` runs here, the models described by their flax
    ``repr``, before skrl's own ``init`` runs with W&B already open (:func:`_open_wandb_for_jax`).
-9. ``skrl/__init__.py``'s log formatter (``_Formatter``) wraps every line in ANSI colour codes,
+10. ``skrl/__init__.py``'s log formatter (``_Formatter``) wraps every line in ANSI colour codes,
    whatever the stream: the escape sequences land in the per-rank log files. Before skrl is
    imported, the ``skrl`` logger gets a filter that gives its handlers a plain formatter, the same
    ``[skrl:LEVEL] message`` without colour, on the first record (skrl logs while it is imported)
    (:func:`plain_log_lines`).
 
-Fix 9 comes first, in :func:`import_skrl` and :func:`import_for_isaaclab`; fix 7, and fix 6 for
-torch, are applied by :func:`patch_wandb` (from those two) on every skrl rank; fixes 6 and 8 for JAX
+Fix 10 comes first, in :func:`import_skrl` and :func:`import_for_isaaclab`; fix 8, and fix 7 for
+torch, are applied by :func:`patch_wandb` (from those two) on every skrl rank; fixes 7 and 9 for JAX
 agents by :func:`patch_skrl_jax`.
 
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
@@ -124,7 +124,7 @@ def import_skrl(*, torch_distributed: bool, jax_distributed: bool, cpu: bool) ->
 
 
 class _PlainFormat(logging.Filter):
-    """Fix 9: on each record, any coloured formatter of the ``skrl`` logger's handlers becomes plain."""
+    """Fix 10: on each record, any coloured formatter of the ``skrl`` logger's handlers becomes plain."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         for handler in logging.getLogger("skrl").handlers:
@@ -136,14 +136,14 @@ class _PlainFormat(logging.Filter):
 
 
 def plain_log_lines() -> None:
-    """Fix 9: skrl's log lines without ANSI colour codes (idempotent; before or after importing skrl)."""
+    """Fix 10: skrl's log lines without ANSI colour codes (idempotent; before or after importing skrl)."""
     log = logging.getLogger("skrl")
     if not any(isinstance(f, _PlainFormat) for f in log.filters):
         log.addFilter(_PlainFormat())
 
 
 def patch_wandb(*, torch_distributed: bool) -> None:
-    """Fix 7, and fix 6 for the torch agents of a distributed run (skrl imported; idempotent)."""
+    """Fix 8, and fix 7 for the torch agents of a distributed run (skrl imported; idempotent)."""
     import skrl
 
     _writer_seen_by_wandb()
@@ -154,7 +154,7 @@ def patch_wandb(*, torch_distributed: bool) -> None:
 
 
 def _wandb_on_rank_zero(agent_class: Any, rank: Any, *, jax: bool = False) -> None:
-    """Fix 6 (and 8 for JAX agents): only rank 0 opens a W&B run (idempotent)."""
+    """Fix 7 (and 9 for JAX agents): only rank 0 opens a W&B run (idempotent)."""
     original = agent_class.init
     if getattr(original, "_mgpu_wandb_rank_zero", False):
         return
@@ -177,7 +177,7 @@ def _wandb_on_rank_zero(agent_class: Any, rank: Any, *, jax: bool = False) -> No
 
 
 def _open_wandb_for_jax(agent: Any, trainer_cfg: Any) -> None:
-    """Fix 8: ``wandb.init`` as skrl.agents.jax.base.Agent.init calls it, the models by their repr."""
+    """Fix 9: ``wandb.init`` as skrl.agents.jax.base.Agent.init calls it, the models by their repr."""
     import wandb
 
     trainer = {} if trainer_cfg is None else dataclasses.asdict(trainer_cfg)
@@ -191,7 +191,7 @@ def _open_wandb_for_jax(agent: Any, trainer_cfg: Any) -> None:
 
 
 def _writer_seen_by_wandb() -> None:
-    """Fix 7: skrl's writer takes ``EventFileWriter`` from tensorboard when it is created (idempotent)."""
+    """Fix 8: skrl's writer takes ``EventFileWriter`` from tensorboard when it is created (idempotent)."""
     import skrl.utils.tensorboard as skrl_tensorboard
     from tensorboard.summary.writer import event_file_writer
 
@@ -241,7 +241,7 @@ STOCK_PMAP_ENV = env.SKRL_JAX_STOCK_PMAP
 
 
 def patch_skrl_jax() -> None:
-    """Apply fixes 2 and 3 to skrl's JAX model base and PPO agent, 6 and 8 to its agent base (idempotent)."""
+    """Apply fixes 2 and 3 to skrl's JAX model base and PPO agent, 7 and 9 to its agent base (idempotent)."""
     global _JAX_PATCHED
     if _JAX_PATCHED:
         return
