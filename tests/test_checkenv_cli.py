@@ -235,15 +235,18 @@ def test_bad_options_still_exit_2():
 
 
 @pytest.fixture
-def spawned(monkeypatch):
-    """Record every launch train would supervise (and start nothing)."""
+def spawned(monkeypatch, tmp_path):
+    """Record every attempt train would supervise (and start nothing; run folders go to tmp)."""
+    import isaaclab_mgpu.launcher.attempts as attempts
     import isaaclab_mgpu.launcher.supervise as supervise
 
+    monkeypatch.chdir(tmp_path)
     calls = []
     done = supervise.RunResult(
         exit_code=0, interrupted=False, killed_after_grace=False, failure=None, log_dir=None, survivors=()
     )
-    monkeypatch.setattr(supervise, "supervise", lambda cmd, *a, **k: calls.append(cmd) or done)
+    # attempts._one is where an attempt's process tree would start.
+    monkeypatch.setattr(attempts, "_one", lambda cmd, *a, **k: calls.append(cmd) or done)
     return calls
 
 
