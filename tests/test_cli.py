@@ -102,11 +102,19 @@ def test_underscore_and_hyphen_spellings_mean_the_same(capsys, under, hyphen):
 
 
 def test_training_args_and_double_dash_pass_through_in_order(capsys):
-    _, out, _ = run(capsys, "dry-run", "--num_gpus", "2", "--headless", "--seed", "7", "agent.lr=3e-4",
-                    "--", "--run_name", "x", "--distributed")  # fmt: skip
+    _, out, _ = run(capsys, "dry-run", "--num_gpus", "2", "--headless", "--seed", "7",
+                    "agent.learning_rate=3e-4", "--", "--run_name", "x", "--distributed")  # fmt: skip
     argv = shlex.split(out)
     tail = argv[argv.index("isaaclab_mgpu.worker") + 3 :]
-    assert tail == ["--headless", "--seed", "7", "agent.lr=3e-4", "--run_name", "x", "--distributed"]
+    assert tail == [
+        "--headless",
+        "--seed",
+        "7",
+        "agent.learning_rate=3e-4",
+        "--run_name",
+        "x",
+        "--distributed",
+    ]
 
 
 def test_a_user_script_gets_every_argument_unchecked(capsys):

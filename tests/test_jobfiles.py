@@ -15,7 +15,17 @@ import pytest
 import yaml
 from cli_helpers import run
 
-ARGS = ["--num_gpus", "4", "--nnodes", "2", "--max_iterations", "5", "--seed", "3", "presets=fast"]
+ARGS = [
+    "--num_gpus",
+    "4",
+    "--nnodes",
+    "2",
+    "--max_iterations",
+    "5",
+    "--seed",
+    "3",
+    "agent.learning_rate=0.0003",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -147,7 +157,7 @@ def test_the_job_line_is_the_same_launch(capsys, monkeypatch):
     argv = [
         "--device", "cpu", "--num_gpus", "2", "--stall_timeout", "12.5", "--log_all_ranks", "--nnodes", "2",
         "--rdzv_endpoint", "head:29400", "--rdzv_id", "x", "--no_inject_distributed", "--rl_library", "skrl",
-        "--max_restarts", "1", "--seed", "3", "env.n=4",
+        "--max_restarts", "1", "--seed", "3", "env.dt=0.01",
     ]  # fmt: skip
     job = yaml.safe_load(emitted(capsys, *argv, "--emit", "pytorchjob"))
     line = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
