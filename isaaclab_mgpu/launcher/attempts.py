@@ -316,6 +316,10 @@ def _judge(
     number: int, result: RunResult, place: RunPlace, started: int | None, seconds: float, requests: _Requests
 ) -> Attempt:
     reached, saved = _reached(place), _checkpoint_now(place)
+    if reached is not None and saved is not None:
+        # The summary is refreshed on a time budget, so it can lag the newest checkpoint: the run
+        # got at least as far as what it saved.
+        reached = max(reached, saved)
     common = {"number": number, "exit_code": result.exit_code, "started_at": started, "reached": reached,
               "checkpoint": saved, "seconds": round(seconds, 3)}  # fmt: skip
     if result.stall is not None:
