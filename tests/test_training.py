@@ -37,7 +37,8 @@ def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved
     assert s["checksums_equal"] is True
     # Rank 0 owns the run folder; rank 1 writes only inside rank_1/.
     names = {p.name for p in run_dir.iterdir()}
-    models = {f"model_{i}.pt" for i in (saved or [iterations])}
+    # Each checkpoint has its metadata beside it (model_<N>.json: what --resume checks before spawning).
+    models = {f"model_{i}.{ext}" for i in (saved or [iterations]) for ext in ("pt", "json")}
     curves = {n for n in names if n.startswith("events.out.tfevents.")}
     assert len(curves) == 1, names  # TensorBoard, through the library's own writer
     # rsl-rl's logger also stores the git state of the code it runs, as it does under Isaac Lab.
