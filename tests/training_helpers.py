@@ -66,6 +66,23 @@ def child_env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def offline_wandb_env(tmp: Path) -> dict[str, str]:
+    """:func:`child_env` for an offline W&B run: none of the caller's W&B settings, no network, W&B's
+    files under ``tmp/wandb/``."""
+    env = {k: v for k, v in child_env(tmp).items() if not k.startswith("WANDB_")}
+    env.update(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(tmp))
+    return env
+
+
+def wandb_records(path: Path) -> list[dict]:
+    """Every record of the offline W&B run folder ``path``, as W&B's own reader of its run file
+    prints them (``wandb leet inspect --json``: one JSON object per record)."""
+    cmd = [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
 def start(backend: str, cwd: Path, *args: str) -> subprocess.Popen:
     """Start ``mgpu train`` with 2 CPU ranks of ``backend``; output merged on stdout."""
     argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]

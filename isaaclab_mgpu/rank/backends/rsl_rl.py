@@ -17,6 +17,12 @@ Training curves go through rsl-rl's own ``Logger`` exactly as ``learn`` feeds it
 event file and tags rsl-rl users know (``Train/mean_reward``, ``Loss/surrogate``, ...); the worker's
 own scalars go through the same writer. ``Logger.log`` also prints a report block, which is
 swallowed: the worker has its own console lines.
+
+With ``--logger wandb`` the writer is rsl-rl's ``WandbLogWriter``, whose ``add_scalar`` calls
+``wandb.log({tag: value}, step=iteration)``: W&B keeps that step's row open until a later step
+arrives (``commit`` defaults to off when a step is given). The worker commits the row once the
+iteration's scalars are all in (:meth:`RslRlTrainer.log_iteration`), so a rank 0 that dies (a
+restart) has every iteration it finished in its W&B run, not all but the last.
 """
 
 from __future__ import annotations
@@ -219,6 +225,12 @@ class RslRlTrainer:
             )
         for tag, value in scalars.items():
             writer.add_scalar(tag, value, iteration)
+        from rsl_rl.utils.wandb_log_writer import WandbLogWriter
+
+        if isinstance(writer, WandbLogWriter):
+            import wandb
+
+            wandb.log({}, step=iteration, commit=True)  # the row is whole: W&B writes it now
 
     def resumed_at(self, iteration: int) -> None:
         """rsl-rl logs 0-based iteration ``it`` at step ``it``: the resumed run's first is ``iteration``."""
