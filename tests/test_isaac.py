@@ -77,25 +77,23 @@ def test_train_argv_is_isaac_lab_distributed_command_line():
 
 
 @pytest.mark.parametrize(
-    ("library", "logger", "expected"),
+    ("library", "logger", "options", "items"),
     [
-        ("rsl_rl", "wandb", ["--logger", "wandb"]),
-        ("rsl_rl", "tensorboard", []),
-        ("rl_games", "wandb", ["--track"]),
-        ("skrl", "none", ["agent.agent.experiment.write_interval=0"]),
+        ("rsl_rl", "wandb", ["--logger", "wandb"], []),
+        ("rsl_rl", "tensorboard", [], []),
+        ("rl_games", "wandb", ["--track"], []),
+        ("skrl", "wandb", [], ["+agent.agent.experiment.wandb=true"]),
+        ("skrl", "none", [], ["agent.agent.experiment.write_interval=0"]),
     ],
 )
-def test_logger_is_forwarded_the_isaac_lab_way(library, logger, expected):
+def test_logger_is_forwarded_the_isaac_lab_way(library, logger, options, items):
     from isaaclab_mgpu.rank.isaac import logger_argv, train_argv
 
-    assert logger_argv(library, logger) == expected
+    assert logger_argv(library, logger) == [*options, *items]
     args = parse_args([*ISAAC, "--rl_library", library, "--logger", logger, "presets=x"])
     argv = train_argv(args, _ctx(), Continuation("s"))
-    assert argv[argv.index("--run_timestamp") + 2 :] == [
-        *[a for a in expected if a.startswith("-")],
-        "presets=x",
-        *[a for a in expected if not a.startswith("-")],
-    ]
+    # Options with their values before the Hydra items, the logger's Hydra items last.
+    assert argv[argv.index("--run_timestamp") + 2 :] == [*options, "presets=x", *items]
 
 
 def test_logger_none_is_refused_where_isaac_lab_cannot_turn_it_off():

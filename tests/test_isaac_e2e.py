@@ -12,6 +12,11 @@ then continues that run through Isaac Lab's own resume code: the same folder, th
 counter going on from the newest checkpoint up to ``--max_iterations`` in all, and one TensorBoard
 curve (read back with TensorBoard's directory loader: every step once, in order, up to the total).
 
+W&B through Isaac Lab (rsl_rl, Isaac Lab's own ``--logger wandb``: rsl-rl's ``WandbLogWriter`` on
+rank 0), offline: the launch leaves exactly one offline W&B run, read back with W&B's own reader of
+its run file, whose history has every training iteration with the same curves as the TensorBoard
+event file beside it.
+
 Runs only where Isaac Lab is importable (Python 3.12 with ``.[isaaclab]``; ``.ci/run`` builds that
 environment); skipped elsewhere. The robot and ground-plane files come from
 ``python -m isaaclab_mgpu.tools.isaac_assets`` unless ``ISAACSIM_ASSET_ROOT`` is already set. The first
@@ -31,7 +36,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from training_helpers import child_env
+from training_helpers import child_env, offline_wandb_env, scalars, wandb_records
 
 from isaaclab_mgpu.launcher import isaac_preflight as preflight
 
@@ -97,6 +102,40 @@ def test_isaac_cartpole_on_two_cpu_ranks(library, asset_root, tmp_path):
     assert s["iterations"] == 3 and s["start_iteration"] == 0, s
     rate = s["env_steps_per_s"]["total"]
     print(f"{library}: {wall:.0f} s wall, {s['s_per_iteration']} s/it, {rate:.0f} env-steps/s")
+
+
+def test_isaac_rsl_rl_logs_its_curves_to_one_offline_wandb_run(asset_root, tmp_path):
+    env = offline_wandb_env(tmp_path)
+    env["ISAACSIM_ASSET_ROOT"] = asset_root
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *COMMAND, *LIBRARIES["rsl_rl"]]
+    argv += ["--logger", "wandb"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    (found,) = (tmp_path / "logs").glob("rsl_rl/*/*/summary.json")
+    run_dir, s = found.parent, json.loads(found.read_text())
+    check_run_folder(run_dir, s, "rsl_rl")
+    assert s["iterations"] == 3, s
+
+    # One W&B run for the launch: rank 0's (rsl-rl logs on rank 0 alone), under WANDB_DIR.
+    run_files = sorted(tmp_path.rglob("*.wandb"))
+    assert len(run_files) == 1 and run_files[0].parent.parent == tmp_path / "wandb", run_files
+    assert run_files[0].parent.name.startswith("offline-run-"), run_files
+    found = wandb_records(run_files[0].parent)
+    run_id = next(r for r in found if r["type"] == "run")["run"]["run_id"]
+    assert run_files[0].name == f"run-{run_id}.wandb"
+    assert found[-1]["type"] == "exit" and found[-1]["exit"].get("exit_code", 0) == 0, found[-1]
+    history = [r["history"]["item"] for r in found if r["type"] == "history"]
+    # rsl-rl logs iteration ``it`` at W&B step ``it``: every training iteration once, in order.
+    assert [int(h["_step"]) for h in history] == [0, 1, 2], history
+    tensorboard = scalars(run_dir)
+    wanted = {"Train/mean_reward", "Loss/surrogate", "Loss/learning_rate", "Policy/mean_std"}
+    assert wanted <= set(tensorboard), sorted(tensorboard)
+    for tag, curve in tensorboard.items():  # the same curves as the event file beside them
+        logged = [(int(h["_step"]), h[tag]) for h in history if tag in h]
+        assert [st for st, _ in logged] == [st for st, _ in curve], (tag, logged, curve)
+        assert [v for _, v in logged] == pytest.approx([v for _, v in curve], rel=1e-6), tag
+    print(f"rsl_rl W&B run {run_id}: steps {[h['_step'] for h in history]}, {len(tensorboard)} curves")
 
 
 #: Resume: 64 environments, 6 iterations in all, a checkpoint after every iteration.

@@ -114,8 +114,11 @@ def train_argv(args: WorkerArgs, ctx: RankContext, cont: Continuation) -> list[s
     isaac_args, logger = _pop_logger(args.isaac_args)
     logger = logger or getattr(args, "logger", None)  # the worker's own --logger, where it has one
     log = logger_argv(args.rl_library, logger)
-    argv += ["--run_timestamp", cont.stamp, *isaac_args, *[a for a in log if a.startswith("-")]]
-    items = [f"{k}={v}" for k, v in args.overrides] + [a for a in log if not a.startswith("-")]
+    # Hydra items (skrl's) go last; options keep their values (rsl_rl's ``--logger wandb``).
+    log_items = [a for a in log if "=" in a and not a.startswith("-")]
+    log_options = [a for a in log if a not in log_items]
+    argv += ["--run_timestamp", cont.stamp, *isaac_args, *log_options]
+    items = [f"{k}={v}" for k, v in args.overrides] + log_items
     given = {k for k, _ in args.overrides}
     if not ctx.distributed:
         items += [f"{k}={ctx.device}" for k in SINGLE_RANK_DEVICE_ITEMS[args.rl_library] if k not in given]

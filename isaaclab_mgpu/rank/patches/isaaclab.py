@@ -32,6 +32,13 @@ changing what trains:
   (in ``train_skrl``) are wrapped to hand the runner they build to :func:`.rsl_rl.observe` and
   :func:`.skrl.observe`; rl-games is observed through its agent classes (:mod:`.rl_games`).
 
+**W&B (rsl_rl, every device).** ``isaaclab_rl.utils.wandb.announce_new_run`` (imported by name
+into ``train_rsl_rl`` and called on every rank with ``--logger wandb``) draws the run id with
+``wandb.util.generate_id``, which wandb 0.31 no longer has: every rank fails with
+``AttributeError`` before training. The name in that backend module is wrapped to draw the id
+itself (W&B's own form) where ``WANDB_RUN_ID`` is not set yet; Isaac Lab's announcement runs
+unchanged, and rsl-rl's ``WandbLogWriter`` on rank 0 opens the W&B run under that id.
+
 **Resume (every device).** Isaac Lab's own resume code runs (``--checkpoint``, the library's load on
 every rank); where the library loses the iteration counter it is patched in that library's module,
 on the runner Isaac Lab built: :func:`.rsl_rl.continue_counter`, :func:`.skrl.continue_timesteps`
@@ -51,6 +58,7 @@ from typing import Any
 
 from isaaclab_mgpu.rank.patches import rl_games, rsl_rl, skrl
 from isaaclab_mgpu.rank.patches.base import Observer, replaced
+from isaaclab_mgpu.rank.worker import wandb_run
 
 __all__ = ["Observer", "patched"]
 
@@ -134,9 +142,21 @@ def _rsl_rl(backend: Any, *, cpu: bool, observer: Observer) -> Iterator[None]:
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(replaced(backend, "create_rsl_rl_runner", create_rsl_rl_runner))
+        if hasattr(backend, "announce_new_run"):
+            stack.enter_context(replaced(backend, "announce_new_run", _with_run_id(backend.announce_new_run)))
         if cpu:
             stack.enter_context(rsl_rl.gloo_ranks())
         yield
+
+
+def _with_run_id(original: Callable[..., None]) -> Callable[..., None]:
+    def announce_new_run(*args: Any, **kwargs: Any) -> None:
+        # isaaclab_rl.utils.wandb.announce_new_run calls wandb.util.generate_id (gone in wandb 0.31)
+        # unless WANDB_RUN_ID is set: set it first, as that function would, in W&B's own id form.
+        os.environ.setdefault(wandb_run.RUN_ID, wandb_run.new_id())
+        original(*args, **kwargs)
+
+    return announce_new_run
 
 
 @contextlib.contextmanager

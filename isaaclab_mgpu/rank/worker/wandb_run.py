@@ -37,8 +37,12 @@ def run_id(logger: str, rank: int, environ: Mapping[str, str], resume_id: str | 
     when this rank logs nothing to W&B."""
     if logger != "wandb" or rank != 0:
         return None
-    # W&B's own ids are 8 characters of [a-z0-9].
-    return environ.get(RUN_ID) or resume_id or "".join(secrets.choice(_ALPHABET) for _ in range(8))
+    return environ.get(RUN_ID) or resume_id or new_id()
+
+
+def new_id() -> str:
+    """A new W&B run id, drawn as W&B draws its own: 8 characters of [a-z0-9]."""
+    return "".join(secrets.choice(_ALPHABET) for _ in range(8))
 
 
 @contextlib.contextmanager
