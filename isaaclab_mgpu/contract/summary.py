@@ -132,8 +132,9 @@ class Summary:
     """Where curves go: ``tensorboard``, ``wandb`` or ``none``."""
 
     wandb_run_id: str | None = None
-    """The Weights & Biases run rank 0 logs to (``--logger wandb``). To continue it, a later launch
-    gives rank 0 ``WANDB_RUN_ID`` = this id and ``WANDB_RESUME=allow`` (W&B's own variables)."""
+    """The Weights & Biases run rank 0 logs to (``--logger wandb``). A run that goes on in this folder
+    (a restart, a requeue, ``--resume``) continues it: rank 0 reads it back and sets W&B's own
+    ``WANDB_RUN_ID`` = this id and ``WANDB_RESUME=allow``."""
 
     start_iteration: int | None = None
     """Completed iterations when this run (or its resume) started."""
