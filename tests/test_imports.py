@@ -44,14 +44,15 @@ for argv in (["--help"], ["train", "--help"]):
         main(argv)
     except SystemExit:
         pass
-parsers = sorted(m for m in sys.modules if m.startswith(("markdown_it", "rich.markdown")))
+unused = ("markdown_it", "rich.markdown", "rich.traceback", "pygments")
+parsers = sorted(m for m in sys.modules if m.startswith(unused))
 print("LOADED", parsers, file=sys.stderr)
-import rich.markdown  # the real module, for anyone who wants it afterwards
-print("REAL", hasattr(rich.markdown, "MarkdownContext"), file=sys.stderr)
+import rich.markdown, rich.traceback  # the real modules, for anyone who wants them afterwards
+print("REAL", hasattr(rich.markdown, "MarkdownContext"), hasattr(rich.traceback, "install"), file=sys.stderr)
 """
 
 
-def test_help_does_not_load_a_markdown_parser_and_leaves_the_real_one_importable():
+def test_help_loads_no_markdown_parser_nor_highlighter_and_leaves_the_real_ones_importable():
     proc = subprocess.run(
         [sys.executable, "-c", HELP_PROBE],
         capture_output=True,
@@ -61,4 +62,4 @@ def test_help_does_not_load_a_markdown_parser_and_leaves_the_real_one_importable
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Usage: mgpu" in proc.stdout
-    assert "LOADED []" in proc.stderr and "REAL True" in proc.stderr, proc.stderr[-2000:]
+    assert "LOADED []" in proc.stderr and "REAL True True" in proc.stderr, proc.stderr[-2000:]

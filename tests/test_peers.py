@@ -7,6 +7,7 @@ import socket
 
 from isaaclab_mgpu.launcher.peers import (
     GONE_S,
+    LOST_AFTER,
     STORE_TIMEOUT_S,
     Board,
     NodeReport,
@@ -117,6 +118,22 @@ def test_a_node_whose_mgpu_stopped_publishing_is_gone():
     assert done.elsewhere(60.0, bound=100) is None
 
 
+def test_the_store_server_judges_by_what_it_saw_before_its_own_store_ended():
+    # Node 0's torchrun served the store and ended after its rank failed: node 1's sequence stops
+    # moving for node 0 then, which says nothing about node 1; its last report still does.
+    own = Peers(0, 2, "n0:29500", serves_store=True)
+    own.update({1: report(seq=1, process="stopped", quiet=9)}, now=10.0)
+    own.update({1: report(seq=2, process="stopped", quiet=10)}, now=10.5)
+    own.update(None, now=11.0)
+    assert own.elsewhere(11.0 + 2 * GONE_S, bound=float("inf")) == (
+        "rank 2 (node rank 1 on node1) at iteration 4, stage update: its process is stopped "
+        "(SIGSTOP, a debugger, or a frozen machine)"
+    )
+    # Had node 1 stopped publishing while the store still answered, it is gone.
+    own.update({1: report(seq=2)}, now=10.5 + GONE_S)
+    assert "node 1's mgpu on node1 stopped publishing" in own.elsewhere(11.0 + GONE_S, bound=100)
+
+
 def test_a_node_that_never_published():
     peers = Peers(1, 2, "n0:29500")
     peers.update({}, now=0.0)
@@ -125,6 +142,11 @@ def test_a_node_that_never_published():
         peers.elsewhere(GONE_S, bound=10)
         == "node 0's mgpu never published (it did not start, or cannot reach n0:29500)"
     )
+    # While our own reads fail, a report we never saw is no news of that node.
+    blind = Peers(0, 2, "n0:29500", serves_store=True)
+    blind.update({}, now=0.0)
+    blind.update(None, now=1.0)
+    assert blind.elsewhere(2 * GONE_S, bound=10) is None
 
 
 def test_tcp_store_is_imported_lazily():
@@ -136,3 +158,39 @@ def test_tcp_store_is_imported_lazily():
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
     )
     assert callable(tcp_store)
+
+
+def test_a_hang_is_known_elsewhere_by_a_verdict_or_a_stopped_rank_not_by_a_crash():
+    crashed = Peers(0, 2, "n0:29500")
+    crashed.update({1: report(process="gone")}, now=1.0)
+    assert not crashed.hung_elsewhere()  # a rank that died is a failure there, not a hang
+    stopped = Peers(0, 2, "n0:29500")
+    stopped.update({1: report(process="stopped")}, now=1.0)
+    assert stopped.hung_elsewhere()
+    judged = Peers(0, 2, "n0:29500")
+    judged.update({1: report(process="gone", verdict="rank 2 (local rank 0) on node1: no progress")}, now=1.0)
+    assert judged.hung_elsewhere()
+
+
+def test_one_slow_answer_is_not_the_store_s_end():
+    class Flaky(DictStore):
+        fail = 0
+
+        def check(self, keys):
+            if self.fail:
+                self.fail -= 1
+                raise TimeoutError("slow")
+            return super().check(keys)
+
+    store = Flaky()
+    connects = []
+    board = Board(("h", 1), "job", 0, 2, connect=lambda h, p: connects.append(1) or store)
+    Board(("h", 1), "job", 1, 2, connect=lambda h, p: store).publish(report(node=1))
+    assert board.read() == {1: report(node=1)}
+    store.fail = LOST_AFTER - 1
+    assert [board.read() for _ in range(LOST_AFTER - 1)] == [None] * (LOST_AFTER - 1)
+    assert not board.lost and set(board.read()) == {1}  # connected again, and answered
+    assert len(connects) == LOST_AFTER
+    store.fail = LOST_AFTER
+    assert [board.read() for _ in range(LOST_AFTER)] == [None] * LOST_AFTER
+    assert board.lost and board.read() is None and not board.publish(report(node=0))

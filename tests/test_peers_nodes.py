@@ -19,7 +19,10 @@ import time
 import psutil
 from training_helpers import child_env
 
+from isaaclab_mgpu.launcher import peers
+
 STALL = 10.0
+JOB = "peers-test"
 
 
 def _free_port() -> int:
@@ -40,6 +43,8 @@ class Node:
             "127.0.0.1",
             "--master_port",
             str(port),
+            "--rdzv_id",
+            JOB,
         ]
         argv += ["--stall_timeout", str(STALL), "--no_preflight", "--log_dir", str(cwd / f"logs{node}")]
         argv += ["--max_iterations", "400", "--num_envs", "16", "--seed", "1"]
@@ -89,10 +94,22 @@ def _training(nodes, timeout=180.0):
     raise AssertionError("\n".join(n.text[-2000:] for n in nodes))
 
 
+def _published(nodes, port: int, timeout: float = 60.0) -> None:
+    """Wait until both nodes' mgpu published in the rendezvous store (what naming a peer needs)."""
+    store = peers.tcp_store("127.0.0.1", port)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if store.check([peers.key(JOB, 0), peers.key(JOB, 1)]):
+            return
+        time.sleep(0.5)
+    raise AssertionError("\n".join(n.text[-2000:] for n in nodes))
+
+
 def _start(tmp_path):
     port = _free_port()
     nodes = [Node(0, port, tmp_path), Node(1, port, tmp_path)]
     _training(nodes)
+    _published(nodes, port)
     return nodes
 
 

@@ -219,3 +219,6 @@ def test_a_collective_that_fails_after_a_long_wait_on_a_multi_node_run_is_a_peer
     assert StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 15) is None
     write("update", T0, warmup=True)
     assert StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 15) is None
+    # Another node said it found a hang: a failure however soon is that hang's.
+    write("update", T0)
+    assert StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 1, min_wait_s=0.0) is not None

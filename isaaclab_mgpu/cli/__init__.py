@@ -224,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if not args or "--help" in args:
-        from isaaclab_mgpu.report.help import without_markdown
+        from isaaclab_mgpu.report.help import lean_help
 
-        without_markdown()
+        lean_help()
     STATE.debug = os.environ.get("MGPU_DEBUG", "") not in ("", "0")
     command = typer.main.get_command(app)
     STATE.argv = list(args)

@@ -75,7 +75,7 @@ class Placement:
 
 def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
     """The run's identity and its ``--resume`` value, from the worker's own parse of the arguments."""
-    from isaaclab_mgpu.rank.backends import DEFAULTS, FALLBACK
+    from isaaclab_mgpu.rank.settings import DEFAULTS, FALLBACK
     from isaaclab_mgpu.rank.worker.args import parse
 
     args = parse(list(spec.training_args))

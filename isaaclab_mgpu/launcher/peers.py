@@ -25,6 +25,7 @@ multi-node launch), never on the path of ``--help``, ``dry-run`` or ``check-env`
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from typing import Any, Protocol
 GONE_S = 5.0
 #: How long one store operation may take before the store counts as not answering.
 STORE_TIMEOUT_S = 3.0
+#: Failed store operations in a row after which the store counts as gone.
+LOST_AFTER = 3
 
 
 class Store(Protocol):
@@ -135,20 +138,25 @@ def key(job: str, node_rank: int) -> str:
     return f"mgpu/{job}/node/{node_rank}"
 
 
-def tcp_store(host: str, port: int) -> Store:
-    """A client of the TCPStore at ``host:port`` (torch imported here, on first use)."""
+def store_client() -> type:
+    """torch's ``TCPStore`` class, imported on first use (seconds on a loaded machine)."""
     import os
     import sys
 
     if "torch" not in sys.modules:
         # c10d logs every failed connect with a C++ stack to our stderr; a store that stopped
-        # answering is said once, in our words. Read once, when torch loads (the ranks' environment
-        # was copied before this thread ran).
+        # answering is said once, in our words. Read once, when torch loads (the launcher's
+        # environment was copied before the thread that imports it ran).
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     from torch.distributed import TCPStore
 
+    return TCPStore
+
+
+def tcp_store(host: str, port: int) -> Store:
+    """A client of the TCPStore at ``host:port``."""
     timeout = datetime.timedelta(seconds=STORE_TIMEOUT_S)
-    return TCPStore(host, port, is_master=False, timeout=timeout, wait_for_workers=False)
+    return store_client()(host, port, is_master=False, timeout=timeout, wait_for_workers=False)
 
 
 class Board:
@@ -168,8 +176,16 @@ class Board:
         self.nnodes = nnodes
         self._connect = connect
         self._store: Store | None = None
+        self.failures = 0
+        """Store operations that failed in a row, up to now."""
         self.lost = False
-        """The store stopped answering once: it is not asked again (torchrun's store does not come back)."""
+        """The store failed :data:`LOST_AFTER` times in a row: it is not asked again (torchrun's store
+        does not come back; one slow answer on a loaded machine is not its end)."""
+
+    def prepare(self) -> None:
+        """Import the store's client now, while the ranks start, rather than once they report."""
+        if self._connect is tcp_store:
+            store_client()
 
     def _client(self) -> Store:
         if self.lost:
@@ -183,8 +199,9 @@ class Board:
         try:
             self._client().set(key(self.job, self.node_rank), report.dumps())
         except Exception:  # torch raises RuntimeError, DistStoreError or TimeoutError alike
-            self._store, self.lost = None, True
+            self._failed()
             return False
+        self.failures = 0
         return True
 
     def read(self) -> dict[int, NodeReport] | None:
@@ -200,9 +217,17 @@ class Board:
                 if report is not None and report.node_rank == node:
                     out[node] = report
         except Exception:  # as in publish
-            self._store, self.lost = None, True
+            self._failed()
             return None
+        self.failures = 0
         return out
+
+    def _failed(self) -> None:
+        # One slow answer or connect (a loaded machine) is not the store's end: ask again, through a
+        # new connection, up to LOST_AFTER times in a row.
+        self.failures += 1
+        self._store = None
+        self.lost = self.failures >= LOST_AFTER
 
 
 @dataclass
@@ -266,21 +291,37 @@ class Peers:
             seen = self._seen.get(node)
             if seen is None:
                 waited = now - (self._since if self._since is not None else now)
-                if waited >= GONE_S:
+                if waited >= GONE_S and self._silent_since is None:  # not when we cannot read either
                     found.append(
                         f"node {node}'s mgpu never published (it did not start, or cannot reach {self.store})"
                     )
                 continue
             report = seen.report
+            # A rank its node last showed stopped or gone comes first: when our own torchrun served
+            # the store and ended, no sequence can be seen moving any more, and that says nothing.
+            named = [_name(r, report) for r in _culprits(report, bound)]
+            if named:
+                found += named
+                continue
             quiet = now - seen.moved
             if quiet >= GONE_S and not report.ended:
                 found.append(
                     f"node {node}'s mgpu on {report.host} stopped publishing {quiet:.0f} s ago: it is gone "
                     "(killed, or its machine is down)"
                 )
-                continue
-            found += [_name(r, report) for r in _culprits(report, bound)]
         return "; ".join(found) or None
+
+    def hung_elsewhere(self) -> bool:
+        """True when another node's last report carries its own hang verdict or a stopped rank.
+
+        A rank here whose connection broke then failed because that node's mgpu stopped its hung
+        ranks: the run's verdict is the hang, not this rank's error.
+        """
+        return any(
+            seen.report.verdict is not None or any(r.process == "stopped" for r in seen.report.ranks)
+            for node, seen in self._seen.items()
+            if node != self.node_rank
+        )
 
 
 def _culprits(report: NodeReport, bound: float) -> list[PeerRank]:
@@ -354,12 +395,20 @@ class Sharer:
         with self._lock:
             return self._peers.elsewhere(self._clock(), bound)
 
+    def hung_elsewhere(self) -> bool:
+        """See :meth:`Peers.hung_elsewhere`."""
+        with self._lock:
+            return self._peers.hung_elsewhere()
+
     def stop(self) -> None:
         """Publish that this node ends on purpose, and stop the thread."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout=STORE_TIMEOUT_S * 2)
-        self._publish(ended=True)
+            # Until its store call returns (at most STORE_TIMEOUT_S, more on a loaded machine): a
+            # thread still inside the store's C++ client when the interpreter exits aborts it.
+            self._thread.join(timeout=STORE_TIMEOUT_S * 4)
+        if self.board.failures == 0 and not self._thread.is_alive():  # a failing store holds us up
+            self._publish(ended=True)
 
     def _safe_states(self) -> tuple[PeerRank, ...]:
         try:
@@ -376,12 +425,18 @@ class Sharer:
         self.board.publish(report)
 
     def _run(self) -> None:
+        # Importing torch takes seconds (ten and more on a loaded machine): waiting for it only once
+        # the ranks train left the first seconds of training unseen by the other nodes.
+        with contextlib.suppress(Exception):
+            self.board.prepare()
         # Once a local rank reported, it passed the rendezvous: the store exists (asking earlier
         # would count the store as lost before torchrun started it).
         while not self._stop.is_set() and not any(r.stage is not None for r in self._safe_states()):
             self._stop.wait(PUBLISH_S)
         while not self._stop.is_set():
             self._publish()
+            if self._stop.is_set():  # every store call may block for STORE_TIMEOUT_S: none after stop
+                break
             reports = self.board.read()
             with self._lock:
                 self._peers.update(reports, self._clock())

@@ -1,6 +1,6 @@
 """Help pages: the extra ``--help`` panel of the launch commands (the built-in worker's training
-options), and :func:`without_markdown`, which keeps Typer's help formatter from importing a Markdown
-parser mgpu's help never uses."""
+options), and :func:`lean_help`, which keeps Typer's help formatter from importing a Markdown
+parser and a syntax highlighter mgpu's help never uses."""
 
 from __future__ import annotations
 
@@ -17,28 +17,40 @@ if TYPE_CHECKING:
 LAUNCHER_SET = frozenset({"--rl_library", "--ml_framework", "--device", "--distributed"})
 
 
-def without_markdown() -> None:
-    """Import ``typer.rich_utils`` with a stand-in for ``rich.markdown``, then drop the stand-in.
+#: Modules ``typer.rich_utils`` (Typer 0.25) imports at module level for renderers mgpu's help never
+#: builds, and the one name it takes from each: ``Markdown`` (used only with
+#: ``rich_markup_mode="markdown"``; mgpu uses ``"rich"``) pulls in ``markdown_it``, about 40 % of
+#: ``mgpu --help``; ``Traceback`` (used only with ``pretty_exceptions_enable=True``; mgpu turns it
+#: off) pulls in ``rich.syntax`` and Pygments, about a third of what is left.
+UNUSED_BY_HELP = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
 
-    ``typer.rich_utils`` (Typer 0.25) imports ``rich.markdown.Markdown`` at module level, and with it
-    ``markdown_it`` (about 40 % of ``mgpu --help``'s time here), but builds a ``Markdown`` only for
-    ``rich_markup_mode="markdown"``; mgpu's app uses ``"rich"``. The stand-in's ``Markdown`` says
-    so if it is ever built; ``rich.markdown`` itself stays importable (the real one) for everyone else.
+
+def lean_help() -> None:
+    """Import ``typer.rich_utils`` with stand-ins for :data:`UNUSED_BY_HELP`, then drop the stand-ins.
+
+    A stand-in's class says what it stands for if it is ever built; the real modules stay
+    importable for everyone else (they are only absent from ``sys.modules`` during this import).
     """
-    if "typer.rich_utils" in sys.modules or "rich.markdown" in sys.modules:
+    if "typer.rich_utils" in sys.modules or any(name in sys.modules for name in UNUSED_BY_HELP):
         return
-    stand_in = types.ModuleType("rich.markdown")
-
-    class Markdown:
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            raise RuntimeError("mgpu's help uses Rich markup; rich_markup_mode='markdown' is not supported")
-
-    stand_in.Markdown = Markdown  # type: ignore[attr-defined]
-    sys.modules["rich.markdown"] = stand_in
+    for module, attr in UNUSED_BY_HELP.items():
+        stand_in = types.ModuleType(module)
+        setattr(stand_in, attr, _unavailable(module, attr))
+        sys.modules[module] = stand_in
     try:
         import typer.rich_utils  # noqa: F401
     finally:
-        del sys.modules["rich.markdown"]
+        for module in UNUSED_BY_HELP:
+            del sys.modules[module]
+
+
+def _unavailable(module: str, attr: str) -> type:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(
+            f"mgpu's help was built without {module}.{attr}: it uses Rich markup and plain tracebacks"
+        )
+
+    return type(attr, (), {"__init__": refuse, "from_exception": staticmethod(refuse)})
 
 
 def training_options(options: Iterable[OptionHelp], command: str, isaac: Iterable[str] = ()) -> None:

@@ -388,6 +388,9 @@ class Supervisor:
         if failure is not None and self._stall is None and self._watch is not None and _peer_broke(failure):
             # Before the watch is released: the other nodes' reports say which one went away.
             elsewhere = self._watch.explain_failure()
+            self._stall = self._watch.hang_elsewhere(failure.local_rank, elsewhere)
+            if self._stall is not None:
+                self._say.stall(self._stall)
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()

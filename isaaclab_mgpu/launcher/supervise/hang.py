@@ -114,6 +114,17 @@ class HangWatch:
                 return found
             time.sleep(peers.PUBLISH_S / 2)
 
+    def hang_elsewhere(self, local_rank: int | None, elsewhere: str | None) -> Stall | None:
+        """The peer stall of a local rank whose connection broke because another node found a hang.
+
+        That node's mgpu published its verdict (or a stopped rank) before it stopped its ranks, which
+        broke ours at once, however long ours had waited: the run's verdict is that hang.
+        """
+        if self.sharer is None or local_rank is None or not self.sharer.hung_elsewhere():
+            return None
+        stall = self.monitor.after_failure(local_rank, min_wait_s=0.0)
+        return None if stall is None else replace(stall, elsewhere=elsewhere or stall.elsewhere)
+
     def _elsewhere(self, stall: Stall | None) -> Stall | None:
         if stall is None or self.sharer is None:
             return stall

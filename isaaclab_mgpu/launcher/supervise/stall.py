@@ -534,8 +534,13 @@ class StallMonitor:
             return now if last is not None else 0.0
         return last[1]
 
-    def after_failure(self, local_rank: int, now: float | None = None) -> Stall | None:
-        """A multi-node verdict for a local rank whose collective failed after a long wait, else None."""
+    def after_failure(
+        self, local_rank: int, now: float | None = None, min_wait_s: float | None = None
+    ) -> Stall | None:
+        """A multi-node verdict for a local rank whose collective failed after a long wait, else None.
+
+        ``min_wait_s`` (default: half the stall timeout) is how long "long" is.
+        """
         if not (self.options.multi_node and self.options.stall_timeout):
             return None
         now = time.time() if now is None else now
@@ -544,7 +549,7 @@ class StallMonitor:
         if rep is None or rep.stage not in COLLECTIVE_STAGES or position(rep)[0] != 1:
             return None
         waited = now - rep.time
-        if waited < self.options.stall_timeout / 2:
+        if waited < (self.options.stall_timeout / 2 if min_wait_s is None else min_wait_s):
             return None
         states = tuple(
             RankState(

@@ -15,7 +15,6 @@ and JAX through NumPy on CPU and DLPack on CUDA. The agent is driven step by ste
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,19 +23,16 @@ import torch
 from isaaclab_mgpu.rank.backends.base import (
     PPOSettings,
     checksum,
-    skrl_close,
-    skrl_log_iteration,
     skrl_network,
     skrl_ppo_cfg,
-    skrl_resumed_at,
 )
-from isaaclab_mgpu.rank.backends.skrl_torch import skrl_rollout, spaces
+from isaaclab_mgpu.rank.backends.skrl_torch import SkrlAgentSteps, skrl_rollout, spaces
 from isaaclab_mgpu.rank.patches.skrl import import_skrl, patch_skrl_jax
 from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext
 
 
-class SkrlJaxTrainer:
+class SkrlJaxTrainer(SkrlAgentSteps):
     """One rank of skrl PPO (JAX); see the module docstring."""
 
     comm_kind = "jax"
@@ -92,21 +88,8 @@ class SkrlJaxTrainer:
             return torch.from_dlpack(a)
         return torch.from_numpy(np.array(a))
 
-    def sync(self) -> None:
-        """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""
-
     def iterate(self) -> None:
         skrl_rollout(self, to_task=self._to_torch, from_task=self._to_jax)
-
-    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
-        """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
-        skrl_log_iteration(self.agent, self.timestep, scalars)
-
-    def resumed_at(self, iteration: int) -> None:
-        skrl_resumed_at(self.agent, self.timestep)
-
-    def close(self) -> None:
-        skrl_close(self.agent)
 
     def checksum(self) -> str:
         leaves = [

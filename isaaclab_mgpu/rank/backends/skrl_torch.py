@@ -86,7 +86,29 @@ def skrl_rollout(
     trainer.obs = obs
 
 
-class SkrlTorchTrainer:
+class SkrlAgentSteps:
+    """What both skrl trainers (torch and JAX) do alike around skrl's agent, by its own calls."""
+
+    agent: Any
+    timestep: int
+
+    def sync(self) -> None:
+        """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""
+
+    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
+        """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
+        skrl_log_iteration(self.agent, self.timestep, scalars)
+
+    def resumed_at(self, iteration: int) -> None:
+        """Tell skrl's writers that the run goes on at this attempt's first step."""
+        skrl_resumed_at(self.agent, self.timestep)
+
+    def close(self) -> None:
+        """Close skrl's writers."""
+        skrl_close(self.agent)
+
+
+class SkrlTorchTrainer(SkrlAgentSteps):
     """One rank of skrl PPO (torch); see the module docstring."""
 
     comm_kind = "torch"
@@ -129,24 +151,11 @@ class SkrlTorchTrainer:
         self.timestep = 0
         self.obs = task.obs
 
-    def sync(self) -> None:
-        """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""
-
     def iterate(self) -> None:
         skrl_rollout(self, guard=torch.no_grad)
 
     def _models(self) -> list[torch.nn.Module]:
         return [self.agent.policy, self.agent.value]
-
-    def log_iteration(self, iteration: int, start: int, total: int, scalars: Mapping[str, float]) -> None:
-        """skrl wrote its own tracking data at the end of the rollout; add ``scalars`` at that step."""
-        skrl_log_iteration(self.agent, self.timestep, scalars)
-
-    def resumed_at(self, iteration: int) -> None:
-        skrl_resumed_at(self.agent, self.timestep)
-
-    def close(self) -> None:
-        skrl_close(self.agent)
 
     def checksum(self) -> str:
         tensors = [t for m in self._models() for _, t in sorted(m.state_dict().items())]
