@@ -12,6 +12,11 @@ Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (res
   submission and every one after;
 - otherwise a new folder, created exclusively (two runs started in the same second get two).
 
+An Isaac Lab task's folder is named by Isaac Lab in its rank 0 (from the agent config, which only
+Isaac Lab reads; :mod:`isaaclab_mgpu.rank.isaac_resume` chooses what it continues): the placement
+then only says so (:attr:`~isaaclab_mgpu.launcher.attempts.RunPlace.named_by_rank`) and carries the
+launcher's summary fields for rank 0 to write (:func:`keeper`).
+
 Candidates are only run folders inside the log root that this user owns, never reached through a
 symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). A checkpoint is checked against
 its metadata file before anything starts: another task, library or framework is bad input (exit
@@ -99,7 +104,9 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         return Placement(RunPlace())
     ident, given = identity_of(spec)
     if ident.task.startswith("Isaac-"):
-        return Placement(RunPlace())  # Isaac Lab's rank names its own folders (isaaclab_mgpu.rank.isaac)
+        # Isaac Lab's rank 0 names the folder (isaaclab_mgpu.rank.isaac) and reports it: the attempts
+        # are recorded there once it is known, and rank 0 writes who keeps the run.
+        return Placement(RunPlace(named_by_rank=True, keeper=tuple(keeper(resolved).items())))
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     root = Path(ident.log_root)
     folder: Path | None = None
@@ -201,10 +208,22 @@ def _latest_with_checkpoint(experiment: Path, root: Path) -> Path | None:
     return None
 
 
-def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:
-    """The launcher's part of ``summary.json``: kept by rank 0 and merged into every write."""
+def keeper(resolved: ResolvedSpec) -> dict[str, object]:
+    """Who keeps the run (this process, its host and start time) and its SLURM job, as summary fields."""
     import psutil
 
+    fields: dict[str, object] = {
+        "launcher_pid": os.getpid(),
+        "launcher_host": socket.gethostname(),
+        "launcher_started": psutil.Process().create_time(),
+    }
+    if resolved.slurm_job_id:
+        fields["slurm_job_id"] = resolved.slurm_job_id
+    return fields
+
+
+def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:
+    """The launcher's part of ``summary.json``: kept by rank 0 and merged into every write."""
     found = summaries.read(folder) or summaries.Summary(started_at=time.time())
     found = found.replace(
         status="running",
@@ -214,9 +233,6 @@ def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: in
         world_size=world_size,
         total_iterations=ident.total,
         run_dir=str(folder),
-        launcher_pid=os.getpid(),
-        launcher_host=socket.gethostname(),
-        launcher_started=psutil.Process().create_time(),
-        slurm_job_id=resolved.slurm_job_id or found.slurm_job_id,
+        **keeper(resolved),
     )
     summaries.write(folder, found)
