@@ -10,12 +10,16 @@ gradient all-reduce) is rl-games' own. (A task with a central value network woul
 
 **Observation (every device).** ``train_epoch`` of the continuous and discrete bases ends an
 iteration (mean of ``game_rewards``) and takes the first checksum on its first call, after
-``train`` broadcast rank 0's parameters; their ``train`` methods end training.
+``train`` broadcast rank 0's parameters; ``A2CBase.save`` of a ``last_…`` file names a
+checkpoint's epoch; their ``train`` methods end training. On mgpu's checkpoint request, agreed by
+every rank after an epoch, that epoch becomes ``max_epochs``: rl-games' own end-of-training branch
+saves ``last_<name>_ep_<epoch>_rew_…`` and stops every rank.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -99,7 +103,10 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             result = original(self)
             mean = self.game_rewards.get_mean() if self.game_rewards.current_size > 0 else None
             reward = float(mean.reshape(-1)[0]) if mean is not None else None
-            observer.iteration(int(self.batch_size_envs), reward)
+            if observer.iteration(int(self.batch_size_envs), reward):
+                # Asked to checkpoint: this epoch becomes the last, so train()'s own max_epochs
+                # branch saves last_<name>_ep_<epoch> on rank 0 and ends on every rank.
+                self.max_epochs = int(self.epoch_num)
             return result
 
         return train_epoch
@@ -114,7 +121,17 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
 
         return train
 
+    original_save = base.save
+
+    def save(self: Any, fn: str) -> Any:
+        # A2CBase.save; last_<name>_ep_<E>_rew_... is the checkpoint a resume continues (E epochs).
+        result = original_save(self, fn)
+        if os.path.basename(fn).startswith("last_"):
+            observer.saved(int(self.epoch_num))
+        return result
+
     with contextlib.ExitStack() as stack:
+        stack.enter_context(replaced(base, "save", save))
         for cls in (a2c_common.ContinuousA2CBase, a2c_common.DiscreteA2CBase):
             stack.enter_context(replaced(cls, "train_epoch", wrap_epoch(cls.train_epoch)))
             stack.enter_context(replaced(cls, "train", wrap_train(cls.train)))
