@@ -11,6 +11,9 @@ and resumed: rank 1 is SIGKILLed once the run holds its second checkpoint; mgpu'
 then continues that run through Isaac Lab's own resume code: the same folder, the iteration
 counter going on from the newest checkpoint up to ``--max_iterations`` in all, and one TensorBoard
 curve (read back with TensorBoard's directory loader: every step once, in order, up to the total).
+The run's ``summary.json`` records it as the built-in worker's does (every attempt, the restart:
+which rank failed and how, the iteration reached, resumed from, lost; the killed launch of the
+skrl case as failed), and ``mgpu runs --json`` lists one run.
 
 W&B through Isaac Lab (rsl_rl, Isaac Lab's own ``--logger wandb``: rsl-rl's ``WandbLogWriter`` on
 rank 0), offline: the launch leaves exactly one offline W&B run, read back with W&B's own reader of
@@ -174,6 +177,19 @@ def _kill_rank_1_after(mgpu: subprocess.Popen, cwd: Path, sub: str, checkpoint: 
     return out
 
 
+def last_of(library: str) -> str:
+    """The checkpoint a resumed run of :data:`RESUME_TOTAL` iterations ends with (the library's name)."""
+    return f"model_{RESUME_TOTAL - 1}.pt" if library == "rsl_rl" else f"agent_{RESUME_TOTAL * 32}.pt"
+
+
+def _runs_json(cwd: Path, env: dict[str, str]) -> list[dict]:
+    """``mgpu runs --json`` of the runs under ``cwd/logs``."""
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "runs", "logs", "--json"]
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
 #: rsl_rl through mgpu's own restart (``--max_restarts 1``: one command), skrl through ``--resume
 #: RUN_FOLDER`` by hand after the killed run ended: both paths of :mod:`isaaclab_mgpu.rank.isaac_resume`.
 RESUME_MODES = {"rsl_rl": "restart", "skrl": "resume"}
@@ -200,9 +216,18 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
     run_dir = runs[0]
     if mode == "restart":
         assert first.returncode == 0, out[-4000:]
-        assert "rank 1 on localhost failed with signal SIGKILL; restart 1 of 1" in out, out[-3000:]
+        said = re.search(r"rank 1 on localhost failed with signal SIGKILL at iteration (\d+); restart 1 "
+                         r"of 1: resuming at iteration (\d+), (\d+) iteration\(s\) lost", out)  # fmt: skip
+        assert said, out[-3000:]
     else:
         assert first.returncode not in (0, None), out[-3000:]
+        # the killed run is recorded in the folder Isaac Lab named: failed, which rank and how
+        killed = json.loads((run_dir / "summary.json").read_text())
+        (attempt,) = killed["attempts"]
+        assert (killed["status"], attempt["outcome"], attempt["rank"], attempt["how"]) == (
+            "failed", "failed", 1, "signal SIGKILL"), killed  # fmt: skip
+        assert attempt["reached"] >= attempt["checkpoint"] >= 2 and killed["restarts"] == [], killed
+        assert _runs_json(tmp_path, env)[0]["status"] == "failed"
         proc = subprocess.run([*argv, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=TIMEOUT_S)  # fmt: skip
         out = proc.stdout + proc.stderr
@@ -225,9 +250,28 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
     assert not Path(copies[0]).exists()
     s = json.loads((run_dir / "summary.json").read_text())
     check_run_folder(run_dir, s, library)
-    assert s["start_iteration"] == resumed_at and s["end_iteration"] == RESUME_TOTAL, s
-    assert s["iterations"] == RESUME_TOTAL - resumed_at and s["resumed_from"] == str(source), s
-    last = f"model_{RESUME_TOTAL - 1}.pt" if library == "rsl_rl" else f"agent_{RESUME_TOTAL * 32}.pt"
+    # one run across the failure: counted from its first start, resumed at the checkpoint
+    assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"]) == (
+        "finished", 0, resumed_at, RESUME_TOTAL), s  # fmt: skip
+    assert s["iterations"] == RESUME_TOTAL and len(s["mean_rewards"]) == RESUME_TOTAL, s
+    assert s["resumed_from"] == str(source) and s["continues"] is None, s
+    assert s["checkpoint_iteration"] == RESUME_TOTAL and Path(s["checkpoint"]).name == last_of(library), s
+    outcomes = [a["outcome"] for a in s["attempts"]]
+    if mode == "restart":  # mgpu's own restart, recorded the embedded worker's way
+        (restart,) = s["restarts"]
+        assert outcomes == ["failed", "finished"], s["attempts"]
+        assert (restart["rank"], restart["how"], restart["resumed_from"]) == (1, "signal SIGKILL", resumed_at)
+        assert (restart["reached"], restart["checkpoint"], restart["lost"]) == tuple(
+            int(v) for v in (said.group(1), said.group(2), said.group(3))), restart  # fmt: skip
+        assert restart["lost"] == restart["reached"] - resumed_at >= 0, restart
+        assert s["attempts"][1]["started_at"] == resumed_at, s["attempts"]
+    else:  # this mgpu's one attempt; the killed launch was another mgpu
+        assert outcomes == ["finished"] and s["restarts"] == [], s
+    (row,) = _runs_json(tmp_path, env)
+    assert Path(tmp_path, row["folder"]).resolve() == run_dir.resolve(), row
+    assert (row["status"], row["restarts"], row["iterations"], row["chain"]) == (
+        "finished", 1 if mode == "restart" else 0, RESUME_TOTAL, []), row  # fmt: skip
+    last = last_of(library)
     assert (run_dir / sub / last).is_file(), sorted((run_dir / sub).iterdir())
 
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
