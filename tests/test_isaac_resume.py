@@ -423,3 +423,51 @@ def test_rsl_rl_saves_through_its_own_save_and_leaves_learn_when_asked(tmp_path)
     assert seen.iterations == 2 and seen.ended and seen.saved_at == [1, 2]  # model_0 (save_interval), model_1
     assert sorted(p.name for p in tmp_path.glob("model_*.pt")) == ["model_0.pt", "model_1.pt"]
     assert torch.load(tmp_path / "model_1.pt", weights_only=False)["iter"] == 1  # rsl-rl's own file
+
+
+def test_a_requeued_job_and_resume_auto_continue_an_isaac_run_found_by_its_summary(tmp_path, monkeypatch):
+    """The launcher finds the Isaac Lab run to continue by the summaries rank 0 wrote (real files);
+    the rank then continues what it is handed, and a new run when nothing was found."""
+    import dataclasses
+
+    from conftest import machine
+
+    from isaaclab_mgpu.contract.files import write_json
+    from isaaclab_mgpu.launcher import continuation
+    from isaaclab_mgpu.launcher.resolve import resolve
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
+
+    monkeypatch.chdir(tmp_path)
+    task = "Isaac-Cartpole-Direct"
+    ident = {"backend": "rsl_rl", "framework": "torch", "task": task}
+    job = _run(tmp_path / "logs", "rsl_rl", "2026-01-01_00-00-00", ["model_3.pt"])
+    write_json(job / "summary.json", {**ident, "status": "requeued", "slurm_job_id": "77"})
+    done = tmp_path / "logs" / "rsl_rl" / "other_experiment" / "2026-01-03_00-00-00"
+    done.mkdir(parents=True)
+    write_json(done / "summary.json", {**ident, "status": "finished"})
+    failed = tmp_path / "logs" / "rsl_rl" / "cartpole_direct" / "2026-01-02_00-00-00"
+    failed.mkdir()
+    write_json(failed / "summary.json", {**ident, "status": "failed"})
+
+    def placed(*options: str, slurm: bool = False, library: str = "rsl_rl") -> continuation.Placement:
+        spec = LaunchSpec.from_options(
+            ("--task", task, *options), device="cpu", nproc_per_node="2", rl_library=library
+        )
+        resolved = resolve(spec, machine(0), strict=True, free_port=lambda: 1234)
+        if slurm:
+            resolved = dataclasses.replace(resolved, slurm_job_id="77", slurm_restart_count=1)
+        return continuation.place(resolved, 2)
+
+    requeued = placed(slurm=True)
+    assert requeued.place.named_by_rank and requeued.continued
+    assert requeued.place.resume == str(Path("logs/rsl_rl/cartpole_direct/2026-01-01_00-00-00"))
+    assert dict(requeued.place.keeper)["slurm_job_id"] == "77"
+    auto = placed("--resume", "auto")  # the newest unfinished one of this task and library
+    assert auto.place.resume == str(Path("logs/rsl_rl/cartpole_direct/2026-01-02_00-00-00")), auto
+    assert placed("--resume", "auto", library="skrl").place.resume is None
+    assert placed().place.resume is None and placed().place.named_by_rank
+    # the rank: what the launcher chose comes as MGPU_RESUME; nothing found is a new run
+    assert ir.request("auto", {env.ATTEMPT: "0", env.RESUME: str(failed)}) == str(failed)
+    assert ir.request("auto", {env.ATTEMPT: "0"}) is None
+    with pytest.raises(UsageError, match="--resume auto is mgpu train's"):
+        ir.request("auto", {})
