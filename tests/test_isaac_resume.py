@@ -471,3 +471,44 @@ def test_a_requeued_job_and_resume_auto_continue_an_isaac_run_found_by_its_summa
     assert ir.request("auto", {env.ATTEMPT: "0"}) is None
     with pytest.raises(UsageError, match="--resume auto is mgpu train's"):
         ir.request("auto", {})
+
+
+def test_skrl_saves_through_write_checkpoint_and_leaves_the_trainer_when_asked(tmp_path):
+    """Real skrl (torch PPO agent, stepped as skrl's trainer steps it) on the embedded cartpole,
+    observed as on Isaac Lab's path: asked after iteration 3 (timestep 24), rank 0 writes
+    ``agent_24.pt`` through skrl's own ``write_checkpoint``, and the run leaves by Isaac Lab's
+    KeyboardInterrupt branch, which skips its final ``agent_<total>`` save."""
+    import os
+    from types import SimpleNamespace
+
+    import torch
+
+    from isaaclab_mgpu.rank import tasks
+    from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer, skrl_rollout
+    from isaaclab_mgpu.rank.patches import skrl as patch
+    from isaaclab_mgpu.rank.settings import PPOSettings
+    from isaaclab_mgpu.rank.worker.rank import RankContext
+
+    torch.manual_seed(0)
+    ctx = RankContext(rank=0, local_rank=0, world_size=1, device="cpu", seed=0)
+    task = tasks.make("cartpole", 16, "cpu", 0, {})
+    trainer = SkrlTorchTrainer(
+        task, PPOSettings(rollout=8, epochs=1, mini_batches=1), ctx, str(tmp_path / "run")
+    )
+    agent = trainer.agent
+    agent.checkpoint_interval = 16  # every 2 iterations, as Isaac Lab's agent config would set it
+    os.makedirs(os.path.join(agent.experiment_dir, "checkpoints"), exist_ok=True)
+
+    def run() -> None:  # skrl's Runner.run -> Trainer.train, 6 iterations
+        for _ in range(6):
+            skrl_rollout(trainer)
+
+    runner = SimpleNamespace(agent=agent, run=run, trainer=SimpleNamespace(
+        env=SimpleNamespace(num_envs=16), cfg=SimpleNamespace(timesteps=48)))  # fmt: skip
+    seen = _Asks(stop_at=3)
+    patch.observe(runner, {"agent": {"rollouts": 8}}, seen)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    assert seen.iterations == 3 and seen.ended and seen.saved_at == [2, 3]
+    saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("agent_*.pt"))
+    assert saved == ["agent_16.pt", "agent_24.pt"]  # none for the timesteps never trained
