@@ -366,7 +366,8 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     )
     folder = (tmp_path / "logs" / "rsl_rl" / "standin" / STAMP).resolve()
     assert outcome.run_dir == folder and [a.outcome for a in outcome.attempts] == ["failed", "finished"]
-    assert said.restarts == ["attempt 0: rank 1 failed with signal SIGKILL at iteration 3; restart 1 of 1"]
+    where = f"rank 1 on {socket.gethostname()}"
+    assert said.restarts == [f"attempt 0: {where} failed with signal SIGKILL at iteration 3; restart 1 of 1"]
     s = json.loads((folder / "summary.json").read_text())
     assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"], s["iterations"]) == (
         "finished", 0, 2, 4, 4)  # fmt: skip
@@ -484,7 +485,7 @@ def test_skrl_saves_through_write_checkpoint_and_leaves_the_trainer_when_asked(t
     import torch
 
     from isaaclab_mgpu.rank import tasks
-    from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer, skrl_rollout
+    from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer
     from isaaclab_mgpu.rank.patches import skrl as patch
     from isaaclab_mgpu.rank.settings import PPOSettings
     from isaaclab_mgpu.rank.worker.rank import RankContext
@@ -501,7 +502,7 @@ def test_skrl_saves_through_write_checkpoint_and_leaves_the_trainer_when_asked(t
 
     def run() -> None:  # skrl's Runner.run -> Trainer.train, 6 iterations
         for _ in range(6):
-            skrl_rollout(trainer)
+            trainer.iterate()  # one rollout, stepped through the agent's calls as skrl's trainer does
 
     runner = SimpleNamespace(agent=agent, run=run, trainer=SimpleNamespace(
         env=SimpleNamespace(num_envs=16), cfg=SimpleNamespace(timesteps=48)))  # fmt: skip

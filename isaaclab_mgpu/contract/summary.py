@@ -41,6 +41,11 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued")
 #: Seconds between rank 0's refreshes of a running summary.
 REFRESH_S = 30.0
+#: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
+#: every iteration while the file is small (its cost is well under a millisecond), and never more
+#: than 1/50 of the training time once a long run's reward list makes it slower. The built-in
+#: worker and the Isaac Lab path alike.
+REFRESH_BUDGET = 50
 #: Iterations at the start of a run that count as warm-up (compilation, first allocations).
 WARMUP_ITERATIONS = 1
 #: Latest plausible epoch time (year 5138): later ``started_at`` values are corrupt.

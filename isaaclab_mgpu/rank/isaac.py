@@ -45,7 +45,7 @@ from isaaclab_mgpu.contract import progress, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
-from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
 from isaaclab_mgpu.rank import isaac_resume
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
@@ -60,7 +60,6 @@ from isaaclab_mgpu.rank.worker.rank import (
     run_stamp,
     words_checksum,
 )
-from isaaclab_mgpu.rank.worker.train import REFRESH_BUDGET
 
 #: Per-library Hydra items that put a single-rank run on the rank's device (multi-rank runs get the
 #: device from Isaac Lab's distributed set-up instead).
