@@ -14,8 +14,8 @@ curve (read back with TensorBoard's directory loader: every step once, in order,
 The run's ``summary.json`` records it as the built-in worker's does (every attempt, the restart:
 which rank failed and how, the iteration reached, resumed from, lost; the killed launch of the
 skrl case as failed), and ``mgpu runs --json`` lists one run. The requeue signal (SIGUSR1) stops
-an skrl run at a checkpoint through skrl's own save (exit 75, ``stopped``), and the same command
-with ``--resume auto`` finishes it in its folder.
+an rsl_rl and an skrl run at a checkpoint through the library's own save (exit 75, ``stopped``),
+and the same command with ``--resume auto`` finishes it in its folder.
 
 W&B through Isaac Lab (rsl_rl, Isaac Lab's own ``--logger wandb``: rsl-rl's ``WandbLogWriter`` on
 rank 0), offline: the launch leaves exactly one offline W&B run, read back with W&B's own reader of
@@ -351,22 +351,33 @@ def test_an_interrupted_isaac_lab_rank_exits_like_an_embedded_one(asset_root, tm
     assert proc.returncode == 130, out[-4000:]
 
 
-def test_the_requeue_signal_checkpoints_an_isaac_lab_run_and_resume_auto_finishes_it(asset_root, tmp_path):
-    """SIGUSR1 (SLURM's warning) to ``mgpu train`` of an Isaac Lab skrl run: every rank stops at
-    the next update after skrl saved through its own ``write_checkpoint``, Isaac Lab's final
-    ``agent_<total>`` save is skipped, mgpu exits 75 with the run ``stopped``; the same command
-    with ``--resume auto`` then continues that run in its folder up to the total."""
+#: The checkpoint a run stopped after ``n`` iterations saved (rsl-rl names the last index done).
+STOP_CHECKPOINT = {
+    "rsl_rl": lambda n: f"model_{n - 1}.pt",
+    "skrl": lambda n: f"checkpoints/agent_{32 * n}.pt",
+}
+
+
+@pytest.mark.parametrize("library", ["rsl_rl", "skrl"])
+def test_the_requeue_signal_checkpoints_an_isaac_lab_run_and_resume_auto_finishes_it(
+    library, asset_root, tmp_path
+):
+    """SIGUSR1 (SLURM's warning) to ``mgpu train`` of an Isaac Lab run: every rank stops at the
+    next iteration boundary after the library saved through its own code (rsl-rl
+    ``OnPolicyRunner.save``, then out of ``learn``; skrl ``write_checkpoint``, and Isaac Lab's final
+    ``agent_<total>`` save skipped), mgpu exits 75 with the run ``stopped``; the same command with
+    ``--resume auto`` then continues that run in its folder up to the total."""
     total = 10
     env = child_env(tmp_path)
     env["ISAACSIM_ASSET_ROOT"] = asset_root
     command = [a if a != "3" else str(total) for a in COMMAND]
-    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *command, *RESUME["skrl"][0], "--resume", "auto"]
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *command, *RESUME[library][0], "--resume", "auto"]
     first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)  # fmt: skip
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline and first.poll() is None:
         done = 0
-        for path in (tmp_path / "logs" / "skrl").glob("*/*/summary.json"):
+        for path in (tmp_path / "logs" / library).glob("*/*/summary.json"):
             with contextlib.suppress(OSError, ValueError):
                 done = json.loads(path.read_text()).get("end_iteration") or 0
         if done >= 2:
@@ -376,21 +387,23 @@ def test_the_requeue_signal_checkpoints_an_isaac_lab_run_and_resume_auto_finishe
     out, _ = first.communicate(timeout=TIMEOUT_S)
     assert first.returncode == 75, out[-4000:]
     assert "checkpoint requested: saving at iteration" in out, out[-3000:]
-    (run_dir,) = [p for p in (tmp_path / "logs" / "skrl").glob("*/*") if p.is_dir()]
+    (run_dir,) = [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()]
     s = json.loads((run_dir / "summary.json").read_text())
     stopped_at = s["end_iteration"]
     assert (s["status"], s["exit_status"], s["checkpoint_iteration"]) == ("stopped", 75, stopped_at), s
     assert 2 <= stopped_at < total and [a["outcome"] for a in s["attempts"]] == ["stopped"], s
-    saved = sorted(int(p.stem.split("_")[1]) for p in (run_dir / "checkpoints").glob("agent_*.pt"))
-    assert saved[-1] == 32 * stopped_at, saved  # the stop's own checkpoint, none claiming the total
+    sub, pattern = RESUME[library][1:3]
+    newest = max((run_dir / sub).glob(pattern), key=lambda p: int(p.stem.split("_")[-1]))
+    # the stop's own checkpoint is the newest: none claims iterations never trained
+    assert newest == run_dir / STOP_CHECKPOINT[library](stopped_at) and s["checkpoint"] == str(newest), s
 
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "--resume auto: the newest unfinished run: continuing" in out, out[-3000:]
     assert f"resuming at iteration {stopped_at} of {total}" in out, out[-3000:]
-    assert [p for p in (tmp_path / "logs" / "skrl").glob("*/*") if p.is_dir()] == [run_dir]
+    assert [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()] == [run_dir]
     s = json.loads((run_dir / "summary.json").read_text())
-    check_run_folder(run_dir, s, "skrl")
+    check_run_folder(run_dir, s, library)
     assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"]) == (
         "finished", 0, stopped_at, total), s  # fmt: skip
