@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from functools import partial
 from typing import TYPE_CHECKING
 
 from isaaclab_mgpu import report
@@ -143,7 +142,6 @@ def train(
         view = LiveProgress()
         options = dataclasses.replace(options, on_stdout=view.feed)
     restart = RestartOptions(max_restarts=spec.max_restarts or 0, requeue_signal=spec.requeue_signum)
-    folder = placement.place.run_dir
     try:
         outcome = run_attempts(
             cmd,
@@ -152,7 +150,7 @@ def train(
             options,
             progress if view is None else view.telling(progress),
             progress,
-            on_attempt_end=partial(runs.record_attempts, folder) if folder is not None else None,
+            on_attempt_end=runs.record_attempts,  # once the run folder is known (node 0)
         )
     finally:
         if view is not None:

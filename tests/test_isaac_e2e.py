@@ -6,11 +6,16 @@ rank. Each finished run must exit 0 and leave Isaac Lab's run folder with a Tens
 file, a checkpoint and mgpu's ``summary.json`` (world size 2, equal parameter checksums).
 
 skrl JAX and rl_games train 3 iterations. rsl_rl and skrl torch (CI time: one test each) are killed
-and resumed: rank 1 is SIGKILLed once the run holds its second checkpoint; mgpu's own restart
+and resumed: rank 1 is SIGKILLed once rank 0 recorded the second checkpoint; mgpu's own restart
 (rsl_rl, ``--max_restarts 1``) or ``mgpu train --resume RUN_FOLDER`` with the same options (skrl)
 then continues that run through Isaac Lab's own resume code: the same folder, the iteration
 counter going on from the newest checkpoint up to ``--max_iterations`` in all, and one TensorBoard
 curve (read back with TensorBoard's directory loader: every step once, in order, up to the total).
+The run's ``summary.json`` records it as the built-in worker's does (every attempt, the restart:
+which rank failed and how, the iteration reached, resumed from, lost; the killed launch of the
+skrl case as failed), and ``mgpu runs --json`` lists one run. The requeue signal (SIGUSR1) stops
+an rsl_rl and an skrl run at a checkpoint through the library's own save (exit 75, ``stopped``),
+and the same command with ``--resume auto`` finishes it in its folder.
 
 W&B through Isaac Lab (rsl_rl, Isaac Lab's own ``--logger wandb``: rsl-rl's ``WandbLogWriter`` on
 rank 0), offline: the launch leaves exactly one offline W&B run, read back with W&B's own reader of
@@ -25,6 +30,7 @@ run on a machine compiles Warp's kernels (minutes on CPU); later runs load them 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -140,10 +146,9 @@ def test_isaac_rsl_rl_logs_its_curves_to_one_offline_wandb_run(asset_root, tmp_p
 
 #: Resume: 64 environments, 6 iterations in all, a checkpoint after every iteration.
 RESUME = {
-    "rsl_rl": (["--rl_library", "rsl_rl", "agent.save_interval=1"], "", "model_*.pt", "model_1.pt",
-               "Loss/learning_rate"),
+    "rsl_rl": (["--rl_library", "rsl_rl", "agent.save_interval=1"], "", "model_*.pt", "Loss/learning_rate"),
     "skrl": (["--rl_library", "skrl", "agent.agent.experiment.checkpoint_interval=32"], "checkpoints",
-             "agent_*.pt", "agent_64.pt", "Loss / Policy loss"),
+             "agent_*.pt", "Loss / Policy loss"),
 }  # fmt: skip
 RESUME_TOTAL = 6
 
@@ -160,18 +165,38 @@ def _rank_pid(mgpu: subprocess.Popen, rank: str) -> int | None:
     return None
 
 
-def _kill_rank_1_after(mgpu: subprocess.Popen, cwd: Path, sub: str, checkpoint: str) -> str:
-    """SIGKILL rank 1 once rank 0 wrote ``checkpoint``; return mgpu's output once it has ended."""
+def _kill_rank_1_after(mgpu: subprocess.Popen, cwd: Path, iterations: int) -> str:
+    """SIGKILL rank 1 once rank 0's running summary.json records a checkpoint of ``iterations``
+    (rank 0 records it right after the library's save); return mgpu's output once it has ended.
+
+    Rank 0 cannot save again before it notices rank 1 is gone: every iteration's update and mgpu's
+    per-iteration agreement are collectives, and they come before the library's next save."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline and mgpu.poll() is None:
-        found = list((cwd / "logs").glob(f"*/*/*/{sub}/{checkpoint}".replace("//", "/")))
-        pid = _rank_pid(mgpu, "1") if found else None
+        recorded = 0
+        for path in (cwd / "logs").glob("*/*/*/summary.json"):
+            with contextlib.suppress(OSError, ValueError):
+                recorded = max(recorded, json.loads(path.read_text()).get("checkpoint_iteration") or 0)
+        pid = _rank_pid(mgpu, "1") if recorded >= iterations else None
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
             break
         time.sleep(0.1)
     out, _ = mgpu.communicate(timeout=TIMEOUT_S)
     return out
+
+
+def last_of(library: str) -> str:
+    """The checkpoint a resumed run of :data:`RESUME_TOTAL` iterations ends with (the library's name)."""
+    return f"model_{RESUME_TOTAL - 1}.pt" if library == "rsl_rl" else f"agent_{RESUME_TOTAL * 32}.pt"
+
+
+def _runs_json(cwd: Path, env: dict[str, str]) -> list[dict]:
+    """``mgpu runs --json`` of the runs under ``cwd/logs``."""
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "runs", "logs", "--json"]
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
 
 
 #: rsl_rl through mgpu's own restart (``--max_restarts 1``: one command), skrl through ``--resume
@@ -183,7 +208,7 @@ RESUME_MODES = {"rsl_rl": "restart", "skrl": "resume"}
 def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    extra, sub, pattern, trigger, tag = RESUME[library]
+    extra, sub, pattern, tag = RESUME[library]
     mode = RESUME_MODES[library]
     env = child_env(tmp_path)
     env["ISAACSIM_ASSET_ROOT"] = asset_root
@@ -194,15 +219,25 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
         [*argv, *(["--max_restarts", "1"] if mode == "restart" else [])],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    out = _kill_rank_1_after(first, tmp_path, sub, trigger)
+    out = _kill_rank_1_after(first, tmp_path, 2)  # the run's second checkpoint
     runs = [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()]
     assert len(runs) == 1, (runs, out[-3000:])
     run_dir = runs[0]
     if mode == "restart":
         assert first.returncode == 0, out[-4000:]
-        assert "rank 1 on localhost failed with signal SIGKILL; restart 1 of 1" in out, out[-3000:]
+        said = re.search(r"rank 1 on localhost failed with signal SIGKILL at iteration (\d+); restart 1 "
+                         r"of 1: resuming at iteration (\d+), (\d+) iteration\(s\) lost", out)  # fmt: skip
+        assert said, out[-3000:]
     else:
         assert first.returncode not in (0, None), out[-3000:]
+        # the killed run is recorded in the folder Isaac Lab named: failed, which rank and how
+        killed = json.loads((run_dir / "summary.json").read_text())
+        (attempt,) = killed["attempts"]
+        assert (killed["status"], attempt["outcome"], attempt["rank"], attempt["how"]) == (
+            "failed", "failed", 1, "signal SIGKILL"), killed  # fmt: skip
+        assert attempt["reached"] >= attempt["checkpoint"] >= 2 and killed["restarts"] == [], killed
+        assert attempt["lost"] == attempt["reached"] - attempt["checkpoint"], killed
+        assert _runs_json(tmp_path, env)[0]["status"] == "failed"
         proc = subprocess.run([*argv, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=TIMEOUT_S)  # fmt: skip
         out = proc.stdout + proc.stderr
@@ -225,9 +260,28 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
     assert not Path(copies[0]).exists()
     s = json.loads((run_dir / "summary.json").read_text())
     check_run_folder(run_dir, s, library)
-    assert s["start_iteration"] == resumed_at and s["end_iteration"] == RESUME_TOTAL, s
-    assert s["iterations"] == RESUME_TOTAL - resumed_at and s["resumed_from"] == str(source), s
-    last = f"model_{RESUME_TOTAL - 1}.pt" if library == "rsl_rl" else f"agent_{RESUME_TOTAL * 32}.pt"
+    # one run across the failure: counted from its first start, resumed at the checkpoint
+    assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"]) == (
+        "finished", 0, resumed_at, RESUME_TOTAL), s  # fmt: skip
+    assert s["iterations"] == RESUME_TOTAL and len(s["mean_rewards"]) == RESUME_TOTAL, s
+    assert s["resumed_from"] == str(source) and s["continues"] is None, s
+    assert s["checkpoint_iteration"] == RESUME_TOTAL and Path(s["checkpoint"]).name == last_of(library), s
+    outcomes = [a["outcome"] for a in s["attempts"]]
+    if mode == "restart":  # mgpu's own restart, recorded the embedded worker's way
+        (restart,) = s["restarts"]
+        assert outcomes == ["failed", "finished"], s["attempts"]
+        assert (restart["rank"], restart["how"], restart["resumed_from"]) == (1, "signal SIGKILL", resumed_at)
+        assert (restart["reached"], restart["checkpoint"], restart["lost"]) == tuple(
+            int(v) for v in (said.group(1), said.group(2), said.group(3))), restart  # fmt: skip
+        assert restart["lost"] == restart["reached"] - resumed_at >= 0, restart
+        assert s["attempts"][1]["started_at"] == resumed_at, s["attempts"]
+    else:  # this mgpu's one attempt; the killed launch was another mgpu
+        assert outcomes == ["finished"] and s["restarts"] == [], s
+    (row,) = _runs_json(tmp_path, env)
+    assert Path(tmp_path, row["folder"]).resolve() == run_dir.resolve(), row
+    assert (row["status"], row["restarts"], row["iterations"], row["chain"]) == (
+        "finished", 1 if mode == "restart" else 0, RESUME_TOTAL, []), row  # fmt: skip
+    last = last_of(library)
     assert (run_dir / sub / last).is_file(), sorted((run_dir / sub).iterdir())
 
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
@@ -295,3 +349,61 @@ def test_an_interrupted_isaac_lab_rank_exits_like_an_embedded_one(asset_root, tm
     rest, _ = proc.communicate(timeout=TIMEOUT_S)
     out = "".join(lines) + rest
     assert proc.returncode == 130, out[-4000:]
+
+
+#: The checkpoint a run stopped after ``n`` iterations saved (rsl-rl names the last index done).
+STOP_CHECKPOINT = {
+    "rsl_rl": lambda n: f"model_{n - 1}.pt",
+    "skrl": lambda n: f"checkpoints/agent_{32 * n}.pt",
+}
+
+
+@pytest.mark.parametrize("library", ["rsl_rl", "skrl"])
+def test_the_requeue_signal_checkpoints_an_isaac_lab_run_and_resume_auto_finishes_it(
+    library, asset_root, tmp_path
+):
+    """SIGUSR1 (SLURM's warning) to ``mgpu train`` of an Isaac Lab run: every rank stops at the
+    next iteration boundary after the library saved through its own code (rsl-rl
+    ``OnPolicyRunner.save``, then out of ``learn``; skrl ``write_checkpoint``, and Isaac Lab's final
+    ``agent_<total>`` save skipped), mgpu exits 75 with the run ``stopped``; the same command with
+    ``--resume auto`` then continues that run in its folder up to the total."""
+    total = 10
+    env = child_env(tmp_path)
+    env["ISAACSIM_ASSET_ROOT"] = asset_root
+    command = [a if a != "3" else str(total) for a in COMMAND]
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *command, *RESUME[library][0], "--resume", "auto"]
+    first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)  # fmt: skip
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline and first.poll() is None:
+        done = 0
+        for path in (tmp_path / "logs" / library).glob("*/*/summary.json"):
+            with contextlib.suppress(OSError, ValueError):
+                done = json.loads(path.read_text()).get("end_iteration") or 0
+        if done >= 2:
+            first.send_signal(signal.SIGUSR1)
+            break
+        time.sleep(0.1)
+    out, _ = first.communicate(timeout=TIMEOUT_S)
+    assert first.returncode == 75, out[-4000:]
+    assert "checkpoint requested: saving at iteration" in out, out[-3000:]
+    (run_dir,) = [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()]
+    s = json.loads((run_dir / "summary.json").read_text())
+    stopped_at = s["end_iteration"]
+    assert (s["status"], s["exit_status"], s["checkpoint_iteration"]) == ("stopped", 75, stopped_at), s
+    assert 2 <= stopped_at < total and [a["outcome"] for a in s["attempts"]] == ["stopped"], s
+    sub, pattern = RESUME[library][1:3]
+    newest = max((run_dir / sub).glob(pattern), key=lambda p: int(p.stem.split("_")[-1]))
+    # the stop's own checkpoint is the newest: none claims iterations never trained
+    assert newest == run_dir / STOP_CHECKPOINT[library](stopped_at) and s["checkpoint"] == str(newest), s
+
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "--resume auto: the newest unfinished run: continuing" in out, out[-3000:]
+    assert f"resuming at iteration {stopped_at} of {total}" in out, out[-3000:]
+    assert [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()] == [run_dir]
+    s = json.loads((run_dir / "summary.json").read_text())
+    check_run_folder(run_dir, s, library)
+    assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"]) == (
+        "finished", 0, stopped_at, total), s  # fmt: skip

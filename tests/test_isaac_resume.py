@@ -2,7 +2,10 @@
 
 Real files in a temporary log root, a real torch ``TCPStore`` standing in for torchrun's agent store
 (the same class torchrun serves), and TensorBoard's own directory loader for the restart marker.
-The Isaac Lab end-to-end resume is in ``test_isaac_e2e.py``.
+Rank 0's ``summary.json`` of an Isaac Lab run (the Bookkeeper driven as the library patches drive
+it), and mgpu's attempts loop recording a restart in the folder a stand-in rank names itself (real
+processes under mgpu's JAX launcher; the rank keeps its folder with the real Bookkeeper). The Isaac
+Lab end-to-end resume is in ``test_isaac_e2e.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pytest
 from isaaclab_mgpu.contract import env
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import isaac_resume as ir
+from isaaclab_mgpu.rank.patches.base import Observer
 
 STAMP = "2026-01-02_03-04-05"
 
@@ -203,3 +207,309 @@ def test_the_resume_line_names_where_it_goes_on_and_that_the_library_unpickles(c
         "[mgpu] resuming at iteration 3 of 6 from /r/model_2.pt "
         "(rsl_rl unpickles checkpoints: resume only files you trust)\n"
     )
+
+
+# --- rank 0's summary.json of an Isaac Lab run, as the Bookkeeper keeps it -------------------------
+
+
+def _book(tmp_path: Path, attempt: int, cont: ir.Continuation | None = None, *, mgpu: bool = True):
+    """A rank-0 Bookkeeper of a 6-iteration rsl_rl run under ``mgpu train`` (attempt ``attempt``),
+    or run by hand (``mgpu=False``: none of mgpu's variables)."""
+    from isaaclab_mgpu.rank.isaac import Bookkeeper
+    from isaaclab_mgpu.rank.worker.args import parse_args
+    from isaaclab_mgpu.rank.worker.rank import RankContext
+
+    keeper = {"launcher_pid": 4242, "launcher_host": "node0", "launcher_started": 1.5e9, "slurm_job_id": "77"}
+    environ = {
+        env.ATTEMPT: str(attempt),
+        env.CHECKPOINT_REQUEST: str(tmp_path / "request"),
+        env.RUN_DIR_REPORT: str(tmp_path / "reported"),
+        env.RUN_KEEPER: json.dumps(keeper),
+    }
+    args = parse_args(["--task", "Isaac-Cartpole-Direct", "--device", "cpu", "--num_envs", "64",
+                       "--max_iterations", "6", "--rl_library", "rsl_rl"])  # fmt: skip
+    ctx = RankContext(rank=0, local_rank=0, world_size=1, device="cpu", seed=42)
+    return Bookkeeper(ctx, "torch", cont, 6, "rsl_rl", args, environ if mgpu else {}), args
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+@pytest.fixture
+def every_iteration(monkeypatch):
+    """Rank 0 refreshes the summary every iteration: these iterations take microseconds, where
+    the refresh budget (50 times a refresh's cost) assumes real training's seconds."""
+    from isaaclab_mgpu.rank import isaac
+
+    monkeypatch.setattr(isaac, "REFRESH_BUDGET", 0)
+
+
+def test_rank_0_keeps_an_isaac_run_summary_true_across_a_restart(tmp_path, every_iteration):
+    folder = _run(tmp_path / "logs", "rsl_rl", STAMP, [])
+    book, args = _book(tmp_path, 0, ir.Continuation(STAMP))
+    book.run_folder(str(folder))
+    s = _summary(folder)  # running from the moment Isaac Lab names the folder, kept by node0's mgpu
+    assert (s["status"], s["attempt"], s["backend"], s["task"], s["total_iterations"]) == (
+        "running", 0, "rsl_rl", "Isaac-Cartpole-Direct", 6)  # fmt: skip
+    assert (s["launcher_pid"], s["launcher_host"], s["slurm_job_id"]) == (4242, "node0", "77")
+    assert (tmp_path / "reported").read_text() == str(folder.resolve())  # what the launcher reads
+    book.synced([])
+    for reward in (1.0, 2.0, 3.0):
+        assert book.iteration(64 * 16, reward) is False  # nobody asked for a checkpoint
+        if reward == 2.0:
+            _zip(folder / "model_1.pt", b"after iteration 2")  # rsl-rl's model_<k>: k + 1 done
+            book.saved(2)
+    s = _summary(folder)  # rank 1 dies here: the summary says how far the run got
+    assert (s["status"], s["end_iteration"], s["iterations"], s["mean_rewards"]) == (
+        "running", 3, 3, [1.0, 2.0, 3.0])  # fmt: skip
+    assert (s["checkpoint"], s["checkpoint_iteration"]) == (str(folder / "model_1.pt"), 2)
+
+    # mgpu's restart: attempt 1 continues the folder from model_1.pt (2 iterations done)
+    cont = ir.Continuation(STAMP, folder=str(folder), checkpoint=str(folder / "model_1.pt"))
+    book, args = _book(tmp_path, 1, cont)
+    book.run_folder(str(folder))
+    book.resumed(2, str(folder / "model_1.pt"))
+    book.synced([])
+    for reward in (3.5, 4.0, 5.0, 6.0):
+        book.iteration(64 * 16, reward)
+    _zip(folder / "model_5.pt", b"the end")
+    book.saved(6)
+    book.finished()
+    s = book.summary(args, 0).to_json()
+    assert (s["status"], s["attempt"], s["exit_status"]) == ("finished", 1, 0)
+    assert (s["start_iteration"], s["resumed_at"], s["end_iteration"], s["iterations"]) == (0, 2, 6, 6)
+    assert s["mean_rewards"] == [1.0, 2.0, 3.5, 4.0, 5.0, 6.0]  # attempt 0's work up to the checkpoint kept
+    assert (s["first_mean_reward"], s["last_mean_reward"]) == (1.0, 6.0)
+    assert (s["checkpoint"], s["checkpoint_iteration"]) == (str(folder / "model_5.pt"), 6)
+    assert s["resumed_from"] == str(folder / "model_1.pt") and s["continues"] is None
+    assert (s["launcher_pid"], s["slurm_job_id"]) == (4242, "77")
+
+
+def test_a_checkpoint_of_another_run_loaded_into_a_new_folder_is_recorded_as_its_continuation(
+    tmp_path, every_iteration
+):
+    earlier = _run(tmp_path / "logs", "rsl_rl", "2026-01-01_00-00-00", ["model_3.pt"])
+    folder = _run(tmp_path / "logs", "rsl_rl", STAMP, [])
+    book, _ = _book(tmp_path, 0, ir.Continuation(STAMP))  # Isaac Lab's own --checkpoint, not --resume
+    book.resumed(4, str(earlier / "model_3.pt"))  # rsl-rl loads before Isaac Lab names the folder
+    book.run_folder(str(folder))
+    book.synced([])
+    book.iteration(64 * 16, 7.0)
+    s = _summary(folder)
+    assert s["continues"] == str(earlier.resolve()) and s["resumed_from"] == str(earlier / "model_3.pt")
+    assert (s["start_iteration"], s["end_iteration"], s["iterations"], s["resumed_at"]) == (4, 5, 1, None)
+
+
+def test_the_checkpoint_request_stops_an_isaac_run_at_an_iteration_boundary(
+    tmp_path, capsys, every_iteration
+):
+    folder = _run(tmp_path / "logs", "rsl_rl", STAMP, [])
+    book, args = _book(tmp_path, 0, ir.Continuation(STAMP))
+    book.run_folder(str(folder))
+    book.synced([])
+    assert book.iteration(64, 1.0) is False
+    (tmp_path / "request").touch()  # what mgpu creates on the requeue signal
+    assert book.iteration(64, 2.0) is True and book.stopped
+    assert "checkpoint requested: saving at iteration 2 and stopping" in capsys.readouterr().out
+    _zip(folder / "model_1.pt", b"saved on request")
+    book.saved(2)
+    book.finished()
+    s = book.summary(args, 0)
+    assert (s.status, s.end_iteration, s.checkpoint_iteration) == ("stopped", 2, 2)
+    # run by hand (no mgpu to ask) the request is never read: no collective per iteration either
+    alone, _ = _book(tmp_path, 0, ir.Continuation(STAMP), mgpu=False)
+    assert alone.iteration(64, 1.0) is False
+
+
+class _Said:
+    """What the attempts loop tells people, kept."""
+
+    def __init__(self) -> None:
+        self.restarts: list[str] = []
+
+    def restarting(self, ended, number: int, max_restarts: int) -> None:
+        self.restarts.append(f"{ended.describe()}; restart {number} of {max_restarts}")
+
+    def checkpoint_requested(self, signal_name: str, window: float) -> None:
+        pass
+
+
+def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tmp_path, monkeypatch):
+    """Real processes: mgpu's attempts loop around mgpu's JAX launcher and 2 stand-in ranks that name
+    their own folder (as Isaac Lab does); rank 1 dies with SIGKILL at iteration 3, once."""
+    import sys
+
+    from isaaclab_mgpu.launcher import runs
+    from isaaclab_mgpu.launcher.attempts import RestartOptions, RunPlace, run_attempts
+    from isaaclab_mgpu.launcher.build import Command
+    from isaaclab_mgpu.launcher.supervise import SuperviseOptions
+
+    monkeypatch.chdir(tmp_path)
+    workers, logs = Path(__file__).parent / "workers", str(tmp_path / "logs" / "mgpu")
+    cmd = Command(
+        argv=(sys.executable, "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2", "--coordinator_address",
+              "127.0.0.1:0", "--log_dir", logs, str(workers / "isaac_standin.py")),
+        env={env.RUN_STAMP: STAMP, env.RUN_ID: "isaac-standin-test"},
+        world_size=2, rank_devices={0: "cpu", 1: "cpu"}, launcher="jaxrun", log_dir=logs,
+    )  # fmt: skip
+    keeper = (("launcher_pid", 4242), ("launcher_host", "node0"), ("launcher_started", 1.5e9))
+    said = _Said()
+    outcome = run_attempts(
+        cmd,
+        RunPlace(named_by_rank=True, keeper=keeper),  # what continuation.place gives an Isaac Lab task
+        RestartOptions(max_restarts=1),
+        SuperviseOptions(grace_period=2, kill_after=2, console=False),
+        None,
+        said,
+        on_attempt_end=runs.record_attempts,
+    )
+    folder = (tmp_path / "logs" / "rsl_rl" / "standin" / STAMP).resolve()
+    assert outcome.run_dir == folder and [a.outcome for a in outcome.attempts] == ["failed", "finished"]
+    where = f"rank 1 on {socket.gethostname()}"
+    assert said.restarts == [f"attempt 0: {where} failed with signal SIGKILL at iteration 3; restart 1 of 1"]
+    s = json.loads((folder / "summary.json").read_text())
+    assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"], s["iterations"]) == (
+        "finished", 0, 2, 4, 4)  # fmt: skip
+    assert s["mean_rewards"] == [0.0, 1.0, 2.0, 3.0] and s["launcher_pid"] == 4242
+    (restart,) = s["restarts"]
+    assert (restart["rank"], restart["how"], restart["started_at"], restart["reached"]) == (
+        1, "signal SIGKILL", 0, 3)  # fmt: skip
+    assert (restart["checkpoint"], restart["resumed_from"], restart["lost"]) == (2, 2, 1)
+    assert [(a["number"], a["outcome"], a["started_at"]) for a in s["attempts"]] == [
+        (0, "failed", 0), (1, "finished", 2)]  # fmt: skip
+    (row,) = runs.find_runs(tmp_path / "logs")
+    assert (row.folder, row.status, row.restarts, row.iterations) == (
+        str(tmp_path / "logs" / "rsl_rl" / "standin" / STAMP), "finished", 1, 4)  # fmt: skip
+
+
+class _Asks(Observer):
+    """An observer that asks to stop after iteration ``stop_at`` and keeps what it was told."""
+
+    def __init__(self, stop_at: int) -> None:
+        self.stop_at, self.iterations, self.saved_at, self.ended = stop_at, 0, [], False
+
+    def iteration(self, steps, reward) -> bool:
+        self.iterations += 1
+        return self.iterations == self.stop_at
+
+    def saved(self, iteration):
+        self.saved_at.append(iteration)
+
+    def finished(self):
+        self.ended = True
+
+
+def test_rsl_rl_saves_through_its_own_save_and_leaves_learn_when_asked(tmp_path):
+    """Real rsl-rl (``OnPolicyRunner.learn``) on the embedded cartpole, patched as on Isaac Lab's
+    path: asked after iteration 2, rank 0 saves ``model_1.pt`` (2 iterations done) and learn ends."""
+    import torch
+
+    from isaaclab_mgpu.rank import tasks
+    from isaaclab_mgpu.rank.backends.rsl_rl import MgpuRunner, TaskVecEnv, train_cfg
+    from isaaclab_mgpu.rank.patches import rsl_rl as patch
+    from isaaclab_mgpu.rank.settings import PPOSettings
+    from isaaclab_mgpu.rank.worker.rank import RankContext
+
+    torch.manual_seed(0)
+    ctx = RankContext(rank=0, local_rank=0, world_size=1, device="cpu", seed=0)
+    env = TaskVecEnv(tasks.make("cartpole", 16, "cpu", 0, {}))
+    cfg = {**train_cfg(PPOSettings(rollout=8, epochs=1, mini_batches=1)), "save_interval": 100}
+    cfg["logger"] = "tensorboard"
+    runner = MgpuRunner(env, cfg, ctx, str(tmp_path))
+    seen = _Asks(stop_at=2)
+    patch.continue_counter(runner, seen.resumed)
+    patch.observe(runner, seen)
+    runner.learn(num_learning_iterations=6)
+    assert seen.iterations == 2 and seen.ended and seen.saved_at == [1, 2]  # model_0 (save_interval), model_1
+    assert sorted(p.name for p in tmp_path.glob("model_*.pt")) == ["model_0.pt", "model_1.pt"]
+    assert torch.load(tmp_path / "model_1.pt", weights_only=False)["iter"] == 1  # rsl-rl's own file
+
+
+def test_a_requeued_job_and_resume_auto_continue_an_isaac_run_found_by_its_summary(tmp_path, monkeypatch):
+    """The launcher finds the Isaac Lab run to continue by the summaries rank 0 wrote (real files);
+    the rank then continues what it is handed, and a new run when nothing was found."""
+    import dataclasses
+
+    from conftest import machine
+
+    from isaaclab_mgpu.contract.files import write_json
+    from isaaclab_mgpu.launcher import continuation
+    from isaaclab_mgpu.launcher.resolve import resolve
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
+
+    monkeypatch.chdir(tmp_path)
+    task = "Isaac-Cartpole-Direct"
+    ident = {"backend": "rsl_rl", "framework": "torch", "task": task}
+    job = _run(tmp_path / "logs", "rsl_rl", "2026-01-01_00-00-00", ["model_3.pt"])
+    write_json(job / "summary.json", {**ident, "status": "requeued", "slurm_job_id": "77"})
+    done = tmp_path / "logs" / "rsl_rl" / "other_experiment" / "2026-01-03_00-00-00"
+    done.mkdir(parents=True)
+    write_json(done / "summary.json", {**ident, "status": "finished"})
+    failed = tmp_path / "logs" / "rsl_rl" / "cartpole_direct" / "2026-01-02_00-00-00"
+    failed.mkdir()
+    write_json(failed / "summary.json", {**ident, "status": "failed"})
+
+    def placed(*options: str, slurm: bool = False, library: str = "rsl_rl") -> continuation.Placement:
+        spec = LaunchSpec.from_options(
+            ("--task", task, *options), device="cpu", nproc_per_node="2", rl_library=library
+        )
+        resolved = resolve(spec, machine(0), strict=True, free_port=lambda: 1234)
+        if slurm:
+            resolved = dataclasses.replace(resolved, slurm_job_id="77", slurm_restart_count=1)
+        return continuation.place(resolved, 2)
+
+    requeued = placed(slurm=True)
+    assert requeued.place.named_by_rank and requeued.continued
+    assert requeued.place.resume == str(Path("logs/rsl_rl/cartpole_direct/2026-01-01_00-00-00"))
+    assert dict(requeued.place.keeper)["slurm_job_id"] == "77"
+    auto = placed("--resume", "auto")  # the newest unfinished one of this task and library
+    assert auto.place.resume == str(Path("logs/rsl_rl/cartpole_direct/2026-01-02_00-00-00")), auto
+    assert placed("--resume", "auto", library="skrl").place.resume is None
+    assert placed().place.resume is None and placed().place.named_by_rank
+    # the rank: what the launcher chose comes as MGPU_RESUME; nothing found is a new run
+    assert ir.request("auto", {env.ATTEMPT: "0", env.RESUME: str(failed)}) == str(failed)
+    assert ir.request("auto", {env.ATTEMPT: "0"}) is None
+    with pytest.raises(UsageError, match="--resume auto is mgpu train's"):
+        ir.request("auto", {})
+
+
+def test_skrl_saves_through_write_checkpoint_and_leaves_the_trainer_when_asked(tmp_path):
+    """Real skrl (torch PPO agent, stepped as skrl's trainer steps it) on the embedded cartpole,
+    observed as on Isaac Lab's path: asked after iteration 3 (timestep 24), rank 0 writes
+    ``agent_24.pt`` through skrl's own ``write_checkpoint``, and the run leaves by Isaac Lab's
+    KeyboardInterrupt branch, which skips its final ``agent_<total>`` save."""
+    import os
+    from types import SimpleNamespace
+
+    import torch
+
+    from isaaclab_mgpu.rank import tasks
+    from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer
+    from isaaclab_mgpu.rank.patches import skrl as patch
+    from isaaclab_mgpu.rank.settings import PPOSettings
+    from isaaclab_mgpu.rank.worker.rank import RankContext
+
+    torch.manual_seed(0)
+    ctx = RankContext(rank=0, local_rank=0, world_size=1, device="cpu", seed=0)
+    task = tasks.make("cartpole", 16, "cpu", 0, {})
+    trainer = SkrlTorchTrainer(
+        task, PPOSettings(rollout=8, epochs=1, mini_batches=1), ctx, str(tmp_path / "run")
+    )
+    agent = trainer.agent
+    agent.checkpoint_interval = 16  # every 2 iterations, as Isaac Lab's agent config would set it
+    os.makedirs(os.path.join(agent.experiment_dir, "checkpoints"), exist_ok=True)
+
+    def run() -> None:  # skrl's Runner.run -> Trainer.train, 6 iterations
+        for _ in range(6):
+            trainer.iterate()  # one rollout, stepped through the agent's calls as skrl's trainer does
+
+    runner = SimpleNamespace(agent=agent, run=run, trainer=SimpleNamespace(
+        env=SimpleNamespace(num_envs=16), cfg=SimpleNamespace(timesteps=48)))  # fmt: skip
+    seen = _Asks(stop_at=3)
+    patch.observe(runner, {"agent": {"rollouts": 8}}, seen)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    assert seen.iterations == 3 and seen.ended and seen.saved_at == [2, 3]
+    saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("agent_*.pt"))
+    assert saved == ["agent_16.pt", "agent_24.pt"]  # none for the timesteps never trained

@@ -290,3 +290,45 @@ def test_runs_table_fits_the_width_with_every_folder_whole(tmp_path, capsys, mon
     newest = capsys.readouterr().out.strip()
     assert main(["runs", "logs"]) == 0
     assert any(line.split()[:2] == [newest, "failed"] for line in capsys.readouterr().out.splitlines())
+
+
+def test_an_isaac_run_continued_in_new_folders_is_listed_with_its_chain(tmp_path, capsys, monkeypatch):
+    # Isaac Lab's own --checkpoint loads another run's checkpoint into a new folder; each later
+    # folder's summary names the one it continues, and mgpu runs reads them as one run.
+    monkeypatch.setenv("COLUMNS", "300")
+    exp = tmp_path / "logs" / "rsl_rl" / "cartpole_direct"
+    restart = {"number": 0, "outcome": "failed", "exit_code": -9, "rank": 1, "how": "signal SIGKILL",
+               "started_at": 0, "reached": 5, "checkpoint": 4, "lost": 1, "resumed_from": 4}  # fmt: skip
+    first = make(exp.parent.parent, "rsl_rl", "cartpole_direct", "2026-01-01_00-00-00", status="failed",
+                 restarts=[restart], attempts=[restart, {**restart, "number": 1}])  # fmt: skip
+    second = make(exp.parent.parent, "rsl_rl", "cartpole_direct", "2026-01-02_00-00-00", status="interrupted",
+                  continues=str(first.resolve()))  # fmt: skip
+    third = make(exp.parent.parent, "rsl_rl", "cartpole_direct", "2026-01-03_00-00-00", status="finished",
+                 continues=str(second.resolve()), start_iteration=8, end_iteration=12)  # fmt: skip
+    rows = {r.folder: r for r in find_runs(tmp_path / "logs")}
+    assert rows[str(third)].chain == (str(first.resolve()), str(second.resolve()))
+    assert rows[str(third)].continues == str(second.resolve()) and rows[str(third)].continued_in is None
+    assert rows[str(second)].chain == (str(first.resolve()),) and rows[str(second)].continued_in == str(third)
+    assert (rows[str(first)].chain, rows[str(first)].continued_in, rows[str(first)].restarts) == (
+        (), str(second), 1)  # fmt: skip
+    # only the newest listed: its chain still goes back to the first folder
+    assert find_runs(tmp_path / "logs", limit=1)[0].chain == rows[str(third)].chain
+    assert main(["runs", str(tmp_path / "logs")]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if "logs" in line}
+    assert "finished (continues 2026-01-02_00-00-00)" in lines[str(third)]
+    assert "(continues 2026-01-01_00-00-00; continued in 2026-01-03_00-00-00)" in lines[str(second)]
+    assert "failed (1 restart; continued in 2026-01-02_00-00-00)" in lines[str(first)]
+    assert main(["runs", str(tmp_path / "logs"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    newest = shown[0]  # newest first
+    assert (newest["continues"], newest["chain"]) == (str(second.resolve()), list(rows[str(third)].chain))
+
+
+def test_a_chain_that_loops_or_leaves_the_disk_ends(tmp_path):
+    a = make(tmp_path, "skrl", "x", "2026-01-01_00-00-00", status="finished")
+    b = make(tmp_path, "skrl", "x", "2026-01-02_00-00-00", status="finished", continues=str(a.resolve()))
+    write_json(a / "summary.json", {"status": "finished", "continues": str(b.resolve())})  # a loop
+    gone = make(tmp_path, "skrl", "x", "2026-01-03_00-00-00", continues=str(tmp_path / "deleted"))
+    rows = {r.folder: r for r in find_runs(tmp_path)}
+    assert rows[str(b)].chain == (str(b.resolve()), str(a.resolve()))  # each folder once, then it stops
+    assert rows[str(gone)].chain == (str(tmp_path / "deleted"),)

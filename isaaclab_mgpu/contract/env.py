@@ -44,5 +44,11 @@ ATTEMPT = "MGPU_ATTEMPT"
 #: A file whose existence asks every rank to checkpoint at the next iteration boundary and stop.
 CHECKPOINT_REQUEST = "MGPU_CHECKPOINT_REQUEST"
 
+#: A file where a rank 0 that names its own run folder (Isaac Lab's) writes that folder's path.
+RUN_DIR_REPORT = "MGPU_RUN_DIR_REPORT"
+
+#: The summary.json fields node 0's launcher keeps (who keeps the run, the SLURM job), as JSON.
+RUN_KEEPER = "MGPU_RUN_KEEPER"
+
 #: Torch elastic's per-rank error file (``@record`` writes a failing rank's traceback there).
 ERROR_FILE = "TORCHELASTIC_ERROR_FILE"

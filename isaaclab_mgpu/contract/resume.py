@@ -11,6 +11,14 @@ It tells every rank it starts, through the environment:
 :data:`ATTEMPT_ENV`            0 for the first launch of this mgpu, 1 for the first restart, ...
 :data:`CHECKPOINT_REQUEST_ENV` a file whose existence asks the ranks to save a checkpoint at the
                                next iteration boundary and stop (exit 0, status ``stopped``)
+:data:`RUN_DIR_REPORT_ENV`     a file where rank 0 writes the path of the run folder when the
+                               rank names it itself (Isaac Lab's folders: the launcher cannot know
+                               the agent config's experiment name), so the launcher records the
+                               attempts there and hands the folder to every restart
+:data:`RUN_KEEPER_ENV`         the ``summary.json`` fields the launcher keeps (its pid, host and
+                               start time, the SLURM job id; JSON): a rank 0 that names its own
+                               folder writes them into its first summary (:func:`keeper`), so a
+                               run whose launcher is gone is never listed as running
 =============================  ==================================================================
 
 A rank of any kind (the built-in worker, an Isaac Lab rank, a user script) follows the same
@@ -41,6 +49,15 @@ RUN_DIR_ENV = env.RUN_DIR
 RESUME_ENV = env.RESUME
 ATTEMPT_ENV = env.ATTEMPT
 CHECKPOINT_REQUEST_ENV = env.CHECKPOINT_REQUEST
+RUN_DIR_REPORT_ENV = env.RUN_DIR_REPORT
+RUN_KEEPER_ENV = env.RUN_KEEPER
+#: The :data:`RUN_KEEPER_ENV` fields and their types.
+KEEPER_FIELDS: dict[str, tuple[type, ...]] = {
+    "launcher_pid": (int,),
+    "launcher_host": (str,),
+    "launcher_started": (int, float),
+    "slurm_job_id": (str,),
+}
 #: Format tag of mgpu's checkpoints and their metadata files.
 FORMAT = "isaaclab-mgpu/1"
 
@@ -159,6 +176,43 @@ def checkpoint_requested(environ: Mapping[str, str] | None = None) -> bool:
     """True when this node's mgpu asks the ranks to checkpoint and stop (one ``stat``; call per iteration)."""
     path = (os.environ if environ is None else environ).get(CHECKPOINT_REQUEST_ENV)
     return bool(path) and os.path.exists(path)
+
+
+def report_run_dir(folder: Path, environ: Mapping[str, str] | None = None) -> bool:
+    """Rank 0: tell the launcher the run folder it named (atomically); False outside ``mgpu train``."""
+    path = (os.environ if environ is None else environ).get(RUN_DIR_REPORT_ENV)
+    if not path:
+        return False
+    try:
+        files.write_text(path, str(Path(folder).resolve()))
+    except OSError:
+        return False  # the launcher's folder is gone: it no longer waits for the report
+    return True
+
+
+def reported_run_dir(report: str | Path) -> Path | None:
+    """The launcher: the run folder rank 0 reported in ``report``, if it did and the folder exists."""
+    try:
+        folder = Path(Path(report).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+    return folder if folder.is_absolute() and folder.is_dir() else None
+
+
+def keeper(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The launcher's :data:`RUN_KEEPER_ENV` fields, each of its type (others left out)."""
+    text = (os.environ if environ is None else environ).get(RUN_KEEPER_ENV)
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        k: v
+        for k, v in data.items()
+        if k in KEEPER_FIELDS and isinstance(v, KEEPER_FIELDS[k]) and not isinstance(v, bool)
+    }
 
 
 def attempt(environ: Mapping[str, str] | None = None) -> int:

@@ -19,7 +19,9 @@ stopped on the requeue signal, to be continued) when rank 0 ends; the launcher s
 still ``running`` once every process is gone: ``failed``, ``hung`` or ``interrupted``, and marks a
 requeued one ``requeued``. One run keeps one summary across mgpu's restarts and SLURM's requeues:
 ``attempts`` and ``restarts`` record each launch, ``launcher_*`` who keeps the file (so ``mgpu runs``
-never shows a run as running once its launcher is gone).
+never shows a run as running once its launcher is gone). The built-in worker and an Isaac Lab rank
+0 write the same record; where Isaac Lab puts a continued run into a new folder, ``continues``
+names the folder it continues (the chain).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued")
 #: Seconds between rank 0's refreshes of a running summary.
 REFRESH_S = 30.0
+#: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
+#: every iteration while the file is small (its cost is well under a millisecond), and never more
+#: than 1/50 of the training time once a long run's reward list makes it slower. The built-in
+#: worker and the Isaac Lab path alike.
+REFRESH_BUDGET = 50
 #: Iterations at the start of a run that count as warm-up (compilation, first allocations).
 WARMUP_ITERATIONS = 1
 #: Latest plausible epoch time (year 5138): later ``started_at`` values are corrupt.
@@ -175,8 +182,17 @@ class Summary:
     checkpoint: str | None = None
     """The last checkpoint written."""
 
+    checkpoint_iteration: int | None = None
+    """Completed iterations at ``checkpoint`` (where a restart resumes). Written by a rank 0 whose
+    checkpoints are not mgpu's ``model_<N>.pt`` with metadata (Isaac Lab's libraries name theirs)."""
+
     resumed_from: str | None = None
     """The checkpoint this run resumed from."""
+
+    continues: str | None = None
+    """The run folder this run continues in a folder of its own (a checkpoint of another run
+    loaded into a new Isaac Lab folder, e.g. Isaac Lab's ``--checkpoint``): one link of the chain
+    ``mgpu runs`` shows. None when it started afresh or goes on in its own folder."""
 
     run_dir: str | None = None
     """The run folder."""
@@ -431,7 +447,9 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "checksums": _checksums,
     "checksums_equal": _bool,
     "checkpoint": _str,
+    "checkpoint_iteration": _int(0),
     "resumed_from": _str,
+    "continues": _str,
     "run_dir": _str,
     "interrupted": _bool,
     "exit_status": _int(),

@@ -17,6 +17,13 @@ jaxrun:
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
   started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
   checkpoint when it ended, hence the iterations lost.
+- An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
+  which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
+  the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`) and writes the launcher's
+  fields into its summary (:data:`~isaaclab_mgpu.contract.resume.RUN_KEEPER_ENV`), and from the
+  end of the attempt that named it the loop treats the folder as its own: attempts recorded there,
+  restarts handed it as what to continue. Its checkpoints are the library's, so the newest one's
+  iteration is what rank 0 recorded (``checkpoint_iteration``), not a ``model_<N>.json``.
 
 The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
 sends) is only recorded by its handler; the loop then creates the checkpoint-request file, which
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import shutil
 import signal
 import subprocess
@@ -145,6 +153,14 @@ class RunPlace:
     resume: str | None = None
     """What the first attempt's rank 0 continues from (a checkpoint or a run folder)."""
 
+    named_by_rank: bool = False
+    """The ranks name the run folder themselves (Isaac Lab's): :attr:`run_dir` is learned from
+    rank 0's report once an attempt ends, and the launcher's fields travel in the environment."""
+
+    keeper: tuple[tuple[str, Any], ...] = ()
+    """The summary fields the launcher keeps (who keeps the run, its SLURM job) for rank 0 to
+    write when it names the folder itself (:data:`~isaaclab_mgpu.contract.resume.RUN_KEEPER_ENV`)."""
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -220,9 +236,14 @@ def _handlers(requests: _Requests, requeue_signal: int) -> Iterator[bool]:
             signal.signal(sig, handler)
 
 
-def attempt_env(cmd: Command, place: RunPlace, number: int, request_file: str) -> dict[str, str]:
+def attempt_env(
+    cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
+) -> dict[str, str]:
     """The variables attempt ``number`` adds to ``cmd``'s environment (see :mod:`.contract.resume`)."""
     env = {resume.ATTEMPT_ENV: str(number), resume.CHECKPOINT_REQUEST_ENV: request_file}
+    if place.named_by_rank and report_file is not None:
+        env[resume.RUN_DIR_REPORT_ENV] = report_file
+        env[resume.RUN_KEEPER_ENV] = json.dumps(dict(place.keeper))
     if place.run_dir is not None:
         env[resume.RUN_DIR_ENV] = str(place.run_dir)
     source = place.resume if number == 0 else (str(place.run_dir) if place.run_dir is not None else None)
@@ -238,29 +259,36 @@ def run_attempts(
     options: SuperviseOptions,
     progress: Notes | None,
     say: AttemptsProgress,
-    on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
+    on_attempt_end: Callable[[Path, tuple[Attempt, ...], bool], None] | None = None,
 ) -> Outcome:
-    """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times."""
+    """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times.
+
+    ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
+    folder is known (node 0)."""
     requests = _Requests()
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")
+    report_file = str(Path(request_dir) / "run_dir")
     attempts: list[Attempt] = []
     try:
         with _handlers(requests, restart.requeue_signal) as installed:
             number = 0
             while True:
-                env = {**cmd.env, **attempt_env(cmd, place, number, request_file)}
+                env = {**cmd.env, **attempt_env(cmd, place, number, request_file, report_file)}
                 started = _checkpoint_now(place)
                 t0 = time.monotonic()
                 this = dataclasses.replace(cmd, env=env)
                 result = _one(this, options, progress, requests, restart, installed, request_file, say)
+                if place.named_by_rank and place.run_dir is None:
+                    place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
+                    started = _started_here(place, number) if place.run_dir is not None else None
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempts.append(attempt)
                 again = attempt.outcome in ("failed", "hung") and attempt.exit_code != EXIT_USAGE
                 asked = bool(requests.stop) or requests.requeue_at is not None
                 again = again and number < restart.max_restarts and not asked
-                if on_attempt_end is not None:
-                    on_attempt_end(tuple(attempts), again)
+                if on_attempt_end is not None and place.run_dir is not None:
+                    on_attempt_end(place.run_dir, tuple(attempts), again)
                 if not again:
                     return Outcome(tuple(attempts), result, place.run_dir, requests.requeue_at)
                 number += 1
@@ -352,11 +380,22 @@ def _checkpoint_now(place: RunPlace) -> int | None:
     """The newest checkpoint's iteration in the run folder (0: none yet); None off node 0."""
     if place.run_dir is None:
         return None
+    if place.named_by_rank:  # the library's own checkpoints: rank 0 recorded the newest one's iteration
+        found = summaries.read(place.run_dir)
+        return (found.checkpoint_iteration if found is not None else None) or 0
     newest = resume.latest(place.run_dir)
     if newest is None:
         return 0
     meta = resume.read_meta(newest)
     return meta.iteration if meta is not None else resume.iteration_of(newest)
+
+
+def _started_here(place: RunPlace, number: int) -> int | None:
+    """Where attempt ``number`` started, as its rank 0 recorded it (the attempt that named the folder)."""
+    found = summaries.read(place.run_dir) if place.run_dir is not None else None
+    if found is None or found.attempt != number:
+        return None
+    return found.resumed_at if found.resumed_at is not None else found.start_iteration
 
 
 def requeue(job_id: str, timeout: float = 30.0) -> tuple[bool, str]:

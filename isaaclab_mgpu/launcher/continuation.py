@@ -12,6 +12,15 @@ Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (res
   submission and every one after;
 - otherwise a new folder, created exclusively (two runs started in the same second get two).
 
+An Isaac Lab task's folder is named by Isaac Lab in its rank 0 (from the agent config, which only
+Isaac Lab reads; :mod:`isaaclab_mgpu.rank.isaac_resume` chooses what it continues): the placement
+then only says so (:attr:`~isaaclab_mgpu.launcher.attempts.RunPlace.named_by_rank`) and carries the
+launcher's summary fields for rank 0 to write (:func:`keeper`). A requeued SLURM job and
+``--resume auto`` find the run they continue by the summaries Isaac Lab runs' rank 0 writes (the
+recorded job id; the newest unfinished run of this library, framework and task), and hand its
+folder to rank 0 (``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resolved by the rank
+(:mod:`isaaclab_mgpu.rank.isaac_resume`), by each library's checkpoint names.
+
 Candidates are only run folders inside the log root that this user owns, never reached through a
 symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). A checkpoint is checked against
 its metadata file before anything starts: another task, library or framework is bad input (exit
@@ -28,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from isaaclab_mgpu.contract import resume
+from isaaclab_mgpu.contract import layout, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.launcher import runs
@@ -99,7 +108,15 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         return Placement(RunPlace())
     ident, given = identity_of(spec)
     if ident.task.startswith("Isaac-"):
-        return Placement(RunPlace())  # Isaac Lab's rank names its own folders (isaaclab_mgpu.rank.isaac)
+        # Isaac Lab's rank 0 names the folder (isaaclab_mgpu.rank.isaac) and reports it: the attempts
+        # are recorded there once it is known, and rank 0 writes who keeps the run.
+        folder, notes = _isaac_run(resolved, ident, given)
+        place = RunPlace(
+            resume=str(folder) if folder is not None else None,
+            named_by_rank=True,
+            keeper=tuple(keeper(resolved).items()),
+        )
+        return Placement(place, notes, continued=folder is not None)
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     root = Path(ident.log_root)
     folder: Path | None = None
@@ -137,6 +154,37 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         notes.append(f"--resume auto: no unfinished run under {experiment}; starting {folder}")
     _begin(folder, resolved, ident, world_size)
     return Placement(RunPlace(folder, None), tuple(notes))
+
+
+def _isaac_run(
+    resolved: ResolvedSpec, ident: Identity, given: str | None
+) -> tuple[Path | None, tuple[str, ...]]:
+    """The Isaac Lab run a requeued SLURM job or ``--resume auto`` continues (its rank 0 is handed
+    the folder), found by the summaries Isaac Lab runs' rank 0 writes; None: what the rank decides
+    (``--resume PATH`` and ``--resume`` are resolved there, by each library's checkpoint names)."""
+    root = Path(layout.DEFAULT_LOG_ROOT)  # Isaac Lab writes under ./logs
+    library = root / ident.library
+    experiments = sorted(p for p in library.glob("*") if p.is_dir()) if library.is_dir() else []
+    folders = sorted(
+        (f for e in experiments for f in resume.own_run_folders(e, root)), key=lambda f: f.name, reverse=True
+    )
+    job = resolved.slurm_job_id
+    if job and resolved.slurm_restart_count > 0:
+        for folder in folders:
+            found = summaries.read(folder)
+            if found is not None and found.slurm_job_id == job:
+                why = f"SLURM requeued job {job} (restart {resolved.slurm_restart_count})"
+                return folder, (f"{why}: continuing {folder} from its newest checkpoint",)
+    if given != RESUME_AUTO:
+        return None, ()
+    for folder in folders:
+        found = summaries.read(folder)
+        if found is None or runs.status_of(found) not in runs.UNFINISHED:
+            continue
+        if (found.backend, found.framework, found.task) == (ident.library, ident.framework, ident.task):
+            return folder, (f"--resume auto: the newest unfinished run: continuing {folder}",)
+    return None, (f"--resume auto: no unfinished {ident.library} run of {ident.task} under {library}; "
+                  "starting a new one",)  # fmt: skip
 
 
 def _given(path: Path) -> tuple[Path, str]:
@@ -201,10 +249,22 @@ def _latest_with_checkpoint(experiment: Path, root: Path) -> Path | None:
     return None
 
 
-def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:
-    """The launcher's part of ``summary.json``: kept by rank 0 and merged into every write."""
+def keeper(resolved: ResolvedSpec) -> dict[str, object]:
+    """Who keeps the run (this process, its host and start time) and its SLURM job, as summary fields."""
     import psutil
 
+    fields: dict[str, object] = {
+        "launcher_pid": os.getpid(),
+        "launcher_host": socket.gethostname(),
+        "launcher_started": psutil.Process().create_time(),
+    }
+    if resolved.slurm_job_id:
+        fields["slurm_job_id"] = resolved.slurm_job_id
+    return fields
+
+
+def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:
+    """The launcher's part of ``summary.json``: kept by rank 0 and merged into every write."""
     found = summaries.read(folder) or summaries.Summary(started_at=time.time())
     found = found.replace(
         status="running",
@@ -214,9 +274,6 @@ def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: in
         world_size=world_size,
         total_iterations=ident.total,
         run_dir=str(folder),
-        launcher_pid=os.getpid(),
-        launcher_host=socket.gethostname(),
-        launcher_started=psutil.Process().create_time(),
-        slurm_job_id=resolved.slurm_job_id or found.slurm_job_id,
+        **keeper(resolved),
     )
     summaries.write(folder, found)

@@ -13,7 +13,9 @@ a field of the wrong type shows as unknown (named in :attr:`RunRow.invalid`; a b
 ``unknown``), never as a traceback. :func:`last_folder` refuses a folder name that ``$(mgpu runs
 --last)`` could not hand back intact (a newline, a control character). A run that says
 ``running`` but whose launcher (recorded by pid, host and start time) is gone from this host shows
-as ``lost``.
+as ``lost``. A run that continues another in a folder of its own (Isaac Lab's ``--checkpoint``
+starts one) names it in ``continues``; :func:`linked` gives each row its chain, back to the first
+folder, and marks the run it continues with the folder that goes on (``continued_in``).
 
 :func:`create_run_folder` makes a new run's folder exclusively; :func:`record_attempts` and
 :func:`mark` are the launcher's writes to a run's summary between attempts (no rank runs then).
@@ -22,6 +24,7 @@ as ``lost``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import time
@@ -122,6 +125,15 @@ class RunRow:
     rank_exit_code: int | None = None
     """The failed rank's own code when it collided with a reserved one (``exit_status`` then 1)."""
 
+    continues: str | None = None
+    """The run folder this run continues in a folder of its own (its summary's ``continues``)."""
+
+    chain: tuple[str, ...] = ()
+    """Every earlier folder of the run this one continues, oldest first (following ``continues``)."""
+
+    continued_in: str | None = None
+    """A listed run that continues this one in a folder of its own."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -209,7 +221,41 @@ def row(folder: Path, s: Summary) -> RunRow:
         restarts=len(s.restarts),
         exit_status=s.exit_status,
         rank_exit_code=s.rank_exit_code,
+        continues=s.continues,
     )
+
+
+#: Links :func:`chain_of` follows at most (a chain of continued runs is a few folders long).
+MAX_CHAIN = 64
+
+
+def chain_of(continues: str | None, known: dict[str, Summary]) -> tuple[str, ...]:
+    """The folders a run continues, oldest first: its ``continues``, that run's, and so on (summaries
+    read from ``known`` or the folder; a loop or an unreadable folder ends the chain)."""
+    chain: list[str] = []
+    while continues and continues not in chain and len(chain) < MAX_CHAIN:
+        chain.append(continues)
+        s = known.get(_key(continues)) or summaries.read(continues)
+        continues = s.continues if s is not None else None
+    return tuple(reversed(chain))
+
+
+def _key(folder: str | Path) -> str:
+    try:
+        return str(Path(folder).resolve())
+    except OSError:
+        return str(folder)
+
+
+def linked(rows: list[RunRow], known: dict[str, Summary]) -> list[RunRow]:
+    """``rows`` with their chains: who each continues (back to the first folder) and, among the
+    rows, which run continues it, so a run Isaac Lab moved to a new folder reads as one run."""
+    later = {_key(r.continues): r.folder for r in rows if r.continues}
+    out = []
+    for r in rows:
+        chain = chain_of(r.continues, known) if r.continues else ()
+        out.append(dataclasses.replace(r, chain=chain, continued_in=later.get(_key(r.folder))))
+    return out
 
 
 def last_folder(rows: list[RunRow], root: str) -> str:
@@ -248,10 +294,13 @@ def find_runs(root: Path, limit: int = 0) -> list[RunRow]:
     summary is read, so ``--last`` and a limited table read ``limit`` files, not thousands."""
     folders = sorted(summary_folders(Path(root)), key=lambda f: (_folder_time(f), str(f)), reverse=True)
     rows: list[RunRow] = []
+    known: dict[str, Summary] = {}
     for folder in folders:
         found = summaries.read(folder)
         if found is not None:
             rows.append(row(folder, found))
+            if found.continues:
+                known[_key(folder)] = found
             if limit and len(rows) >= limit:
                 break
-    return rows
+    return linked(rows, known)

@@ -13,8 +13,16 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
   after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
   call per training iteration (where the bookkeeping and the progress heartbeat of
-  :mod:`isaaclab_mgpu.progress` run), and, on
-  rank 0, ``summary.json`` in Isaac Lab's run folder with the keys of an embedded run.
+  :mod:`isaaclab_mgpu.progress` run), each checkpoint the library writes, and, on rank 0,
+  ``summary.json`` in Isaac Lab's run folder with the keys of an embedded run: written
+  ``running`` as soon as Isaac Lab names the folder (with the launcher's fields, and the folder
+  reported to the launcher, which records every attempt and restart there), refreshed as the run
+  goes (iterations done, the newest checkpoint and its iteration), completed at the end. One run
+  keeps one summary across restarts and resumes in its folder; a checkpoint of another run loaded
+  into a new folder (Isaac Lab's own ``--checkpoint``) is recorded as ``continues``;
+- mgpu's checkpoint request (the requeue signal; SIGUSR1 reaching the rank) read on every rank at
+  each iteration's end and agreed in one tiny all-gather: the library saves through its own code
+  (:mod:`.patches`) and training ends there, every rank exits 0 and the run is ``stopped``.
 
 Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its ``params/`` dump,
 ``run.json`` manifest, checkpoints and ``--checkpoint`` selectors are all its own.
@@ -33,11 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract import progress, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
-from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
+from isaaclab_mgpu.rank import isaac_resume
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
@@ -140,7 +149,9 @@ def check_request(args: WorkerArgs) -> None:
 
 
 class Bookkeeper(compat.Observer):
-    """mgpu's per-rank record of an Isaac Lab run: folder, checksums, iteration rates and rewards."""
+    """mgpu's per-rank record of an Isaac Lab run: folder, checksums, iteration rates and rewards;
+    on rank 0 the run's ``summary.json``, kept true while it trains; on every rank the answer to
+    mgpu's checkpoint request, agreed at each iteration's end."""
 
     def __init__(
         self,
@@ -149,12 +160,16 @@ class Bookkeeper(compat.Observer):
         cont: Continuation | None = None,
         total: int | None = None,
         library: str = "",
+        args: WorkerArgs | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.ctx = ctx
         self.library = library
         self.comm_kind = comm_kind
         self.cont = cont
         self.total = total
+        self.args = args
+        self.environ = os.environ if environ is None else environ
         self.start = 0
         self.rank_dir: str | None = None
         self.start_sum: str | None = None
@@ -167,9 +182,24 @@ class Bookkeeper(compat.Observer):
         self.t0: float | None = None
         self.train_time = 0.0
         self.gathered: np.ndarray | None = None
+        self.loaded: str | None = None
+        """The checkpoint the library loaded (rank 0's own path), None: a fresh start."""
+        self.saved_at: int | None = None
+        """Completed iterations at the newest checkpoint this attempt wrote."""
+        self.saved_path: Path | None = None
+        self.stopped = False
+        """Every rank agreed to stop on mgpu's checkpoint request; the library saved first."""
+        # Under mgpu train the checkpoint request is agreed every iteration (one tiny collective);
+        # run by hand there is nobody to ask.
+        self._watch = resume.CHECKPOINT_REQUEST_ENV in self.environ
+        self._refreshed = 0.0
+        self._refresh_cost = 0.0
 
     def run_folder(self, rank_dir: str) -> None:
-        """Record the folder Isaac Lab gave this rank; a continued run must be the folder it continues."""
+        """Record the folder Isaac Lab gave this rank; a continued run must be the folder it continues.
+
+        Rank 0 then writes the run's first ``summary.json`` there (``running``, with the launcher's
+        fields) and reports the folder to the launcher."""
         self.rank_dir = rank_dir
         folder = self.cont.folder if self.cont is not None else None
         if folder is not None and self.ctx.rank == 0 and Path(rank_dir).resolve() != Path(folder):
@@ -177,6 +207,8 @@ class Bookkeeper(compat.Observer):
                 f"--resume: Isaac Lab names this run {rank_dir}, not the run it continues, {folder}; "
                 "give the options that run was started with (--run_name, the agent's experiment settings)"
             )
+        if self.ctx.rank == 0 and self.run_dir is not None and self.args is not None:
+            self._begin(self.run_dir, self.args)
 
     def resumed(self, iteration: int, checkpoint: str) -> None:
         """The library loaded the checkpoint: the count goes on from ``iteration``."""
@@ -185,7 +217,10 @@ class Bookkeeper(compat.Observer):
             self.start_sum = _checksum(self._modules)
         if self.ctx.rank == 0:
             source = self.cont.checkpoint if self.cont is not None and self.cont.checkpoint else checkpoint
+            self.loaded = source or None
             isaac_resumed(iteration, self.total, source, self.library)
+            if self.run_dir is not None:
+                self._refresh(force=True)
 
     def synced(self, modules: list[Any]) -> None:
         """Record the first checksum (parameters now equal on every rank) and start the clock."""
@@ -195,12 +230,13 @@ class Bookkeeper(compat.Observer):
         progress.after_startup()
         self.t0 = self._mark = time.perf_counter()
 
-    def iteration(self, steps: int, reward: float | None) -> None:
-        """The library finished one iteration on this rank."""
-        self.on_iteration(self.start + len(self.rewards) + 1, steps, reward)
+    def iteration(self, steps: int, reward: float | None) -> bool:
+        """The library finished one iteration on this rank; True: stop here (see :meth:`on_iteration`)."""
+        return self.on_iteration(self.start + len(self.rewards) + 1, steps, reward)
 
-    def on_iteration(self, iteration: int, steps: int, reward: float | None) -> None:
-        """Per-iteration hook of the Isaac Lab path: bookkeeping and the progress heartbeat."""
+    def on_iteration(self, iteration: int, steps: int, reward: float | None) -> bool:
+        """Per-iteration hook of the Isaac Lab path: bookkeeping, the progress heartbeat, rank 0's
+        summary refresh, and whether every rank stops here on mgpu's checkpoint request."""
         self.steps += steps
         self.last_steps = steps
         now = time.perf_counter()
@@ -209,6 +245,31 @@ class Bookkeeper(compat.Observer):
         self._mark = now
         self.rewards.append(reward)
         progress.iteration(iteration)
+        if self.ctx.rank == 0:
+            self._refresh()
+        return self._stop_here(iteration)
+
+    def saved(self, iteration: int) -> None:
+        """The library wrote a checkpoint after ``iteration`` iterations: rank 0 records it at once,
+        so the launcher knows where a restart resumes even if the run dies next."""
+        if self.ctx.rank != 0 or self.run_dir is None:
+            return
+        self.saved_at = iteration
+        found = isaac_resume.checkpoints(self.library, self.run_dir) if self.library else []
+        self.saved_path = found[-1][1] if found else _newest_checkpoint(self.run_dir)
+        self._refresh(force=True)
+
+    def _stop_here(self, iteration: int) -> bool:
+        """Every rank's checkpoint request (mgpu's file, or SIGUSR1 reaching the rank), agreed."""
+        if not self._watch:
+            return False
+        asked = resume.checkpoint_requested(self.environ) or progress.stop_requested()
+        if not Comm(self.ctx, self.comm_kind).any(asked):
+            return False
+        if not self.stopped and self.ctx.rank == 0:
+            TrainingConsole(0).note(f"checkpoint requested: saving at iteration {iteration} and stopping")
+        self.stopped = True
+        return True
 
     def finished(self) -> None:
         """Training returned: take the last checksum and gather every rank's record."""
@@ -233,18 +294,99 @@ class Bookkeeper(compat.Observer):
         if self.comm_kind == "jax":
             self.gathered = _join_words(self.gathered)
 
+    # --- rank 0's summary.json ------------------------------------------------------------------
+
+    def _begin(self, run_dir: Path, args: WorkerArgs) -> None:
+        """The ``running`` summary of this attempt: what an earlier attempt or launch recorded
+        there (its attempts, progress, SLURM job) kept, the launcher's fields added."""
+        found = summaries.read(run_dir) or Summary(started_at=time.time())
+        summaries.write(
+            run_dir,
+            found.replace(
+                status="running",
+                attempt=resume.attempt(self.environ),
+                world_size=self.ctx.world_size,
+                backend=args.rl_library,
+                framework=args.ml_framework,
+                device="cuda" if self.ctx.is_cuda else "cpu",
+                task=args.task,
+                num_envs_per_rank=args.num_envs,
+                seed=args.seed,
+                total_iterations=self.total if self.total is not None else found.total_iterations,
+                run_dir=str(run_dir),
+                **resume.keeper(self.environ),
+            ),
+        )
+        resume.report_run_dir(run_dir, self.environ)
+        self._refreshed = time.perf_counter()
+
+    def _refresh(self, *, force: bool = False) -> None:
+        """This attempt's progress into the running summary (every iteration while that is cheap)."""
+        run_dir = self.run_dir
+        if run_dir is None or self.args is None:
+            return
+        if not force and time.perf_counter() - self._refreshed < REFRESH_BUDGET * self._refresh_cost:
+            return
+        t0 = time.perf_counter()
+        found = summaries.read(run_dir) or Summary()
+        summaries.write(run_dir, found.replace(**self._progress(found, self.rewards)))
+        self._refreshed = time.perf_counter()
+        self._refresh_cost = self._refreshed - t0
+
+    def _progress(self, found: Summary, rewards: list[float | None]) -> dict[str, Any]:
+        """How far the run got, merged into ``found`` the way the built-in worker merges: one run
+        across attempts (the count from the run's first start; earlier attempts' rewards up to this
+        one's start kept)."""
+        first = found.start_iteration
+        first = first if first is not None and first <= self.start else self.start
+        merged = (*found.mean_rewards[: self.start - first], *rewards)
+        measured = [r for r in merged if r is not None]
+        done = self.start + len(rewards)
+        checkpoint = self.saved_path
+        saved_at = self.saved_at if self.saved_at is not None else found.checkpoint_iteration
+        fields: dict[str, Any] = {
+            "start_iteration": first,
+            "resumed_at": self.start if self.start > first else found.resumed_at,
+            "end_iteration": done,
+            "iterations": done - first,
+            "total_iterations": self.total if self.total is not None else found.total_iterations,
+            "mean_rewards": merged,
+            "first_mean_reward": measured[0] if measured else None,
+            "last_mean_reward": measured[-1] if measured else None,
+            "checkpoint": str(checkpoint) if checkpoint is not None else found.checkpoint,
+            "checkpoint_iteration": saved_at,
+        }
+        if self.loaded is not None:
+            fields["resumed_from"] = self.loaded
+            origin = isaac_resume.run_folder_of(self.library, Path(self.loaded)).resolve()
+            here = self.run_dir.resolve() if self.run_dir is not None else None
+            # A checkpoint of another run loaded into this new folder: this run continues that one.
+            fields["continues"] = str(origin) if here is not None and origin != here else found.continues
+        return fields
+
     def summary(self, args: WorkerArgs, exit_status: int) -> Summary:
-        """The ``summary.json`` content (rank 0), the same record an embedded run writes."""
+        """The final ``summary.json`` content (rank 0): the running summary completed with every
+        rank's record, the same record an embedded run writes."""
+        run_dir = self.run_dir
+        found = (summaries.read(run_dir) if run_dir is not None else None) or Summary()
         g = self.gathered if self.gathered is not None else np.zeros((1, 6))
         starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
         ends = [words_checksum(r[2:4].astype(np.uint32)) for r in g]
         per_iter = g[:, 6:]
         rewards = [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in per_iter.T]
-        measured = [r for r in rewards if r is not None]
         iterations = len(self.rewards)
-        run_dir = self.run_dir
-        checkpoint = _newest_checkpoint(run_dir) if run_dir else None
-        return Summary(
+        if self.saved_path is None and run_dir is not None:
+            self.saved_path = _newest_checkpoint(run_dir)
+        if self.stopped and exit_status == 0:
+            status = "stopped"
+        elif exit_status == EXIT_INTERRUPTED:
+            status = "interrupted"
+        else:
+            status = "finished" if exit_status == 0 else "failed"
+        return found.replace(
+            **self._progress(found, rewards[:iterations] if self.gathered is not None else self.rewards),
+            status=status,
+            attempt=resume.attempt(self.environ),
             world_size=self.ctx.world_size,
             backend=args.rl_library,
             framework=args.ml_framework,
@@ -252,20 +394,12 @@ class Bookkeeper(compat.Observer):
             task=args.task,
             num_envs_per_rank=args.num_envs,
             seed=args.seed,
-            start_iteration=self.start,
-            end_iteration=self.start + iterations,
-            iterations=iterations,
             train_time_s=round(self.train_time, 4),
             s_per_iteration=round(self.train_time / max(iterations, 1), 4),
             env_steps_per_s=Rates(total=float(g[:, 4].sum()), per_rank=tuple(float(v) for v in g[:, 4])),
             steady=summaries.steady_pace(self.iteration_s, self.last_steps * self.ctx.world_size),
-            first_mean_reward=measured[0] if measured else None,
-            last_mean_reward=measured[-1] if measured else None,
-            mean_rewards=tuple(rewards),
             checksums=Checksums(start=tuple(starts), end=tuple(ends)),
             checksums_equal=len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
-            checkpoint=str(checkpoint) if checkpoint else None,
-            resumed_from=self.cont.checkpoint if self.cont is not None else None,
             run_dir=str(run_dir) if run_dir else None,
             interrupted=exit_status == EXIT_INTERRUPTED,
             exit_status=exit_status,
@@ -371,7 +505,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         env_vars,
         args.run_timestamp or run_stamp(env_vars),
     ) as cont:
-        book = Bookkeeper(ctx, "jax" if jax else "torch", cont, args.max_iterations, library)
+        book = Bookkeeper(ctx, "jax" if jax else "torch", cont, args.max_iterations, library, args, env_vars)
         argv = train_argv(args, ctx, cont)
         progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
         with (
@@ -380,8 +514,8 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         ):
             try:
                 code = run_train_cli(argv)
-            except KeyboardInterrupt:
-                code = EXIT_INTERRUPTED
+            except KeyboardInterrupt:  # a stop on mgpu's checkpoint request leaves skrl's run this way
+                code = 0 if book.stopped and not stop else EXIT_INTERRUPTED
     # Isaac Lab ends ``learn`` quietly on a KeyboardInterrupt and returns 0: an interrupted rank
     # exits with the interrupted code, as an embedded one does.
     code = EXIT_INTERRUPTED if stop else int(code or 0)

@@ -9,7 +9,9 @@ A rank of an Isaac Lab task continues a run when it is asked to (:func:`request`
   run of this task and library that holds a checkpoint;
 - a restart (``MGPU_ATTEMPT`` > 0) with neither: this launch's own run, the folder Isaac Lab named
   from the launcher's stamp, from its newest checkpoint (a restart of a launch that began at a
-  given checkpoint file goes on from that run's newest one).
+  given checkpoint file goes on from that run's newest one);
+- ``--resume auto`` is the launcher's (:mod:`isaaclab_mgpu.launcher.continuation`): what it chose
+  comes as ``MGPU_RESUME``, and without it the run is new.
 
 Rank 0 alone looks at the file system (:func:`locate`): the run folder, its Isaac Lab stamp (the
 first 19 characters of the folder's name, Isaac Lab's ``%Y-%m-%d_%H-%M-%S``) and the checkpoint, by
@@ -50,6 +52,8 @@ from isaaclab_mgpu.contract.errors import UsageError
 
 #: ``request`` for "this launch's own run" (a restart without an explicit source).
 THIS_RUN = ":this-run:"
+#: ``--resume auto``: the launcher chooses (a requeued job's run, the newest unfinished one).
+AUTO = "auto"
 #: Checkpoint files of each library inside an Isaac Lab run folder: (sub-folder, name pattern).
 #: The pattern's group is the counter that orders them (rsl-rl: iteration; skrl: timestep).
 CHECKPOINTS = {
@@ -85,9 +89,13 @@ class Continuation:
 
 def request(given: str | None, environ: Mapping[str, str]) -> str | None:
     """What this rank is asked to continue (a path, ``latest``, :data:`THIS_RUN`), or None."""
+    if given == AUTO and env.ATTEMPT in environ:
+        given = None  # mgpu resolved --resume auto itself: what it found is MGPU_RESUME, else a new run
     source = environ.get(env.RESUME) or environ.get(env.RUN_DIR) or given
     if source is None and resume.attempt(environ) > 0:
         return THIS_RUN
+    if source == AUTO:
+        raise UsageError("--resume auto is mgpu train's: it chooses the run before the ranks start")
     return source
 
 

@@ -5,6 +5,10 @@ written. A field the summary holds with the wrong type shows as ``?`` (absent: `
 is strict JSON (never ``NaN``); ``--last`` writes the folder's bytes exactly as the file system
 has them.
 
+A run's status carries its history: ``finished (1 restart)``, and for a run Isaac Lab continued in
+a new folder ``continues <folder>`` on the later one and ``continued in <folder>`` on the earlier
+(``--json``: ``restarts``, ``continues``, ``chain`` oldest first, ``continued_in``).
+
 The table fits the terminal (80 to 120 columns and more): the folder, what a user copies, is always
 printed whole on one line, with the status; the other columns (:data:`_COLUMNS`, most important
 first) give way from the end when the width runs out. Sent to a file or pipe it is
@@ -19,6 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from isaaclab_mgpu.launcher.runs import RunRow
@@ -100,8 +105,13 @@ def _cells(r: RunRow) -> dict[str, object]:
 
 def _status(r: RunRow) -> object:
     shown = cell(r.status, _STATUS_STYLE.get(r.status, ""))
-    if r.restarts:
-        shown.append(f" ({r.restarts} restart{'s' if r.restarts > 1 else ''})")
+    notes = [f"{r.restarts} restart{'s' if r.restarts > 1 else ''}"] if r.restarts else []
+    if r.continues:  # the run goes on from another folder: name the one it continues
+        notes.append(f"continues {Path(r.continues).name}")
+    if r.continued_in:
+        notes.append(f"continued in {Path(r.continued_in).name}")
+    if notes:
+        shown.append_text(cell(f" ({'; '.join(notes)})"))  # folder names are data: escaped as cells are
     return shown
 
 

@@ -1,10 +1,17 @@
-"""What the patch modules share: the observer they report to and a scoped attribute swap."""
+"""What the patch modules share: the observer they report to, a scoped attribute swap, and the
+exception that leaves a library's training loop at an iteration boundary (mgpu's checkpoint
+request: the library has saved, the rank ends cleanly)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+
+
+class StopTraining(Exception):
+    """Raised inside a library's training loop once it saved on mgpu's checkpoint request; the
+    patch that wraps the loop's entry point catches it and ends training as a return would."""
 
 
 class Observer:
@@ -19,8 +26,15 @@ class Observer:
     def resumed(self, iteration: int, checkpoint: str) -> None:
         """The library loaded ``checkpoint``; training goes on at completed iteration ``iteration``."""
 
-    def iteration(self, steps: int, reward: float | None) -> None:
-        """One iteration ended: this rank's env steps in it and its mean episode reward."""
+    def iteration(self, steps: int, reward: float | None) -> bool:
+        """One iteration ended: this rank's env steps in it and its mean episode reward.
+
+        True (the same on every rank) when the run is asked to checkpoint and stop here: the patch
+        then has the library save through its own code and leave its loop."""
+        return False
+
+    def saved(self, iteration: int) -> None:
+        """The library wrote a checkpoint after ``iteration`` completed iterations (rank 0)."""
 
     def finished(self) -> None:
         """Training returned normally (the process group still exists)."""

@@ -31,6 +31,13 @@ changing what trains:
 - ``create_rsl_rl_runner`` (in ``train_rsl_rl``) and the runner class from ``import_skrl_runner``
   (in ``train_skrl``) are wrapped to hand the runner they build to :func:`.rsl_rl.observe` and
   :func:`.skrl.observe`; rl-games is observed through its agent classes (:mod:`.rl_games`).
+  Each library's save is observed too (the checkpoint's iteration goes into ``summary.json``).
+
+**Checkpoint request (every device).** When the observer's iteration hook answers that every rank
+agreed to stop (mgpu's requeue signal), each library saves through its own code and ends its
+loop there: rsl-rl ``OnPolicyRunner.save`` then out of ``learn``; skrl ``write_checkpoint`` then
+out of the trainer (Isaac Lab's final ``agent_<total>`` save skipped, as after Ctrl-C); rl-games
+by ending at this epoch (``max_epochs``), so its own last-epoch branch saves and stops every rank.
 
 **W&B (rsl_rl, every device).** ``isaaclab_rl.utils.wandb.announce_new_run`` (imported by name
 into ``train_rsl_rl`` and called on every rank with ``--logger wandb``) draws the run id with

@@ -10,12 +10,16 @@ gradient all-reduce) is rl-games' own. (A task with a central value network woul
 
 **Observation (every device).** ``train_epoch`` of the continuous and discrete bases ends an
 iteration (mean of ``game_rewards``) and takes the first checksum on its first call, after
-``train`` broadcast rank 0's parameters; their ``train`` methods end training.
+``train`` broadcast rank 0's parameters; the agent's ``save`` of a ``last_…`` file names a
+checkpoint's epoch; their ``train`` methods end training. On mgpu's checkpoint request, agreed by
+every rank after an epoch, that epoch becomes ``max_epochs``: rl-games' own end-of-training branch
+saves ``last_<name>_ep_<epoch>_rew_…`` and stops every rank.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -93,13 +97,17 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             if not state["synced"]:
                 state["synced"] = True
                 observer.synced(_rl_games_modules(self))
+                _observe_saves(self, observer)
                 # A2CBase.restore (set_full_state_weights) brought back epoch_num; update_epoch ran since.
                 if int(self.epoch_num) > 1:
                     observer.resumed(int(self.epoch_num) - 1, "")
             result = original(self)
             mean = self.game_rewards.get_mean() if self.game_rewards.current_size > 0 else None
             reward = float(mean.reshape(-1)[0]) if mean is not None else None
-            observer.iteration(int(self.batch_size_envs), reward)
+            if observer.iteration(int(self.batch_size_envs), reward):
+                # Asked to checkpoint: this epoch becomes the last, so train()'s own max_epochs
+                # branch saves last_<name>_ep_<epoch> on rank 0 and ends on every rank.
+                self.max_epochs = int(self.epoch_num)
             return result
 
         return train_epoch
@@ -123,6 +131,21 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             stack.enter_context(replaced(a2c_common, "torch", _CpuTorch(sys.modules["torch"])))
             stack.enter_context(replaced(a2c_common, "dist", _JoinedGroup(a2c_common.dist)))
         yield
+
+
+def _observe_saves(agent: Any, observer: Observer) -> None:
+    """Report the agent's ``last_…`` checkpoints (``save`` is the agent class's own, e.g.
+    ``A2CAgent.save``; train() calls it through the instance)."""
+    save = agent.save
+
+    def saved(fn: str, *args: Any, **kwargs: Any) -> Any:
+        # last_<name>_ep_<E>_rew_... is the checkpoint a resume continues (E epochs done).
+        result = save(fn, *args, **kwargs)
+        if os.path.basename(fn).startswith("last_"):
+            observer.saved(int(agent.epoch_num))
+        return result
+
+    agent.save = saved
 
 
 def _rl_games_modules(agent: Any) -> list[Any]:

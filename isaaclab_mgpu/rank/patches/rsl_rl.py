@@ -10,8 +10,10 @@ already joined.
 
 **Observation (every device).** :func:`observe` wraps, on the runner Isaac Lab built,
 ``alg.broadcast_parameters`` (first checksum), ``logger.log`` (end of an iteration; mean reward
-from the logger's own ``rewbuffer``) and ``learn`` (last checksum, before Isaac Lab destroys the
-process group).
+from the logger's own ``rewbuffer``), ``save`` (the checkpoint's iteration, for ``summary.json``)
+and ``learn`` (last checksum, before Isaac Lab destroys the process group). On mgpu's checkpoint
+request, agreed by every rank at the end of an iteration, rank 0 saves ``model_<it>.pt`` through
+``OnPolicyRunner.save`` and ``learn`` ends there (``learn`` has no stop of its own).
 
 **Resume (every device).** Isaac Lab's rsl_rl back-end (``train_rsl_rl.py``) resumes with
 rsl-rl's own calls: ``OnPolicyRunner.load(path)`` restores the actor, the critic (with their
@@ -39,7 +41,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from isaaclab_mgpu.rank.patches.base import Observer, replaced
+from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, replaced
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -84,10 +86,11 @@ def _torch_modules(obj: Any) -> list[Any]:
 
 
 def observe(runner: Any, observer: Observer) -> None:
-    """Report the runner's broadcast, iterations and end of ``learn`` to ``observer``."""
+    """Report the runner's broadcast, iterations, checkpoints and end of ``learn`` to ``observer``,
+    and stop ``learn`` after a checkpoint when the observer asks (mgpu's checkpoint request)."""
     alg, logger = runner.alg, runner.logger
     steps = int(runner.env.num_envs) * int(runner.cfg["num_steps_per_env"])
-    learn, log = runner.learn, logger.log
+    learn, log, save = runner.learn, logger.log, runner.save
     broadcast = getattr(alg, "broadcast_parameters", None)
     state = {"synced": False}
 
@@ -106,23 +109,40 @@ def observe(runner: Any, observer: Observer) -> None:
 
         alg.broadcast_parameters = broadcast_parameters
 
+    def saved(path: str, *args: Any, **kwargs: Any) -> Any:
+        # rsl_rl OnPolicyRunner.save stores iter = the index of the last completed iteration.
+        result = save(path, *args, **kwargs)
+        observer.saved(int(runner.current_learning_iteration) + 1)
+        return result
+
     def logged(*args: Any, **kwargs: Any) -> Any:
-        # rsl_rl Logger.log runs once per iteration on every rank.
+        # rsl_rl Logger.log runs once per iteration on every rank (current_learning_iteration is set).
         sync()  # single rank: nothing was broadcast
         result = log(*args, **kwargs)
         buffer = getattr(logger, "rewbuffer", None)
-        observer.iteration(steps, sum(buffer) / len(buffer) if buffer else None)
+        if observer.iteration(steps, sum(buffer) / len(buffer) if buffer else None):
+            # Asked to checkpoint: save as learn's own save_interval branch would (the writer rank
+            # only), then leave learn before its next iteration.
+            if logger.writer is not None:
+                runner.save(os.path.join(logger.log_dir, f"model_{runner.current_learning_iteration}.pt"))
+            raise StopTraining
         return result
 
     def learned(*args: Any, **kwargs: Any) -> Any:
         # rsl_rl OnPolicyRunner.learn; Isaac Lab destroys the process group right after it returns.
-        result = learn(*args, **kwargs)
+        try:
+            result = learn(*args, **kwargs)
+        except StopTraining:  # saved already: what learn does after its loop, less the final save
+            result = None
+            if logger.writer is not None:
+                logger.stop_logging_writer()
         sync()
         observer.finished()
         return result
 
     logger.log = logged
     runner.learn = learned
+    runner.save = saved
 
 
 def continue_counter(runner: Any, on_resumed: Callable[[int, str], None]) -> None:

@@ -63,7 +63,11 @@ agents by :func:`patch_skrl_jax`.
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
 of the agent's "Total reward (mean)" statistics since the last update, kept from
-``write_tracking_data``, which clears them); ``run`` ends training.
+``write_tracking_data``, which clears them); ``write_checkpoint`` names a checkpoint's iteration;
+``run`` ends training. On mgpu's checkpoint request, agreed by every rank at an update, the
+agent's ``post_interaction`` finishes that timestep, rank 0 saves through ``write_checkpoint``
+(unless the interval just did) and training leaves the trainer's loop; Isaac Lab's own final
+``agent_<total>`` checkpoint is then skipped, as it is after a Ctrl-C.
 
 Benchmark switch: with ``MGPU_SKRL_JAX_STOCK_PMAP=1`` in a rank's environment, fix 3 is left out
 and skrl's per-call ``pmap`` runs as shipped, so ``benchmarks/training.py`` can measure what the
@@ -88,7 +92,7 @@ import numpy as np
 from isaaclab_mgpu.contract import env
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import localcomm
-from isaaclab_mgpu.rank.patches.base import Observer
+from isaaclab_mgpu.rank.patches.base import Observer, StopTraining
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -368,13 +372,16 @@ def short_run_logging(cfg: dict) -> None:
 
 
 def observe(runner: Any, cfg: dict, observer: Observer) -> None:
-    """Report the runner's first checksum, iterations and end of ``run`` to ``observer``."""
+    """Report the runner's first checksum, iterations, checkpoints and end of ``run`` to
+    ``observer``, and stop after a checkpoint when the observer asks (mgpu's checkpoint request)."""
     agent = runner.agent
     rollouts = int(cfg["agent"]["rollouts"])
     steps = int(runner.trainer.env.num_envs) * rollouts
     observer.synced(_agent_modules(agent))  # skrl's agent broadcast rank 0's parameters when built
     update, run, write = agent.update, runner.run, agent.write_tracking_data
+    post, checkpoint = agent.post_interaction, agent.write_checkpoint
     means: list[float] = []
+    state = {"stop": False}
 
     def wrote(*args: Any, **kwargs: Any) -> Any:
         # skrl Agent.write_tracking_data clears the episode statistics it writes: keep their means.
@@ -386,17 +393,42 @@ def observe(runner: Any, cfg: dict, observer: Observer) -> None:
         result = update(*args, **kwargs)
         pending = means + [float(v) for v in agent.tracking_data.get("Reward / Total reward (mean)", ())]
         means.clear()
-        observer.iteration(steps, sum(pending) / len(pending) if pending else None)
+        state["stop"] = observer.iteration(steps, sum(pending) / len(pending) if pending else None)
+        return result
+
+    def checkpointed(*, timestep: int, timesteps: int) -> Any:
+        # skrl Agent.write_checkpoint names the file agent_<timestep>: timestep // rollouts iterations.
+        result = checkpoint(timestep=timestep, timesteps=timesteps)
+        observer.saved(int(timestep) // rollouts)
+        return result
+
+    def posted(*, timestep: int, timesteps: int) -> Any:
+        # skrl Agent.post_interaction: the update (above), then its own checkpoint and tracking writes
+        # for timestep + 1. Asked to stop: save at that timestep unless it just did, then leave.
+        result = post(timestep=timestep, timesteps=timesteps)
+        if state["stop"]:
+            done, interval = int(timestep) + 1, agent.checkpoint_interval
+            if isinstance(interval, int) and interval > 0 and done % interval:  # rank 0 writes checkpoints
+                agent.write_checkpoint(timestep=done, timesteps=timesteps)
+            raise StopTraining
         return result
 
     def ran(*args: Any, **kwargs: Any) -> Any:
         # skrl Runner.run; Isaac Lab writes the final checkpoint and destroys the group after it.
-        result = run(*args, **kwargs)
+        try:
+            result = run(*args, **kwargs)
+        except StopTraining:
+            observer.finished()
+            # Isaac Lab's train_skrl writes agent_<total timesteps> after run() returns; stopped
+            # early that file would claim the whole run. Its KeyboardInterrupt branch skips it.
+            raise KeyboardInterrupt from None
         observer.finished()
         return result
 
     agent.write_tracking_data = wrote
     agent.update = updated
+    agent.write_checkpoint = checkpointed
+    agent.post_interaction = posted
     runner.run = ran
 
 

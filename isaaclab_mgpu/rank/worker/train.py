@@ -65,10 +65,8 @@ from isaaclab_mgpu.rank.worker.rank import (
     words_checksum,
 )
 
-#: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
-#: every iteration while the file is small (its cost is well under a millisecond), and never more
-#: than 1/50 of the training time once a long run's reward list makes it slower.
-REFRESH_BUDGET = 50
+#: See :data:`isaaclab_mgpu.contract.summary.REFRESH_BUDGET` (shared with the Isaac Lab path).
+REFRESH_BUDGET = summaries.REFRESH_BUDGET
 
 
 class StopRequest:
