@@ -349,7 +349,13 @@ class Supervisor:
 
     def _watch_stalls(self) -> None:
         assert self._watch is not None
-        tree = self.descendants()
+        walked: list[list[psutil.Process]] = []
+
+        def tree() -> list[psutil.Process]:
+            if not walked:
+                walked.append(self.descendants())
+            return walked[0]
+
         times = None
         if self._watch.monitor.options.on_silence and self._log_dir is not None:
             times = logs.output_times(self._log_dir, self._watch.monitor.ranks)
@@ -362,7 +368,7 @@ class Supervisor:
         self._say.stall(stall)
         # Hung ranks save nothing; SIGKILL keeps a stopped one from resuming (and unblocking a
         # peer on another node) during a SIGTERM+SIGCONT shutdown.
-        proctree.signal_tree(self._watch.hung(stall, tree), signal.SIGKILL)
+        proctree.signal_tree(self._watch.hung(stall, tree()), signal.SIGKILL)
         self._shutdown.grace, self._shutdown.kill_after = HANG_GRACE, HANG_KILL_AFTER
         self._request_stop(signal.SIGTERM, "hang found")
 

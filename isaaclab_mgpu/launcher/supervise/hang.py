@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import psutil
@@ -74,12 +74,18 @@ class HangWatch:
         self._next = now + POLL_S
         return True
 
-    def check(self, tree: list[psutil.Process], output_times: Mapping[int, float] | None) -> Stall | None:
-        """The verdict with the hung ranks' stacks, or None while the run progresses."""
+    def check(
+        self, tree: Callable[[], list[psutil.Process]], output_times: Mapping[int, float] | None
+    ) -> Stall | None:
+        """The verdict with the hung ranks' stacks, or None while the run progresses.
+
+        ``tree`` gives the run's processes; it is called only for a verdict (walking the tree reads
+        every process's ``/proc`` entries: most of what supervising a healthy run costs).
+        """
         stall = self._elsewhere(self.monitor.check(output_times=output_times))
         if stall is None:
             return None
-        members = {p.pid: p for p in tree}
+        members = {p.pid: p for p in tree()}
         targets = {
             r.rank: (members[r.pid], r.stack_file)
             for r in stall.ranks
