@@ -304,14 +304,7 @@ class Bookkeeper(compat.Observer):
             run_dir,
             found.replace(
                 status="running",
-                attempt=resume.attempt(self.environ),
-                world_size=self.ctx.world_size,
-                backend=args.rl_library,
-                framework=args.ml_framework,
-                device="cuda" if self.ctx.is_cuda else "cpu",
-                task=args.task,
-                num_envs_per_rank=args.num_envs,
-                seed=args.seed,
+                **self._launch_fields(args),
                 total_iterations=self.total if self.total is not None else found.total_iterations,
                 run_dir=str(run_dir),
                 **resume.keeper(self.environ),
@@ -319,6 +312,19 @@ class Bookkeeper(compat.Observer):
         )
         resume.report_run_dir(run_dir, self.environ)
         self._refreshed = time.perf_counter()
+
+    def _launch_fields(self, args: WorkerArgs) -> dict[str, Any]:
+        """What this attempt is: the fields the running and the final summary both set."""
+        return {
+            "attempt": resume.attempt(self.environ),
+            "world_size": self.ctx.world_size,
+            "backend": args.rl_library,
+            "framework": args.ml_framework,
+            "device": "cuda" if self.ctx.is_cuda else "cpu",
+            "task": args.task,
+            "num_envs_per_rank": args.num_envs,
+            "seed": args.seed,
+        }
 
     def _refresh(self, *, force: bool = False) -> None:
         """This attempt's progress into the running summary (every iteration while that is cheap)."""
@@ -386,14 +392,7 @@ class Bookkeeper(compat.Observer):
         return found.replace(
             **self._progress(found, rewards[:iterations] if self.gathered is not None else self.rewards),
             status=status,
-            attempt=resume.attempt(self.environ),
-            world_size=self.ctx.world_size,
-            backend=args.rl_library,
-            framework=args.ml_framework,
-            device="cuda" if self.ctx.is_cuda else "cpu",
-            task=args.task,
-            num_envs_per_rank=args.num_envs,
-            seed=args.seed,
+            **self._launch_fields(args),
             train_time_s=round(self.train_time, 4),
             s_per_iteration=round(self.train_time / max(iterations, 1), 4),
             env_steps_per_s=Rates(total=float(g[:, 4].sum()), per_rank=tuple(float(v) for v in g[:, 4])),
