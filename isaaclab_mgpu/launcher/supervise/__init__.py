@@ -57,6 +57,7 @@ phases), :mod:`.output` (the launcher's streams), :mod:`.logs` (the per-rank log
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -349,13 +350,7 @@ class Supervisor:
 
     def _watch_stalls(self) -> None:
         assert self._watch is not None
-        walked: list[list[psutil.Process]] = []
-
-        def tree() -> list[psutil.Process]:
-            if not walked:
-                walked.append(self.descendants())
-            return walked[0]
-
+        tree = functools.cache(self.descendants)  # walked at most once, and only for a verdict
         times = None
         if self._watch.monitor.options.on_silence and self._log_dir is not None:
             times = logs.output_times(self._log_dir, self._watch.monitor.ranks)
