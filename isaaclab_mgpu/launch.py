@@ -10,6 +10,7 @@ the ``mgpu`` process (see ``docs/architecture.md`` for the sides).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -150,7 +151,8 @@ def train(
             options,
             progress if view is None else view.telling(progress),
             progress,
-            on_attempt_end=runs.record_attempts,  # once the run folder is known (node 0)
+            # once the run folder is known (node 0), after what earlier launches of the run recorded
+            on_attempt_end=functools.partial(runs.record_attempts, earlier=placement.earlier),
         )
     finally:
         if view is not None:

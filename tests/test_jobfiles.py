@@ -104,11 +104,12 @@ def test_each_node_of_a_2_node_allocation_dry_runs_the_srun_line_into_its_comman
     for node in (0, 1):
         got = torchrun_line(capsys, monkeypatch, {**allocation, "SLURM_NODEID": str(node)}, line[2:])
         explicit = [
-            *ARGS, "--node_rank", str(node), "--master_port", port, "--rdzv_endpoint", f"gpu07:{port}",
-            "--rdzv_id", "4242", "--rdzv_backend", "c10d",
+            *ARGS, "--node_rank", str(node), "--master_port", port, "--master_addr", "gpu07",
+            "--rdzv_id", "4242",
         ]  # fmt: skip
         assert got == torchrun_line(capsys, monkeypatch, {}, explicit)
-        assert got[got.index("--node_rank") + 1] == str(node) and f"gpu07:{port}" in got
+        assert got[got.index("--node_rank") + 1] == str(node)
+        assert got[got.index("--master_addr") + 1] == "gpu07"
 
 
 def test_pytorchjob_manifest_and_each_pods_command(capsys, monkeypatch):

@@ -110,16 +110,31 @@ SLURM = {
 }
 
 
-def test_slurm_fills_missing_rendezvous():
+def test_slurm_fills_a_static_rendezvous_on_slurms_first_node():
+    # The static rendezvous numbers nodes by --node_rank: SLURM's node 0 (the first host) hosts rank 0.
     r = res(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM))
-    assert (r.nnodes, r.node_rank, r.rdzv_backend, r.rdzv_endpoint, r.rdzv_id) == (
-        "2",
-        1,
-        "c10d",
-        "gpu07:29500",
-        "4242",
-    )
+    assert (r.nnodes, r.node_rank, r.rdzv_backend, r.rdzv_endpoint, r.rdzv_id) == ("2", 1, None, None, "4242")
+    assert (r.spec.master_addr, r.spec.master_port) == ("gpu07", 29500)
     assert not r.standalone and len(r.filled) == 5 and r.world_size == 8
+    cmd = argv(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM))
+    assert cmd[cmd.index("--master_addr") + 1] == "gpu07" and "--rdzv_endpoint" not in cmd
+    assert cmd[cmd.index("--node_rank") + 1] == "1"
+
+
+def test_slurm_node_order_not_host_name_order_keeps_slurms_node_0():
+    # node[9-10]: SLURM's node 0 is node9, though "node10" sorts first (where c10d would put rank 0).
+    r = res(LaunchSpec(nproc_per_node="2"), machine(4, **{**SLURM, "SLURM_JOB_NODELIST": "node[9-10]"}))
+    assert r.spec.master_addr == "node9" and r.rdzv_backend is None
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [LaunchSpec(nproc_per_node="4", nnodes="1:2"), LaunchSpec(nproc_per_node="4", rdzv_backend="c10d")],
+    ids=["elastic", "c10d"],
+)
+def test_slurm_elastic_or_c10d_asked_keeps_the_c10d_endpoint(spec):
+    r = res(spec, machine(4, **SLURM))
+    assert (r.rdzv_backend, r.rdzv_endpoint, r.spec.master_addr) == ("c10d", "gpu07:29500", None)
 
 
 def test_explicit_options_beat_slurm():
@@ -223,15 +238,29 @@ def argv(spec, m):
     return build(res(spec, m, strict=False)).argv
 
 
-def test_kubernetes_elastic_fill_gives_the_explicit_command():
+def test_kubernetes_fixed_size_endpoint_becomes_the_static_rendezvous():
+    # c10d would number the pods by sorted host names; the static rendezvous by PET_NODE_RANK.
     explicit = LaunchSpec(
-        nnodes="2", node_rank=1, nproc_per_node="4", rdzv_endpoint="job-worker-0:23456",
-        rdzv_backend="c10d", rdzv_id="job", max_restarts=3,
+        nnodes="2", node_rank=1, nproc_per_node="4", master_addr="job-worker-0", master_port=23456,
+        rdzv_backend="static", rdzv_id="job", max_restarts=3,
     )  # fmt: skip
     filled = res(LaunchSpec(), machine(4, **PET))
-    assert argv(LaunchSpec(), machine(4, **PET)) == argv(explicit, machine(4))
+    assert argv(LaunchSpec(), machine(4, **PET)) == argv(explicit, machine(4, **PET))
     assert (filled.nnodes, filled.node_rank, filled.nproc, filled.world_size) == ("2", 1, 4, 8)
     assert filled.spec.max_restarts == 3 and not filled.standalone
+    assert "--master_addr job-worker-0 from PET_RDZV_ENDPOINT" in filled.filled
+    assert any(f.startswith("--rdzv_backend static for a fixed-size job") for f in filled.filled)
+    assert len(filled.filled) == len(PET) + 1 and filled.overridden == ()
+
+
+def test_kubernetes_elastic_fill_gives_the_explicit_command():
+    elastic = {**PET, "PET_NNODES": "1:2"}
+    explicit = LaunchSpec(
+        nnodes="1:2", node_rank=1, nproc_per_node="4", rdzv_endpoint="job-worker-0:23456",
+        rdzv_backend="c10d", rdzv_id="job", max_restarts=3,
+    )  # fmt: skip
+    filled = res(LaunchSpec(), machine(4, **elastic))
+    assert argv(LaunchSpec(), machine(4, **elastic)) == argv(explicit, machine(4))
     assert "--rdzv_endpoint job-worker-0:23456 from PET_RDZV_ENDPOINT" in filled.filled
     assert len(filled.filled) == len(PET) and filled.overridden == ()
 
@@ -336,7 +365,7 @@ def test_master_addr_and_rank_exported_by_hand_are_not_the_operators(env):
 
 def test_slurm_wins_over_stray_kubernetes_variables():
     r = res(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM, **NON_ELASTIC))
-    assert (r.rdzv_endpoint, r.node_rank) == ("gpu07:29500", 1) and r.spec.master_addr is None
+    assert (r.rdzv_endpoint, r.node_rank, r.spec.master_addr, r.spec.master_port) == (None, 1, "gpu07", 29500)
 
 
 def test_gpu_ids_set_the_rank_count_over_pet_nproc_per_node():

@@ -8,10 +8,18 @@ an option the user gave wins and the variable it overrode is named. Both are pur
 them the environment it probed.
 
 - **SLURM**, inside an allocation of several nodes: ``--nnodes`` from ``SLURM_NNODES``,
-  ``--node_rank`` from ``SLURM_NODEID``, ``--rdzv_endpoint`` from the first host of
-  ``SLURM_JOB_NODELIST`` (port: ``--master_port``, else 29500), ``--rdzv_id`` from ``SLURM_JOB_ID``,
-  ``--rdzv_backend c10d``; skrl JAX gets ``--coordinator_address FIRST_HOST:5000``. A given
-  ``--master_addr`` (static rendezvous) keeps the rendezvous values out.
+  ``--node_rank`` from ``SLURM_NODEID``, ``--master_addr`` from the first host of
+  ``SLURM_JOB_NODELIST`` (SLURM's node 0; port: ``--master_port``, else 29500) and ``--rdzv_id``
+  from ``SLURM_JOB_ID``: the static rendezvous. An elastic ``--nnodes MIN:MAX`` (or a given
+  ``--rdzv_backend c10d``) gets ``--rdzv_endpoint FIRST_HOST:PORT`` and ``--rdzv_backend c10d``
+  instead. skrl JAX gets ``--coordinator_address FIRST_HOST:5000``.
+- **Rank 0 on node 0.** torch's c10d rendezvous numbers the nodes by sorting their descriptors
+  (host name, then pid), not by ``--node_rank``: SLURM's ``node[9-10]`` puts global rank 0 on
+  node10, while SLURM's node 0 (and mgpu's node 0, which keeps the run's record, requeues and
+  picks what ``--resume auto`` continues) is node9. The static rendezvous numbers nodes by
+  ``--node_rank``, so a job of a fixed size meets there, and global rank 0 runs on node 0. That
+  is why a fixed-size job's c10d endpoint from the environment (``PET_RDZV_ENDPOINT`` beside a
+  node rank) becomes ``--master_addr``/``--master_port`` with ``--rdzv_backend static``.
 - **Kubernetes** (the training operator's ``PyTorchJob``): torchrun's own variables
   ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_RDZV_ENDPOINT``,
   ``PET_RDZV_BACKEND``, ``PET_RDZV_ID``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` and
@@ -150,9 +158,14 @@ def slurm_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
             address = f"{first}:{DEFAULT_JAX_PORT}"
             out.append(Offer("coordinator_address", address, "from SLURM_JOB_NODELIST", nodelist))
         return tuple(out)
+    port = spec.master_port or DEFAULT_MASTER_PORT
+    nodelist = f"SLURM_JOB_NODELIST={env.get('SLURM_JOB_NODELIST', '')}"
+    if first and _fixed(spec.nnodes or nodes) and _may_be_static(spec):
+        out.append(Offer("master_addr", first, "from SLURM_JOB_NODELIST", nodelist))
+        out.append(Offer("master_port", str(port), "for the SLURM rendezvous"))
+        out.append(_from("rdzv_id", "SLURM_JOB_ID", env))
+        return tuple(out)
     if first:
-        port = spec.master_port or DEFAULT_MASTER_PORT
-        nodelist = f"SLURM_JOB_NODELIST={env['SLURM_JOB_NODELIST']}"
         out.append(Offer("rdzv_endpoint", f"{first}:{port}", "from SLURM_JOB_NODELIST", nodelist))
     out.append(_from("rdzv_id", "SLURM_JOB_ID", env))
     out.append(Offer("rdzv_backend", "c10d", "for the SLURM rendezvous"))
@@ -167,7 +180,7 @@ def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, 
         for option, name in {**legacy, "node_rank": "RANK"}.items():
             out.setdefault(option, _from(option, name, env))
     if not spec.uses_jax:
-        return tuple(out.values())
+        return tuple(_static_when_fixed(out, spec).values())
     # skrl JAX has no torchrun rendezvous: its coordinator listens where the store would.
     jax = [out[o] for o in ("nnodes", "node_rank", "nproc_per_node") if o in out]
     endpoint, addr, port = out.get("rdzv_endpoint"), out.get("master_addr"), out.get("master_port")
@@ -178,6 +191,45 @@ def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, 
         value = f"{addr.value}:{port.value}"
         jax.append(Offer("coordinator_address", value, f"from {names}", f"{names}={value}"))
     return tuple(jax)
+
+
+def _static_when_fixed(out: dict[str, Offer], spec: LaunchSpec) -> dict[str, Offer]:
+    """A fixed-size pod set's c10d endpoint as the static rendezvous, so that rank 0 runs on node 0.
+
+    The endpoint's host is node 0's pod (the operator points it at replica 0), which is where the
+    static rendezvous's node 0 serves the store; left elastic (``PET_NNODES=MIN:MAX``), or without a
+    node rank to number the nodes by, the endpoint stays c10d's.
+    """
+    endpoint, nodes = out.get("rdzv_endpoint"), out.get("nnodes")
+    if endpoint is None or spec.master_addr is not None:
+        return out  # a given --master_addr sets the endpoint aside in fill(), and says so
+    host, _, port = endpoint.value.rpartition(":")
+    ranked = "node_rank" in out or spec.node_rank is not None
+    count = spec.nnodes or (nodes.value if nodes is not None else None)
+    if not (host and _ascii_int(port) and ranked and _fixed(count) and _may_be_static(spec)):
+        return out
+    out = {k: v for k, v in out.items() if k not in ("rdzv_endpoint", "master_addr", "master_port")}
+    out["master_addr"] = dataclasses.replace(endpoint, option="master_addr", value=host)
+    out["master_port"] = dataclasses.replace(endpoint, option="master_port", value=port)
+    backend = out.get("rdzv_backend")
+    why = "for a fixed-size job (its ranks follow --node_rank; c10d's follow sorted host names)"
+    variable = backend.variable if backend is not None else ""
+    out["rdzv_backend"] = Offer("rdzv_backend", "static", why, variable)
+    return out
+
+
+def _fixed(nnodes: str | None) -> bool:
+    """True for a node count of one size above one (``2``, ``4:4``); False for elastic or malformed."""
+    try:
+        low, high = node_counts(nnodes)
+    except UsageError:
+        return False  # the fill validates it later and names where it came from
+    return low == high > 1
+
+
+def _may_be_static(spec: LaunchSpec) -> bool:
+    """True unless the user chose the c10d rendezvous (an endpoint or a backend other than static)."""
+    return spec.rdzv_endpoint is None and spec.rdzv_backend in (None, "static")
 
 
 def _operators(env: Mapping[str, str]) -> bool:

@@ -34,8 +34,10 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from isaaclab_mgpu.contract import layout, resume
 from isaaclab_mgpu.contract import summary as summaries
@@ -68,6 +70,10 @@ class Identity:
         return meta.identity() == (self.library, self.framework, self.task)
 
 
+#: ``(attempts, restarts)`` as a continued run's summary.json records them; () for a new run.
+Earlier = tuple[tuple[Mapping[str, Any], ...], tuple[Mapping[str, Any], ...]] | tuple[()]
+
+
 @dataclass(frozen=True)
 class Placement:
     """The run folder, what the first attempt resumes from, and what to tell people about it."""
@@ -80,6 +86,10 @@ class Placement:
 
     continued: bool = False
     """True when an existing run folder is continued."""
+
+    earlier: Earlier = ()
+    """The attempts and restarts the continued run's summary already records (earlier jobs,
+    resumes), which this launch's are recorded after: one run, one record."""
 
 
 def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
@@ -116,7 +126,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
             named_by_rank=True,
             keeper=tuple(keeper(resolved).items()),
         )
-        return Placement(place, notes, continued=folder is not None)
+        return Placement(place, notes, continued=folder is not None, earlier=_earlier(folder))
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     root = Path(ident.log_root)
     folder: Path | None = None
@@ -143,8 +153,9 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         at = _check(checkpoint, ident, world_size, notes) if checkpoint is not None else 0
         total = f" of {ident.total}" if ident.total else ""
         notes.insert(0, f"{why}: continuing {folder} at iteration {at}{total}")
+        earlier = _earlier(folder)
         _begin(folder, resolved, ident, world_size)
-        return Placement(RunPlace(folder, source), tuple(notes), continued=True)
+        return Placement(RunPlace(folder, source), tuple(notes), continued=True, earlier=earlier)
     stamp = resolved.run_stamp or time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         folder = runs.create_run_folder(experiment, stamp, ident.run_name)
@@ -261,6 +272,12 @@ def keeper(resolved: ResolvedSpec) -> dict[str, object]:
     if resolved.slurm_job_id:
         fields["slurm_job_id"] = resolved.slurm_job_id
     return fields
+
+
+def _earlier(folder: Path | None) -> Earlier:
+    """What ``folder``'s summary records of earlier launches (nothing for no folder or summary)."""
+    found = summaries.read(folder) if folder is not None else None
+    return (found.attempts, found.restarts) if found is not None and found.attempts else ()
 
 
 def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:

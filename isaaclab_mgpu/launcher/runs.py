@@ -28,7 +28,7 @@ import dataclasses
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -79,12 +79,30 @@ def mark(folder: Path, **fields: Any) -> None:
             summaries.update(folder, **fields)
 
 
-def record_attempts(folder: Path, attempts: Sequence[Any], restarting: bool) -> None:
+def record_attempts(
+    folder: Path,
+    attempts: Sequence[Any],
+    restarting: bool,
+    earlier: tuple[Sequence[Mapping[str, Any]], ...] = (),
+) -> None:
     """Record the run's attempts so far (:class:`~.attempts.Attempt`) in its summary.json, and
-    each restart: its cause, the iteration the next attempt resumes from, the iterations lost."""
+    each restart: its cause, the iteration the next attempt resumes from, the iterations lost.
+
+    ``earlier`` is ``(attempts, restarts)`` as the summary held them before this launch (a requeued
+    SLURM job, a resume): they stay first, and every record says which launch it belongs to
+    (``launch``: 0 for the run's first ``mgpu train``, then one more per continuing launch)."""
+    before, restarts_before = (tuple(earlier[0]), tuple(earlier[1])) if earlier else ((), ())
+    launch = 1 + max((_launch(a) for a in before), default=-1)
     ended = list(attempts) if restarting else list(attempts[:-1])
-    restarts = tuple({**a.as_json(), "resumed_from": a.checkpoint} for a in ended)
-    mark(folder, attempts=tuple(a.as_json() for a in attempts), restarts=restarts)
+    restarts = tuple({**a.as_json(), "launch": launch, "resumed_from": a.checkpoint} for a in ended)
+    now = tuple({**a.as_json(), "launch": launch} for a in attempts)
+    mark(folder, attempts=(*before, *now), restarts=(*restarts_before, *restarts))
+
+
+def _launch(record: Mapping[str, Any]) -> int:
+    # Records written before launches were counted belong to the first one.
+    value = record.get("launch", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 @dataclass(frozen=True)

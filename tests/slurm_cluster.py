@@ -1,0 +1,343 @@
+"""A real SLURM cluster on this machine for the tests: munge, slurmctld and two slurmd "nodes".
+
+Each node is a network namespace of its own (a veth pair into one bridge), with its own host name
+(a UTS namespace) and its own ``/etc/hosts`` (a mount namespace, the file bound over it), and all
+of them share this machine's file system, as a cluster's nodes share their storage. The nodes are
+named ``node9`` and ``node10`` on purpose: SLURM orders them node9, node10 (``node[9-10]``,
+SLURM_NODEID 0 is node9) while sorting the names puts node10 first, which is where torch's c10d
+rendezvous would put global rank 0.
+
+Nothing is mocked: ``sbatch`` submits to a real ``slurmctld``; each ``slurmd`` starts the job's
+steps in its namespace; ``scontrol``, ``squeue`` and ``scancel`` are SLURM's own. The daemons run
+as root with ``proctrack/linuxproc`` and ``task/none`` (no cgroups in a sandbox), munge on a
+socket and key of its own, every file under one folder, so nothing of the machine's own set-up is
+used or changed. ``ip netns exec`` is not used to start slurmd: it remounts ``/sys``, and slurmd
+then fails on ``/sys/fs/cgroup``; ``nsenter --net`` keeps it.
+
+:func:`unavailable` says in one line why the cluster cannot run here (not root, a program missing,
+no namespaces), for the tests to skip with. ``python tests/slurm_cluster.py up DIR`` starts one
+by hand and prints the ``SLURM_CONF`` to export; ``down DIR`` stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The nodes in SLURM's order (SLURM_NODEID 0, 1) and their last address byte.
+NODES = (("node9", 9), ("node10", 10))
+#: The cluster's subnet: the bridge is .1, each node .<its byte>; only our own namespaces live there.
+SUBNET = "10.213.7"
+BRIDGE = "mgpuslurm0"
+PROGRAMS = (
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "scontrol",
+    "squeue",
+    "scancel",
+    "ip",
+    "nsenter",
+    "unshare",
+)
+
+
+def unavailable() -> str | None:
+    """Why a SLURM cluster cannot be started here (one line), or None when it can."""
+    if os.geteuid() != 0:
+        return "the SLURM cluster needs root (network namespaces, slurmd as root)"
+    missing = [p for p in PROGRAMS if shutil.which(p) is None and not Path(f"/usr/sbin/{p}").exists()]
+    if missing:
+        return f"no {', '.join(missing)} here: apt-get install slurm-wlm munge iproute2 util-linux"
+    probe = subprocess.run(["ip", "netns", "add", "mgpu-probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"no network namespaces here: {probe.stderr.strip() or 'ip netns add failed'}"
+    subprocess.run(["ip", "netns", "delete", "mgpu-probe"], capture_output=True)
+    return None
+
+
+def _run(*argv: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check, env=env)
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _netns(name: str) -> str:
+    return f"mgpu-{name}"
+
+
+@dataclass
+class Cluster:
+    """A running cluster: its folder, its configuration and the daemons it started."""
+
+    root: Path
+    """Everything of the cluster lives here: configuration, state, spools, logs, munge's key."""
+
+    conf: Path = field(init=False)
+    """The ``slurm.conf``; every SLURM command is told it through ``SLURM_CONF``."""
+
+    slurmd: dict[str, subprocess.Popen] = field(default_factory=dict)
+    """Each node's slurmd (the process that entered the namespaces and runs it)."""
+
+    daemons: list[subprocess.Popen] = field(default_factory=list)
+    """munged and slurmctld."""
+
+    def __post_init__(self) -> None:
+        self.conf = self.root / "slurm.conf"
+
+    # -- starting and stopping ------------------------------------------------------------------
+    def start(self) -> Cluster:
+        """Bring up the bridge and the nodes' namespaces, munge, slurmctld and every slurmd."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)  # munged refuses a key or socket in a folder others may write
+        _cleanup_network()
+        self._network()
+        self._munge()
+        self._write_conf()
+        ctl = subprocess.Popen(
+            ["slurmctld", "-D", "-i", "-f", str(self.conf)],
+            env=self.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "slurmctld.stderr", "w"),  # noqa: SIM115 (the daemon keeps it)
+        )
+        self.daemons.append(ctl)
+        for name, _ in NODES:
+            self.start_node(name)
+        self.wait_idle(len(NODES), timeout=60)
+        return self
+
+    def stop(self) -> None:
+        """Stop every job, daemon and process of the nodes; remove the namespaces and the bridge."""
+        if self.conf.exists():
+            _run("scancel", "--full", "-u", "root", check=False, env=self.env())
+        for name, _ in NODES:
+            self.kill_node(name)
+        for proc in reversed(self.daemons):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.daemons.clear()
+        _cleanup_network()
+
+    def _network(self) -> None:
+        _run("ip", "link", "add", BRIDGE, "type", "bridge")
+        _run("ip", "addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)
+        _run("ip", "link", "set", BRIDGE, "up")
+        hosts = ["127.0.0.1 localhost", f"{SUBNET}.1 {socket.gethostname()}"]
+        for name, byte in NODES:
+            ns, host_end, node_end = _netns(name), f"mgh{byte}", f"mgn{byte}"
+            _run("ip", "netns", "add", ns)
+            _run("ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end)
+            _run("ip", "link", "set", node_end, "netns", ns)
+            _run("ip", "link", "set", host_end, "master", BRIDGE)
+            _run("ip", "link", "set", host_end, "up")
+            _run("ip", "-n", ns, "addr", "add", f"{SUBNET}.{byte}/24", "dev", node_end)
+            _run("ip", "-n", ns, "link", "set", node_end, "up")
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+            hosts.append(f"{SUBNET}.{byte} {name}")
+        (self.root / "hosts").write_text("\n".join(hosts) + "\n")
+
+    def _munge(self) -> None:
+        key = self.root / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        proc = subprocess.Popen(
+            ["munged", "--foreground", "--force", f"--socket={self.munge_socket}", f"--key-file={key}",
+             f"--pid-file={self.root / 'munged.pid'}", f"--log-file={self.root / 'munged.log'}",
+             f"--seed-file={self.root / 'munged.seed'}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.daemons.append(proc)
+        deadline = time.monotonic() + 20
+        while not self.munge_socket.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"munged did not start: {(self.root / 'munged.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+
+    @property
+    def munge_socket(self) -> Path:
+        """munge's socket, for this cluster alone."""
+        return self.root / "munge.socket"
+
+    def _write_conf(self) -> None:
+        ctl_port = _free_port(f"{SUBNET}.1")
+        node_port = _free_port(f"{SUBNET}.1")
+        cpus = os.cpu_count() or 2
+        nodes = "\n".join(
+            f"NodeName={name} NodeAddr={SUBNET}.{byte} CPUs={cpus} RealMemory=4000 State=UNKNOWN"
+            for name, byte in NODES
+        )
+        names = ",".join(name for name, _ in NODES)
+        for name, _ in NODES:
+            (self.root / "spool" / name).mkdir(parents=True, exist_ok=True)
+        (self.root / "state").mkdir(exist_ok=True)
+        self.conf.write_text(
+            f"""ClusterName=mgputest
+SlurmctldHost={socket.gethostname()}({SUBNET}.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.munge_socket}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+StateSaveLocation={self.root / "state"}
+SlurmdSpoolDir={self.root / "spool"}/%n
+SlurmctldPidFile={self.root / "slurmctld.pid"}
+SlurmdPidFile={self.root / "slurmd-%n.pid"}
+SlurmctldLogFile={self.root / "slurmctld.log"}
+SlurmdLogFile={self.root / "slurmd-%n.log"}
+SlurmctldPort={ctl_port}
+SlurmdPort={node_port}
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+# A node whose slurmd stops answering is DOWN after 10 s, and back in service once it registers.
+SlurmdTimeout=10
+ReturnToService=2
+# Keep ended jobs visible to scontrol for the whole test session.
+MinJobAge=3600
+KillWait=10
+{nodes}
+PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+"""
+        )
+
+    def start_node(self, name: str) -> None:
+        """Start ``name``'s slurmd in its namespaces (again, after :meth:`kill_node`)."""
+        hosts = self.root / "hosts"
+        inner = (
+            f"hostname {name} && mount --bind {hosts} /etc/hosts && exec slurmd -D -f {self.conf} -N {name}"
+        )
+        log = open(self.root / f"slurmd-{name}.stderr", "a")  # noqa: SIM115 (the daemon keeps it)
+        self.slurmd[name] = subprocess.Popen(
+            [
+                "nsenter",
+                f"--net=/var/run/netns/{_netns(name)}",
+                "unshare",
+                "--uts",
+                "--mount",
+                "sh",
+                "-c",
+                inner,
+            ],
+            env=self.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+    def kill_node(self, name: str) -> None:
+        """The node dies: its slurmd and every process in its namespace are SIGKILLed at once."""
+        _kill_namespace(_netns(name))
+        proc = self.slurmd.pop(name, None)
+        if proc is not None:
+            proc.wait()
+
+    # -- using it -------------------------------------------------------------------------------
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's environment) with ``SLURM_CONF`` naming this cluster."""
+        out = dict(os.environ if base is None else base)
+        out["SLURM_CONF"] = str(self.conf)
+        return out
+
+    def scontrol(self, *args: str) -> str:
+        """``scontrol ARGS``'s output; raises when it fails."""
+        return _run("scontrol", *args, env=self.env()).stdout
+
+    def sbatch(self, script: Path, cwd: Path, env: dict[str, str]) -> str:
+        """Submit ``script`` from ``cwd`` with ``env`` (exported to the job, as sbatch does); the job id."""
+        out = subprocess.run(
+            ["sbatch", "--parsable", str(script)], cwd=cwd, env=self.env(env), capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")
+        return out.stdout.strip().split(";")[0]
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """The job's fields as ``scontrol show job -o`` prints them (``JobState``, ``Restarts``, ...)."""
+        text = self.scontrol("show", "job", "-o", job_id).strip()
+        fields: dict[str, str] = {}
+        for item in text.split():
+            key, sep, value = item.partition("=")
+            if sep:
+                fields[key] = value
+        return fields
+
+    def wait_job(self, job_id: str, states: tuple[str, ...], timeout: float) -> dict[str, str]:
+        """Wait until the job is in one of ``states``; its fields then (raises on timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            fields = self.job(job_id)
+            if fields.get("JobState") in states:
+                return fields
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} not in {states} after {timeout:.0f} s: {fields}")
+            time.sleep(0.5)
+
+    def wait_idle(self, count: int, timeout: float) -> None:
+        """Wait until ``count`` nodes are idle (registered, no job)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = _run("sinfo", "-h", "-N", "-o", "%N %t", check=False, env=self.env()).stdout
+            idle = [line for line in out.splitlines() if line.split()[-1:] == ["idle"]]
+            if len(idle) >= count:
+                return
+            if time.monotonic() > deadline:
+                logs = "".join((self.root / f"slurmd-{n}.log").read_text()[-800:] for n, _ in NODES
+                               if (self.root / f"slurmd-{n}.log").exists())  # fmt: skip
+                raise TimeoutError(
+                    f"only {len(idle)} of {count} nodes idle after {timeout:.0f} s: {out!r} {logs}"
+                )
+            time.sleep(0.3)
+
+
+def _cleanup_network() -> None:
+    """Remove what an earlier cluster left behind: its processes, namespaces and bridge."""
+    for name, byte in NODES:
+        _kill_namespace(_netns(name))
+        _run("ip", "netns", "delete", _netns(name), check=False)
+        _run("ip", "link", "delete", f"mgh{byte}", check=False)  # gone with the namespace, unless held
+    _run("ip", "link", "delete", BRIDGE, check=False)
+
+
+def _kill_namespace(ns: str) -> None:
+    """SIGKILL every process in the network namespace ``ns`` (as a machine that dies)."""
+    for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    what, folder = sys.argv[1], Path(sys.argv[2]).resolve()
+    cluster = Cluster(folder)
+    if what == "up":
+        cluster.start()
+        print(f"export SLURM_CONF={cluster.conf}")
+        # The daemons are this process's children: stay until interrupted.
+        try:
+            signal.pause()
+        finally:
+            cluster.stop()
+    else:
+        _cleanup_network()

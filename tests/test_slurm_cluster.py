@@ -1,0 +1,209 @@
+"""The job file ``mgpu dry-run --emit sbatch`` prints, submitted to a real SLURM cluster of two nodes.
+
+:mod:`slurm_cluster` starts munge, slurmctld and two slurmd "nodes" (``node9``, ``node10``: network,
+UTS and mount namespaces of their own, this machine's file system shared as a cluster's storage).
+Each case submits the emitted file unchanged with ``sbatch`` and reads back what a user would:
+the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
+
+- A 2-node x 2-CPU-rank job trains to its total with equal checksums. SLURM's node 0 is node9,
+  though "node10" sorts first (where c10d's rendezvous would put global rank 0): global rank 0 runs
+  on node9, whose mgpu keeps the run's one ``summary.json``; node10 writes no run folder.
+- The time limit: SLURM's USR1 (``--signal=USR1@90``) stops the ranks at a checkpoint, node 0's
+  mgpu runs ``scontrol requeue``, and the requeued job continues the same run to its total; the
+  record keeps both jobs' attempts.
+- A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
+  the node and exits 1 (a failed rank whose peer node is gone); SLURM requeues the job (node
+  failure, ``#SBATCH --requeue``); once node10 is back the job continues the run to its total.
+
+A requeued job is held (``BeginTime``) for about two minutes before it may run again; the tests
+release it at once with ``scontrol update StartTime=now`` (what an administrator may do), and the
+time-limit case gives the requeued job a longer limit so that it ends by finishing, not by a second
+time-limit stop. Nothing else of SLURM is changed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slurm_cluster import NODES, Cluster, unavailable
+from training_helpers import child_env
+
+pytestmark = pytest.mark.slow
+
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
+#: Every case: two nodes, two CPU ranks each.
+LAUNCH = ("--device", "cpu", "--nnodes", "2", "--nproc_per_node", "2")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = unavailable()
+    if why is not None:
+        pytest.skip(f"no SLURM cluster: {why}")
+    c = Cluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def _job_env(tmp: Path) -> dict[str, str]:
+    """What the job sees (sbatch exports the submitter's environment): mgpu on PATH, lean threads."""
+    env = child_env(tmp)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return env
+
+
+def _emit(tmp: Path, name: str, *args: str) -> Path:
+    """The job file ``mgpu dry-run … --emit sbatch`` prints, saved as ``tmp/<name>.sbatch``."""
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "dry-run", *LAUNCH, *args, "--emit", "sbatch", "--job_name", name]
+    out = subprocess.run(argv, cwd=tmp, env=_job_env(tmp), capture_output=True, text=True, check=True)
+    path = tmp / f"{name}.sbatch"
+    path.write_text(out.stdout)
+    return path
+
+
+def _output(tmp: Path, name: str, job: str) -> str:
+    path = tmp / f"{name}-{job}.out"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _runs(tmp: Path) -> list[dict]:
+    out = subprocess.run(
+        [sys.executable, "-m", "isaaclab_mgpu", "runs", "--json"], cwd=tmp, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _the_run(tmp: Path) -> tuple[Path, dict]:
+    """The one run folder under the shared log root and its summary (there must be exactly one)."""
+    found = sorted((tmp / "logs").glob("*/*/*/summary.json"))
+    assert len(found) == 1, found
+    return found[0].parent, json.loads(found[0].read_text())
+
+
+def _wait(what: str, check, timeout: float, tail=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s\n{tail()[-4000:]}")
+        time.sleep(0.5)
+
+
+def _reached(tmp: Path) -> int:
+    """Iterations rank 0's running summary has recorded so far (0 before it has one)."""
+    found = list((tmp / "logs").glob("*/*/*/summary.json"))
+    try:
+        return int(json.loads(found[0].read_text()).get("iterations") or 0) if found else 0
+    except (ValueError, OSError):
+        return 0  # read while being replaced
+
+
+def test_two_nodes_train_to_their_total_with_rank_0_on_slurms_node_0(cluster, tmp_path):
+    hosts = cluster.scontrol("show", "hostnames", "node[9-10]").split()
+    assert hosts == [n for n, _ in NODES] and sorted(hosts)[0] == "node10"  # SLURM's order is not sorted
+    job_file = _emit(tmp_path, "two", "--max_iterations", "8", "--save_interval", "4", "--job_time", "00:10:00")
+    job = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
+    fields = cluster.wait_job(job, ENDED, timeout=300)
+    out = _output(tmp_path, "two", job)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out[-4000:]
+    folder, s = _the_run(tmp_path)
+    assert (s["status"], s["iterations"], s["world_size"], s["checksums_equal"]) == ("finished", 8, 4, True)
+    assert len(s["checksums"]["end"]) == 4 and len(set(s["checksums"]["end"])) == 1
+    assert s["slurm_job_id"] == job
+    # rank 0 trained on node9 (its TensorBoard file names its host); node10's ranks 2 and 3 keep no folder.
+    events = [p.name for p in folder.glob("events.out.tfevents.*")]
+    assert len(events) == 1 and ".node9." in events[0], events
+    assert sorted(p.name for p in folder.glob("rank_*")) == ["rank_1"]
+    # Both nodes met on the static rendezvous at node9, SLURM's node 0.
+    assert out.count("mgpu: filled --master_addr node9 from SLURM_JOB_NODELIST") == 2, out[-4000:]
+    rows = _runs(tmp_path)
+    assert [(r["status"], r["iterations"], r["world_size"]) for r in rows] == [("finished", 8, 4)]
+
+
+def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_run(cluster, tmp_path):
+    # USR1 comes 90 s before the 3-minute limit (SLURM may send it up to a minute early): mid-run.
+    total = 400
+    args = ("--max_iterations", str(total), "--save_interval", "10", "--requeue", "--job_time", "00:03:00")
+    job_file = _emit(tmp_path, "limit", *args)
+    assert "#SBATCH --requeue" in job_file.read_text() and "--requeue" in job_file.read_text().split("srun")[-1]
+    job = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
+    out = lambda: _output(tmp_path, "limit", job)  # noqa: E731
+    fields = _wait("the job requeued", lambda: (f := cluster.job(job)) and int(f["Restarts"]) >= 1 and f, 300, out)
+    assert fields["JobState"] in ("PENDING", "REQUEUED", "RUNNING"), fields
+    first = out()
+    assert f"requeued SLURM job {job}: the requeued job continues this run" in first, first[-4000:]
+    _, stopped = _the_run(tmp_path)
+    assert stopped["status"] == "requeued" and 0 < stopped["iterations"] < total, stopped
+    # Released now (not in two minutes), with room to finish rather than meet the limit again.
+    cluster.scontrol("update", f"JobId={job}", "StartTime=now", "TimeLimit=00:15:00")
+    fields = cluster.wait_job(job, ENDED, timeout=480)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out()[-4000:]
+    assert f"SLURM requeued job {job} (restart 1): continuing" in out()
+    folder, s = _the_run(tmp_path)
+    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True)
+    # One run, one record: the first job's stopped attempt, then the requeued job's.
+    launches = [(a["launch"], a["outcome"]) for a in s["attempts"]]
+    assert launches == [(0, "stopped"), (1, "finished")], s["attempts"]
+    assert s["attempts"][1]["started_at"] == s["attempts"][0]["checkpoint"] == stopped["iterations"]
+    assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
+
+
+def test_a_lost_node_is_named_and_the_requeued_job_finishes_the_run(cluster, tmp_path):
+    total = 60
+    args = ("--max_iterations", str(total), "--save_interval", "5", "--requeue", "--job_time", "00:10:00")
+    job = cluster.sbatch(_emit(tmp_path, "lost", *args), tmp_path, _job_env(tmp_path))
+    out = lambda: _output(tmp_path, "lost", job)  # noqa: E731
+    _wait("rank 0 at iteration 10", lambda: _reached(tmp_path) >= 10, 300, out)
+    killed = time.monotonic()
+    cluster.kill_node("node10")
+    error = _wait("node9's mgpu names the lost node", lambda: _error_line(out()), 120, out)
+    named = time.monotonic() - killed
+    assert "node10" in error and "gone" in error, error
+    # Bound: the store client's 3 failed answers, the ranks' broken connection and torchrun's stop.
+    assert named < 60, f"named {named:.1f} s after the kill"
+    print(f"node10 lost: named by node9's mgpu {named:.1f} s after the kill")
+    exited = "srun: error: node9: task 0: Exited with exit code 1"
+    _wait("srun sees node9's mgpu exit 1", lambda: exited in out(), 60, out)
+    fields = _wait("SLURM requeues the job", lambda: (f := cluster.job(job)) and int(f["Restarts"]) >= 1 and f, 120)
+    assert fields["JobState"] != "RUNNING", fields
+    _wait("node9 holds nothing of the run", lambda: not _run_processes("node9"), 30)
+    cluster.start_node("node10")
+    cluster.wait_idle(len(NODES), timeout=60)
+    cluster.scontrol("update", f"JobId={job}", "StartTime=now")
+    fields = cluster.wait_job(job, ENDED, timeout=420)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out()[-4000:]
+    folder, s = _the_run(tmp_path)
+    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True)
+    outcomes = [(a["launch"], a["outcome"]) for a in s["attempts"]]
+    assert outcomes == [(0, "failed"), (1, "finished")], s["attempts"]
+    assert s["attempts"][1]["started_at"] == s["attempts"][0]["checkpoint"] >= 10
+    assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
+
+
+def _error_line(text: str) -> str | None:
+    return next((line for line in text.splitlines() if line.startswith("mgpu: error:")), None)
+
+
+def _run_processes(node: str) -> list[str]:
+    """Command lines of the run's processes (mgpu, torchrun, ranks) left in ``node``'s namespace."""
+    pids = subprocess.run(["ip", "netns", "pids", f"mgpu-{node}"], capture_output=True, text=True).stdout.split()
+    found = []
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "isaaclab_mgpu" in cmdline or "torch.distributed" in cmdline or "mgpu train" in cmdline:
+            found.append(cmdline)
+    return found
