@@ -1,4 +1,5 @@
-"""``dry-run --emit``: the SLURM batch script and the PyTorchJob manifest, and what each node then runs.
+"""``dry-run --emit``: the SLURM batch script and the PyTorchJob manifest, and what each node then runs
+(the TrainJob, the CRD schemas and a pod rerun after SIGTERM: ``test_kubernetes_jobs.py``).
 
 Each node of a job runs the job file's ``mgpu train`` line; here that line is dry-run under the
 variables the scheduler would set on each node (a 2-node allocation, the operator's pods), and the
@@ -66,6 +67,7 @@ def test_sbatch_holds_the_allocation_and_passes_bash_n(capsys, tmp_path):
     for line in (
         "--nodes=2",
         "--ntasks-per-node=1",
+        "--cpus-per-task=16",  # 4 ranks x 4 CPUs
         "--gpus-per-node=4",
         "--signal=USR1@90",
         "--partition=gpu",
@@ -73,14 +75,45 @@ def test_sbatch_holds_the_allocation_and_passes_bash_n(capsys, tmp_path):
         assert f"#SBATCH {line}" in lines
     assert "#SBATCH --requeue" not in lines
     srun = [line for line in lines if line.startswith("srun ")]
-    assert srun == [f'srun mgpu train --master_port "$MGPU_PORT" {shlex.join(ARGS)}']
-
-
-def test_sbatch_requeue_when_asked_in_either_spelling(capsys):
-    script = emitted(
-        capsys, *ARGS, "--emit", "sbatch", "--job-requeue", "--job_time", "00:30:00", "--rdzv-port", "31000"
+    prefix = "srun --kill-on-bad-exit=1 --cpus-per-task=16"
+    assert srun == [f'{prefix} mgpu train --master_port "$MGPU_PORT" {shlex.join(ARGS)}']
+    assert (
+        "# Shared by every node (and by the nodes of a requeued job, which may be other ones): this" in lines
     )
-    assert {"#SBATCH --requeue", "#SBATCH --time=00:30:00", "MGPU_PORT=31000"} <= set(script.splitlines())
+
+
+def test_sbatch_requeue_writes_the_header_and_keeps_the_train_lines_requeue(capsys):
+    script = emitted(
+        capsys, *ARGS, "--emit", "sbatch", "--requeue", "--job_time", "00:30:00", "--rdzv-port", "31000"
+    )
+    lines = script.splitlines()
+    assert {
+        "#SBATCH --requeue",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --time=00:30:00",
+        "MGPU_PORT=31000",
+    } <= set(lines)
+    (srun,) = [line for line in lines if line.startswith("srun ")]
+    # Without --requeue on the train line node 0's mgpu never requeues, and SLURM never requeues a
+    # time-out by itself: the header alone would end the run at the time limit.
+    assert "--requeue" in shlex.split(srun)[srun.split().index("train") :]
+
+
+@pytest.mark.parametrize(
+    ("argv", "cpus"),
+    [
+        (["--device", "cpu"], 1),  # one CPU rank by default, one CPU each
+        (["--device", "cpu", "--num_gpus", "2"], 2),
+        (["--num_gpus", "2", "--cpus_per_rank", "6"], 12),
+        (["--gpus", "0,1,2"], 12),
+    ],
+)
+def test_sbatch_asks_for_the_cpus_of_its_ranks(capsys, argv, cpus):
+    lines = emitted(capsys, *argv, "--emit", "sbatch").splitlines()
+    assert f"#SBATCH --cpus-per-task={cpus}" in lines
+    (srun,) = [line for line in lines if line.startswith("srun ")]
+    assert srun.startswith(f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus} mgpu train ")
+    assert ("#SBATCH --gpus-per-node" in " ".join(lines)) == ("cpu" not in argv)
 
 
 def test_each_node_of_a_2_node_allocation_dry_runs_the_srun_line_into_its_command(
@@ -92,7 +125,9 @@ def test_each_node_of_a_2_node_allocation_dry_runs_the_srun_line_into_its_comman
     # records the line as bash expanded it (the port), and each node's dry-run then reads it.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "srun").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$SRUN_ARGS"\n')
+    # srun's own options (--kill-on-bad-exit=1 ...) come before the command; the stand-in drops them.
+    stand_in = '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nprintf "%s\\n" "$@" > "$SRUN_ARGS"\n'
+    (bin_dir / "srun").write_text(stand_in)
     (bin_dir / "srun").chmod(0o755)
     allocation = {"SLURM_JOB_ID": "4242", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "gpu[07-08]"}
     env = {**os.environ, **allocation, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
@@ -122,13 +157,19 @@ def test_pytorchjob_manifest_and_each_pods_command(capsys, monkeypatch):
     replicas = manifest["spec"]["pytorchReplicaSpecs"]
     assert manifest["spec"]["nprocPerNode"] == "4"
     assert {kind: r["replicas"] for kind, r in replicas.items()} == {"Master": 1, "Worker": 1}
+    assert manifest["spec"]["runPolicy"] == {"backoffLimit": 3, "cleanPodPolicy": "Running"}
     pods = []
     for kind, r in replicas.items():
         (container,) = r["template"]["spec"]["containers"]
         assert (container["name"], container["image"]) == ("pytorch", "img:1")
-        assert container["command"] == ["mgpu", "train", *ARGS]
+        assert container["command"] == ["mgpu", "train", *ARGS, "--resume", "auto"]
         assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
-        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm"}
+        assert container["resources"]["requests"] == {"cpu": 16, "memory": "64Gi"}
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm"}  # no --pvc
+        assert (r["restartPolicy"], r["template"]["spec"]["terminationGracePeriodSeconds"]) == (
+            "OnFailure",
+            60,
+        )
         pods += [(kind, i, container) for i in range(r["replicas"])]
     for kind, index, container in pods:
         port = next(p["containerPort"] for p in container["ports"] if p["name"] == "pytorchjob-port")
@@ -142,6 +183,8 @@ def test_pytorchjob_manifest_and_each_pods_command(capsys, monkeypatch):
         got = torchrun_line(capsys, monkeypatch, operator, container["command"][2:])
         explicit = [
             *ARGS,
+            "--resume",
+            "auto",
             "--node_rank",
             str(rank),
             "--master_addr",
@@ -162,9 +205,10 @@ def test_the_job_line_is_the_same_launch(capsys, monkeypatch):
     ]  # fmt: skip
     job = yaml.safe_load(emitted(capsys, *argv, "--emit", "pytorchjob"))
     line = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
-    assert (
-        "resources" not in job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-    )
+    resources = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": 2, "memory": "32Gi"}}  # CPU ranks: no GPU limit
+    assert line[-2:] == ["--resume", "auto"]
+    argv += ["--resume", "auto"]
     env = {"PET_NODE_RANK": "1"}
     assert torchrun_line(capsys, monkeypatch, env, line[2:]) == torchrun_line(capsys, monkeypatch, env, argv)
 
@@ -177,8 +221,9 @@ def test_the_job_line_is_the_same_launch(capsys, monkeypatch):
          "--node_rank differs per node"),
         (["--num_gpus", "2", "--emit", "slurm"], "--emit 'slurm' is not a job file kind"),
         (["--num_gpus", "2", "--nnodes", "1:2", "--emit", "pytorchjob"], "is elastic"),
-        (["--num_gpus", "2", "--image", "x:1"], "--image applies to a job file; add --emit"),
-        (["--num_gpus", "2", "--job_requeue"], "--job_requeue applies to a job file"),
+        (["--num_gpus", "2", "--image", "x:1"], "--image applies to a job file; add --emit pytorchjob or"),
+        (["--num_gpus", "2", "--job_requeue"], "--job_requeue is now --requeue"),
+        (["--num_gpus", "2", "--emit", "sbatch", "--job_requeue"], "give --requeue"),
     ],
 )  # fmt: skip
 def test_job_file_refusals(capsys, no_spawn, argv, fragment):

@@ -19,6 +19,8 @@ import typer
 from isaaclab_mgpu import __version__
 from isaaclab_mgpu.cli.command import LaunchCommand
 from isaaclab_mgpu.cli.options import (
+    BACKOFF_LIMIT,
+    CPUS_PER_RANK,
     EMIT,
     FLOAT,
     IMAGE,
@@ -26,12 +28,16 @@ from isaaclab_mgpu.cli.options import (
     JOB_NAME,
     JOB_REQUEUE,
     JOB_TIME,
+    MEMORY,
     NO_SAVED_WORKAROUNDS,
     PARTITION,
     PASSTHROUGH,
+    PVC,
     RDZV_PORT,
     SHM_SIZE,
     STATE,
+    TERMINATION_GRACE,
+    WORKDIR,
     launch_command,
     train_launch_command,
 )
@@ -71,21 +77,28 @@ def dry_run_cmd(
     json: Annotated[bool, typer.Option("--json", help="Print argv, env, ranks as JSON.")] = False,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
     emit: EMIT = None,
-    job_name: JOB_NAME = "mgpu-train",
-    job_time: JOB_TIME = "04:00:00",
+    job_name: JOB_NAME = None,
+    job_time: JOB_TIME = None,
     partition: PARTITION = None,
     job_requeue: JOB_REQUEUE = False,
     rdzv_port: RDZV_PORT = None,
-    image: IMAGE = "isaaclab-mgpu:latest",
-    shm_size: SHM_SIZE = "16Gi",
+    cpus_per_rank: CPUS_PER_RANK = None,
+    image: IMAGE = None,
+    shm_size: SHM_SIZE = None,
+    memory: MEMORY = None,
+    pvc: PVC = None,
+    workdir: WORKDIR = None,
+    backoff_limit: BACKOFF_LIMIT = None,
+    termination_grace: TERMINATION_GRACE = None,
 ) -> int:
     """Print exactly the command [bold]train[/] would exec; nothing is started."""
     from isaaclab_mgpu.launch import emit_job, plan
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
 
     job = JobOptions(
-        kind=emit, job_name=job_name, time=job_time, partition=partition, requeue=job_requeue,
-        rdzv_port=rdzv_port, image=image, shm_size=shm_size,
+        kind=emit, job_name=job_name, time=job_time, partition=partition, job_requeue=job_requeue,
+        rdzv_port=rdzv_port, cpus_per_rank=cpus_per_rank, image=image, shm_size=shm_size, memory=memory,
+        pvc=pvc, workdir=workdir, backoff_limit=backoff_limit, termination_grace=termination_grace,
     )  # fmt: skip
     if job.kind is not None:
         return emit_job(spec, job)

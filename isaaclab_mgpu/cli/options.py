@@ -98,33 +98,93 @@ def _job(name: str, help: str, **kw: Any) -> Any:
 
 
 #: dry-run's job-file options (not launch-spec fields: they describe the job around the launch).
+#: Each defaults to None (not given): an option given for a kind it does not apply to is refused.
 EMIT = Annotated[
     str | None,
     _job(
         "emit",
-        "Print a job file that runs this launch on every node instead: sbatch (SLURM) or "
-        "pytorchjob (Kubeflow).",
-        metavar="sbatch|pytorchjob",
+        "Print a job file that runs this launch on every node instead: sbatch (SLURM), pytorchjob "
+        "(Kubeflow) or trainjob (Kubeflow Trainer v2: a TrainingRuntime and a TrainJob).",
+        metavar="sbatch|pytorchjob|trainjob",
     ),
 ]
-JOB_NAME = Annotated[str, _job("job_name", "Job file: the job's name.", metavar="NAME")]
-JOB_TIME = Annotated[str, _job("job_time", "sbatch: the time limit.", metavar="HH:MM:SS")]
-PARTITION = Annotated[str | None, _job("partition", "sbatch: the partition.", metavar="NAME")]
-JOB_REQUEUE = Annotated[
-    bool, _job("job_requeue", "sbatch: #SBATCH --requeue, the job reruns after its time-limit stop.")
+JOB_NAME = Annotated[
+    str | None, _job("job_name", "Job file: the job's name (default mgpu-train).", metavar="NAME")
 ]
+JOB_TIME = Annotated[
+    str | None, _job("job_time", "sbatch: the time limit (default 04:00:00).", metavar="HH:MM:SS")
+]
+PARTITION = Annotated[str | None, _job("partition", "sbatch: the partition.", metavar="NAME")]
+JOB_REQUEUE = Annotated[bool, _job("job_requeue", "Refused: now --requeue.", hidden=True)]
 RDZV_PORT = Annotated[
     int | None,
     _job(
         "rdzv_port",
-        "Job file: the rendezvous port (sbatch: from the job id; pytorchjob: 23456).",
+        "sbatch, pytorchjob: the rendezvous port (default: from the job id; 23456).",
         metavar="PORT",
+        click_type=INT,
+    ),
+]
+CPUS_PER_RANK = Annotated[
+    int | None,
+    _job(
+        "cpus_per_rank",
+        "Job file: CPUs per rank (sbatch --cpus-per-task, a pod's CPU request; default 4, 1 with "
+        "--device cpu).",
+        metavar="N",
+        click_type=INT,
     ),
 ]
 IMAGE = Annotated[
-    str, _job("image", "pytorchjob: the container image (with mgpu installed).", metavar="IMAGE")
+    str | None,
+    _job(
+        "image",
+        "Kubernetes: the container image, with mgpu installed (default isaaclab-mgpu:latest).",
+        metavar="IMAGE",
+    ),
 ]
-SHM_SIZE = Annotated[str, _job("shm_size", "pytorchjob: size of /dev/shm (a memory volume).", metavar="SIZE")]
+SHM_SIZE = Annotated[
+    str | None,
+    _job("shm_size", "Kubernetes: size of /dev/shm, a memory volume (default 16Gi).", metavar="SIZE"),
+]
+MEMORY = Annotated[
+    str | None, _job("memory", "Kubernetes: a pod's memory request (default 16Gi per rank).", metavar="SIZE")
+]
+PVC = Annotated[
+    str | None,
+    _job(
+        "pvc",
+        "Kubernetes: a PersistentVolumeClaim mounted at the pods' log root, so a rerun pod continues "
+        "the run (without it checkpoints die with the pod).",
+        metavar="CLAIM",
+    ),
+]
+WORKDIR = Annotated[
+    str | None,
+    _job(
+        "workdir",
+        "Kubernetes: the container's working directory; logs/ in it is the log root (default /workspace).",
+        metavar="PATH",
+    ),
+]
+BACKOFF_LIMIT = Annotated[
+    int | None,
+    _job(
+        "backoff_limit",
+        "Kubernetes: times a failed or evicted pod is rerun, resuming the run (default 3).",
+        metavar="N",
+        click_type=INT,
+    ),
+]
+TERMINATION_GRACE = Annotated[
+    int | None,
+    _job(
+        "termination_grace",
+        "Kubernetes: seconds from the kubelet's SIGTERM (the ranks save) to its SIGKILL (default 60).",
+        metavar="SECONDS",
+        click_type=INT,
+    ),
+]
 
 # name -> (annotation, default); the annotation carries the typer.Option.
 SHARED: dict[str, tuple[Any, Any]] = {
@@ -354,7 +414,8 @@ REQUEUE: dict[str, tuple[Any, Any]] = {
             _opt(
                 "requeue",
                 "SLURM: after the requeue signal's checkpoint, node 0 runs scontrol requeue "
-                "$SLURM_JOB_ID and mgpu exits 75 (the batch script also needs #SBATCH --requeue).",
+                "$SLURM_JOB_ID and mgpu exits 75. dry-run --emit sbatch --requeue also writes "
+                "#SBATCH --requeue and --open-mode=append.",
                 panel=RESTARTS,
             ),
         ],

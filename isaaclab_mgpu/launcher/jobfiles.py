@@ -1,24 +1,56 @@
-"""Job files for a cluster, from the same launch spec: a SLURM batch script, a Kubeflow PyTorchJob.
+"""Job files for a cluster, from the same launch spec: a SLURM batch script, a Kubeflow PyTorchJob, a
+Kubeflow Trainer v2 TrainJob with its TrainingRuntime.
 
-``mgpu dry-run … --emit sbatch`` / ``--emit pytorchjob`` prints one of them instead of the torchrun
-command. Both run, on every node, the one command :func:`train_argv` renders from the spec:
+``mgpu dry-run … --emit sbatch|pytorchjob|trainjob`` prints one of them instead of the torchrun
+command. Every one runs, on every node, the one command :func:`train_argv` renders from the spec:
 ``mgpu train`` with the options that were given (and only those) and the training arguments in
 order. Nothing node-specific goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the
 rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node runs is exactly what
 ``mgpu dry-run`` with the same arguments prints inside the allocation or the pod.
 
 - **sbatch**: ``#SBATCH --nodes`` (``--nnodes``), ``--ntasks-per-node=1`` (one mgpu per node, which
-  starts that node's ranks), ``--gpus-per-node`` (``--num_gpus``; none with ``--device cpu``),
-  ``--time``, ``--signal=USR1@90`` (SLURM's warning 90 s before the time limit, to every node's
-  mgpu), ``--requeue`` when asked. The rendezvous port is fixed in the script: ``--master_port``
-  when given, else one derived from the job id (two jobs sharing a first node then rarely collide);
-  the first host of the allocation hosts torchrun's store there.
+  starts that node's ranks), ``--cpus-per-task`` (the ranks per node × ``--cpus_per_rank``: a
+  one-task step otherwise gets what the site gives one task, often one CPU), ``--gpus-per-node``
+  (``--num_gpus``; none with ``--device cpu``), ``--time``, ``--signal=USR1@90`` (SLURM's warning
+  90 s before the time limit, to every node's mgpu). ``--requeue`` is one option for both sides:
+  ``#SBATCH --requeue`` and ``--open-mode=append`` in the header and ``--requeue`` on the train
+  line (node 0's mgpu requeues the job after the warning's checkpoint; SLURM never requeues a
+  time-out by itself). ``srun --kill-on-bad-exit=1`` ends the other nodes when one node's mgpu
+  fails. The rendezvous port is fixed in the script: ``--master_port`` when given, else one derived
+  from the job id (two jobs sharing a first node then rarely collide); the first host of the
+  allocation hosts torchrun's store there.
 - **pytorchjob**: ``kubeflow.org/v1`` ``PyTorchJob``, one ``Master`` replica (node 0) and
   ``--nnodes`` − 1 ``Worker`` replicas, ``nprocPerNode``, the container ``pytorch`` with the
-  operator's port ``pytorchjob-port``, ``nvidia.com/gpu`` limits, and ``/dev/shm`` as a memory
-  volume (a container's default 64 MB is too small for NCCL). The operator then sets
-  ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/``WORLD_SIZE`` and ``PET_NNODES``/``PET_NODE_RANK``/
-  ``PET_NPROC_PER_NODE`` in each pod.
+  operator's port ``pytorchjob-port``. The operator then sets ``MASTER_ADDR``/``MASTER_PORT``/
+  ``RANK``/``WORLD_SIZE`` and ``PET_NNODES``/``PET_NODE_RANK``/``PET_NPROC_PER_NODE`` in each pod.
+- **trainjob**: ``trainer.kubeflow.org/v1alpha1``: a namespaced ``TrainingRuntime`` named
+  ``<job>-runtime`` (``mlPolicy.torch``, a JobSet template with one replicated job
+  ``trainer-node`` whose container ``trainer`` the torch runtime gives ``PET_NNODES``,
+  ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), and the
+  ``TrainJob`` whose ``runtimeRef`` names it; one YAML stream, the runtime first. The restart
+  policy lives in a runtime, not in a TrainJob: hence a runtime of our own.
+
+Both Kubernetes kinds make a job that survives a lost pod (:func:`pod_command`, :func:`_pod`):
+
+- the pod command continues the run: ``--resume auto`` is added for the built-in worker (and the
+  Isaac Lab tasks it runs) unless a ``--resume`` is given; with no unfinished run it starts one, so
+  the first pod and every restarted one run the same command;
+- a failed or evicted pod is rerun: PyTorchJob ``restartPolicy: OnFailure`` with
+  ``runPolicy.backoffLimit`` (``--backoff_limit``) and ``cleanPodPolicy: Running`` (pods still
+  running when the job ends are deleted, finished ones kept for their logs); TrainJob: pods
+  ``restartPolicy: Never`` in Jobs of ``backoffLimit: 0``, so any failed pod fails its Job and the
+  JobSet's ``failurePolicy.maxRestarts`` recreates every pod of the job together;
+- the kubelet's SIGTERM reaches mgpu (the container's first process): the ranks save a
+  checkpoint at the next iteration boundary and mgpu exits 130, or 124 when something had to be
+  SIGKILLed; both are failures to OnFailure and to a Job, so the pod is rerun and resumes.
+  ``terminationGracePeriodSeconds`` (``--termination_grace``) bounds the whole stop;
+- the log root is a volume: ``--pvc NAME`` mounts that claim at the pods' log root (``logs/`` in
+  the container's working directory ``--workdir``, or the ``--log_root`` given); without one the
+  manifest says that checkpoints die with the pod and a rerun pod starts a new run.
+
+``--requeue`` is SLURM's and refused for the Kubernetes kinds (every pod's ``mgpu train
+--requeue`` would exit 2 outside SLURM): restart and resume are built into those. An option that
+does not apply to the chosen kind is refused in one line (:data:`APPLIES`), never dropped.
 
 Pure: spec and :class:`JobOptions` in, text out.
 """
@@ -27,67 +59,173 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import posixpath
+import re
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.launcher.build import shell_join
-from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
+from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling, training_option
 
-KINDS = ("sbatch", "pytorchjob")
+KINDS = ("sbatch", "pytorchjob", "trainjob")
+KUBERNETES = ("pytorchjob", "trainjob")
 #: The training operator's default rendezvous port (the container port ``pytorchjob-port``).
 OPERATOR_PORT = 23456
 #: SLURM's time-limit warning: the signal and how many seconds before the limit.
 SLURM_WARNING = ("USR1", 90)
+#: CPUs per rank when ``--cpus_per_rank`` is not given: a GPU rank's simulation and data
+#: handling want a few; a CPU rank runs one thread (the tests' OMP_NUM_THREADS=1).
+CPUS_PER_RANK = {"cuda": 4, "cpu": 1}
+#: Memory requested per rank (GiB) when ``--memory`` is not given.
+MEMORY_PER_RANK_GI = 16
+#: Defaults of the Kubernetes options (each stated in its field's docstring and the option's help).
+IMAGE = "isaaclab-mgpu:latest"
+SHM_SIZE = "16Gi"
+WORKDIR = "/workspace"
+BACKOFF_LIMIT = 3
+#: Seconds from the kubelet's SIGTERM to its SIGKILL. mgpu's own stop after SIGTERM takes at most
+#: train's --grace_period + --kill_after (10 + 5 s by default) plus the launcher's exit; 60 s
+#: leaves room for a rank still starting up.
+TERMINATION_GRACE = 60
+#: What the Trainer v2 torch runtime calls its replicated job and container (it sets ``PET_*`` there).
+TRAINER_JOB, TRAINER_CONTAINER = "trainer-node", "trainer"
+TRAINER_API = "trainer.kubeflow.org"
 
 #: Spec fields the job file must not fix: they differ per node and come from the scheduler.
 _PER_NODE = ("node_rank",)
-#: Command-line names of the :class:`JobOptions` fields that are not ``--<field>``.
-_JOB_OPTION_NAMES = {"time": "--job_time", "requeue": "--job_requeue"}
 #: Command-line names of spec fields that are not ``--<field>``.
 _OPTION_NAMES = {"nproc_per_node": "--num_gpus", "module": "--module"}
+#: A Kubernetes quantity (``16Gi``, ``500M``, ``2``) and a DNS-1123 name, as the API server reads them.
+_QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?")
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True)
 class JobOptions:
-    """What a job file needs beyond the launch spec (``dry-run --emit`` options)."""
+    """What a job file needs beyond the launch spec (``dry-run --emit`` options).
+
+    Every field but ``kind`` and ``job_name`` is None when not given, so an option given for a kind
+    it does not apply to is refused even when it repeats the default (:data:`APPLIES`).
+    """
 
     kind: str | None
-    """``sbatch`` or ``pytorchjob``; None: no job file (then every other field must keep its default)."""
+    """``sbatch``, ``pytorchjob`` or ``trainjob``; None: no job file (then nothing else may be given)."""
 
-    job_name: str = "mgpu-train"
-    """The job's name (``#SBATCH --job-name``, the PyTorchJob's ``metadata.name``)."""
+    job_name: str | None = None
+    """The job's name (``#SBATCH --job-name``, ``metadata.name``); None: ``mgpu-train``."""
 
-    time: str = "04:00:00"
-    """sbatch: the time limit (``#SBATCH --time``)."""
+    time: str | None = None
+    """sbatch: the time limit (``#SBATCH --time``); None: ``04:00:00``."""
 
     partition: str | None = None
     """sbatch: the partition (``#SBATCH --partition``); None: the cluster's default."""
 
-    requeue: bool = False
-    """sbatch: ``#SBATCH --requeue`` (rerun the script after the time-limit checkpoint)."""
+    job_requeue: bool = False
+    """The old spelling of ``--requeue`` for sbatch; refused with a line naming ``--requeue``."""
 
     rdzv_port: int | None = None
-    """The rendezvous port (sbatch: derived from the job id; pytorchjob: 23456)."""
+    """sbatch, pytorchjob: the rendezvous port; None: from the job id (sbatch), 23456 (pytorchjob)."""
 
-    image: str = "isaaclab-mgpu:latest"
-    """pytorchjob: the container image (a placeholder name: build one with Isaac Lab and mgpu in it)."""
+    cpus_per_rank: int | None = None
+    """CPUs per rank (sbatch ``--cpus-per-task``, Kubernetes CPU request: ranks per node × this);
+    None: 4 for GPU ranks, 1 for CPU ranks (:data:`CPUS_PER_RANK`)."""
 
-    shm_size: str = "16Gi"
-    """pytorchjob: size of the memory volume mounted at /dev/shm."""
+    image: str | None = None
+    """Kubernetes: the container image (with Isaac Lab and mgpu in it); None: ``isaaclab-mgpu:latest``."""
+
+    shm_size: str | None = None
+    """Kubernetes: size of the memory volume at /dev/shm; None: ``16Gi``."""
+
+    memory: str | None = None
+    """Kubernetes: the memory request per pod; None: 16Gi per rank of the node."""
+
+    pvc: str | None = None
+    """Kubernetes: the PersistentVolumeClaim mounted at the log root; None: no volume (said in a comment)."""
+
+    workdir: str | None = None
+    """Kubernetes: the container's working directory (the log root ``logs/`` is inside); None: /workspace."""
+
+    backoff_limit: int | None = None
+    """Kubernetes: how many times a failed pod is rerun (PyTorchJob ``runPolicy.backoffLimit``,
+    the runtime's ``failurePolicy.maxRestarts``); None: 3."""
+
+    termination_grace: int | None = None
+    """Kubernetes: ``terminationGracePeriodSeconds``, SIGTERM to SIGKILL; None: 60."""
 
     def __post_init__(self) -> None:
-        if self.kind is None:
-            for f in dataclasses.fields(self):
-                if f.name != "kind" and getattr(self, f.name) != f.default:
-                    option = _JOB_OPTION_NAMES.get(f.name, f"--{f.name}")
-                    raise UsageError(
-                        f"{option} applies to a job file; add --emit sbatch or --emit pytorchjob"
-                    )
-            return
-        if self.kind not in KINDS:
-            raise UsageError(f"--emit {self.kind!r} is not a job file kind; choose sbatch or pytorchjob")
+        if self.kind is not None and self.kind not in KINDS:
+            raise UsageError(
+                f"--emit {self.kind!r} is not a job file kind; choose sbatch, pytorchjob or trainjob"
+            )
+        if self.job_requeue:
+            raise UsageError(
+                "--job_requeue is now --requeue: it writes #SBATCH --requeue and keeps --requeue on "
+                "the train line; give --requeue"
+            )
+        for f in dataclasses.fields(self):
+            if f.name in ("kind", "job_requeue") or getattr(self, f.name) is None:
+                continue
+            kinds = APPLIES[f.name]
+            if self.kind is None:
+                raise UsageError(
+                    f"{_OPTION[f.name]} applies to a job file; add --emit {' or --emit '.join(kinds)}"
+                )
+            if self.kind not in kinds:
+                raise UsageError(
+                    f"{_OPTION[f.name]} does not apply to --emit {self.kind} (only to {', '.join(kinds)}); "
+                    "leave it out"
+                )
+        self._check_values()
+
+    def _check_values(self) -> None:
         if self.rdzv_port is not None and not 1 <= self.rdzv_port <= 65535:
             raise UsageError(f"--rdzv_port {self.rdzv_port} is not a port; use a number from 1 to 65535")
+        for name, low in (("cpus_per_rank", 1), ("backoff_limit", 0), ("termination_grace", 1)):
+            value = getattr(self, name)
+            if value is not None and value < low:
+                raise UsageError(f"{_OPTION[name]} {value}: give a whole number of at least {low}")
+        for name in ("shm_size", "memory"):
+            value = getattr(self, name)
+            if value is not None and not _QUANTITY.fullmatch(value):
+                raise UsageError(f"{_OPTION[name]} {value!r} is not a Kubernetes quantity; write e.g. 16Gi")
+        if self.pvc is not None and not (len(self.pvc) <= 253 and _DNS_NAME.fullmatch(self.pvc)):
+            raise UsageError(
+                f"--pvc {self.pvc!r} is not a claim name; give the name of a PersistentVolumeClaim "
+                "(lower-case letters, digits, '-')"
+            )
+        if self.workdir is not None and not posixpath.isabs(self.workdir):
+            raise UsageError(f"--workdir {self.workdir!r} is not an absolute path; write e.g. /workspace")
+        if self.kind in KUBERNETES and self.job_name is not None:
+            longest = 63 - len("-runtime") if self.kind == "trainjob" else 63
+            if not (len(self.job_name) <= longest and _DNS_NAME.fullmatch(self.job_name)):
+                raise UsageError(
+                    f"--job_name {self.job_name!r} is not a Kubernetes name; use lower-case letters, "
+                    f"digits and '-', at most {longest} characters"
+                )
+
+    @property
+    def name(self) -> str:
+        """The job's name."""
+        return self.job_name or "mgpu-train"
+
+
+#: The kinds each :class:`JobOptions` field applies to.
+APPLIES: dict[str, tuple[str, ...]] = {
+    "job_name": KINDS,
+    "time": ("sbatch",),
+    "partition": ("sbatch",),
+    "rdzv_port": ("sbatch", "pytorchjob"),
+    "cpus_per_rank": KINDS,
+    "image": KUBERNETES,
+    "shm_size": KUBERNETES,
+    "memory": KUBERNETES,
+    "pvc": KUBERNETES,
+    "workdir": KUBERNETES,
+    "backoff_limit": KUBERNETES,
+    "termination_grace": KUBERNETES,
+}
+#: Command-line names of the :class:`JobOptions` fields.
+_OPTION = {**{name: f"--{name}" for name in APPLIES}, "time": "--job_time"}
 
 
 def train_argv(spec: LaunchSpec) -> list[str]:
@@ -106,6 +244,15 @@ def train_argv(spec: LaunchSpec) -> list[str]:
     return [*argv, *spec.training_args]
 
 
+def pod_command(spec: LaunchSpec) -> list[str]:
+    """A pod's command: :func:`train_argv`, plus ``--resume auto`` for the built-in worker unless a
+    ``--resume`` is given, so a rerun pod continues the run the first one started."""
+    argv = train_argv(spec)
+    if spec.builtin_worker and training_option(spec.training_args, "resume") is None:
+        argv += ["--resume", "auto"]
+    return argv
+
+
 def emit(spec: LaunchSpec, options: JobOptions) -> str:
     """The job file ``options.kind`` for ``spec``."""
     if options.kind is None:
@@ -116,37 +263,59 @@ def emit(spec: LaunchSpec, options: JobOptions) -> str:
                 f"--emit {options.kind}: {spelling(name)} differs per node and the scheduler sets it; "
                 "leave it out"
             )
-    return sbatch(spec, options) if options.kind == "sbatch" else pytorchjob(spec, options)
+    if options.kind == "sbatch":
+        return sbatch(spec, options)
+    if spec.requeue:
+        raise UsageError(
+            f"--emit {options.kind}: --requeue is SLURM's (every pod's mgpu train would refuse it); "
+            "a Kubernetes job reruns a failed pod and it resumes by itself: leave --requeue out"
+        )
+    return pytorchjob(spec, options) if options.kind == "pytorchjob" else trainjob(spec, options)
 
 
 def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     """A batch script: one ``srun mgpu train`` task per node, SLURM filling each node's part."""
     nodes = (spec.nnodes or "1").replace(":", "-")
-    gpus = _per_node(spec, "sbatch") if spec.device == "cuda" else None
+    ranks = ranks_per_node(spec, "sbatch")
+    cpus = ranks * (options.cpus_per_rank or CPUS_PER_RANK[spec.device])
     signal, seconds = SLURM_WARNING
+    name = options.name
     lines = [
         "#!/bin/bash",
-        f"# Written by mgpu dry-run --emit sbatch. Submit: sbatch {options.job_name}.sbatch",
-        f"#SBATCH --job-name={options.job_name}",
+        f"# Written by mgpu dry-run --emit sbatch. Submit: sbatch {name}.sbatch",
+        f"#SBATCH --job-name={name}",
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --cpus-per-task={cpus}",
     ]
-    if gpus is not None:
-        lines.append(f"#SBATCH --gpus-per-node={gpus}")
+    if spec.device == "cuda":
+        lines.append(f"#SBATCH --gpus-per-node={ranks}")
     if options.partition:
         lines.append(f"#SBATCH --partition={options.partition}")
-    lines += [f"#SBATCH --time={options.time}", f"#SBATCH --signal={signal}@{seconds}"]
-    if options.requeue:
+    lines += [f"#SBATCH --time={options.time or '04:00:00'}", f"#SBATCH --signal={signal}@{seconds}"]
+    if spec.requeue:
         lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
-    lines += [f"#SBATCH --output={options.job_name}-%j.out", "", "set -euo pipefail", ""]
+    lines += [f"#SBATCH --output={name}-%j.out", "", "set -euo pipefail", ""]
     lines += [
-        "# One mgpu per node (--ntasks-per-node=1); it starts that node's ranks and supervises them.",
-        "# mgpu must be on PATH on every node: activate its environment here if needed.",
+        "# One mgpu per node (--ntasks-per-node=1); it starts that node's ranks and supervises them,",
+        f"# with {cpus} CPUs ({ranks} ranks x {cpus // ranks}). mgpu must be on PATH on every node:",
+        "# activate its environment here if needed.",
         "#",
         "# Each node's mgpu fills what SLURM tells it: --nnodes from SLURM_NNODES, --node_rank from",
         "# SLURM_NODEID, --rdzv_id from SLURM_JOB_ID, --rdzv_backend c10d and --rdzv_endpoint",
         "# FIRST_HOST:PORT, the first host of SLURM_JOB_NODELIST hosting torchrun's store on PORT.",
         f"# {signal} reaches every node's mgpu {seconds} s before the time limit.",
+    ]
+    if spec.requeue:
+        lines += [
+            "# Then the ranks save a checkpoint and stop, node 0's mgpu runs scontrol requeue and exits",
+            "# 75, and the requeued job runs this script again and continues the same run.",
+        ]
+    lines += [
+        "# Shared by every node (and by the nodes of a requeued job, which may be other ones): this",
+        "# directory and its log root (logs/, or the --log_root given: run folders, checkpoints,",
+        "# summary.json). A log root on a node's local disk cannot be continued elsewhere.",
+        "# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once.",
         "# Check inside an allocation: srun --ntasks-per-node=1 mgpu dry-run <the same arguments>",
     ]
     argv = train_argv(spec)
@@ -162,7 +331,9 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     else:
         lines.append("")
         tail = ""
-    lines.append(f"srun {_shell(argv[:2])}{tail} {_shell(argv[2:])}".rstrip())
+    # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
+    srun = f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus}"
+    lines.append(f"{srun} {_shell(argv[:2])}{tail} {_shell(argv[2:])}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -170,29 +341,15 @@ def pytorchjob(spec: LaunchSpec, options: JobOptions) -> str:
     """A PyTorchJob manifest: Master (node 0) and Workers, each pod running the same ``mgpu train``."""
     import yaml
 
-    if spec.nnodes is not None and ":" in spec.nnodes:
-        raise UsageError(
-            f"--emit pytorchjob: --nnodes {spec.nnodes} is elastic; give a fixed node count (the "
-            "manifest has one Master and nnodes-1 Worker replicas)"
-        )
-    nodes = int(spec.nnodes or "1")
-    nproc = _per_node(spec, "pytorchjob") if spec.device == "cuda" else int(spec.nproc_per_node or "1")
+    nodes, ranks = _fixed_nodes(spec, "pytorchjob"), ranks_per_node(spec, "pytorchjob")
     port = options.rdzv_port or OPERATOR_PORT
-    container: dict[str, object] = {
-        "name": "pytorch",
-        "image": options.image,
-        "command": train_argv(spec),
-        "ports": [{"name": "pytorchjob-port", "containerPort": port}],
-    }
-    if spec.device == "cuda":
-        container["resources"] = {"limits": {"nvidia.com/gpu": nproc}}
-    container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}}
+    pod = _pod(
+        spec, options, ranks, container="pytorch", ports=[{"name": "pytorchjob-port", "containerPort": port}]
+    )
 
     def replica(count: int) -> dict[str, object]:
         # Copies: PyYAML would write a shared object once and alias it (&id001) in the other replica.
-        template = {"spec": {"containers": [copy.deepcopy(container)], "volumes": [copy.deepcopy(volume)]}}
-        return {"replicas": count, "restartPolicy": "Never", "template": template}
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": copy.deepcopy(pod)}}
 
     replicas = {"Master": replica(1)}
     if nodes > 1:
@@ -200,27 +357,168 @@ def pytorchjob(spec: LaunchSpec, options: JobOptions) -> str:
     doc = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": options.job_name},
-        "spec": {"nprocPerNode": str(nproc), "pytorchReplicaSpecs": replicas},
+        "metadata": {"name": options.name},
+        "spec": {
+            "nprocPerNode": str(ranks),
+            "runPolicy": {"backoffLimit": _backoff(options), "cleanPodPolicy": "Running"},
+            "pytorchReplicaSpecs": replicas,
+        },
     }
-    head = (
-        "# Written by mgpu dry-run --emit pytorchjob. Apply: kubectl apply -f "
-        f"{options.job_name}.yaml\n"
-        "# Each pod's mgpu fills --nnodes, --node_rank and the rendezvous from the operator's\n"
-        "# MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and PET_* variables. Check in a pod:\n"
-        "# kubectl exec <pod> -- mgpu dry-run <the same arguments>\n"
-    )
-    return head + yaml.safe_dump(doc, sort_keys=False, width=1000)
+    head = [
+        f"# Written by mgpu dry-run --emit pytorchjob. Apply: kubectl apply -f {options.name}.yaml",
+        "# Each pod's mgpu fills --nnodes, --node_rank and the rendezvous from the operator's",
+        "# MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and PET_* variables. Check in a pod:",
+        "# kubectl exec <pod> -- mgpu dry-run <the same arguments>",
+        "# Restarts: restartPolicy OnFailure reruns a pod that exits non-zero or is evicted, up to",
+        f"# runPolicy.backoffLimit ({_backoff(options)}) times in all; cleanPodPolicy Running deletes the",
+        "# pods still running when the job ends.",
+        *_survival(spec, options),
+    ]
+    return "\n".join(head) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=1000)
 
 
-def _per_node(spec: LaunchSpec, kind: str) -> int:
-    """The GPUs (ranks) per node, which the job file must ask the scheduler for."""
+def trainjob(spec: LaunchSpec, options: JobOptions) -> str:
+    """A TrainingRuntime of this job's own and the TrainJob that runs it (one YAML stream)."""
+    import yaml
+
+    nodes, ranks = _fixed_nodes(spec, "trainjob"), ranks_per_node(spec, "trainjob")
+    runtime_name = f"{options.name}-runtime"
+    pod = {"restartPolicy": "Never", **_pod(spec, options, ranks, container=TRAINER_CONTAINER)}
+    runtime = {
+        "apiVersion": f"{TRAINER_API}/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": runtime_name},
+        "spec": {
+            "mlPolicy": {"numNodes": nodes, "torch": {"numProcPerNode": ranks}},
+            "template": {
+                "spec": {
+                    "failurePolicy": {"maxRestarts": _backoff(options)},
+                    "replicatedJobs": [
+                        {
+                            "name": TRAINER_JOB,
+                            "replicas": 1,
+                            # backoffLimit 0: a failed pod fails its Job, and the JobSet then
+                            # recreates every pod together (one rendezvous, one resume).
+                            "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    job = {
+        "apiVersion": f"{TRAINER_API}/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": options.name},
+        "spec": {
+            "runtimeRef": {"name": runtime_name, "apiGroup": TRAINER_API, "kind": "TrainingRuntime"},
+            "trainer": {"numNodes": nodes},
+        },
+    }
+    head = [
+        f"# Written by mgpu dry-run --emit trainjob. Apply: kubectl apply -f {options.name}.yaml",
+        f"# Kubeflow Trainer v2: the TrainingRuntime {runtime_name} (this job's own: the restart policy",
+        f"# lives in a runtime) and the TrainJob {options.name} that names it in runtimeRef.",
+        "# Each pod's mgpu fills --nnodes, --node_rank and the rendezvous from the torch runtime's",
+        "# PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT. Check in a pod:",
+        "# kubectl exec <pod> -- mgpu dry-run <the same arguments>",
+        "# Restarts: a pod that exits non-zero or is evicted fails its Job (backoffLimit 0); the JobSet",
+        f"# then recreates every pod, up to failurePolicy.maxRestarts ({_backoff(options)}) times.",
+        *_survival(spec, options),
+    ]
+    return "\n".join(head) + "\n" + yaml.safe_dump_all([runtime, job], sort_keys=False, width=1000)
+
+
+def log_mount(spec: LaunchSpec, options: JobOptions) -> str:
+    """Where the pods' log root is: ``--log_root`` (relative to the working directory) or ``logs``."""
+    root = training_option(spec.training_args, "log_root") if spec.builtin_worker else None
+    return posixpath.normpath(posixpath.join(options.workdir or WORKDIR, root or "logs"))
+
+
+def ranks_per_node(spec: LaunchSpec, kind: str) -> int:
+    """The ranks each node starts: the GPUs it asks the scheduler for, or ``--num_gpus`` CPU ranks (1)."""
     if spec.gpu_ids is not None:
         return len(spec.gpu_ids)
     value = parse_nproc(spec.nproc_per_node) if spec.nproc_per_node is not None else None
+    if spec.device == "cpu" and value is None:
+        return 1
     if not isinstance(value, int):
-        raise UsageError(f"--emit {kind} needs --num_gpus N: the GPUs each node asks the scheduler for")
+        what = "the GPUs" if spec.device == "cuda" else "the CPU ranks"
+        raise UsageError(f"--emit {kind} needs --num_gpus N: {what} each node asks the scheduler for")
     return value
+
+
+def _pod(
+    spec: LaunchSpec, options: JobOptions, ranks: int, *, container: str, ports: list | None = None
+) -> dict[str, object]:
+    """The pod spec both Kubernetes kinds run: one container with ``mgpu train``, its volumes."""
+    cpus = ranks * (options.cpus_per_rank or CPUS_PER_RANK[spec.device])
+    resources: dict[str, object] = {
+        "requests": {"cpu": cpus, "memory": options.memory or f"{ranks * MEMORY_PER_RANK_GI}Gi"}
+    }
+    if spec.device == "cuda":
+        resources["limits"] = {"nvidia.com/gpu": ranks}
+    main: dict[str, object] = {
+        "name": container,
+        "image": options.image or IMAGE,
+        "workingDir": options.workdir or WORKDIR,
+        "command": pod_command(spec),
+    }
+    if ports:
+        main["ports"] = ports
+    main["resources"] = resources
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    # NCCL needs more than a container's default 64 MB of /dev/shm ("failed to extend /dev/shm/nccl-…").
+    volumes: list[dict[str, object]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size or SHM_SIZE}}
+    ]
+    if options.pvc:
+        mounts.append({"name": "logs", "mountPath": log_mount(spec, options)})
+        volumes.append({"name": "logs", "persistentVolumeClaim": {"claimName": options.pvc}})
+    main["volumeMounts"] = mounts
+    return {
+        "terminationGracePeriodSeconds": options.termination_grace or TERMINATION_GRACE,
+        "containers": [main],
+        "volumes": volumes,
+    }
+
+
+def _survival(spec: LaunchSpec, options: JobOptions) -> list[str]:
+    """The manifest's comment lines on what a rerun pod continues, and from where."""
+    grace = options.termination_grace or TERMINATION_GRACE
+    lines = [
+        "# On the kubelet's SIGTERM the ranks save a checkpoint at the next iteration and mgpu exits",
+        f"# 130 (124 if something had to be SIGKILLed), within terminationGracePeriodSeconds ({grace}).",
+    ]
+    if spec.builtin_worker:
+        lines.append("# The rerun pod's --resume auto continues the newest unfinished run (none: a new one).")
+    else:
+        lines.append("# Your program must continue from its own checkpoints when the pod is rerun.")
+    where = log_mount(spec, options)
+    if options.pvc:
+        lines += [
+            f"# Log root: the PersistentVolumeClaim {options.pvc} at {where} in every pod; for more than",
+            "# one node it must be ReadWriteMany (every node reads the run folder).",
+        ]
+    else:
+        lines += [
+            f"# No --pvc: the log root {where} is inside the pod; its checkpoints die with the pod and a",
+            "# restarted pod cannot continue the run (it starts a new one). Give --pvc CLAIM.",
+        ]
+    return lines
+
+
+def _fixed_nodes(spec: LaunchSpec, kind: str) -> int:
+    if spec.nnodes is not None and ":" in spec.nnodes:
+        raise UsageError(
+            f"--emit {kind}: --nnodes {spec.nnodes} is elastic; give a fixed node count (the "
+            "manifest runs one pod per node)"
+        )
+    return int(spec.nnodes or "1")
+
+
+def _backoff(options: JobOptions) -> int:
+    return BACKOFF_LIMIT if options.backoff_limit is None else options.backoff_limit
 
 
 def _option(name: str) -> str:
