@@ -276,13 +276,16 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubsc
 
     def job(self, job_id: str) -> dict[str, str]:
         """The job's fields as ``scontrol show job -o`` prints them (``JobState``, ``Restarts``, ...)."""
-        text = self.scontrol("show", "job", "-o", job_id).strip()
-        fields: dict[str, str] = {}
-        for item in text.split():
-            key, sep, value = item.partition("=")
-            if sep:
-                fields[key] = value
-        return fields
+        return _fields(self.scontrol("show", "job", "-o", job_id))
+
+    def node(self, name: str) -> dict[str, str]:
+        """The node's fields as ``scontrol show node -o`` prints them (``State``: ``IDLE``, ``DOWN*``...)."""
+        return _fields(self.scontrol("show", "node", "-o", name))
+
+    def requeued(self, job_id: str) -> dict[str, str] | None:
+        """The job's fields once SLURM has requeued it at least once, else None."""
+        fields = self.job(job_id)
+        return fields if int(fields.get("Restarts", "0")) >= 1 else None
 
     def wait_job(self, job_id: str, states: tuple[str, ...], timeout: float) -> dict[str, str]:
         """Wait until the job is in one of ``states``; its fields then (raises on timeout)."""
@@ -319,6 +322,16 @@ def _cleanup_network() -> None:
         _run("ip", "netns", "delete", _netns(name), check=False)
         _run("ip", "link", "delete", f"mgh{byte}", check=False)  # gone with the namespace, unless held
     _run("ip", "link", "delete", BRIDGE, check=False)
+
+
+def _fields(text: str) -> dict[str, str]:
+    """``Key=Value`` items of one ``scontrol show … -o`` line."""
+    out: dict[str, str] = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key] = value
+    return out
 
 
 def _kill_namespace(ns: str) -> None:

@@ -43,6 +43,18 @@ def test_report_round_trip_and_junk():
         assert NodeReport.loads(junk) is None
 
 
+def test_node_0s_run_folder_reaches_the_other_nodes_only():
+    r = report(node=0, run_dir="logs/rsl_rl/cartpole/2026-12-01_20-41-33")
+    assert NodeReport.loads(r.dumps()) == r
+    node1, node0 = Peers(node_rank=1, nnodes=2, store="h:1"), Peers(node_rank=0, nnodes=2, store="h:1")
+    assert node1.run_folder() is None  # nothing seen yet
+    node1.update({0: r}, now=1.0)
+    node0.update({1: report(node=1, run_dir="elsewhere")}, now=1.0)
+    assert node1.run_folder() == ("logs/rsl_rl/cartpole/2026-12-01_20-41-33", "node0")
+    assert node0.run_folder() is None  # node 0 names its own; another node's claim is not the run's
+    assert NodeReport.loads(r.dumps().replace('"run_dir":"logs', '"run_dir":7,"x":"')).run_dir is None
+
+
 def test_boards_share_reports_through_one_store():
     store = DictStore()
     boards = [Board(("h", 1), "job", n, 3, connect=lambda h, p: store) for n in range(3)]

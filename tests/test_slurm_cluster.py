@@ -62,7 +62,8 @@ def _job_env(tmp: Path) -> dict[str, str]:
 
 def _emit(tmp: Path, name: str, *args: str) -> Path:
     """The job file ``mgpu dry-run … --emit sbatch`` prints, saved as ``tmp/<name>.sbatch``."""
-    argv = [sys.executable, "-m", "isaaclab_mgpu", "dry-run", *LAUNCH, *args, "--emit", "sbatch", "--job_name", name]
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "dry-run", *LAUNCH, *args]
+    argv += ["--emit", "sbatch", "--job_name", name]
     out = subprocess.run(argv, cwd=tmp, env=_job_env(tmp), capture_output=True, text=True, check=True)
     path = tmp / f"{name}.sbatch"
     path.write_text(out.stdout)
@@ -112,7 +113,8 @@ def _reached(tmp: Path) -> int:
 def test_two_nodes_train_to_their_total_with_rank_0_on_slurms_node_0(cluster, tmp_path):
     hosts = cluster.scontrol("show", "hostnames", "node[9-10]").split()
     assert hosts == [n for n, _ in NODES] and sorted(hosts)[0] == "node10"  # SLURM's order is not sorted
-    job_file = _emit(tmp_path, "two", "--max_iterations", "8", "--save_interval", "4", "--job_time", "00:10:00")
+    args = ("--max_iterations", "8", "--save_interval", "4", "--job_time", "00:10:00")
+    job_file = _emit(tmp_path, "two", *args)
     job = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
     fields = cluster.wait_job(job, ENDED, timeout=300)
     out = _output(tmp_path, "two", job)
@@ -125,8 +127,10 @@ def test_two_nodes_train_to_their_total_with_rank_0_on_slurms_node_0(cluster, tm
     events = [p.name for p in folder.glob("events.out.tfevents.*")]
     assert len(events) == 1 and ".node9." in events[0], events
     assert sorted(p.name for p in folder.glob("rank_*")) == ["rank_1"]
-    # Both nodes met on the static rendezvous at node9, SLURM's node 0.
+    # Both nodes met on the static rendezvous at node9, SLURM's node 0, and both name the run folder.
     assert out.count("mgpu: filled --master_addr node9 from SLURM_JOB_NODELIST") == 2, out[-4000:]
+    named = f"mgpu: run folder: {folder.relative_to(tmp_path)} (node 0 on node9, which runs global rank 0"
+    assert out.count(named) == 2, out[-4000:]
     rows = _runs(tmp_path)
     assert [(r["status"], r["iterations"], r["world_size"]) for r in rows] == [("finished", 8, 4)]
 
@@ -136,11 +140,13 @@ def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_r
     total = 400
     args = ("--max_iterations", str(total), "--save_interval", "10", "--requeue", "--job_time", "00:03:00")
     job_file = _emit(tmp_path, "limit", *args)
-    assert "#SBATCH --requeue" in job_file.read_text() and "--requeue" in job_file.read_text().split("srun")[-1]
+    text = job_file.read_text()
+    assert "#SBATCH --requeue" in text and " --requeue" in text.split("\nsrun ")[-1], text
     job = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
     out = lambda: _output(tmp_path, "limit", job)  # noqa: E731
-    fields = _wait("the job requeued", lambda: (f := cluster.job(job)) and int(f["Restarts"]) >= 1 and f, 300, out)
-    assert fields["JobState"] in ("PENDING", "REQUEUED", "RUNNING"), fields
+    _wait("the job requeued", lambda: cluster.requeued(job), 300, out)
+    _wait("the requeued job held", lambda: cluster.job(job)["JobState"] == "PENDING", 60, out)
+    _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 60)
     first = out()
     assert f"requeued SLURM job {job}: the requeued job continues this run" in first, first[-4000:]
     _, stopped = _the_run(tmp_path)
@@ -150,7 +156,7 @@ def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_r
     fields = cluster.wait_job(job, ENDED, timeout=480)
     assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out()[-4000:]
     assert f"SLURM requeued job {job} (restart 1): continuing" in out()
-    folder, s = _the_run(tmp_path)
+    _, s = _the_run(tmp_path)
     assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True)
     # One run, one record: the first job's stopped attempt, then the requeued job's.
     launches = [(a["launch"], a["outcome"]) for a in s["attempts"]]
@@ -175,15 +181,20 @@ def test_a_lost_node_is_named_and_the_requeued_job_finishes_the_run(cluster, tmp
     print(f"node10 lost: named by node9's mgpu {named:.1f} s after the kill")
     exited = "srun: error: node9: task 0: Exited with exit code 1"
     _wait("srun sees node9's mgpu exit 1", lambda: exited in out(), 60, out)
-    fields = _wait("SLURM requeues the job", lambda: (f := cluster.job(job)) and int(f["Restarts"]) >= 1 and f, 120)
+    fields = _wait("SLURM requeues the job", lambda: cluster.requeued(job), 120, out)
     assert fields["JobState"] != "RUNNING", fields
     _wait("node9 holds nothing of the run", lambda: not _run_processes("node9"), 30)
+    # A dead machine comes back minutes later, not the instant SLURM marks it DOWN: SLURM first
+    # finishes the lost job's clean-up (a node back within a second of going DOWN was left
+    # "busy" for the requeued job's step, and the step waited for it for good).
+    _wait("node10 DOWN", lambda: cluster.node("node10").get("State", "").startswith("DOWN"), 60)
+    time.sleep(15)
     cluster.start_node("node10")
-    cluster.wait_idle(len(NODES), timeout=60)
+    _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 90)
     cluster.scontrol("update", f"JobId={job}", "StartTime=now")
     fields = cluster.wait_job(job, ENDED, timeout=420)
     assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out()[-4000:]
-    folder, s = _the_run(tmp_path)
+    _, s = _the_run(tmp_path)
     assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True)
     outcomes = [(a["launch"], a["outcome"]) for a in s["attempts"]]
     assert outcomes == [(0, "failed"), (1, "finished")], s["attempts"]
@@ -197,7 +208,8 @@ def _error_line(text: str) -> str | None:
 
 def _run_processes(node: str) -> list[str]:
     """Command lines of the run's processes (mgpu, torchrun, ranks) left in ``node``'s namespace."""
-    pids = subprocess.run(["ip", "netns", "pids", f"mgpu-{node}"], capture_output=True, text=True).stdout.split()
+    listed = subprocess.run(["ip", "netns", "pids", f"mgpu-{node}"], capture_output=True, text=True)
+    pids = listed.stdout.split()
     found = []
     for pid in pids:
         try:

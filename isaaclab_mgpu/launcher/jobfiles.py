@@ -302,8 +302,9 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
         "# activate its environment here if needed.",
         "#",
         "# Each node's mgpu fills what SLURM tells it: --nnodes from SLURM_NNODES, --node_rank from",
-        "# SLURM_NODEID, --rdzv_id from SLURM_JOB_ID, --rdzv_backend c10d and --rdzv_endpoint",
-        "# FIRST_HOST:PORT, the first host of SLURM_JOB_NODELIST hosting torchrun's store on PORT.",
+        "# SLURM_NODEID, --rdzv_id from SLURM_JOB_ID and --master_addr FIRST_HOST, the first host of",
+        "# SLURM_JOB_NODELIST (SLURM's node 0), hosting torchrun's store on PORT. The ranks follow",
+        "# --node_rank there, so global rank 0 runs on node 0, whose mgpu keeps the run's record.",
         f"# {signal} reaches every node's mgpu {seconds} s before the time limit.",
     ]
     if spec.requeue:

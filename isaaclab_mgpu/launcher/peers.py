@@ -99,6 +99,9 @@ class NodeReport:
     ended: bool = False
     """The node's mgpu is stopping on purpose (its run ended): silence after this is not a loss."""
 
+    run_dir: str | None = None
+    """The run folder, from node 0 (whose mgpu chose it and keeps its record); None elsewhere."""
+
     def dumps(self) -> str:
         """The report as the JSON text stored."""
         data = {
@@ -108,6 +111,7 @@ class NodeReport:
             "ranks": [[r.rank, r.stage, r.iteration, round(r.quiet_s, 1), r.process] for r in self.ranks],
             "verdict": self.verdict,
             "ended": self.ended,
+            "run_dir": self.run_dir,
         }
         return json.dumps(data, separators=(",", ":"))
 
@@ -120,7 +124,7 @@ class NodeReport:
                 PeerRank(int(r), s if s is None else str(s), i if i is None else int(i), float(q), str(p))
                 for r, s, i, q, p in data["ranks"]
             )
-            verdict = data.get("verdict")
+            verdict, run_dir = data.get("verdict"), data.get("run_dir")
             return cls(
                 node_rank=int(data["node_rank"]),
                 host=str(data["host"]),
@@ -128,6 +132,7 @@ class NodeReport:
                 ranks=ranks,
                 verdict=None if verdict is None else str(verdict),
                 ended=bool(data.get("ended", False)),
+                run_dir=run_dir if isinstance(run_dir, str) else None,
             )
         except (ValueError, TypeError, KeyError):
             return None
@@ -311,6 +316,13 @@ class Peers:
                 )
         return "; ".join(found) or None
 
+    def run_folder(self) -> tuple[str, str] | None:
+        """The run folder node 0 published and node 0's host, once seen (None before, and on node 0)."""
+        seen = self._seen.get(0)
+        if self.node_rank == 0 or seen is None or seen.report.run_dir is None:
+            return None
+        return seen.report.run_dir, seen.report.host
+
     def hung_elsewhere(self) -> bool:
         """True when another node's last report carries its own hang verdict or a stopped rank.
 
@@ -367,12 +379,14 @@ class Sharer:
         states: Callable[[], tuple[PeerRank, ...]],
         peers: Peers,
         clock: Callable[[], float] | None = None,
+        run_dir: str | None = None,
     ) -> None:
         import threading
         import time
 
         self.board = board
         self.host = host
+        self.run_dir = run_dir
         self._states = states
         self._peers = peers
         self._clock = clock or time.monotonic
@@ -394,6 +408,11 @@ class Sharer:
         """What the other nodes' reports name now (see :meth:`Peers.elsewhere`)."""
         with self._lock:
             return self._peers.elsewhere(self._clock(), bound)
+
+    def run_folder(self) -> tuple[str, str] | None:
+        """See :meth:`Peers.run_folder`."""
+        with self._lock:
+            return self._peers.run_folder()
 
     def hung_elsewhere(self) -> bool:
         """See :meth:`Peers.hung_elsewhere`."""
@@ -421,7 +440,9 @@ class Sharer:
             return
         self._seq += 1
         ranks = self._safe_states()
-        report = NodeReport(self.board.node_rank, self.host, self._seq, ranks, self._verdict, ended)
+        report = NodeReport(
+            self.board.node_rank, self.host, self._seq, ranks, self._verdict, ended, self.run_dir
+        )
         self.board.publish(report)
 
     def _run(self) -> None:

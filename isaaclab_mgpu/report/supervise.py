@@ -21,6 +21,11 @@ def log_folder(path: str) -> None:
     note(f"per-rank logs: {path}")
 
 
+def run_folder(path: str, host: str) -> None:
+    """Multi-node: say on every node which run folder the run writes and who keeps its record."""
+    note(f"run folder: {path} (node 0 on {host}, which runs global rank 0, keeps its record)")
+
+
 def stopping(reason: str, launcher: str, grace: float, kill_after: float) -> None:
     """The one message after the first Ctrl-C/SIGTERM: what happens now and how to force it."""
     note(

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from isaaclab_mgpu.contract.env import RUN_DIR
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.supervise import logs
@@ -181,6 +182,7 @@ class Supervisor:
         )
         self._interrupted = False
         self._watch: HangWatch | None = None
+        self._run_folder_said = False
         self._stall: _stall.Stall | None = None
         self._failure_judged = False
         self._log_dir: str | None = None
@@ -201,7 +203,8 @@ class Supervisor:
         watch = self.options.stall
         if watch is not None and watch.active:
             ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()
-            self._watch = HangWatch(watch, ranks, host, self.cmd.rendezvous)
+            run_dir = self.cmd.env.get(RUN_DIR)  # node 0's, published to the other nodes
+            self._watch = HangWatch(watch, ranks, host, self.cmd.rendezvous, run_dir=run_dir)
             env.update(self._watch.env)
         self._start_watchdog()
         assert self._watchdog is not None
@@ -355,6 +358,9 @@ class Supervisor:
         if self._watch.monitor.options.on_silence and self._log_dir is not None:
             times = logs.output_times(self._log_dir, self._watch.monitor.ranks)
         stall = self._watch.check(tree, times)
+        if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
+            self._run_folder_said = True
+            self._say.run_folder(*folder)
         for path, why in self._watch.monitor.rejected():
             self._say.ignored_report(path, why)
         if stall is None:

@@ -49,12 +49,13 @@ class HangWatch:
         ranks: tuple[int, ...],
         host: str | None,
         rendezvous: Rendezvous | None = None,
+        run_dir: str | None = None,
     ) -> None:
         self.monitor = StallMonitor(options, progress_folder(), ranks, host=host)
         self._next = 0.0
         self.sharer: peers.Sharer | None = None
         if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
-            self.sharer = _sharer(self.monitor, rendezvous, host or "localhost")
+            self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir)
             self.sharer.start()
 
     @property
@@ -139,6 +140,14 @@ class HangWatch:
         self.sharer.verdict(stall.headline())
         return stall
 
+    def run_folder(self) -> tuple[str, str] | None:
+        """Multi-node: the run folder and the host of node 0, which keeps its record, once known."""
+        if self.sharer is None:
+            return None
+        if self.sharer.board.node_rank == 0:
+            return (self.sharer.run_dir, self.sharer.host) if self.sharer.run_dir else None
+        return self.sharer.run_folder()
+
     def remove(self) -> None:
         """Stop publishing (saying this node ends on purpose) and delete the progress folder."""
         if self.sharer is not None:
@@ -147,7 +156,7 @@ class HangWatch:
         self.monitor.remove()
 
 
-def _sharer(monitor: StallMonitor, rendezvous: Rendezvous, host: str) -> peers.Sharer:
+def _sharer(monitor: StallMonitor, rendezvous: Rendezvous, host: str, run_dir: str | None) -> peers.Sharer:
     board = peers.Board(
         (rendezvous.host, rendezvous.port), rendezvous.id, rendezvous.node_rank or 0, rendezvous.nnodes
     )
@@ -159,7 +168,7 @@ def _sharer(monitor: StallMonitor, rendezvous: Rendezvous, host: str) -> peers.S
         store_node=0 if rendezvous.static else None,
         serves_store=board.node_rank == 0 if rendezvous.static else rendezvous.host in here,
     )
-    return peers.Sharer(board, host, lambda: peers.states_from(monitor.states()), view)
+    return peers.Sharer(board, host, lambda: peers.states_from(monitor.states()), view, run_dir=run_dir)
 
 
 def _children(proc: psutil.Process) -> list[psutil.Process]:
