@@ -371,3 +371,11 @@ def test_slurm_wins_over_stray_kubernetes_variables():
 def test_gpu_ids_set_the_rank_count_over_pet_nproc_per_node():
     r = res(LaunchSpec(gpu_ids=("0", "2")), machine(4, **PET))
     assert r.nproc == 2 and "--nproc_per_node 2 (given) overrides PET_NPROC_PER_NODE=4" in r.overridden
+
+
+def test_a_one_node_slurm_job_on_a_fixed_port_names_its_logs_by_the_job_not_none():
+    # The emitted script passes --master_port; torchrun's default id "none" named logs/mgpu/none_<rand>.
+    env = {**SLURM, "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "gpu07"}
+    cmd = argv(LaunchSpec(nproc_per_node="2", master_port=20042), machine(4, **env))
+    assert cmd[cmd.index("--rdzv_id") + 1] == "4242" and "--standalone" not in cmd
+    assert "--rdzv_id" not in argv(LaunchSpec(nproc_per_node="2", master_port=20042), machine(4))

@@ -242,6 +242,10 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
     multi_node = r.nnodes_max > 1
     if r.rdzv_id is None and multi_node and not s.uses_jax:
         opts["rdzv_id"] = _rendezvous_id(r)
+    elif r.rdzv_id is None and not r.standalone and r.slurm_job_id and not s.uses_jax:
+        # torchrun's default id, "none", would name the per-rank log folder (none_<rand>): a
+        # one-node SLURM job on a fixed port (the emitted script's) is named by its job id.
+        opts["rdzv_id"] = r.slurm_job_id
     if s.tee is None and s.redirects is None:
         opts["tee"] = "3"
     if s.local_ranks_filter is None and not s.log_all_ranks:
