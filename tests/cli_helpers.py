@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from isaaclab_mgpu.cli import main
 
 
@@ -10,3 +12,13 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> list[str]:
+    """What ``mgpu dry-run ARGV`` prints as the command under ``env``, as a list (interpreter left out)."""
+    with monkeypatch.context() as m:
+        for name, value in env.items():
+            m.setenv(name, value)
+        code, out, err = run(capsys, "dry-run", *argv)
+    assert code == 0, err
+    return shlex.split(out.strip().splitlines()[-1])[1:]

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 import yaml
-from cli_helpers import run
+from cli_helpers import run, torchrun_line
 
 ARGS = [
     "--num_gpus",
@@ -39,16 +39,6 @@ def four_gpus(monkeypatch):
     monkeypatch.setattr("isaaclab_mgpu.launch.check_isaac_task", lambda spec: None)
     for name in [n for n in os.environ if n.startswith(("PET_", "SLURM_"))] + ["MGPU_DEBUG"]:
         monkeypatch.delenv(name, raising=False)
-
-
-def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> list[str]:
-    """What ``mgpu dry-run ARGV`` prints as the command under ``env``, as a list (interpreter left out)."""
-    with monkeypatch.context() as m:
-        for name, value in env.items():
-            m.setenv(name, value)
-        code, out, err = run(capsys, "dry-run", *argv)
-    assert code == 0, err
-    return shlex.split(out.strip().splitlines()[-1])[1:]
 
 
 def emitted(capsys, *argv: str) -> str:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_helpers import run
+from cli_helpers import run, torchrun_line
 from restart_helpers import Run, run_folders, summary_of
 from training_helpers import child_env
 
@@ -83,16 +82,6 @@ def emitted(capsys, *argv: str) -> list[dict]:
     code, out, err = run(capsys, "dry-run", *argv)
     assert code == 0, err
     return list(yaml.safe_load_all(out))
-
-
-def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> list[str]:
-    """What ``mgpu dry-run ARGV`` prints as the command under ``env`` (interpreter left out)."""
-    with monkeypatch.context() as m:
-        for name, value in env.items():
-            m.setenv(name, value)
-        code, out, err = run(capsys, "dry-run", *argv)
-    assert code == 0, err
-    return shlex.split(out.strip().splitlines()[-1])[1:]
 
 
 def pods(docs: list[dict]) -> list[tuple[int, dict, dict]]:
