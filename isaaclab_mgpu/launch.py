@@ -134,6 +134,8 @@ def train(
     report.resolve_notes(resolved)
     for line in placement.notes:
         report.note(line)
+    if placement.done:
+        return 0
     options = dataclasses.replace(options or SuperviseOptions(), stall=stall_options(spec, cmd))
     view = None
     if options.console and options.on_stdout is None and sys.stdout.isatty():

@@ -348,6 +348,15 @@ def test_killed_mgpu_run_is_continued_by_resume_auto(tmp_path):
     s = summary_of(folder)
     assert (s["status"], s["iterations"], s["end_iteration"]) == ("finished", 10, 10), s
 
+    # Resumed once more with nothing left to train: one line, nothing started, not a byte changed.
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    code, out = Run(train_argv("rsl_rl", "--resume", str(folder), *SHORT), tmp_path).finish(120)
+    assert code == 0 and out.strip().splitlines()[-1].endswith(
+        "nothing to train, nothing started; raise --max_iterations to train on"
+    ), out
+    assert len(out.strip().splitlines()) == 1, out
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
     # A finished run is not continued: --resume auto starts a new one.
     code, out = Run(train_argv("rsl_rl", "--resume", "auto", *SHORT), tmp_path).finish(180)
     assert code == 0, out[-4000:]

@@ -87,6 +87,9 @@ class Placement:
     continued: bool = False
     """True when an existing run folder is continued."""
 
+    done: bool = False
+    """The continued run is already at its total: nothing is started and nothing written."""
+
     earlier: Earlier = ()
     """The attempts and restarts the continued run's summary already records (earlier jobs,
     resumes), which this launch's are recorded after: one run, one record."""
@@ -151,6 +154,13 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         source = source or str(folder)
         checkpoint = resume.latest(folder) if Path(source).is_dir() else Path(source)
         at = _check(checkpoint, ident, world_size, notes) if checkpoint is not None else 0
+        if ident.total is not None and at >= ident.total:
+            # Starting the ranks would only rewrite the finished run's record with an empty segment.
+            done = (
+                f"{why}: {folder} is at iteration {at} of --max_iterations {ident.total}: nothing to "
+                "train, nothing started; raise --max_iterations to train on"
+            )
+            return Placement(RunPlace(folder, source), (done,), continued=True, done=True)
         total = f" of {ident.total}" if ident.total else ""
         notes.insert(0, f"{why}: continuing {folder} at iteration {at}{total}")
         earlier = _earlier(folder)
@@ -226,11 +236,6 @@ def _check(checkpoint: Path, ident: Identity, world_size: int | None, notes: lis
         )
     if world_size is not None and meta.world_size != world_size:
         notes.append(f"resuming a checkpoint of {meta.world_size} ranks on {world_size} ranks")
-    if ident.total is not None and meta.iteration >= ident.total:
-        notes.append(
-            f"the checkpoint is at iteration {meta.iteration}, --max_iterations {ident.total} is the "
-            "total: nothing is left to train; raise --max_iterations to train on"
-        )
     return meta.iteration
 
 
