@@ -289,6 +289,60 @@ def test_owner_marker_and_orphan_are_read_from_a_real_process():
     assert seen.orphan  # pytest is no launcher: nothing above it would stop it
 
 
+@pytest.mark.parametrize(
+    ("argv", "launcher"),
+    [
+        (["/home/u/isaaclab-mgpu/.venv/bin/python", "/home/u/isaaclab-mgpu/.venv/bin/mgpu", "train"], True),
+        (["/usr/bin/python3", "-X", "importtime", "-m", "torch.distributed.run", "--nnodes", "2"], True),
+        (["python", "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2"], True),
+        (["python", "-misaaclab_mgpu", "train"], True),
+        (["torchrun", "--standalone", "x.py"], True),
+        (["/opt/isaaclab-mgpu/uv", "run", "python", "train.py"], False),
+        (["tmux", "new", "-s", "mgpu"], False),
+        (["python", "/home/u/isaaclab-mgpu/scripts/train.py", "mgpu"], False),
+        (["python", "-c", "import isaaclab_mgpu"], False),
+        ([], False),
+    ],
+)
+def test_launchers_above_a_rank_are_told_by_program_or_module_not_a_substring(argv, launcher):
+    from isaaclab_mgpu.launcher.nvml import is_launcher
+
+    assert is_launcher(argv) is launcher
+
+
+def test_a_rank_under_paths_named_mgpu_is_left_over_and_under_mgpu_is_not(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from isaaclab_mgpu.launcher import nvml
+
+    # Every ancestor's command line holds "mgpu" in a path (a checkout named isaaclab-mgpu).
+    home = tmp_path / "isaaclab-mgpu"
+    home.mkdir()
+    spawn = home / "spawn.py"
+    spawn.write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(child.pid, flush=True)\n"
+        "child.wait()\n"
+    )
+    (home / "mgpu").write_text(spawn.read_text())  # a program named mgpu: a launcher
+    for script, orphan in ((spawn, True), (home / "mgpu", False)):
+        parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=home)
+        try:
+            pid = int(parent.stdout.readline())
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "-c" not in nvml._process(pid, 1).cmdline:
+                time.sleep(0.05)
+            seen = nvml._process(pid, 1)
+        finally:
+            os.kill(pid, 9)
+            parent.wait()
+        assert seen.orphan is orphan, (script, seen)
+
+
 def test_full_gpu_fails():
     base = facts(2)
     g = held(base.gpu.gpus[1], GpuProcess(5, None), used=80000)

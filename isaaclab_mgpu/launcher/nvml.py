@@ -11,6 +11,7 @@ answer says so (None, or a :class:`GpuFacts` with ``nvml=False`` and the reason)
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -260,13 +261,36 @@ def parse_topo_matrix(text: str) -> tuple[GpuLink, ...]:
     return tuple(links)
 
 
-#: Command-line words of a launcher above a rank: a rank with none of them above it is left over.
-_LAUNCHERS = ("mgpu", "torch.distributed.run", "torchrun", "isaaclab_mgpu.jaxrun")
+#: Programs and ``-m`` modules of a launcher above a rank: a rank with none of them above it is
+#: left over. Matched as the program or module a command runs, never as a substring: a checkout
+#: folder named ``isaaclab-mgpu`` or a uv installed under one is in many command lines.
+_LAUNCHER_PROGRAMS = ("mgpu", "torchrun")
+_LAUNCHER_MODULES = ("isaaclab_mgpu", "isaaclab_mgpu.cli", "torch.distributed.run", "isaaclab_mgpu.jaxrun")
+
+
+def is_launcher(argv: list[str]) -> bool:
+    """True when ``argv`` runs mgpu, torchrun or mgpu's JAX launcher (as a program, script or module)."""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) in _LAUNCHER_PROGRAMS:
+        return True
+    words = iter(enumerate(argv[1:], start=1))
+    for i, word in words:
+        if word in ("-W", "-X"):  # the interpreter's options that take a value
+            next(words, None)
+            continue
+        if word == "-m":
+            return i + 1 < len(argv) and argv[i + 1] in _LAUNCHER_MODULES
+        if word.startswith("-m"):
+            return word[2:] in _LAUNCHER_MODULES
+        if word in ("-c", "-"):
+            return False
+        if not word.startswith("-"):  # the interpreter's script: a console script such as .venv/bin/mgpu
+            return os.path.basename(word) in _LAUNCHER_PROGRAMS
+    return False
 
 
 def _process(pid: int, used_mib: int | None) -> GpuProcess:
-    import os
-
     import psutil
 
     found: dict = {}
@@ -278,6 +302,5 @@ def _process(pid: int, used_mib: int | None) -> GpuProcess:
         found["mine"] = proc.uids().real == os.getuid()
         with contextlib.suppress(psutil.Error):
             found["run_id"] = proc.environ().get(env.RUN_ID)  # readable for one's own processes
-        above = [" ".join(a.cmdline()) for a in proc.parents() if a.pid != 1]
-        found["orphan"] = not any(word in cmd for cmd in above for word in _LAUNCHERS)
+        found["orphan"] = not any(is_launcher(a.cmdline()) for a in proc.parents() if a.pid != 1)
     return GpuProcess(pid, used_mib, **found)
