@@ -71,3 +71,57 @@ def test_a_folder_no_running_rank_writes_is_refused(tmp_path):
         assert "no running rank" in str(exc)
     else:
         raise AssertionError("a folder of no running run was accepted")
+
+
+def test_without_a_folder_only_runs_started_here_count(tmp_path):
+    def run(stamp, cwd):
+        return livestacks.LiveRun(run_id=stamp, stamp=stamp, started=time.time(), ranks=(), cwd=str(cwd))
+
+    here, there = tmp_path / "here", tmp_path / "isaaclab-mgpu"
+    here.mkdir(), there.mkdir()
+    other, mine, second = run("2026-01-01_00-00-00", there), run("2026-01-02_00-00-00", here), run("x", here)
+    assert livestacks.pick([other, mine], None, here=str(here)) is mine
+    try:
+        livestacks.pick([other], None, here=str(here))
+    except livestacks.MgpuError as exc:
+        assert exc.exit_code == 1 and "(1 elsewhere: name its run folder)" in str(exc), exc
+    else:
+        raise AssertionError("another directory's run was picked")
+    try:
+        livestacks.pick([mine, second], None, here=str(here))
+    except livestacks.UsageError as exc:
+        assert "2 running runs started here: 2026-01-02_00-00-00 (0 ranks), x (0 ranks)" in str(exc), exc
+    else:
+        raise AssertionError("one of two runs was picked without being named")
+
+
+def test_stacks_from_another_folder_signal_nothing(tmp_path):
+    # A rank as torchrun starts it under mgpu: run marker, rank numbers, error file, the stack handler.
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    (run_dir / "logs").mkdir(parents=True)
+    elsewhere.mkdir()
+    stack = run_dir / "logs" / "stack.txt"
+    code = (
+        "import faulthandler, sys, time\n"
+        "from isaaclab_mgpu.contract.stacks import STACK_SIGNAL\n"
+        f"faulthandler.register(STACK_SIGNAL, open({str(stack)!r}, 'w'), all_threads=True)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**child_env(tmp_path), "MGPU_RUN_ID": "feedfacecafe", "RANK": "0", "LOCAL_RANK": "0"}
+    env["TORCHELASTIC_ERROR_FILE"] = str(run_dir / "logs" / "error.json")
+    rank = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=run_dir, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert rank.stdout.readline().strip() == "ready"
+        away = subprocess.run([*MGPU, "stacks"], cwd=elsewhere, capture_output=True, text=True, timeout=60)
+        time.sleep(0.5)
+        assert away.returncode == 1 and "no running mgpu run started from" in away.stderr, away.stderr
+        assert not stack.exists() or stack.stat().st_size == 0  # nothing was signalled
+        home = subprocess.run([*MGPU, "stacks"], cwd=run_dir, capture_output=True, text=True, timeout=60)
+        assert home.returncode == 0 and "== rank 0" in home.stdout, home.stdout + home.stderr
+        assert stack.stat().st_size > 0
+    finally:
+        rank.kill()
+        rank.wait()

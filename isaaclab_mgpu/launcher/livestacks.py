@@ -11,7 +11,9 @@ number, whose ``/proc/<pid>/status`` shows the stack signal *caught*. The last c
 signal's default action ends a process, so a rank that has not (yet) installed the handler is left
 alone and named as such. Ranks are grouped by run marker; a run folder given on the command line
 selects the run whose ``MGPU_RUN_STAMP`` begins the folder's name (the worker's and Isaac Lab's run
-folders both start with that stamp), and without one the newest run of this machine is taken.
+folders both start with that stamp). Without one, only runs started from this directory count (the
+ranks' working directory, where the log root ``logs/`` lives): another checkout's run of the same
+user is never signalled. One such run is taken; several are listed and none is signalled.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ class LiveRun:
     ranks: tuple[LiveRank, ...]
     """Its local ranks, by global rank."""
 
+    cwd: str | None = None
+    """The directory it was started from (its ranks' working directory), when readable."""
+
 
 def _caught(pid: int, signum: int) -> bool:
     """True when ``pid`` has a handler for ``signum`` (``SigCgt`` in /proc/<pid>/status)."""
@@ -101,30 +106,38 @@ def find_runs(processes: Iterable[psutil.Process] | None = None) -> list[LiveRun
             where = _rank(environ)
             if not run_id or not error_file or where is None:
                 continue
-            started = proc.create_time()
+            started, cwd = proc.create_time(), proc.cwd()
         except (psutil.Error, OSError):
             continue
         ready = STACK_SIGNAL is not None and _caught(proc.pid, STACK_SIGNAL)
         rank = LiveRank(where[0], where[1], proc, Path(error_file).parent / STACK_FILE, ready)
-        found.setdefault(run_id, []).append((started, environ.get(env.RUN_STAMP), rank))
+        found.setdefault(run_id, []).append((started, environ.get(env.RUN_STAMP), rank, cwd))
     runs = [
         LiveRun(
             run_id=run_id,
-            stamp=next((stamp for _, stamp, _ in members if stamp), None),
-            started=min(t for t, _, _ in members),
-            ranks=tuple(sorted((r for _, _, r in members), key=lambda r: r.rank)),
+            stamp=next((stamp for _, stamp, _, _ in members if stamp), None),
+            started=min(m[0] for m in members),
+            ranks=tuple(sorted((m[2] for m in members), key=lambda r: r.rank)),
+            cwd=members[0][3],
         )
         for run_id, members in found.items()
     ]
     return sorted(runs, key=lambda r: r.started, reverse=True)
 
 
-def pick(runs: list[LiveRun], folder: str | None) -> LiveRun:
-    """The run ``folder`` names (its stamp begins the folder's name), else the newest one."""
+def pick(runs: list[LiveRun], folder: str | None, here: str | None = None) -> LiveRun:
+    """The run ``folder`` names (its stamp begins the folder's name), else the one run started from
+    ``here`` (default: this directory)."""
     if folder is None:
-        if not runs:  # nothing to show, as `mgpu runs --last` with no run: 1, not bad input
-            raise MgpuError("no running mgpu run of this user on this machine", exit_code=1)
-        return runs[0]
+        here = os.path.realpath(here or os.getcwd())
+        mine = [r for r in runs if r.cwd is not None and os.path.realpath(r.cwd) == here]
+        if not mine:  # nothing to show, as `mgpu runs --last` with no run: 1, not bad input
+            elsewhere = f" ({len(runs)} elsewhere: name its run folder)" if runs else ""
+            raise MgpuError(f"no running mgpu run started from {here}{elsewhere}", exit_code=1)
+        if len(mine) > 1:
+            listed = ", ".join(f"{r.stamp or r.run_id} ({len(r.ranks)} ranks)" for r in mine)
+            raise UsageError(f"{len(mine)} running runs started here: {listed}; name one: mgpu stacks FOLDER")
+        return mine[0]
     name = Path(folder).name
     for run in runs:
         if run.stamp and name.startswith(run.stamp):
