@@ -265,11 +265,11 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubsc
         """``scontrol ARGS``'s output; raises when it fails."""
         return _run("scontrol", *args, env=self.env()).stdout
 
-    def sbatch(self, script: Path, cwd: Path, env: dict[str, str]) -> str:
-        """Submit ``script`` from ``cwd`` with ``env`` (exported to the job, as sbatch does); the job id."""
-        out = subprocess.run(
-            ["sbatch", "--parsable", str(script)], cwd=cwd, env=self.env(env), capture_output=True, text=True
-        )
+    def sbatch(self, script: Path, cwd: Path, env: dict[str, str], *options: str) -> str:
+        """Submit ``script`` from ``cwd`` with ``env`` (exported to the job, as sbatch does) and sbatch's
+        own ``options``; the job id."""
+        argv = ["sbatch", "--parsable", *options, str(script)]
+        out = subprocess.run(argv, cwd=cwd, env=self.env(env), capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")
         return out.stdout.strip().split(";")[0]

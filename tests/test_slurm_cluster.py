@@ -12,13 +12,14 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
   mgpu runs ``scontrol requeue``, and the requeued job continues the same run to its total; the
   record keeps both jobs' attempts.
 - A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
-  the node and exits 1 (a failed rank whose peer node is gone); SLURM requeues the job (node
-  failure, ``#SBATCH --requeue``); once node10 is back the job continues the run to its total.
+  the node and exits 1 (a failed rank whose peer node is gone), and the job ends (NODE_FAIL);
+  once node10 is back the same job file (``--resume auto``) is submitted again and continues the
+  run to its total.
 
-A requeued job is held (``BeginTime``) for about two minutes before it may run again; the tests
-release it at once with ``scontrol update StartTime=now`` (what an administrator may do), and the
-time-limit case gives the requeued job a longer limit so that it ends by finishing, not by a second
-time-limit stop. Nothing else of SLURM is changed.
+A requeued job is held (``BeginTime``) for about two minutes before it may run again; the
+time-limit case releases it at once with ``scontrol update StartTime=now`` (what an administrator
+may do) and gives it a longer limit so that it ends by finishing, not by a second time-limit stop.
+Nothing else of SLURM is changed.
 """
 
 from __future__ import annotations
@@ -165,10 +166,23 @@ def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_r
     assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
 
 
-def test_a_lost_node_is_named_and_the_requeued_job_finishes_the_run(cluster, tmp_path):
+def test_a_lost_node_is_named_and_the_resubmitted_job_finishes_the_run(cluster, tmp_path):
     total = 60
-    args = ("--max_iterations", str(total), "--save_interval", "5", "--requeue", "--job_time", "00:10:00")
-    job = cluster.sbatch(_emit(tmp_path, "lost", *args), tmp_path, _job_env(tmp_path))
+    args = (
+        "--max_iterations",
+        str(total),
+        "--save_interval",
+        "5",
+        "--job_time",
+        "00:10:00",
+        "--resume",
+        "auto",
+    )
+    job_file = _emit(tmp_path, "lost", *args)
+    # --no-requeue: the job ends with the node (SLURM would requeue it under the same job and step
+    # ids, and a step of the lost instance was seen signalling the requeued one); the user
+    # resubmits the same file, and --resume auto continues the run.
+    job = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path), "--no-requeue")
     out = lambda: _output(tmp_path, "lost", job)  # noqa: E731
     _wait("rank 0 at iteration 10", lambda: _reached(tmp_path) >= 10, 300, out)
     killed = time.monotonic()
@@ -181,19 +195,20 @@ def test_a_lost_node_is_named_and_the_requeued_job_finishes_the_run(cluster, tmp
     print(f"node10 lost: named by node9's mgpu {named:.1f} s after the kill")
     exited = "srun: error: node9: task 0: Exited with exit code 1"
     _wait("srun sees node9's mgpu exit 1", lambda: exited in out(), 60, out)
-    fields = _wait("SLURM requeues the job", lambda: cluster.requeued(job), 120, out)
-    assert fields["JobState"] != "RUNNING", fields
+    fields = cluster.wait_job(job, ENDED, timeout=120)
+    assert fields["JobState"] in ("NODE_FAIL", "FAILED"), fields
     _wait("node9 holds nothing of the run", lambda: not _run_processes("node9"), 30)
-    # A dead machine comes back minutes later, not the instant SLURM marks it DOWN: SLURM first
-    # finishes the lost job's clean-up (a node back within a second of going DOWN was left
-    # "busy" for the requeued job's step, and the step waited for it for good).
+    _, failed = _the_run(tmp_path)
+    assert failed["status"] == "failed" and failed["attempts"][0]["outcome"] == "failed", failed
+    # The machine comes back (minutes later on a real cluster) and the same file is submitted again.
     _wait("node10 DOWN", lambda: cluster.node("node10").get("State", "").startswith("DOWN"), 60)
-    time.sleep(15)
     cluster.start_node("node10")
     _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 90)
-    cluster.scontrol("update", f"JobId={job}", "StartTime=now")
-    fields = cluster.wait_job(job, ENDED, timeout=420)
-    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out()[-4000:]
+    again = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
+    fields = cluster.wait_job(again, ENDED, timeout=420)
+    rerun = _output(tmp_path, "lost", again)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
+    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
     _, s = _the_run(tmp_path)
     assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True)
     outcomes = [(a["launch"], a["outcome"]) for a in s["attempts"]]

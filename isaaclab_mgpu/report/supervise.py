@@ -34,9 +34,12 @@ def stopping(reason: str, launcher: str, grace: float, kill_after: float) -> Non
     )
 
 
-def stopping_after_failure(launcher: str, grace: float) -> None:
-    """A rank failed and the launcher is stopping its siblings."""
-    note(f"a rank failed; {launcher} is stopping the others (SIGTERM to what is left in {grace:g} s)")
+def stopping_after_failure(launcher: str, grace: float, kill_after: float) -> None:
+    """A rank failed: its peers can save nothing, so they are stopped at once."""
+    note(
+        f"a rank failed; its peers cannot finish a collective without it: {launcher} stops them, "
+        f"SIGTERM to what is left in {grace:g} s, SIGKILL {kill_after:g} s later"
+    )
 
 
 def forcing(count: int) -> None:

@@ -14,8 +14,12 @@ Start
 Stop — one code path, :class:`.shutdown.Shutdown`, driven by :meth:`Supervisor.wait`
     A stop begins with the first SIGINT/SIGTERM/SIGHUP (the handlers installed by
     :func:`supervise` only record it), with :meth:`Supervisor.stop`, or when the launcher reports
-    a failed rank. The signal is passed to the launcher alone, so torchrun's own shutdown runs
-    (it forwards it to the ranks and prints its failure summary). Then the phases of
+    a failed rank. After a failed rank the phases are short (:data:`FAILURE_GRACE`,
+    :data:`FAILURE_KILL_AFTER`): its peers sit in a collective that can never finish, cannot run
+    their SIGTERM handlers, and can save nothing, while torchrun would give them 30 s before its
+    own SIGKILL; a restart waits for the tree to be gone. The signal is passed to the launcher
+    alone, so torchrun's own shutdown runs (it forwards it to the ranks and prints its failure
+    summary). Then the phases of
     :mod:`.shutdown` follow: ``grace_period`` seconds later, or as soon as the launcher is gone,
     every remaining process of the tree gets SIGTERM plus SIGCONT (a stopped process must run to
     die of it); ``kill_after`` seconds after that, SIGKILL, repeated until nothing is left. A
@@ -83,6 +87,11 @@ from isaaclab_mgpu.launcher.supervise.output import LauncherOutput
 from isaaclab_mgpu.launcher.supervise.result import RankFailure, RunResult, exit_code, first_failure
 from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown, recording
 from isaaclab_mgpu.launcher.supervise.watchdog import DONE, MARKER_ENV
+
+#: After a rank failed: seconds for the launcher to stop the others itself, then of SIGTERM before
+#: SIGKILL. Its peers wait in a collective with a dead rank: nothing they could do is worth more.
+FAILURE_GRACE = 2.0
+FAILURE_KILL_AFTER = 1.0
 
 __all__ = [
     "MARKER_ENV",
@@ -315,9 +324,13 @@ class Supervisor:
                     self._say.stall(self._stall)
         if self._fail_fast and self._shutdown.phase is Phase.RUNNING and self._launcher_rc() is None:
             # The launcher stops the other ranks itself; the shutdown only bounds how long it may take.
+            self._shutdown.grace = min(self._shutdown.grace, FAILURE_GRACE)
+            self._shutdown.kill_after = min(self._shutdown.kill_after, FAILURE_KILL_AFTER)
             self._shutdown.begin()
             if self.cmd.world_size != 1:  # a lone rank has no others to stop
-                self._say.stopping_after_failure(self.cmd.launcher, self._shutdown.grace)
+                self._say.stopping_after_failure(
+                    self.cmd.launcher, self._shutdown.grace, self._shutdown.kill_after
+                )
 
     def _request_stop(self, sig: int, reason: str) -> None:
         """A stop was asked for: pass ``sig`` to the launcher alone and start the shutdown."""
