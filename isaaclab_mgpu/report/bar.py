@@ -91,7 +91,16 @@ class _ClearsFirst:
 
     #: The notes that mean the run is stopping (the others pass through with the bar left as it is).
     _STOPPING = frozenset(
-        {"stopping", "stopping_after_failure", "forcing", "escalating", "killing", "stragglers", "stall"}
+        {
+            "stopping",
+            "stopping_after_failure",
+            "rank_died",
+            "forcing",
+            "escalating",
+            "killing",
+            "stragglers",
+            "stall",
+        }
     )
 
     def __init__(self, notes: Any, view: LiveProgress) -> None:

@@ -42,6 +42,16 @@ def stopping_after_failure(launcher: str, grace: float, kill_after: float) -> No
     )
 
 
+def rank_died(rank: int, host: str | None, iteration: int | None, stage: str, peers: int) -> None:
+    """A rank died mid-run: its local peers, which can save nothing, are SIGKILLed at once."""
+    where = f" during iteration {iteration}" if iteration is not None else ""
+    note(
+        f"rank {rank}{f' on {host}' if host else ''} died{where} (stage {stage}); the others wait for it "
+        f"in a collective that cannot finish and can save nothing: SIGKILL to {peers} process(es) of "
+        "this node's other ranks now"
+    )
+
+
 def forcing(count: int) -> None:
     """Second interrupt: the tree is being killed."""
     note(f"second interrupt: killing {count} process(es) now")

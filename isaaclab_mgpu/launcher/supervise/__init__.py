@@ -192,6 +192,7 @@ class Supervisor:
         self._interrupted = False
         self._watch: HangWatch | None = None
         self._run_folder_said = False
+        self._peers_stopped = False
         self._stall: _stall.Stall | None = None
         self._failure_judged = False
         self._log_dir: str | None = None
@@ -371,6 +372,8 @@ class Supervisor:
         if self._watch.monitor.options.on_silence and self._log_dir is not None:
             times = logs.output_times(self._log_dir, self._watch.monitor.ranks)
         stall = self._watch.check(tree, times)
+        if stall is None and not self._peers_stopped and not self._interrupted:
+            self._stop_a_dead_ranks_peers(tree)
         if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
             self._run_folder_said = True
             self._say.run_folder(*folder)
@@ -385,6 +388,22 @@ class Supervisor:
         proctree.signal_tree(self._watch.hung(stall, tree()), signal.SIGKILL)
         self._shutdown.grace, self._shutdown.kill_after = HANG_GRACE, HANG_KILL_AFTER
         self._request_stop(signal.SIGTERM, "hang found")
+
+    def _stop_a_dead_ranks_peers(self, tree: Callable[[], list[psutil.Process]]) -> None:
+        """A local rank died: SIGKILL the others now rather than wait for torchrun's 30 s.
+
+        They wait for it in a collective that cannot finish, where they cannot even run a SIGTERM
+        handler, and can save nothing; torchrun, once they are gone, reports the failure (the dead
+        rank first observed) and ends, and a restart can begin.
+        """
+        assert self._watch is not None
+        died = self._watch.died(tree)
+        if died is None:
+            return
+        self._peers_stopped = True
+        rank, peers = died
+        self._say.rank_died(rank.rank, rank.host, rank.iteration, rank.stage, len(peers))
+        proctree.signal_tree(peers, signal.SIGKILL)
 
     # -- logs and the end ----------------------------------------------------------------------
 

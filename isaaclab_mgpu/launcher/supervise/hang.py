@@ -23,6 +23,7 @@ from isaaclab_mgpu.launcher.build import Rendezvous
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
     DIR_ENV,
+    Report,
     Stall,
     StallMonitor,
     StallOptions,
@@ -139,6 +140,21 @@ class HangWatch:
             stall = replace(stall, elsewhere=self.sharer.elsewhere(stall.timeout_s))
         self.sharer.verdict(stall.headline())
         return stall
+
+    def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
+        """A local rank that died, and the tree's processes of the other local ranks (with their
+        children), which wait for it in a collective that cannot finish; None while none died.
+
+        ``tree`` is walked only when a rank died (as for a verdict: see :meth:`check`)."""
+        dead = self.monitor.dead()
+        if not dead:
+            return None
+        members = {p.pid: p for p in tree()}
+        gone = {r.pid for r in dead}
+        peers = [
+            members[r.pid] for r in self.monitor.read().values() if r.pid in members and r.pid not in gone
+        ]
+        return dead[0], [q for p in peers for q in (p, *_children(p))]
 
     def run_folder(self) -> tuple[str, str] | None:
         """Multi-node: the run folder and the host of node 0, which keeps its record, once known."""

@@ -473,6 +473,21 @@ class StallMonitor:
         self._reports = found
         return found
 
+    def dead(self) -> tuple[Report, ...]:
+        """Ranks of mgpu's worker whose process ended without their done report: they died.
+
+        Only where reports are expected (the worker reports done at every end, an interrupted one
+        too); a process found gone has its report read once more, since it may have written done
+        between the last read and its exit.
+        """
+        if not self.options.reports_expected:
+            return ()
+        ended = [r for r in self._reports.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
+        if not ended:
+            return ()
+        last = self.read()
+        return tuple(r for r in ended if r.rank in last and last[r.rank].stage != DONE)
+
     def rejected(self) -> list[tuple[str, str]]:
         """Malformed progress files not named before, each with what is wrong (each named once)."""
         new = [(path, why) for path, why in self._rejected.items() if path not in self._told]
@@ -573,6 +588,10 @@ class StallMonitor:
         """Delete the progress folder."""
         with contextlib.suppress(OSError):
             shutil.rmtree(self.folder)
+
+
+#: psutil statuses of a process that has ended (a zombie is one its parent has not reaped yet).
+_ENDED = ("gone", "zombie", "dead")
 
 
 def process_status(pid: int | None) -> str:
