@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from training_helpers import CHEAP, run
+
+pytestmark = pytest.mark.slow
 
 #: Any C0 control character but newline and tab, and DEL (an ANSI escape starts with ESC, 0x1b).
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -90,6 +90,7 @@ def check_run_folder(run_dir: Path, s: dict, library: str) -> None:
 
 
 #: rsl_rl and skrl torch run in :func:`test_isaac_run_resumes_in_its_folder_after_a_rank_died`.
+@pytest.mark.slow
 @pytest.mark.parametrize("library", ["skrl_jax", "rl_games"])
 def test_isaac_cartpole_on_two_cpu_ranks(library, asset_root, tmp_path):
     env = child_env(tmp_path)
@@ -110,6 +111,7 @@ def test_isaac_cartpole_on_two_cpu_ranks(library, asset_root, tmp_path):
     print(f"{library}: {wall:.0f} s wall, {s['s_per_iteration']} s/it, {rate:.0f} env-steps/s")
 
 
+@pytest.mark.slow
 def test_isaac_rsl_rl_logs_its_curves_to_one_offline_wandb_run(asset_root, tmp_path):
     env = offline_wandb_env(tmp_path)
     env["ISAACSIM_ASSET_ROOT"] = asset_root
@@ -204,6 +206,7 @@ def _runs_json(cwd: Path, env: dict[str, str]) -> list[dict]:
 RESUME_MODES = {"rsl_rl": "restart", "skrl": "resume"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("library", list(RESUME))
 def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -329,6 +332,7 @@ def test_every_option_of_isaac_lab_train_is_accepted(library):
     assert theirs - option_strings() == set()
 
 
+@pytest.mark.slow
 def test_an_interrupted_isaac_lab_rank_exits_like_an_embedded_one(asset_root, tmp_path):
     """Ctrl-C during Isaac Lab's training: Isaac Lab ends ``learn`` quietly on the KeyboardInterrupt,
     and the run still exits 130 (the embedded worker's code), not 1."""
@@ -358,6 +362,7 @@ STOP_CHECKPOINT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("library", ["rsl_rl", "skrl"])
 def test_the_requeue_signal_checkpoints_an_isaac_lab_run_and_resume_auto_finishes_it(
     library, asset_root, tmp_path

@@ -335,6 +335,7 @@ class _Said:
         pass
 
 
+@pytest.mark.slow
 def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tmp_path, monkeypatch):
     """Real processes: mgpu's attempts loop around mgpu's JAX launcher and 2 stand-in ranks that name
     their own folder (as Isaac Lab does); rank 1 dies with SIGKILL at iteration 3, once."""

@@ -19,6 +19,8 @@ import pytest
 
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE
 
+pytestmark = pytest.mark.slow
+
 WORKERS = Path(__file__).parent / "workers"
 
 

@@ -272,6 +272,7 @@ def _pod_env(kind: str, cwd: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["pytorchjob", "trainjob"])
 def test_a_pod_stopped_by_sigterm_is_rerun_and_continues_the_run_to_its_total(capsys, tmp_path, kind):
     train = ["--num_envs", "16", "--max_iterations", "40", "--save_interval", "10", "env.episode_length=16"]

@@ -11,7 +11,10 @@ import sys
 import threading
 import time
 
+import pytest
 from training_helpers import BACKENDS, child_env
+
+pytestmark = pytest.mark.slow
 
 BAR = "━"  # the bar's own glyph (Rich's progress bar); plain lines never hold it
 

@@ -190,6 +190,7 @@ def _train(tmp: Path, extra_env: dict[str, str]) -> str:
     return line.split()[-1], "through shared memory" in done.stdout
 
 
+@pytest.mark.slow
 def test_training_over_shared_memory_ends_with_gloos_parameters_to_the_bit(tmp_path):
     # rsl-rl's KL all-reduce, learning-rate broadcast and gradient all-reduce, both ways, same seed.
     (tmp_path / "a").mkdir()

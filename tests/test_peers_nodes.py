@@ -17,9 +17,12 @@ import threading
 import time
 
 import psutil
+import pytest
 from training_helpers import child_env
 
 from isaaclab_mgpu.launcher import peers
+
+pytestmark = pytest.mark.slow
 
 STALL = 10.0
 JOB = "peers-test"

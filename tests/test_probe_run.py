@@ -22,6 +22,8 @@ from isaaclab_mgpu.launcher.resolve import probe_machine
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 from isaaclab_mgpu.launcher.workarounds import Candidate
 
+pytestmark = pytest.mark.slow
+
 STANDINS = str(Path(__file__).parent / "probe_standins")
 
 

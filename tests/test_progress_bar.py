@@ -12,7 +12,10 @@ import sys
 import termios
 import time
 
+import pytest
 from training_helpers import BACKENDS, child_env
+
+pytestmark = pytest.mark.slow
 
 #: Sequences only a live Rich display writes: hide cursor, erase line, the bar itself.
 BAR_MARKS = ("\x1b[?25l", "\x1b[2K", "━")

@@ -59,6 +59,7 @@ def _checkpoint_before(run: Run) -> int:
     return max(saved, default=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
 def test_killed_rank_resumes_in_the_same_run(backend, tmp_path):
     run = Run(train_argv(backend, "--max_restarts", "1", *SHORT), tmp_path)
@@ -80,6 +81,7 @@ def test_killed_rank_resumes_in_the_same_run(backend, tmp_path):
     assert s["restarts"][0]["how"] in ("signal SIGKILL", "signal SIGTERM"), s["restarts"]
 
 
+@pytest.mark.slow
 def test_stalled_rank_is_restarted_after_its_stacks(tmp_path):
     run = Run(train_argv("rsl_rl", "--max_restarts", "1", "--stall_timeout", "15", *SHORT), tmp_path)
     run.wait_for("iteration 5/10", 120)
@@ -92,6 +94,7 @@ def test_stalled_rank_is_restarted_after_its_stacks(tmp_path):
     assert s["restarts"][0]["outcome"] == "hung"
 
 
+@pytest.mark.slow
 def test_restarts_used_up_exit_with_the_last_failure_naming_both(tmp_path):
     run = Run(train_argv("rsl_rl", "--max_restarts", "1", *SHORT), tmp_path)
     run.wait_for("iteration 3/10", 120)
@@ -112,6 +115,7 @@ def test_restarts_used_up_exit_with_the_last_failure_naming_both(tmp_path):
     assert [a["outcome"] for a in s["attempts"]] == ["failed", "failed"]
 
 
+@pytest.mark.slow
 def test_a_rank_code_equal_to_a_reserved_one_exits_1(tmp_path):
     script = tmp_path / "four.py"
     script.write_text("import os, sys\nsys.exit(4 if os.environ['RANK'] == '1' else 0)\n")
@@ -136,6 +140,7 @@ def _node(rank: int, port: int, cwd: Path) -> Run:
     return Run(argv, cwd)
 
 
+@pytest.mark.slow
 def test_two_nodes_resume_after_a_lost_rank_and_a_lost_node(tmp_path):
     port = _free_port()
     node0, node1 = _node(0, port, tmp_path), _node(1, port, tmp_path)
@@ -176,6 +181,7 @@ def _slurm_env(cwd: Path, restart_count: int = 0) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_slurm_warning_signal_checkpoints_requeues_and_the_requeued_job_finishes(tmp_path):
     argv = train_argv("rsl_rl", "--requeue", *SHORT)
     run = Run(argv, tmp_path, _slurm_env(tmp_path))
@@ -206,6 +212,7 @@ def test_slurm_warning_signal_checkpoints_requeues_and_the_requeued_job_finishes
     assert steps == list(range(10)), steps
 
 
+@pytest.mark.slow
 def test_sigterm_in_slurm_never_requeues(tmp_path):
     run = Run(train_argv("rsl_rl", "--requeue", *SHORT), tmp_path, _slurm_env(tmp_path))
     run.wait_for("iteration 3/10", 120)
@@ -234,6 +241,7 @@ def _crafted_checkpoint(folder: Path, planted: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_crafted_checkpoint_is_refused_and_nothing_in_it_runs(tmp_path):
     planted = tmp_path / "planted"
     path = _crafted_checkpoint(tmp_path / "logs" / "rsl_rl" / "cartpole" / "old", planted)
@@ -336,6 +344,7 @@ def _running_in(folder: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_killed_mgpu_run_is_continued_by_resume_auto(tmp_path):
     run = Run(train_argv("rsl_rl", "--resume", "auto", *SHORT), tmp_path)
     run.wait_for("iteration 5/10", 120)

@@ -77,6 +77,7 @@ def test_runs_command(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == []
 
 
+@pytest.mark.slow
 def test_a_run_whose_rank_fails_is_listed_as_failed(tmp_path):
     # Only a rank can find this out: zero mini-batches is an int, as the setting wants, but rsl-rl's
     # update divides by it. Every rank fails after rank 0 wrote its running summary; the launcher

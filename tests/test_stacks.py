@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from training_helpers import child_env
 
 from isaaclab_mgpu.launcher import livestacks
@@ -13,6 +14,7 @@ from isaaclab_mgpu.launcher import livestacks
 MGPU = [sys.executable, "-m", "isaaclab_mgpu"]
 
 
+@pytest.mark.slow
 def test_stacks_of_a_running_run_leave_it_running(tmp_path):
     options = ["--nproc_per_node", "2", "--stall_timeout", "0", "--num_envs", "16", "--max_iterations", "60"]
     train = subprocess.Popen(

@@ -23,6 +23,8 @@ from training_helpers import child_env, start
 
 from isaaclab_mgpu.contract.errors import EXIT_HANG
 
+pytestmark = pytest.mark.slow
+
 STALL = 20
 #: The issue's bound from SIGSTOP to mgpu's exit.
 REPORT_WITHIN = 35.0

@@ -17,6 +17,8 @@ import psutil
 import pytest
 from training_helpers import start
 
+pytestmark = pytest.mark.slow
+
 
 def _ranks(tree: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in tree if "isaaclab_mgpu.worker" in " ".join(_cmdline(p))]

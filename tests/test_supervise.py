@@ -160,6 +160,7 @@ def _gone(o: Outcome, at_least: int) -> None:
     assert o.alive == [], f"PIDs still alive: {o.alive}\n{o.err}"
 
 
+@pytest.mark.slow
 def test_success_shows_every_rank_with_a_prefix_and_keeps_logs(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["hello"]
     assert o.rc == 0, o.err
@@ -172,6 +173,7 @@ def test_success_shows_every_rank_with_a_prefix_and_keeps_logs(outcomes: dict[st
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_sigint_stops_cooperative_ranks_with_130(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["sigint"]
     assert o.rc == EXIT_INTERRUPTED, o.err
@@ -183,6 +185,7 @@ def test_sigint_stops_cooperative_ranks_with_130(outcomes: dict[str, Outcome]) -
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_sigterm_with_a_rank_ignoring_it_is_killed_after_grace(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["sigterm_stubborn"]
     assert o.rc == EXIT_KILLED_AFTER_GRACE, o.err
@@ -192,6 +195,7 @@ def test_sigterm_with_a_rank_ignoring_it_is_killed_after_grace(outcomes: dict[st
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_second_sigint_kills_at_once(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["double_sigint"]
     assert o.rc == EXIT_INTERRUPTED, o.err
@@ -200,6 +204,7 @@ def test_second_sigint_kills_at_once(outcomes: dict[str, Outcome]) -> None:
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_one_ctrl_c_delivered_twice_is_not_a_second_ctrl_c(outcomes: dict[str, Outcome]) -> None:
     # `uv run mgpu`: the terminal's SIGINT reaches mgpu, and uv forwards it once more.
     o = outcomes["sigint_twice_at_once"]
@@ -208,18 +213,21 @@ def test_one_ctrl_c_delivered_twice_is_not_a_second_ctrl_c(outcomes: dict[str, O
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_grandchildren_and_setsid_escapees_die(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["family_sigint"]
     assert o.rc == EXIT_INTERRUPTED, o.err
     _gone(o, 6)
 
 
+@pytest.mark.slow
 def test_sigkill_of_mgpu_still_kills_the_tree(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["sigkill_mgpu"]
     assert o.rc == -signal.SIGKILL
     _gone(o, 6)
 
 
+@pytest.mark.slow
 def test_portable_path_without_killpg_or_subreaper(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["no_killpg"]
     # The escapees ignore SIGTERM here, so they need the SIGKILL after the grace period.
@@ -227,12 +235,14 @@ def test_portable_path_without_killpg_or_subreaper(outcomes: dict[str, Outcome])
     _gone(o, 6)
 
 
+@pytest.mark.slow
 def test_stopped_rank_is_continued_and_killed(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["stopped"]
     assert o.rc in (EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE), o.err
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_rank_exit_code_is_mgpus_exit_code(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["exit3"]
     assert o.rc == 3, o.err
@@ -243,6 +253,7 @@ def test_rank_exit_code_is_mgpus_exit_code(outcomes: dict[str, Outcome]) -> None
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_a_lone_failing_rank_has_no_others_to_stop(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["exit3_alone"]
     assert o.rc == 3, o.err
@@ -251,6 +262,7 @@ def test_a_lone_failing_rank_has_no_others_to_stop(outcomes: dict[str, Outcome])
     _gone(o, 1)
 
 
+@pytest.mark.slow
 def test_segfault_is_128_plus_signal(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["segfault"]
     assert o.rc == 128 + signal.SIGSEGV, o.err
@@ -258,6 +270,7 @@ def test_segfault_is_128_plus_signal(outcomes: dict[str, Outcome]) -> None:
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_traceback_of_a_filtered_rank_comes_from_its_error_file(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["raises"]
     assert o.rc == 1, o.err
@@ -269,6 +282,7 @@ def test_traceback_of_a_filtered_rank_comes_from_its_error_file(outcomes: dict[s
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_jax_ranks_get_skrls_environment_contract(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["jax_ok"]
     assert o.rc == 0, o.err
@@ -286,6 +300,7 @@ def test_jax_ranks_get_skrls_environment_contract(outcomes: dict[str, Outcome]) 
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_jax_failing_rank_stops_its_sibling(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["jax_fail"]
     assert o.rc == 5, o.err
@@ -293,12 +308,14 @@ def test_jax_failing_rank_stops_its_sibling(outcomes: dict[str, Outcome]) -> Non
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_jax_sigint(outcomes: dict[str, Outcome]) -> None:
     o = outcomes["jax_sigint"]
     assert o.rc == EXIT_INTERRUPTED, o.err
     _gone(o, 2)
 
 
+@pytest.mark.slow
 def test_supervisor_api_in_process(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()

@@ -76,6 +76,7 @@ def _take_pid(pid: int, tries: int = 20) -> subprocess.Popen | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setsid", [False, True], ids=["straggler-in-launcher-group", "setsid-straggler"])
 def test_after_its_launcher_is_reaped_the_supervisor_signals_only_the_tree(tmp_path, monkeypatch, setsid):
     calls: list[tuple[str, int, int]] = []
@@ -164,6 +165,7 @@ def test_the_marker_is_in_no_process_arguments(tmp_path):
     assert result.survivors == ()
 
 
+@pytest.mark.slow
 def test_malformed_progress_files_are_ignored_once_and_the_run_ends_well(tmp_path):
     argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2",
             "--script", str(WORKERS / "bad_progress.py"), "--stall_timeout", "60",
@@ -177,6 +179,7 @@ def test_malformed_progress_files_are_ignored_once_and_the_run_ends_well(tmp_pat
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_sigusr1_is_recorded_and_the_run_goes_on(tmp_path):
     cmd = _command(tmp_path, sys.executable, "-c", "import time; time.sleep(3)")
     requests: list[float] = []

@@ -20,6 +20,7 @@ def mgpu(cwd, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
 def test_event_file_and_runs_listing(backend, tmp_path):
     code, out = run(backend, tmp_path, *CHEAP, "--run_name", "tb")

@@ -8,6 +8,8 @@ import time
 import pytest
 from training_helpers import SUMMARY_KEYS, run, start, summary
 
+pytestmark = pytest.mark.slow
+
 # Per back-end: iterations that learn cartpole within seconds on 2 CPU ranks of 64 environments.
 LEARN_ITERATIONS = {"rsl_rl": 8, "skrl_torch": 8, "skrl_jax": 8}
 #: The run's seed, given explicitly (rank r uses SEED + r); threads and hash seed: training_helpers.

@@ -100,6 +100,7 @@ def test_bad_arguments_return_2_and_touch_nothing(state, tmp_path, capsys):
     assert _flags() == BEFORE and sys.argv == ["caller", "--mine"]
 
 
+@pytest.mark.slow
 def test_skrl_jax_backend_is_deleted_when_absent_and_restored_when_present(state, tmp_path):
     import skrl
 

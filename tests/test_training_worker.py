@@ -60,6 +60,7 @@ def _probe(tmp_path, args: list[str]) -> tuple[dict, int, str]:
     return json.loads(seen_json), int(code), proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_warp_backward_is_disabled_before_tasks_and_backends_are_imported(tmp_path):
     _require_warp()
     args = ["--device", "cpu", "--num_envs", "8", "--max_iterations", "1", "agent.rollout=4"]

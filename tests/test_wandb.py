@@ -36,6 +36,7 @@ from training_helpers import (
 STEP_KEY = {"rsl_rl": "_step", "skrl_torch": "global_step", "skrl_jax": "global_step"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
 def test_offline_wandb_run_has_the_curves_of_rank_0(backend, tmp_path):
     env = offline_wandb_env(tmp_path)
@@ -83,6 +84,7 @@ def _segments(tmp_path, run_id: str) -> list[list[int]]:
     return steps
 
 
+@pytest.mark.slow
 def test_a_resumed_run_goes_on_in_the_same_wandb_run(tmp_path):
     env = offline_wandb_env(tmp_path)
     argv = train_argv("rsl_rl", "--logger", "wandb", "--run_name", "wb", *SHORT)
@@ -100,6 +102,7 @@ def test_a_resumed_run_goes_on_in_the_same_wandb_run(tmp_path):
     assert _segments(tmp_path, run_id) == [list(range(4)), list(range(4, 10))]  # every iteration once
 
 
+@pytest.mark.slow
 def test_a_restarted_run_goes_on_in_the_same_wandb_run(tmp_path):
     env = offline_wandb_env(tmp_path)
     run = Run(train_argv("rsl_rl", "--max_restarts", "1", "--logger", "wandb", *SHORT), tmp_path, env)
