@@ -222,3 +222,29 @@ def test_a_collective_that_fails_after_a_long_wait_on_a_multi_node_run_is_a_peer
     # Another node said it found a hang: a failure however soon is that hang's.
     write("update", T0)
     assert StallMonitor(multi, str(tmp_path), (0,)).after_failure(0, now=T0 + 1, min_wait_s=0.0) is not None
+
+
+def test_a_rank_whose_process_ended_without_its_done_report_died(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # a real process that is gone (its pid free, not reused within the test)
+
+    def write(rank, pid, stage):
+        record = {"rank": rank, "local_rank": rank, "pid": pid, "host": "h", "stage": stage, "iteration": 6,
+                  "time": T0}  # fmt: skip
+        (tmp_path / f"progress.{rank}.json").write_text(json.dumps(record) + " " * 40)
+
+    write(0, os.getpid(), "update")  # alive, in a collective
+    write(1, ended.pid, "rollout")  # gone mid-iteration: died
+    worker = StallMonitor(StallOptions(stall_timeout=20), str(tmp_path), (0, 1))
+    worker.check(now=T0 + 1)
+    assert [r.rank for r in worker.dead()] == [1]
+    write(1, ended.pid, "done")  # it reported done before it ended: a normal end
+    assert worker.dead() == ()
+    write(1, ended.pid, "rollout")
+    script = StallMonitor(StallOptions(stall_timeout=20, reports_expected=False), str(tmp_path), (0, 1))
+    script.check(now=T0 + 1)
+    assert script.dead() == ()  # a user script need not report done: never judged dead
