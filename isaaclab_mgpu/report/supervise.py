@@ -42,13 +42,16 @@ def stopping_after_failure(launcher: str, grace: float, kill_after: float) -> No
     )
 
 
-def rank_died(rank: int, host: str | None, iteration: int | None, stage: str, peers: int) -> None:
-    """A rank died mid-run: its local peers, which can save nothing, are SIGKILLed at once."""
+def rank_died(
+    rank: int, host: str | None, iteration: int | None, stage: str, peers: int, wait: float
+) -> None:
+    """A rank died mid-run: its local peers, which can save nothing, are SIGKILLed (after W&B's write)."""
     where = f" during iteration {iteration}" if iteration is not None else ""
+    when = f"in {wait:g} s, once W&B's service has written its offline log" if wait else "now"
     note(
         f"rank {rank}{f' on {host}' if host else ''} died{where} (stage {stage}); the others wait for it "
         f"in a collective that cannot finish and can save nothing: SIGKILL to {peers} process(es) of "
-        "this node's other ranks now"
+        f"this node's other ranks {when}"
     )
 
 

@@ -14,12 +14,13 @@ Start
 Stop — one code path, :class:`.shutdown.Shutdown`, driven by :meth:`Supervisor.wait`
     A stop begins with the first SIGINT/SIGTERM/SIGHUP (the handlers installed by
     :func:`supervise` only record it), with :meth:`Supervisor.stop`, or when the launcher reports
-    a failed rank. After a failed rank the phases are short (:data:`FAILURE_GRACE`,
-    :data:`FAILURE_KILL_AFTER`): its peers sit in a collective that can never finish, cannot run
-    their SIGTERM handlers, and can save nothing, while torchrun would give them 30 s before its
-    own SIGKILL; a restart waits for the tree to be gone. The signal is passed to the launcher
-    alone, so torchrun's own shutdown runs (it forwards it to the ranks and prints its failure
-    summary). Then the phases of
+    a failed rank. After a failed rank the grace is short (:data:`FAILURE_GRACE`): its peers sit
+    in a collective that can never finish, cannot run their SIGTERM handlers, and can save
+    nothing, while torchrun would give them 30 s before its own SIGKILL; a restart waits for the
+    tree to be gone. Sooner still, a rank of mgpu's worker that ended without its done report has
+    the other local ranks SIGKILLed at once (``Supervisor._stop_a_dead_ranks_peers``). The signal
+    is passed to the launcher alone, so torchrun's own shutdown runs (it forwards it to the ranks
+    and prints its failure summary). Then the phases of
     :mod:`.shutdown` follow: ``grace_period`` seconds later, or as soon as the launcher is gone,
     every remaining process of the tree gets SIGTERM plus SIGCONT (a stopped process must run to
     die of it); ``kill_after`` seconds after that, SIGKILL, repeated until nothing is left. A
@@ -88,10 +89,22 @@ from isaaclab_mgpu.launcher.supervise.result import RankFailure, RunResult, exit
 from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown, recording
 from isaaclab_mgpu.launcher.supervise.watchdog import DONE, MARKER_ENV
 
-#: After a rank failed: seconds for the launcher to stop the others itself, then of SIGTERM before
-#: SIGKILL. Its peers wait in a collective with a dead rank: nothing they could do is worth more.
+#: After a rank failed: seconds for the launcher to stop the others itself before SIGTERM to what
+#: is left. Its peers wait in a collective with a dead rank: nothing they could do is worth more.
+#: (``kill_after`` stays: a rank's helper, W&B's service writing its offline file, needs it.)
 FAILURE_GRACE = 2.0
-FAILURE_KILL_AFTER = 1.0
+#: How often W&B's service (wandb-core 0.31, offline) writes its log to disk (measured: every 15 s).
+WANDB_WRITE_S = 16.0
+
+
+def _has_wandb_service(procs: list[psutil.Process]) -> bool:
+    """True when one of ``procs`` has W&B's service among its children."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if any(c.name().startswith("wandb-core") for c in proc.children()):
+                return True
+    return False
+
 
 __all__ = [
     "MARKER_ENV",
@@ -193,6 +206,8 @@ class Supervisor:
         self._watch: HangWatch | None = None
         self._run_folder_said = False
         self._peers_stopped = False
+        self._peers_kill_at: float | None = None
+        self._peers: list[psutil.Process] = []
         self._stall: _stall.Stall | None = None
         self._failure_judged = False
         self._log_dir: str | None = None
@@ -326,7 +341,6 @@ class Supervisor:
         if self._fail_fast and self._shutdown.phase is Phase.RUNNING and self._launcher_rc() is None:
             # The launcher stops the other ranks itself; the shutdown only bounds how long it may take.
             self._shutdown.grace = min(self._shutdown.grace, FAILURE_GRACE)
-            self._shutdown.kill_after = min(self._shutdown.kill_after, FAILURE_KILL_AFTER)
             self._shutdown.begin()
             if self.cmd.world_size != 1:  # a lone rank has no others to stop
                 self._say.stopping_after_failure(
@@ -397,13 +411,19 @@ class Supervisor:
         rank first observed) and ends, and a restart can begin.
         """
         assert self._watch is not None
-        died = self._watch.died(tree)
-        if died is None:
-            return
-        self._peers_stopped = True
-        rank, peers = died
-        self._say.rank_died(rank.rank, rank.host, rank.iteration, rank.stage, len(peers))
-        proctree.signal_tree(peers, signal.SIGKILL)
+        if self._peers_kill_at is None:
+            died = self._watch.died(tree)
+            if died is None:
+                return
+            rank, self._peers = died
+            # W&B's service (wandb-core) writes its offline log every 15 s and drops the rest when
+            # its client is killed: a rank with one keeps its last rows only if it outlives a write.
+            wait = WANDB_WRITE_S if _has_wandb_service(self._peers) else 0.0
+            self._peers_kill_at = time.monotonic() + wait
+            self._say.rank_died(rank.rank, rank.host, rank.iteration, rank.stage, len(self._peers), wait)
+        if time.monotonic() >= self._peers_kill_at:
+            self._peers_stopped = True
+            proctree.signal_tree(self._peers, signal.SIGKILL)
 
     # -- logs and the end ----------------------------------------------------------------------
 

@@ -142,8 +142,8 @@ class HangWatch:
         return stall
 
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
-        """A local rank that died, and the tree's processes of the other local ranks (with their
-        children), which wait for it in a collective that cannot finish; None while none died.
+        """A local rank that died, and the tree's processes of the other local ranks, which wait for
+        it in a collective that cannot finish; None while none died.
 
         ``tree`` is walked only when a rank died (as for a verdict: see :meth:`check`)."""
         dead = self.monitor.dead()
@@ -154,7 +154,9 @@ class HangWatch:
         peers = [
             members[r.pid] for r in self.monitor.read().values() if r.pid in members and r.pid not in gone
         ]
-        return dead[0], [q for p in peers for q in (p, *_children(p))]
+        # The ranks alone: a child of theirs (W&B's service writing the run's offline file) is not
+        # stuck, and ends by itself or with the rest of the tree once the launcher is gone.
+        return dead[0], peers
 
     def run_folder(self) -> tuple[str, str] | None:
         """Multi-node: the run folder and the host of node 0, which keeps its record, once known."""
