@@ -179,6 +179,20 @@ def test_port_is_free_sees_a_listener():
         assert not port_is_free(sock.getsockname()[1])
 
 
+def test_a_port_whose_connections_linger_in_time_wait_is_free_for_the_store():
+    # The store's side closes first (a requeued job's first instance ending): TIME_WAIT on its port.
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()
+    client.close()
+    assert port_is_free(port)  # torchrun's TCPStore (SO_REUSEADDR) binds it; refusing it failed the job
+
+
 def test_missing_script(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         res(LaunchSpec(nproc_per_node="2", script=str(tmp_path / "nope.py")))

@@ -271,8 +271,12 @@ def selected_devices(spec: LaunchSpec, machine: Machine) -> VisibleDevices:
 
 
 def port_is_free(port: int) -> bool:
-    """True when ``port`` can be bound on every interface of this host."""
+    """True when ``port`` can be bound on every interface of this host, as torchrun's store binds it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR, as c10d's TCPStore sets it: a port whose last connections linger in
+        # TIME_WAIT (a requeued SLURM job on its job-derived port, seconds after the first
+        # instance) is free for the store; a port something listens on is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("", port))
         except OSError:
