@@ -177,21 +177,24 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
         where = f" at iteration {last.reached}" if last.reached is not None else ""
         signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
         if spec.requeue and node0 and resolved.slurm_job_id:
+            # Everything is recorded and said before scontrol requeue: SLURM then cancels this job
+            # step at once (SIGTERM), and a line or a summary written after it may never be.
+            if folder is not None:
+                runs.mark(folder, status="requeued", exit_status=EXIT_REQUEUE)
+            report.note(
+                f"stopped at a checkpoint{where} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
+                "the requeued job continues this run"
+            )
             ok, said = requeue(resolved.slurm_job_id)
             if not ok:
                 if folder is not None:
-                    runs.mark(folder, exit_status=EXIT_REQUEUE)
+                    runs.mark(folder, status="stopped", exit_status=EXIT_REQUEUE)
                 raise MgpuError(
                     f"stopped at a checkpoint{where} on {signame}, but scontrol requeue "
                     f"{resolved.slurm_job_id} failed: {said or 'no output'}; resubmit the job by hand",
                     exit_code=EXIT_REQUEUE,
                 )
-            if folder is not None:
-                runs.mark(folder, status="requeued", exit_status=EXIT_REQUEUE)
-            raise Requeued(
-                f"stopped at a checkpoint{where} on {signame}; requeued SLURM job {resolved.slurm_job_id}: "
-                "the requeued job continues this run"
-            )
+            raise Requeued(f"requeued SLURM job {resolved.slurm_job_id}")
         if folder is not None:
             runs.mark(folder, exit_status=EXIT_REQUEUE)
         if spec.requeue and not node0:

@@ -149,7 +149,7 @@ def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_r
     _wait("the requeued job held", lambda: cluster.job(job)["JobState"] == "PENDING", 60, out)
     _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 60)
     first = out()
-    assert f"requeued SLURM job {job}: the requeued job continues this run" in first, first[-4000:]
+    assert f"requeueing SLURM job {job}: the requeued job continues this run" in first, first[-4000:]
     _, stopped = _the_run(tmp_path)
     assert stopped["status"] == "requeued" and 0 < stopped["iterations"] < total, stopped
     # Released now (not in two minutes), with room to finish rather than meet the limit again.
