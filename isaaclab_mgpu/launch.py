@@ -207,8 +207,11 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
         settle_run(resolved, cmd, outcome)
     try:
         exit_code(outcome.result, cmd, spec)
-    except Interrupted:
-        raise
+    except Interrupted as exc:
+        line = _continue_line(resolved, folder)
+        if line is None:
+            raise
+        raise Interrupted(f"{exc}; to continue: {line}", exit_code=exc.exit_code) from None
     except MgpuError as exc:
         code = exc.exit_code
         if isinstance(exc, WorkerFailure):
@@ -220,6 +223,28 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
             message += f"; {used}, every failure in order: {every}"
         raise type(exc)(message, exit_code=code) from None
     return 0
+
+
+def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
+    """The command that continues an interrupted run (node 0, typed at a prompt, with a checkpoint)."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import continuation
+
+    spec = resolved.spec
+    if folder is None or not spec.command_line or (resolved.node_rank or 0) != 0:
+        return None
+    run = Path(folder)
+    if (training_option(spec.training_args, "task") or "").startswith("Isaac-"):
+        from isaaclab_mgpu.rank import isaac_resume
+
+        known = spec.library in isaac_resume.CHECKPOINTS
+        found = known and bool(isaac_resume.checkpoints(spec.library, run))
+    else:
+        from isaaclab_mgpu.contract import resume
+
+        found = resume.latest(run) is not None
+    return continuation.continue_line(spec.command_line, run) if found else None
 
 
 def settle_run(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> None:

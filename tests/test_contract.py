@@ -68,6 +68,26 @@ def test_older_summaries_with_a_bare_rate_still_read():
     assert Summary.from_json({"env_steps_per_s": 123.0}).env_steps_per_s == Rates(total=123.0)
 
 
+def test_whole_run_figures_sum_every_segment_and_leave_each_warmup_out(tmp_path):
+    # Two stretches of one run: 0..4 (a 2 s compile, then 0.5 s iterations) and 4..8 after a restart.
+    first = summary.segment(1000.0, 0, 4, 3.6, [2.0, 0.5, 0.5, 0.5], 100)
+    second = summary.segment(2000.0, 4, 8, 3.2, [2.0, 0.4, 0.4, 0.4], 100)
+    assert (first.steady_iterations, first.steady_s, first.steady_env_steps) == (3, 1.5, 300)
+    s = summary.with_segment(summary.with_segment(Summary(), first), second)
+    # A refresh of the same stretch replaces its record rather than adding one.
+    again = summary.segment(2000.0, 4, 9, 3.6, [2.0, 0.4, 0.4, 0.4, 0.4], 100)
+    s = summary.with_segment(s, again)
+    assert [seg.started_at for seg in s.segments] == [1000.0, 2000.0]
+    w = s.whole
+    assert (w.segments, w.iterations_trained, w.train_time_s) == (2, 9, 7.2)
+    # Steady time over steady iterations of both stretches, not a mean of their means.
+    assert w.steady_s_per_iteration == pytest.approx(3.1 / 7, abs=1e-5)
+    assert w.steady_env_steps_per_s == pytest.approx(700 / 3.1)
+    summary.write(tmp_path, s)
+    back = summary.read(tmp_path)
+    assert back.segments == s.segments and back.whole == s.whole and not back.invalid
+
+
 def test_settle_fills_a_missing_summary_and_keeps_a_final_one(tmp_path):
     identity = {"backend": "rsl_rl", "task": "cartpole", "world_size": 2}
     assert summary.settle(tmp_path, "failed", 3, identity)

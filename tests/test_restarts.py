@@ -46,6 +46,10 @@ def _one_resumed_run(cwd: Path, backend: str, saved: int) -> dict:
     assert restart["resumed_from"] == resumed_from and saved <= resumed_from <= saved + 2, restart
     assert restart["lost"] == restart["reached"] - resumed_from <= 2, restart
     assert s["resumed_at"] == resumed_from and s["checksums_equal"] is True
+    # Both attempts' stretches of training, and the run's time over both.
+    spans = [(g["start_iteration"], g["end_iteration"]) for g in s["segments"]]
+    assert len(spans) == 2 and spans[0][0] == 0 and spans[1] == (resumed_from, 10), spans
+    assert s["whole"]["segments"] == 2 and s["whole"]["train_time_s"] > s["train_time_s"], s["whole"]
     assert len(s["mean_rewards"]) == 10
     first, step = STEP[backend]
     steps = tensorboard_steps(folders[0], "mgpu/mean_reward")

@@ -163,6 +163,8 @@ def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_r
     launches = [(a["launch"], a["outcome"]) for a in s["attempts"]]
     assert launches == [(0, "stopped"), (1, "finished")], s["attempts"]
     assert s["attempts"][1]["started_at"] == s["attempts"][0]["checkpoint"] == stopped["iterations"]
+    assert [g["end_iteration"] for g in s["segments"]] == [stopped["iterations"], total], s["segments"]
+    assert s["whole"]["segments"] == 2 and s["whole"]["train_time_s"] > s["train_time_s"], s["whole"]
     assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
 
 

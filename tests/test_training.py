@@ -89,6 +89,11 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
     assert not list(run_dir.glob(".*tmp*")), "temporary checkpoint left behind"
     assert len(set(s["checksums"]["end"])) == 1
     assert proc.returncode == 130, out[-3000:]
+    # The last line says how to go on: the same command, continuing this run's folder.
+    last = [ln for ln in out.splitlines() if ln.strip()][-1]
+    assert "to continue: mgpu train" in last and f"--resume {run_dir.relative_to(tmp_path)}" in last, out[
+        -1500:
+    ]
 
     # --max_iterations is the total; --resume continues the newest run with a checkpoint in its folder.
     total = str(stopped + 2)
@@ -101,3 +106,19 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
     assert s2["resumed_at"] == stopped and s2["status"] == "finished"
     assert s2["resumed_from"].endswith(f"model_{stopped}.pt")
     assert len(set(s2["checksums"]["start"])) == 1 and len(set(s2["checksums"]["end"])) == 1
+    # One run, one record: both launches' attempts, and the whole run's time over both segments.
+    assert [(a.get("launch", 0), a["outcome"]) for a in s2["attempts"]] == [
+        (0, "interrupted"),
+        (1, "finished"),
+    ]
+    segments = s2["segments"]
+    assert [(g["start_iteration"], g["end_iteration"]) for g in segments] == [
+        (0, stopped),
+        (stopped, stopped + 2),
+    ]
+    whole = s2["whole"]
+    assert whole["segments"] == 2 and whole["iterations_trained"] == stopped + 2
+    assert whole["train_time_s"] == pytest.approx(s["train_time_s"] + s2["train_time_s"], abs=0.01)
+    assert whole["train_time_s"] > s2["train_time_s"]
+    assert whole["steady_s_per_iteration"] > 0 and whole["steady_env_steps_per_s"] > 0
+    assert f"{stopped + 2} iterations in" in out and "over 2 segments" in out, out[-2000:]

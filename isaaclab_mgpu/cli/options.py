@@ -446,6 +446,7 @@ def spec_from_options(training_args: list[str], values: dict[str, Any]) -> Launc
     fields["inject_distributed"] = (
         True if values.get("inject_distributed") else False if values.get("no_inject_distributed") else None
     )
+    fields["command_line"] = tuple(STATE.argv or ())
     program = values.get("module") or values.get("script")
     if program and STATE.argv is not None:
         training_args = list(in_user_order(STATE.argv, training_args, program))

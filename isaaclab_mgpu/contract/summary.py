@@ -9,10 +9,14 @@ field of the wrong type or out of range reads as ``None`` ("unknown") and is nam
 written back unchanged. Files are replaced atomically (:mod:`.files`), so a reader never sees
 half of one.
 
-Pace: ``s_per_iteration`` and ``env_steps_per_s`` are whole-run means, warm-up included; a run's
-first iteration holds just-in-time compilation (skrl JAX: seconds) and first allocations, so
-:class:`Steady` (``steady``, from :func:`steady_pace`) gives the pace after it, the median of the
-later iterations, with the warm-up's own seconds apart.
+Pace: ``train_time_s``, ``s_per_iteration`` and ``env_steps_per_s`` describe the latest segment
+(this launch, restart or resumed job), warm-up included; a segment's first iteration holds
+just-in-time compilation (skrl JAX: seconds) and first allocations, so :class:`Steady` (``steady``,
+from :func:`steady_pace`) gives the pace after it, the median of the later iterations, with the
+warm-up's own seconds apart. A run continued in its folder (resume, restart, requeue) keeps one
+:class:`Segment` per stretch in ``segments``, and ``whole`` (:class:`Whole`) sums them: train time
+over all segments, steady seconds per iteration = steady time ÷ steady iterations (each segment's
+warm-up left out), env-steps/s from those.
 
 Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted`` or ``stopped`` (saved and
 stopped on the requeue signal, to be continued) when rank 0 ends; the launcher settles a summary
@@ -91,6 +95,93 @@ def steady_pace(seconds: Sequence[float], steps_per_iteration: int) -> Steady:
         s_per_iteration=round(per_it, 5) if per_it else None,
         env_steps_per_s=steps_per_iteration / per_it if per_it else None,
     )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One stretch of training in a run's folder: a launch, a restart, a requeued job or a resume."""
+
+    started_at: float
+    """When this stretch began training (rank 0's clock, seconds since the epoch); names it."""
+
+    start_iteration: int
+    """Completed iterations when it began."""
+
+    end_iteration: int
+    """Completed iterations when it ended (or so far)."""
+
+    train_time_s: float
+    """Seconds it spent in the training loop."""
+
+    steady_iterations: int = 0
+    """Its iterations after its own warm-up (the first :data:`WARMUP_ITERATIONS`)."""
+
+    steady_s: float = 0.0
+    """Seconds those iterations took."""
+
+    steady_env_steps: int = 0
+    """Environment steps all ranks took in those iterations."""
+
+
+def segment(
+    started_at: float,
+    start: int,
+    end: int,
+    train_time_s: float,
+    seconds: Sequence[float],
+    steps_per_iteration: int,
+) -> Segment:
+    """One stretch's :class:`Segment` from each of its iterations' seconds (its warm-up left out)."""
+    steady = [s for s in seconds[WARMUP_ITERATIONS:] if s > 0]
+    return Segment(
+        started_at=started_at,
+        start_iteration=start,
+        end_iteration=end,
+        train_time_s=round(train_time_s, 4),
+        steady_iterations=len(steady),
+        steady_s=round(sum(steady), 4),
+        steady_env_steps=len(steady) * steps_per_iteration,
+    )
+
+
+@dataclass(frozen=True)
+class Whole:
+    """The whole run's figures, over every :class:`Segment` (the latest attempt's are beside them)."""
+
+    segments: int = 0
+    """Stretches of training so far."""
+
+    iterations_trained: int = 0
+    """Iterations trained over all segments (those a restart repeated count again)."""
+
+    train_time_s: float = 0.0
+    """Seconds in the training loop, summed over the segments."""
+
+    steady_s_per_iteration: float | None = None
+    """Steady seconds ÷ steady iterations over all segments (each one's warm-up left out)."""
+
+    steady_env_steps_per_s: float | None = None
+    """Steady environment steps ÷ steady seconds over all segments, all ranks together."""
+
+
+def whole(segments: Sequence[Segment]) -> Whole:
+    """:class:`Whole` from a run's segments."""
+    its = sum(s.steady_iterations for s in segments)
+    secs = sum(s.steady_s for s in segments)
+    return Whole(
+        segments=len(segments),
+        iterations_trained=sum(max(s.end_iteration - s.start_iteration, 0) for s in segments),
+        train_time_s=round(sum(s.train_time_s for s in segments), 4),
+        steady_s_per_iteration=round(secs / its, 5) if its and secs > 0 else None,
+        steady_env_steps_per_s=sum(s.steady_env_steps for s in segments) / secs if its and secs > 0 else None,
+    )
+
+
+def with_segment(summary: Summary, current: Segment) -> Summary:
+    """``summary`` with ``current`` recorded (replacing its earlier record) and the whole-run figures."""
+    kept = tuple(s for s in summary.segments if s.started_at != current.started_at)
+    segments = (*kept, current)
+    return summary.replace(segments=segments, whole=whole(segments))
 
 
 @dataclass(frozen=True)
@@ -226,6 +317,13 @@ class Summary:
     restarts: tuple[Mapping[str, Any], ...] = ()
     """Each restart: the attempt that ended (as in ``attempts``) and ``resumed_from``, the
     iteration the next attempt resumed from."""
+
+    segments: tuple[Segment, ...] = ()
+    """Every stretch of training in this folder, in order (see :class:`Segment`)."""
+
+    whole: Whole | None = None
+    """The whole run's time and pace over ``segments``; ``train_time_s``, ``s_per_iteration``,
+    ``env_steps_per_s`` and ``steady`` describe the latest segment alone."""
 
     slurm_job_id: str | None = None
     """The SLURM job that runs it: a requeued job continues the run that names its id."""
@@ -413,6 +511,42 @@ def _steady(v: Any) -> Any:
     return _BAD if _BAD in checked.values() else Steady(**checked)
 
 
+def _segments(v: Any) -> Any:
+    if not isinstance(v, list):
+        return _BAD
+    out = []
+    for x in v:
+        if not isinstance(x, dict):
+            return _BAD
+        checked = {
+            "started_at": _float(0, _MAX_EPOCH)(x.get("started_at")),
+            "start_iteration": _int(0)(x.get("start_iteration")),
+            "end_iteration": _int(0)(x.get("end_iteration")),
+            "train_time_s": _float(0)(x.get("train_time_s")),
+            "steady_iterations": _int(0)(x.get("steady_iterations", 0)),
+            "steady_s": _float(0)(x.get("steady_s", 0.0)),
+            "steady_env_steps": _int(0)(x.get("steady_env_steps", 0)),
+        }
+        if _BAD in checked.values():
+            return _BAD
+        out.append(Segment(**checked))
+    return tuple(out)
+
+
+def _whole(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return _BAD
+    checked = {
+        "segments": _int(0)(v.get("segments", 0)),
+        "iterations_trained": _int(0)(v.get("iterations_trained", 0)),
+        "train_time_s": _float(0)(v.get("train_time_s", 0.0)),
+    }
+    for k in ("steady_s_per_iteration", "steady_env_steps_per_s"):
+        if v.get(k) is not None:
+            checked[k] = _float(0)(v[k])
+    return _BAD if _BAD in checked.values() else Whole(**checked)
+
+
 def _checksums(v: Any) -> Any:
     if not isinstance(v, dict):
         return _BAD
@@ -460,6 +594,8 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "attempt": _int(0),
     "attempts": _records,
     "restarts": _records,
+    "segments": _segments,
+    "whole": _whole,
     "slurm_job_id": _str,
     "launcher_pid": _int(1),
     "launcher_host": _str,

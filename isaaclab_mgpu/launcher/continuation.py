@@ -265,6 +265,27 @@ def _latest_with_checkpoint(experiment: Path, root: Path) -> Path | None:
     return None
 
 
+def continue_line(command_line: tuple[str, ...], folder: Path) -> str:
+    """The command that continues the run in ``folder``: ``command_line`` with its ``--resume``
+    (bare, with a value, or ``--resume=``) replaced by ``--resume FOLDER``."""
+    out: list[str] = []
+    skip = False
+    for i, tok in enumerate(command_line):
+        if skip:
+            skip = False
+            continue
+        if tok.startswith("--resume="):
+            continue
+        if tok == "--resume":
+            nxt = command_line[i + 1] if i + 1 < len(command_line) else None
+            skip = nxt is not None and not nxt.startswith("-")
+            continue
+        out.append(tok)
+    from isaaclab_mgpu.launcher.build import shell_join
+
+    return shell_join(["mgpu", *out, "--resume", str(folder)])
+
+
 def keeper(resolved: ResolvedSpec) -> dict[str, object]:
     """Who keeps the run (this process, its host and start time) and its SLURM job, as summary fields."""
     import psutil

@@ -233,7 +233,7 @@ def train_argv(spec: LaunchSpec) -> list[str]:
     argv = ["mgpu", "train"]
     for f in dataclasses.fields(LaunchSpec):
         value = getattr(spec, f.name)
-        if f.name == "training_args" or value == f.default:
+        if f.name in ("training_args", "command_line") or value == f.default:
             continue
         if f.name == "inject_distributed":
             argv.append("--inject_distributed" if value else "--no_inject_distributed")

@@ -116,9 +116,10 @@ class RunRow:
     world_size: int | None
     iterations: int | None
     s_per_iteration: float | None
-    """Steady seconds per iteration (after the warm-up), else the whole run's mean (older summaries)."""
+    """Steady seconds per iteration over every segment of the run (each one's warm-up left out),
+    else the latest segment's steady pace, else its mean (older summaries)."""
     env_steps_per_s: float | None
-    """Steady env-steps/s of all ranks, else the whole run's."""
+    """Steady env-steps/s of all ranks, chosen as ``s_per_iteration`` is."""
     warmup_s: float | None
     """Seconds of the warm-up iterations (compilation, first allocations), apart from the pace."""
     reward_first: float | None
@@ -151,6 +152,12 @@ class RunRow:
 
     continued_in: str | None = None
     """A listed run that continues this one in a folder of its own."""
+
+    segments: int = 0
+    """Stretches of training in this folder (launches, restarts, requeued jobs, resumes)."""
+
+    train_time_s: float | None = None
+    """Seconds in the training loop over every segment."""
 
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
@@ -219,7 +226,13 @@ def _folder_time(folder: Path) -> float:
 def row(folder: Path, s: Summary) -> RunRow:
     """A :class:`RunRow` from one summary."""
     steady = s.steady or Steady()
-    whole = s.env_steps_per_s.total if s.env_steps_per_s else None
+    mean = s.env_steps_per_s.total if s.env_steps_per_s else None
+    run = s.whole
+    if run is not None and run.steady_s_per_iteration:
+        pace, rate = run.steady_s_per_iteration, run.steady_env_steps_per_s
+    else:
+        pace = steady.s_per_iteration or s.s_per_iteration
+        rate = steady.env_steps_per_s or mean
     return RunRow(
         folder=str(folder),
         library=s.backend,
@@ -227,8 +240,8 @@ def row(folder: Path, s: Summary) -> RunRow:
         task=s.task,
         world_size=s.world_size,
         iterations=s.iterations,
-        s_per_iteration=steady.s_per_iteration if steady.s_per_iteration else s.s_per_iteration,
-        env_steps_per_s=steady.env_steps_per_s if steady.env_steps_per_s else whole,
+        s_per_iteration=pace,
+        env_steps_per_s=rate,
         warmup_s=steady.warmup_s,
         reward_first=s.first_mean_reward,
         reward_last=s.last_mean_reward,
@@ -240,6 +253,8 @@ def row(folder: Path, s: Summary) -> RunRow:
         exit_status=s.exit_status,
         rank_exit_code=s.rank_exit_code,
         continues=s.continues,
+        segments=run.segments if run is not None else 0,
+        train_time_s=run.train_time_s if run is not None else s.train_time_s,
     )
 
 

@@ -91,6 +91,10 @@ class LaunchSpec:
     training_args: tuple[str, ...] = ()
     """Arguments for the worker, forwarded verbatim and in order (incl. ``key=value`` presets)."""
 
+    command_line: tuple[str, ...] = ()
+    """The command line as typed after ``mgpu`` (empty when built in code): what an interrupted run
+    prints, with ``--resume`` of its folder, as the line that continues it."""
+
     rl_library: str | None = None
     """``rsl_rl``, ``skrl`` or ``rl_games`` (Isaac Lab tasks); ``None`` means rsl_rl (Isaac Lab's default)."""
 
@@ -482,6 +486,8 @@ def _validate_text(s: LaunchSpec) -> None:
     """No option's text holds a control character; the worker's folder names stay one folder."""
     for f in fields(s):
         value = getattr(s, f.name)
+        if f.name == "command_line":
+            continue  # the typed line itself: each option's value is checked where it lands
         values = value if isinstance(value, tuple) and f.name != "training_args" else (value,)
         for v in values:
             if isinstance(v, str) and has_control(v):

@@ -137,13 +137,19 @@ class TrainingConsole:
         rate = s["env_steps_per_s"]
         per_rank = ", ".join(f"{v:,.0f}" for v in rate["per_rank"])
         status = INTERRUPTED if s["interrupted"] else FINISHED
-        _line(
-            final_line(
-                status,
-                f"{s['iterations']} iterations (to {s['end_iteration']}) in {s['train_time_s']:.1f} s "
-                f"({s['s_per_iteration']:.3f} s/it) on {s['world_size']} rank(s)",
+        run = s.get("whole") or {}
+        segments = s.get("segments") or ()
+        this = f"{s['train_time_s']:.1f} s ({s['s_per_iteration']:.3f} s/it) on {s['world_size']} rank(s)"
+        if run.get("segments", 0) > 1 and segments:
+            # A continued run: the run's iterations with the run's time, then this segment's own.
+            last = segments[-1]
+            told = (
+                f"{s['end_iteration']} iterations in {run['train_time_s']:.1f} s over {run['segments']} "
+                f"segments; this one {last['start_iteration'] + 1}..{last['end_iteration']} in {this}"
             )
-        )
+        else:
+            told = f"{s['iterations']} iterations (to {s['end_iteration']}) in {this}"
+        _line(final_line(status, told))
         _line(f"{PREFIX} env-steps/s: total {rate['total']:,.0f}; per rank {per_rank}")
         steady = s.get("steady") or {}
         if steady.get("s_per_iteration"):
@@ -151,6 +157,12 @@ class TrainingConsole:
                 f"{PREFIX} steady: {steady['s_per_iteration']:.3f} s/it, {steady['env_steps_per_s']:,.0f} "
                 f"env-steps/s after {steady['warmup_iterations']} warm-up iteration(s) of "
                 f"{steady['warmup_s']:.2f} s"
+            )
+        if run.get("segments", 0) > 1 and run.get("steady_s_per_iteration"):
+            _line(
+                f"{PREFIX} whole run, steady: {run['steady_s_per_iteration']:.3f} s/it, "
+                f"{run['steady_env_steps_per_s']:,.0f} env-steps/s over {run['segments']} segments "
+                "(each one's warm-up left out)"
             )
         _line(
             f"{PREFIX} mean episode reward: first {reward_text(s['first_mean_reward'])}, "

@@ -181,6 +181,8 @@ class Bookkeeper(compat.Observer):
         self._mark: float | None = None
         self.t0: float | None = None
         self.train_time = 0.0
+        self.began = 0.0
+        """When this attempt's training began (seconds since the epoch): names its segment."""
         self.gathered: np.ndarray | None = None
         self.loaded: str | None = None
         """The checkpoint the library loaded (rank 0's own path), None: a fresh start."""
@@ -229,6 +231,7 @@ class Bookkeeper(compat.Observer):
         progress.beat("broadcast")
         progress.after_startup()
         self.t0 = self._mark = time.perf_counter()
+        self.began = time.time()
 
     def iteration(self, steps: int, reward: float | None) -> bool:
         """The library finished one iteration on this rank; True: stop here (see :meth:`on_iteration`)."""
@@ -362,6 +365,13 @@ class Bookkeeper(compat.Observer):
             "checkpoint": str(checkpoint) if checkpoint is not None else found.checkpoint,
             "checkpoint_iteration": saved_at,
         }
+        if self.iteration_s and self.t0 is not None:
+            spent = self.train_time or time.perf_counter() - self.t0
+            current = summaries.segment(
+                self.began, self.start, done, spent, self.iteration_s, self.last_steps * self.ctx.world_size
+            )
+            merged_run = summaries.with_segment(found, current)
+            fields["segments"], fields["whole"] = merged_run.segments, merged_run.whole
         if self.loaded is not None:
             fields["resumed_from"] = self.loaded
             origin = isaac_resume.run_folder_of(self.library, Path(self.loaded)).resolve()

@@ -210,6 +210,8 @@ class _Loop:
     """Environment steps of one iteration, all ranks together (for the steady pace)."""
     iteration_s: list[float] = field(default_factory=list)
     """Rank 0's wall seconds of each iteration of this attempt, for the steady pace."""
+    began: float = 0.0
+    """When this attempt's loop began (seconds since the epoch): names its segment of the run."""
 
 
 def _train(
@@ -361,7 +363,7 @@ def _loop(
     refreshed, refresh_cost = 0.0, 0.0
     with stop_on_signals() as stop:
         console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total)
-        t0 = time.perf_counter()
+        t0, loop.began = time.perf_counter(), time.time()
         for it in range(start, total):
             t_it = time.perf_counter()
             progress.beat("rollout", it + 1)  # the back-end reports "update" itself
@@ -472,6 +474,13 @@ def _with_progress(run_dir: Path, loop: _Loop) -> Summary:
     first = first if first is not None and first <= loop.start else loop.start
     rewards = (*found.mean_rewards[: loop.start - first], *loop.rewards)
     measured = [r for r in rewards if r is not None]
+    if loop.iteration_s:
+        found = summaries.with_segment(
+            found,
+            summaries.segment(
+                loop.began, loop.start, loop.done, loop.train_time, loop.iteration_s, loop.steps_per_iteration
+            ),
+        )
     return found.replace(
         start_iteration=first,
         resumed_at=loop.start if loop.start > first else found.resumed_at,
