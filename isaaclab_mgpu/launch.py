@@ -374,7 +374,13 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
         if _multi_node(cmd) and any(m in (f.traceback or f.stderr_tail or "") for m in _PEER_GONE):
             seen = result.elsewhere or "that node stopped or died"
             broke = f"; its connection to a rank on another node broke: {seen}"
-        raise WorkerFailure(f"rank {f.rank}{where} failed with {what}{broke}", exit_code=result.exit_code)
+        why = f.why()
+        if f.reason and not broke:
+            # The rank's own words are the reason; its code is in the record and the exit status.
+            raise WorkerFailure(f"rank {f.rank}{where}: {f.reason}", exit_code=result.exit_code)
+        told = f": {why}" if why and not broke else ""
+        message = f"rank {f.rank}{where} failed with {what}{told}{broke}"
+        raise WorkerFailure(message, exit_code=result.exit_code)
     if result.exit_code != 0:
         message = f"{launcher} failed with exit code {result.exit_code}"
         raise WorkerFailure(message, exit_code=result.exit_code)

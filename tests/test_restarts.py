@@ -255,6 +255,10 @@ def test_crafted_checkpoint_is_refused_and_nothing_in_it_runs(tmp_path):
     assert code == 1, out[-3000:]  # rank 0's bad-input 2 is reserved: mgpu exits 1
     assert f"checkpoint {path} refused" in out and "nothing in it was run" in out, out[-3000:]
     assert "restart" not in out  # bad input is not retried
+    # The reason is the last line; torchrun's own failure summary stays out of the console.
+    last = [ln for ln in out.splitlines() if ln.strip()][-1]
+    assert last.startswith("mgpu: error: rank 0 on ") and f"checkpoint {path} refused" in last, out[-3000:]
+    assert "Root Cause" not in out, out[-3000:]
 
 
 def test_safe_loader_refuses_in_process(tmp_path):

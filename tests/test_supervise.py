@@ -418,6 +418,23 @@ def test_root_cause_is_the_first_observed_failure_not_the_sigtermed_sibling() ->
     assert rootcause.exit_status_code(3, None) == 3
 
 
+@pytest.mark.parametrize("debug", [False, True])
+def test_torchruns_failure_summary_stays_out_of_the_console_unless_debug(debug, capfdbinary) -> None:
+    import io
+
+    from isaaclab_mgpu.launcher.supervise.output import LauncherOutput
+
+    rule = "=" * 60
+    text = f"before\n{SUMMARY}\n{rule}\na rule that opens no summary\nafter\n"
+    output = LauncherOutput(True, None, failure_summary=debug)
+    output._read_stderr(io.BytesIO(text.encode()))
+    err = capfdbinary.readouterr().err.decode()
+    assert ("Root Cause" in err) == debug and ("seg.py FAILED" in err) == debug, err
+    assert "before" in err and "after" in err and f"{rule}\na rule that opens no summary" in err, err
+    # Read for the root cause either way.
+    assert rootcause.parse_root_cause(output.lines).rank == 3
+
+
 def test_failed_line_ignores_rank_output() -> None:
     line = "E1129 17:19:43.806000 5738 api.py:986] failed (exitcode: -11) local_rank: 1 (pid: 5763) of binary"
     assert rootcause.failed_line(line) == (-11, 1, 5763)

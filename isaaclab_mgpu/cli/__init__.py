@@ -139,7 +139,7 @@ def train_cmd(
     from isaaclab_mgpu.launch import plan, train
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions
 
-    options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after)
+    options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after, debug=STATE.debug)
     use_saved = not no_saved_workarounds
     if dry_run:
         return plan(spec, as_json=json, use_saved_workarounds=use_saved, preflight=not no_preflight)

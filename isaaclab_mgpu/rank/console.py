@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from isaaclab_mgpu.contract import reasons
 from isaaclab_mgpu.contract.lines import (
     FINISHED,
     INTERRUPTED,
@@ -37,8 +38,10 @@ def _line(text: str) -> None:
 
 
 def worker_error(message: str) -> None:
-    """One ``isaaclab_mgpu.worker: error:`` line on stderr."""
+    """One ``isaaclab_mgpu.worker: error:`` line on stderr, also kept as the rank's reason for
+    ``mgpu train``'s final line (:mod:`isaaclab_mgpu.contract.reasons`)."""
     sys.stderr.write(f"{WORKER}: error: {printable(message)}\n")
+    reasons.record(message)
 
 
 def iteration_bar(console: Any = None, *, redirect: bool = True) -> Any:

@@ -47,6 +47,9 @@ def rank_died(
 ) -> None:
     """A rank died mid-run: its local peers, which can save nothing, are SIGKILLed (after W&B's write)."""
     where = f" during iteration {iteration}" if iteration is not None else ""
+    if not peers:  # the others had already ended: nobody waits for it
+        note(f"rank {rank}{f' on {host}' if host else ''} ended{where} (stage {stage}) before finishing")
+        return
     when = f"in {wait:g} s, once W&B's service has written its offline log" if wait else "now"
     note(
         f"rank {rank}{f' on {host}' if host else ''} died{where} (stage {stage}); the others wait for it "

@@ -165,6 +165,10 @@ class SuperviseOptions:
     """Hand each line of the launcher's stdout to this (a live progress view) instead of passing
     the stream straight through; called from a reader thread, finished before the result."""
 
+    debug: bool = False
+    """Mirror torch elastic's own failure summary (its "Root Cause" block) to the console too;
+    mgpu's lines retell it either way (``--debug``)."""
+
     on_checkpoint_request: Callable[[], None] | None = None
     """Called once, from the supervision loop, when SIGUSR1 first arrives (SLURM's warning that
     the time limit is near); the run goes on unless this stops it. None: only recorded."""
@@ -192,7 +196,9 @@ class Supervisor:
         self._watchdog: subprocess.Popen[bytes] | None = None
         # Replaced in start(), once the start time and the watchdog's PID are known.
         self._tree = proctree.RunTree(self.run_id, 0.0, frozenset({os.getpid()}))
-        self._output = LauncherOutput(self.options.console, self.options.on_stdout)
+        self._output = LauncherOutput(
+            self.options.console, self.options.on_stdout, failure_summary=self.options.debug
+        )
         self._signals = Interrupts()
         self._shutdown = Shutdown(
             members=self.descendants,

@@ -3,10 +3,11 @@
 The launcher's stdout is passed straight through (or, with ``SuperviseOptions.on_stdout``, handed
 line by line to a live progress view); its stderr is read line by line to find failures (the
 ``failed (exitcode: N) local_rank: L`` line and the "Root Cause" summary, :mod:`.rootcause`), and
-mirrored to the console minus torch elastic's own Python traceback (its failure summary, which
-says more, is kept) and, once mgpu has asked the launcher to stop, minus the launcher's own
-``KeyboardInterrupt`` traceback (a Ctrl-C during its start-up imports lands in the middle of
-``import torch``). Both are read by daemon threads, joined before the result.
+mirrored to the console minus torch elastic's own Python traceback, minus its failure summary (the
+``====`` block with "Root Cause", which mgpu's own lines retell with the rank's reason; shown with
+``--debug``, and read here either way) and, once mgpu has asked the launcher to stop, minus the
+launcher's own ``KeyboardInterrupt`` traceback (a Ctrl-C during its start-up imports lands in the
+middle of ``import torch``). Both are read by daemon threads, joined before the result.
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ _TRACEBACK_STARTS = (
 class LauncherOutput:
     """Reader threads of one launcher's output streams."""
 
-    def __init__(self, console: bool, on_stdout: Callable[[bytes], None] | None) -> None:
+    def __init__(
+        self, console: bool, on_stdout: Callable[[bytes], None] | None, *, failure_summary: bool = False
+    ) -> None:
         self.console = console
         self.on_stdout = on_stdout
+        self.failure_summary = failure_summary
+        """Mirror torch elastic's failure summary block too (``--debug``)."""
         self.lines: collections.deque[str] = collections.deque(maxlen=500)
         """The launcher's last stderr lines that are not rank output (for the failure summary)."""
         self.failed: tuple[int, int, int] | None = None
@@ -79,6 +84,8 @@ class LauncherOutput:
     def _read_stderr(self, stream: IO[bytes]) -> None:
         out = getattr(sys.stderr, "buffer", None) if self.console else None
         held: list[bytes] = []
+        rule: bytes | None = None  # a "=====" line held until the next shows whether a summary starts
+        in_summary = False
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace").rstrip("\r\n")
             if not line.startswith("["):
@@ -87,6 +94,19 @@ class LauncherOutput:
                     self.failed = rootcause.failed_line(line)
             if out is None:
                 continue
+            if not self.failure_summary:
+                if in_summary:
+                    in_summary = not _is_rule(line)
+                    continue
+                if rule is not None:
+                    if line.endswith(" FAILED"):
+                        rule, in_summary = None, True
+                        continue
+                    out.write(rule)
+                    rule = None
+                if _is_rule(line):
+                    rule = raw
+                    continue
             if held:
                 # Hold back a launcher traceback (and its chain) until its last line shows whose it is.
                 held.append(raw)
@@ -102,6 +122,11 @@ class LauncherOutput:
                 continue
             out.write(raw)
             out.flush()
-        if out is not None and held:
-            out.write(b"".join(held))
+        if out is not None and (held or rule):
+            out.write(b"".join(held) + (rule or b""))
             out.flush()
+
+
+def _is_rule(line: str) -> bool:
+    """A ``=====`` line: torch elastic's failure summary starts and ends with one."""
+    return len(line) >= 20 and set(line) == {"="}

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from isaaclab_mgpu.contract import reasons
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE
 from isaaclab_mgpu.launcher.supervise import rootcause
 from isaaclab_mgpu.launcher.supervise.stall import Stall
@@ -47,6 +48,17 @@ class RankFailure:
 
     log_path: str | None = None
     """The rank's log folder (``stdout.log``, ``stderr.log``, ``error.json``)."""
+
+    reason: str | None = None
+    """The one line the rank gave for ending (its own error: bad input, a refused checkpoint, a
+    full disk; :mod:`isaaclab_mgpu.contract.reasons`), None when it left none."""
+
+    def why(self) -> str | None:
+        """The rank's own reason, else the last line of its traceback (``ValueError: ...``)."""
+        if self.reason:
+            return self.reason
+        lines = [ln.strip() for ln in (self.traceback or "").splitlines() if ln.strip()]
+        return lines[-1] if lines else None
 
     @property
     def code(self) -> int:
@@ -137,5 +149,6 @@ def first_failure(
         traceback=tb,
         stderr_tail=None if tb else rootcause.tail(folder / "stderr.log" if folder else None),
         log_path=str(folder) if folder else None,
+        reason=reasons.read(folder),
     )
     return failure, known
