@@ -134,6 +134,10 @@ def train(
     report.resolve_notes(resolved)
     for line in placement.notes:
         report.note(line)
+    if spec.simulate_fault is not None and cmd.world_size is not None:
+        from isaaclab_mgpu.contract import faults
+
+        report.note(faults.describe(faults.parse(spec.simulate_fault), cmd.world_size))
     if placement.done:
         return 0
     options = dataclasses.replace(options or SuperviseOptions(), stall=stall_options(spec, cmd))

@@ -406,3 +406,43 @@ def test_a_running_summary_whose_launcher_is_gone_is_listed_as_lost(tmp_path):
         ("a", "lost"),
         ("b", "running"),
     ]
+
+
+@pytest.mark.slow
+def test_a_simulated_kill_is_met_once_and_the_restart_finishes_the_run(tmp_path):
+    fault = ("--simulate_fault", "kill@5,rank=1")
+    run = Run(train_argv("rsl_rl", "--max_restarts", "1", *fault, *SHORT), tmp_path)
+    code, out = run.finish(LIMIT["rsl_rl"])
+    assert code == 0, out[-4000:]
+    assert "rank 1 SIGKILLs itself at iteration 5 of the first attempt" in out, out[-4000:]
+    s = _one_resumed_run(tmp_path, "rsl_rl", 4)  # one restart: met once, the restart goes past it
+    assert s["restarts"][0]["how"] in ("signal SIGKILL", "signal SIGTERM"), s["restarts"]
+    assert s["restarts"][0]["reached"] == 4, s["restarts"]
+
+
+@pytest.mark.slow
+def test_a_simulated_hang_is_named_by_the_stall_watch_and_restarted(tmp_path):
+    fault = ("--simulate_fault", "hang@4", "--stall_timeout", "8")
+    run = Run(train_argv("rsl_rl", "--max_restarts", "1", *fault, *SHORT), tmp_path)
+    code, out = run.finish(LIMIT["rsl_rl"])
+    assert code == 0, out[-4000:]
+    s = _one_resumed_run(tmp_path, "rsl_rl", 2)
+    assert s["restarts"][0]["outcome"] == "hung", s["restarts"]
+    assert "rank 1" in out.split("hang:", 1)[1].splitlines()[0], out[-4000:]
+
+
+@pytest.mark.slow
+def test_a_simulated_requeue_outside_slurm_saves_stops_75_and_resume_auto_finishes(tmp_path):
+    run = Run(train_argv("rsl_rl", "--simulate_fault", "requeue@3", *SHORT), tmp_path)
+    code, out = run.finish(LIMIT["rsl_rl"])
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    s = summary_of(folder)
+    assert s["status"] == "stopped" and 3 <= s["end_iteration"] < 10, s
+    assert (folder / f"model_{s['end_iteration']}.pt").is_file()
+    again = Run(train_argv("rsl_rl", "--simulate_fault", "requeue@3", "--resume", "auto", *SHORT), tmp_path)
+    code, out = again.finish(LIMIT["rsl_rl"])
+    assert code == 0, out[-4000:]
+    s = summary_of(folder)
+    assert (s["status"], s["end_iteration"]) == ("finished", 10), s
+    assert [a.get("launch", 0) for a in s["attempts"]] == [0, 1], s["attempts"]

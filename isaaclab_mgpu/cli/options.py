@@ -434,6 +434,20 @@ REQUEUE: dict[str, tuple[Any, Any]] = {
         ],
         "USR1",
     ),
+    "simulate_fault": (
+        Annotated[
+            str | None,
+            _opt(
+                "simulate_fault",
+                "Rehearse a failure: KIND@ITERATION[,rank=R] with KIND kill (the rank SIGKILLs "
+                "itself), hang (it freezes) or requeue (its mgpu gets the requeue signal), in the "
+                "first attempt, so --max_restarts, --stall_timeout and --requeue prove themselves.",
+                panel=RESTARTS,
+                metavar="KIND@IT[,rank=R]",
+            ),
+        ],
+        None,
+    ),
 }
 
 

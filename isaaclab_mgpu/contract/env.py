@@ -52,3 +52,12 @@ RUN_KEEPER = "MGPU_RUN_KEEPER"
 
 #: Torch elastic's per-rank error file (``@record`` writes a failing rank's traceback there).
 ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
+
+#: ``--simulate_fault``: the fault a rank is to meet (``kill@5,rank=1``; :mod:`.faults`).
+SIMULATE_FAULT = "MGPU_SIMULATE_FAULT"
+
+#: The PID of the rank's node's ``mgpu`` (its supervisor), which a simulated requeue signals.
+LAUNCHER_PID = "MGPU_LAUNCHER_PID"
+
+#: ``--requeue_signal`` without ``SIG`` (``USR1``), for a simulated requeue.
+REQUEUE_SIGNAL = "MGPU_REQUEUE_SIGNAL"

@@ -55,7 +55,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import env, stacks
+from isaaclab_mgpu.contract import env, faults, stacks
 
 __all__ = [
     "ITERATION_STAGES",
@@ -107,6 +107,8 @@ class Reporter:
         self._stages: dict[str, str] = {}
         self.iteration_number: int | None = None
         self._iterations = 0
+        self._environ = values
+        self._fault = faults.for_this_rank(values) if values.get(env.RUN_ID) else None
         if values.get(env.RUN_ID):
             record_stop_requests()
             # Under mgpu the stack handler is there even with the stall watch off: `mgpu stacks`.
@@ -119,9 +121,10 @@ class Reporter:
 
     def beat(self, stage: str, iteration: int | None = None) -> None:
         """Report entering ``stage`` (of ``iteration``, else the last iteration given)."""
-        if self.path is None:
-            return
-        if self._fd is None and not self._start():
+        if self.path is None or (self._fd is None and not self._start()):
+            if self._fault is not None and iteration is not None:
+                self.iteration_number = iteration
+                self._meet_fault()
             return
         if iteration is not None and iteration != self.iteration_number:
             self.iteration_number = iteration
@@ -140,6 +143,15 @@ class Reporter:
             os.pwrite(self._fd, record.ljust(self._size), 0)  # type: ignore[arg-type]
         except OSError:
             pass  # the supervisor's folder is gone (the run is ending): training goes on
+        if self._fault is not None:
+            self._meet_fault()  # after the report that names the iteration: the watch sees where
+
+    def _meet_fault(self) -> None:
+        """``--simulate_fault``: meet it once this rank reaches its iteration."""
+        fault = self._fault
+        if fault is not None and self.iteration_number == fault.iteration:
+            self._fault = None
+            faults.fire(fault, self._environ)
 
     def iteration(self, number: int) -> None:
         """Report that iteration ``number`` begins (the one call a training loop needs)."""

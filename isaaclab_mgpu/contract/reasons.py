@@ -17,10 +17,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from isaaclab_mgpu.contract import env
+
 #: The file, beside torch elastic's ``error.json`` of the rank.
 REASON_FILE = "reason.txt"
 #: torch elastic's per-rank error file variable: its folder is the rank's own log folder.
-ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
+ERROR_FILE_ENV = env.ERROR_FILE
 #: Longest reason kept (a message that names a long path is still one readable line).
 MAX_CHARS = 2000
 

@@ -43,6 +43,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract import env as env_names
+from isaaclab_mgpu.contract import faults
+from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
@@ -177,6 +179,15 @@ def build(r: ResolvedSpec) -> Command:
     }
     if r.cuda_visible_devices is not None:
         env[CUDA_VISIBLE_DEVICES] = r.cuda_visible_devices
+    if s.simulate_fault is not None:
+        fault = faults.parse(s.simulate_fault)
+        if r.world_size is not None and fault.target(r.world_size) >= r.world_size:
+            raise UsageError(
+                f"--simulate_fault {s.simulate_fault}: rank {fault.rank} is not in this run of "
+                f"{r.world_size} ranks; choose a rank from 0 to {r.world_size - 1}"
+            )
+        env[env_names.SIMULATE_FAULT] = fault.text()
+        env[env_names.REQUEUE_SIGNAL] = s.requeue_signal.upper().removeprefix("SIG")
     return Command(
         argv=tuple(argv),
         env=env,

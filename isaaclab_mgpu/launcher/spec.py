@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from isaaclab_mgpu.contract import faults
 from isaaclab_mgpu.contract.devices import GPU_UUID, index_entry
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import LOGGERS, name_problem
@@ -195,6 +196,10 @@ class LaunchSpec:
 
     requeue_signal: str = "USR1"
     """The signal (without ``SIG``) that asks the ranks to checkpoint at the next iteration and stop."""
+
+    simulate_fault: str | None = None
+    """A fault the run meets for real, ``KIND@ITERATION[,rank=R]`` (kill, hang, requeue; see
+    :mod:`isaaclab_mgpu.contract.faults`), to rehearse restarts, the stall watch and requeues."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -456,6 +461,8 @@ def _validate(s: LaunchSpec) -> None:
             f"--requeue_signal {s.requeue_signal!r} is not a warning signal; use one of "
             f"{', '.join(REQUEUE_SIGNALS)} (the one #SBATCH --signal names)"
         )
+    if s.simulate_fault is not None:
+        _validate_fault(s)
     if s.monitor_interval is not None and not s.monitor_interval > 0:
         raise UsageError(f"--monitor_interval {s.monitor_interval} must be a positive number of seconds")
     for name in ("tee", "redirects"):
@@ -480,6 +487,20 @@ def check_host(value: str, option: str) -> str:
             f"{option} {value!r} is not a host name or address; use e.g. node01, 10.0.0.1 or [fe80::1]"
         )
     return value
+
+
+def _validate_fault(s: LaunchSpec) -> None:
+    try:
+        fault = faults.parse(s.simulate_fault or "")
+    except ValueError as exc:
+        raise UsageError(f"--simulate_fault {s.simulate_fault!r} {exc}") from None
+    if not s.builtin_worker:
+        raise UsageError("--simulate_fault needs mgpu's worker (a --script/-m program reports no iterations)")
+    if fault.kind == "hang" and not s.stall_timeout:
+        raise UsageError(
+            "--simulate_fault hang with --stall_timeout 0: nothing would ever end the frozen rank; "
+            "give --stall_timeout SECONDS"
+        )
 
 
 def _validate_text(s: LaunchSpec) -> None:

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from isaaclab_mgpu.contract.env import RUN_DIR
+from isaaclab_mgpu.contract.env import LAUNCHER_PID, RUN_DIR
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.supervise import logs
@@ -230,7 +230,8 @@ class Supervisor:
             raise RuntimeError("Supervisor.start() called twice")
         self._subreaper = proctree.hold_subreaper()
         self._since = time.time() - 1.0  # psutil's create_time is coarser than time.time()
-        env = {**os.environ, **self.cmd.env, MARKER_ENV: self.run_id}
+        # The launcher PID: a rank's simulated requeue (--simulate_fault) signals this process.
+        env = {**os.environ, **self.cmd.env, MARKER_ENV: self.run_id, LAUNCHER_PID: str(os.getpid())}
         watch = self.options.stall
         if watch is not None and watch.active:
             ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()
