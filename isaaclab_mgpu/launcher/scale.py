@@ -81,9 +81,9 @@ JSON_NAME, PNG_NAME = "scale.json", "scale.png"
 SAMPLE_S = 0.5
 #: Training arguments a point sets itself, and what to use instead.
 _OWNED = {
-    "max_iterations": "--iterations",
-    "num_envs": "--num_envs",
-    "resume": "nothing (a point starts afresh)",
+    "max_iterations": "use --iterations",
+    "num_envs": "use --num_envs",
+    "resume": "a point always starts afresh: leave it out",
 }
 _STATUS_OK = "ok"
 
@@ -252,7 +252,10 @@ def point_spec(
         changes.update(dict.fromkeys((*RENDEZVOUS_OPTIONS, "coordinator_address"), None))
         changes["nproc_per_node"] = "1"
     else:
-        changes["nproc_per_node"] = str(point.world_size // nnodes)
+        per_node = point.world_size // nnodes
+        changes["nproc_per_node"] = str(per_node)
+        if spec.gpu_ids is not None:
+            changes["gpu_ids"] = spec.gpu_ids[:per_node]  # the first ones named, a rank each
     return dataclasses.replace(spec, **changes)
 
 
@@ -292,7 +295,14 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
             if visible == 0:
                 raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
             world_sizes = default_world_sizes(visible, nnodes)
+    gpus = selected_devices(spec, machine) if spec.device == "cuda" else None
     for k in world_sizes:
+        if gpus is not None and gpus.count and k // nnodes > gpus.count:
+            shown = ",".join(map(str, world_sizes))
+            raise UsageError(
+                f"--world_sizes {shown}: {k // nnodes} rank(s) per node need as many GPUs, but "
+                f"{gpus.count} are visible here ({gpus.source}); list world sizes up to {gpus.count * nnodes}"
+            )
         if k % nnodes:
             raise UsageError(
                 f"--world_sizes: {k} ranks cannot be split evenly over --nnodes {nnodes}; give multiples "
@@ -307,7 +317,10 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
         for k in world_sizes:
             point = Point(k, n)
             ps = point_spec(spec, point, options.iterations, nnodes=nnodes)
-            resolved, _ = prepare(ps, strict=True, environ=env)  # more ranks than GPUs: refused here
+            try:
+                resolved, _ = prepare(ps, strict=True, environ=env)  # what train would refuse
+            except UsageError as exc:
+                raise type(exc)(f"scale point {point.label}: {exc}") from None
             gpus = _nvml_indices(resolved, machine) if spec.device == "cuda" else ()
             planned.append(Planned(point, (child_argv(ps, machine.python),), gpus))
             if ceiling and k > 1:
