@@ -311,7 +311,7 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
     envs: tuple[int | None, ...] = options.num_envs or (None,)
     ceiling = options.ceiling and spec.device == "cpu" and nnodes == 1
     stamp = machine.run_stamp
-    out = Path(options.out) if options.out else _default_out(spec, stamp)
+    out = (Path(options.out) if options.out else _default_out(spec, stamp)).absolute()
     planned: list[Planned] = []
     for n in envs:
         for k in world_sizes:
@@ -574,7 +574,7 @@ def _run_point(
         exit_codes=codes,
         wall_s=round(wall, 2),
         gpus=gpus,
-        run_dirs=tuple(str(f) for f, _ in found if f is not None),
+        run_dirs=tuple(str(f.absolute()) for f, _ in found if f is not None),
         logs=tuple(str(p) for p in paths),
     )
     if status != _STATUS_OK:
