@@ -2,7 +2,7 @@
 # GPU checks and benchmarks for a lent GPU machine (H100/H200 class). Never part of CI.
 #
 #   benchmarks/gpu.sh --fetch-wheels   # on a connected machine: download the wheels to carry into .whl/
-#   benchmarks/gpu.sh [STEP ...]       # on the GPU machine; steps: gputests checks bench pytest isaac
+#   benchmarks/gpu.sh [STEP ...]       # on the GPU machine; steps: gputests checks bench scale pytest isaac
 #                                      # (default: all, in that order)
 #
 # Python: the checkout's .venv when it exists and sees a GPU (a `uv sync` done on a connected GPU
@@ -21,6 +21,10 @@
 #           one GPU rank for a few iterations of rsl-rl, skrl torch and skrl JAX
 #   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 3; fewer are refused),
 #           then shutdown --repeats 1; JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
+#   scale   mgpu scale of rsl-rl's embedded cartpole on the GPUs there are (world sizes 1, 2, 4, … up
+#           to them; one GPU: world size 1) at 1024 and 4096 envs per rank, 30 iterations a point:
+#           the table in the log, scale.json and scale.png into $RESULTS/scale (no picture, and a note
+#           saying so, where matplotlib cannot be imported)
 #   pytest  the rest of the suite (everything but tests/gpu) in $SHARDS (default 4) pytest processes
 #           side by side, test files dealt round-robin, slowest first: serially it took over 200 s
 #           on a 16-core H200 machine, being mostly start-up latency (torchrun, imports, sleeps);
@@ -38,7 +42,9 @@ cd "$REPO"
 
 WHEELS=(rsl-rl-lib==5.5.1 skrl==2.1.1 tensordict==0.15.3 pyvers==0.2.3 gymnasium==1.4.0
         farama-notifications==0.0.6 GitPython==3.2.1 gitdb==4.0.12 smmap==5.0.3
-        typer==0.25.1 click==8.5.1 shellingham==1.5.4 annotated-doc==0.0.7)
+        typer==0.25.1 click==8.5.1 shellingham==1.5.4 annotated-doc==0.0.7
+        matplotlib==3.11.2 contourpy==1.4.0 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1
+        pyparsing==3.3.3 python-dateutil==2.9.0.post0 six==1.17.0 pillow==13.0.0)
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     # Python 3.12 / x86-64 manylinux wheels, no dependencies resolved: the list above is complete
@@ -143,7 +149,7 @@ print("cuda available:", torch.cuda.is_available(), "devices:", torch.cuda.devic
 EOF
 
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(gputests checks bench pytest isaac)
+((${#STEPS[@]})) || STEPS=(gputests checks bench scale pytest isaac)
 TRAIN_DIR="$(mktemp -d)"
 
 for s in "${STEPS[@]}"; do
@@ -164,6 +170,10 @@ for s in "${STEPS[@]}"; do
         # Shutdown does not depend on the device (sleeping test workers), and its torchrun side
         # waits a fixed 30 s per stubborn run: one repeat here.
         step benchmark-shutdown 150 "$PY" -m benchmarks shutdown --repeats 1 --results "$RESULTS"
+        ;;
+    scale)
+        step scale 240 bash -c "cd '$TRAIN_DIR' && mgpu scale --rl_library rsl_rl --num_envs 1024,4096 \
+            --iterations 30 --out '$RESULTS/scale'"
         ;;
     gputests)
         step gpu-tests 300 "$PY" -m pytest -q -p no:cacheprovider -rs tests/gpu
@@ -188,7 +198,7 @@ for s in "${STEPS[@]}"; do
         step benchmark-isaac 400 "$PY" -m benchmarks isaac --repeats 1 --results "$RESULTS"
         ;;
     *)
-        log "unknown step $s (use checks, bench, pytest, isaac)"; FAILED=$((FAILED + 1))
+        log "unknown step $s (use gputests, checks, bench, scale, pytest, isaac)"; FAILED=$((FAILED + 1))
         ;;
     esac
 done

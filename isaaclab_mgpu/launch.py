@@ -1,9 +1,10 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
 ``dry-run`` → :func:`plan`, ``train`` → :func:`train`, ``check-env`` → :func:`check_env`,
-``probe-nccl`` → :func:`probe_nccl`. Each runs the shared core (:func:`~.pipeline.prepare`:
-spec → resolve → build) and the domain packages (``diagnostics``, ``supervise``, ``probe``), which
-return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`. It runs in
+``probe-nccl`` → :func:`probe_nccl`, ``scale`` → :func:`scale`. Each runs the shared core
+(:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
+``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
+reach :mod:`isaaclab_mgpu.report`. It runs in
 the ``mgpu`` process (see ``docs/architecture.md`` for the sides).
 """
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.probe.config import ProbeOptions
     from isaaclab_mgpu.launcher.resolve import ResolvedSpec
+    from isaaclab_mgpu.launcher.scale import ScaleOptions
     from isaaclab_mgpu.launcher.supervise import RunResult, StallOptions, SuperviseOptions
 
 #: What gloo and NCCL say when the peer's process went away (its node stopped or died).
@@ -55,6 +57,7 @@ __all__ = [
     "prepare",
     "probe_nccl",
     "saved_workarounds",
+    "scale",
     "train",
 ]
 
@@ -398,3 +401,44 @@ def live_stacks(run_folder: str | None) -> int:
 
     run = livestacks.pick(livestacks.find_runs(), run_folder)
     return stacks(run, livestacks.dump(run))
+
+
+def scale(spec: LaunchSpec, options: ScaleOptions, argv: list[str] | None = None) -> int:
+    """``mgpu scale``: run the sweep with a progress bar, print the table, write the JSON and the
+    picture (also of the points measured before a Ctrl-C, then exit 130); 1 when a point did not
+    measure."""
+    from isaaclab_mgpu.launcher import scale as sweep
+    from isaaclab_mgpu.report import scale as shown
+
+    check_isaac_task(spec)
+    plan = sweep.plan(spec, options)  # every bad input refused here: nothing has started
+    report.note(f"scale: {len(plan.points)} point(s), each a full mgpu train; results go to {plan.out}")
+    before = sweep.load_1m()
+    with shown.ScaleProgress(plan) as progress:
+        results, stopped = sweep.run_sweep(plan, progress)
+    rows = sweep.compare(results)
+    json_path = sweep.write_json(
+        plan, results, complete=not stopped, load=(before, sweep.load_1m()), argv=argv
+    )
+    png, why = None, None
+    if any(r.result.ok for r in rows):
+        from isaaclab_mgpu.launcher.scale_plot import NoPlotter, draw
+
+        try:
+            png = draw(rows, plan.out / sweep.PNG_NAME, shown.title(plan))
+        except NoPlotter as exc:
+            why = str(exc)
+    else:
+        why = "no point measured a rate"
+    shown.table(plan, rows, target=options.target_reward)
+    shown.written(json_path, png, why)
+    if stopped:
+        raise Interrupted(f"stopped by a signal; the points measured so far are in {plan.out}")
+    missed = [r for r in results if r.status != "ok"]  # a node > 0 measures nothing itself: not a miss
+    if missed:
+        first = missed[0]
+        raise MgpuError(
+            f"{len(missed)} of {len(results)} scale point(s) did not measure; first: {first.point.label} "
+            f"{first.status} ({first.reason}); its output: {first.logs[0] if first.logs else plan.out}"
+        )
+    return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("torch", "jax", "warp", "rsl_rl", "skrl", "tensordict", "tensorboard")
+HEAVY = ("torch", "jax", "warp", "rsl_rl", "skrl", "tensordict", "tensorboard", "matplotlib")
 
 PROBE = """
 import sys
@@ -13,7 +13,8 @@ from isaaclab_mgpu.cli import main
 RUNS = (["--help"], ["dry-run", "--num_gpus", "2", "--seed=1"], ["train", "--dry_run", "--num_gpus", "2"],
         ["train", "--help"], ["train", "--num_gpu", "2"], ["train", "--task", "cartpol"],
         ["check-env", "--devcie", "cpu"],  # the refusals before spawn stay as light as --help
-        ["dry-run", "--gpu_ids", "1", "--logger", "tensorboard"], ["runs", "/nonexistent-mgpu-log-root"])
+        ["dry-run", "--gpu_ids", "1", "--logger", "tensorboard"], ["runs", "/nonexistent-mgpu-log-root"],
+        ["scale", "--help"], ["scale", "--device", "cpu", "--world_sizes", "1,x"])
 for argv in RUNS:
     try:
         main(argv)

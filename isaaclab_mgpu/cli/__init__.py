@@ -35,6 +35,7 @@ from isaaclab_mgpu.cli.options import (
     PVC,
     RDZV_PORT,
     SHM_SIZE,
+    STALL,
     STATE,
     TERMINATION_GRACE,
     WORKDIR,
@@ -42,6 +43,7 @@ from isaaclab_mgpu.cli.options import (
     train_launch_command,
 )
 from isaaclab_mgpu.cli.probe import probe_nccl_cmd
+from isaaclab_mgpu.cli.scale import scale_cmd
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_REQUEUE, Interrupted, MgpuError
 
 app = typer.Typer(
@@ -229,6 +231,9 @@ def skills_check_cmd(
 
 
 app.command("probe-nccl", context_settings=PASSTHROUGH)(launch_command(probe_nccl_cmd))
+app.command("scale", cls=LaunchCommand, context_settings=PASSTHROUGH)(
+    launch_command(scale_cmd, groups=(STALL,))
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,927 @@
+"""``mgpu scale``: does training on more ranks pay for this task? A sweep, measured for real.
+
+The user's own training (a built-in task or an Isaac Lab task, any library, the options of
+``mgpu train``) runs briefly at each world size of ``--world_sizes`` and, with ``--num_envs
+A,B,C``, at each environment count per rank. Each point is one complete ``mgpu train``: the same
+spec (:func:`point_spec` changes only the rank count, the environments, the iterations and the run
+name), the same builder and supervisor, preflight, stall watch, run folder and ``summary.json``.
+
+Why a child ``mgpu train`` per point and not the supervisor in-process: the CPU ceiling (below)
+runs several trainings at once, and one mgpu process owns one supervised tree at a time (its
+signal handlers, subreaper and watchdog are per process). A child per point gives every point,
+distributed or independent, the same code path and the same guarantees, and its argv is exactly
+what ``dry-run --emit`` writes for the spec (:func:`~.jobfiles.train_argv`).
+
+Phases, in order:
+
+1. :func:`plan` (the one step that looks at the machine): every bad input is refused before
+   anything starts (:class:`~isaaclab_mgpu.contract.errors.UsageError`, exit 2): a malformed list,
+   a world size the node count does not divide, more ranks than visible GPUs (each point's spec
+   goes through resolve, strictly, as ``train`` would), a user ``--script``, ``--max_iterations``
+   or ``--resume`` among the training arguments.
+2. :func:`run_sweep` runs the points in order, one at a time; a point that fails, hangs (the
+   child's own stall watch, exit 4) or outlives ``--point_timeout`` is a row that says so and the
+   sweep goes on. A stop signal is passed to the running children (each stops its tree as ``mgpu
+   train`` does) and ends the sweep; the points measured so far are kept.
+3. What a point measured (:func:`measure`): the steady env-steps/s and s/iteration of its
+   ``summary.json`` (``steady``: the warm-up left out), the spread of the per-iteration rates after
+   the warm-up (rank 0's iteration lines, :mod:`isaaclab_mgpu.contract.lines`), the wall time from
+   the point's start until the mean reward first reached ``--target_reward`` (start-up included:
+   what a user waits), and on GPUs each rank's peak memory and mean utilisation (NVML, sampled).
+4. :func:`compare` gives each point its speedup and efficiency (speedup ÷ ranks) against the
+   one-rank point of the same environment count.
+
+The CPU ceiling: on CPU ranks, two ranks on a 2-core box cannot step twice the environments of one
+whatever the collectives cost, so the "ideal" of a world size ``k`` is measured: the same point
+also runs as ``k`` independent one-rank trainings side by side (no communication), and their summed
+rate, over the iterations all ``k`` ran at once, is the box's ceiling for ``k`` ranks. Efficiency
+is then given against both: one rank × k, and the ceiling. Every CPU point runs with
+``OMP_NUM_THREADS=1`` unless it is set (torchrun sets it for several ranks only; a lone rank would
+otherwise take every core and the comparison would measure threads, not distribution).
+
+Results: :func:`write_json` (the plan, the machine's load before and after, every point) and
+:mod:`.scale_plot` (the picture) in the output folder; the rows and sentences are the report's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from isaaclab_mgpu.contract import files, layout
+from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
+from isaaclab_mgpu.contract.lines import ITERATION
+from isaaclab_mgpu.launcher import jobfiles, nvml
+from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
+from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, training_option
+
+#: Iterations per point unless ``--iterations`` says otherwise: the first is warm-up.
+DEFAULT_ITERATIONS = 30
+#: World sizes on CPU ranks unless ``--world_sizes`` says otherwise.
+CPU_WORLD_SIZES = (1, 2)
+#: Fewest iterations a point may run: one warm-up and at least two measured.
+MIN_ITERATIONS = summaries.WARMUP_ITERATIONS + 2
+#: The JSON file and the picture in the output folder.
+JSON_NAME, PNG_NAME = "scale.json", "scale.png"
+#: Seconds between NVML samples while a point runs on GPUs.
+SAMPLE_S = 0.5
+#: Training arguments a point sets itself, and what to use instead.
+_OWNED = {
+    "max_iterations": "use --iterations",
+    "num_envs": "use --num_envs",
+    "resume": "a point always starts afresh: leave it out",
+}
+_STATUS_OK = "ok"
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    """What ``mgpu scale`` sweeps and how long each point runs."""
+
+    world_sizes: tuple[int, ...] | None = None
+    """Total ranks per point (all nodes); None: 1, 2, 4, … up to the visible GPUs (CPU: 1, 2)."""
+
+    num_envs: tuple[int, ...] | None = None
+    """Environments per rank, one sweep line each; None: the task's default."""
+
+    iterations: int = DEFAULT_ITERATIONS
+    """Training iterations per point, the warm-up included."""
+
+    target_reward: float | None = None
+    """Mean episode reward whose first arrival is timed (wall seconds from the point's start)."""
+
+    out: str | None = None
+    """Output folder; None: ``<log root>/scale/<stamp>``."""
+
+    ceiling: bool = True
+    """CPU ranks: also run each world size as that many independent one-rank trainings."""
+
+    point_timeout: float = 0.0
+    """Seconds a point may run before it is stopped and recorded as timed out (0: no limit)."""
+
+    def __post_init__(self) -> None:
+        if self.iterations < MIN_ITERATIONS:
+            raise UsageError(
+                f"--iterations {self.iterations}: a point needs at least {MIN_ITERATIONS} (the first "
+                "is warm-up, the rest are measured)"
+            )
+        if not self.point_timeout >= 0:
+            raise UsageError(f"--point_timeout {self.point_timeout!r} must be 0 (no limit) or more seconds")
+
+
+def parse_counts(text: str | None, option: str) -> tuple[int, ...] | None:
+    """``1,2,4`` as positive integers in the order given; None for None; bad text is a UsageError."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    counts: list[int] = []
+    for part in parts:
+        if not re.fullmatch(r"[0-9]+", part, re.ASCII) or int(part) < 1:
+            raise UsageError(
+                f"{option} {text!r}: {part!r} is not a positive whole number; give a comma-separated "
+                "list such as 1,2,4"
+            )
+        if int(part) in counts:
+            raise UsageError(f"{option} {text!r} lists {int(part)} twice; list each value once")
+        counts.append(int(part))
+    return tuple(counts)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement of the sweep."""
+
+    world_size: int
+    """Ranks of the point (all nodes); for a ceiling point, how many independent trainings."""
+
+    num_envs: int | None
+    """Environments per rank (None: the task's default)."""
+
+    ceiling: bool = False
+    """``world_size`` independent one-rank trainings at once instead of one distributed run."""
+
+    @property
+    def label(self) -> str:
+        """A short name, used for its log file: ``w2-e256``, ``w2-e256-ceiling``."""
+        envs = "default" if self.num_envs is None else str(self.num_envs)
+        return f"w{self.world_size}-e{envs}" + ("-ceiling" if self.ceiling else "")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A point and the ``mgpu train`` command lines that measure it (one; ``k`` for a ceiling)."""
+
+    point: Point
+    """What is measured."""
+
+    argvs: tuple[tuple[str, ...], ...]
+    """Each child's argv (``python -m isaaclab_mgpu train …``)."""
+
+    gpus: tuple[int, ...] = ()
+    """NVML indices of the GPUs this node's ranks use (empty on CPU or without NVML)."""
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    """Everything the sweep runs, decided before anything starts."""
+
+    spec: LaunchSpec
+    """The user's launch, as given."""
+
+    options: ScaleOptions
+    """The sweep's own options."""
+
+    world_sizes: tuple[int, ...]
+    """The world sizes, in order."""
+
+    num_envs: tuple[int | None, ...]
+    """The environment counts per rank, in order."""
+
+    points: tuple[Planned, ...]
+    """Every point, each distributed point followed by its ceiling (CPU)."""
+
+    out: Path
+    """The output folder."""
+
+    env: tuple[tuple[str, str], ...]
+    """Variables every child gets on top of this environment."""
+
+    node_rank: int = 0
+    """This node's rank (several nodes: only node 0 finds the summaries)."""
+
+    @property
+    def ceiling(self) -> bool:
+        """True when the plan measures the CPU ceiling."""
+        return any(p.point.ceiling for p in self.points)
+
+
+def default_world_sizes(gpus: int, nnodes: int = 1) -> tuple[int, ...]:
+    """1, 2, 4, … up to ``gpus`` ranks per node (``gpus`` itself included), times the node count."""
+    per_node = [1]
+    while per_node[-1] * 2 <= gpus:
+        per_node.append(per_node[-1] * 2)
+    if gpus > per_node[-1]:
+        per_node.append(gpus)
+    return tuple(n * nnodes for n in per_node)
+
+
+def _without(args: Sequence[str], name: str) -> list[str]:
+    """``args`` without training option ``--name`` and its value (either spelling, ``=`` or not)."""
+    spellings = {f"--{name}", f"--{name.replace('_', '-')}"}
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        flag, sep, _ = arg.partition("=")
+        if flag in spellings:
+            skip = not sep
+            continue
+        out.append(arg)
+    return out
+
+
+def point_spec(
+    spec: LaunchSpec, point: Point, iterations: int, *, copy: int | None = None, nnodes: int = 1
+) -> LaunchSpec:
+    """``spec`` for one point: its ranks per node, environments, iterations and run name (pure)."""
+    args = _without(spec.training_args, "run_name")
+    base = training_option(spec.training_args, "run_name") or "scale"
+    name = f"{base}-{point.label}" + (f"-{copy}" if copy is not None else "")
+    args += ["--max_iterations", str(iterations), "--run_name", name]
+    if point.num_envs is not None:
+        args += ["--num_envs", str(point.num_envs)]
+    changes: dict[str, Any] = {"training_args": tuple(args)}
+    if point.ceiling:
+        # An independent one-rank training: no nodes to meet, nothing to share.
+        changes.update(dict.fromkeys((*RENDEZVOUS_OPTIONS, "coordinator_address"), None))
+        changes["nproc_per_node"] = "1"
+    else:
+        per_node = point.world_size // nnodes
+        changes["nproc_per_node"] = str(per_node)
+        if spec.gpu_ids is not None:
+            changes["gpu_ids"] = spec.gpu_ids[:per_node]  # the first ones named, a rank each
+    return dataclasses.replace(spec, **changes)
+
+
+def child_argv(spec: LaunchSpec, python: str) -> tuple[str, ...]:
+    """The ``mgpu train`` command line of ``spec``, run by ``python`` (pure)."""
+    return (python, "-m", "isaaclab_mgpu", *jobfiles.train_argv(spec)[1:])
+
+
+def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | None = None) -> ScalePlan:
+    """Every point and its command lines; every bad input refused here, before anything starts."""
+    from isaaclab_mgpu.launcher.pipeline import prepare
+
+    if not spec.builtin_worker:
+        raise UsageError(
+            "mgpu scale measures the built-in worker (a built-in or Isaac Lab task), whose ranks write "
+            "summary.json; a --script/-m program writes none: time it with mgpu train"
+        )
+    if spec.nproc_per_node is not None:
+        raise UsageError(
+            f"--num_gpus {spec.nproc_per_node}: mgpu scale chooses the ranks of each point; give the "
+            "world sizes with --world_sizes (e.g. 1,2,4)"
+        )
+    for name, instead in _OWNED.items():
+        if training_option(spec.training_args, name) is not None:
+            raise UsageError(f"--{name} is set by mgpu scale for each point; {instead}")
+    env = os.environ if environ is None else environ
+    nnodes = spec.nnodes_max
+    if spec.nnodes is not None and ":" in spec.nnodes:
+        raise UsageError(f"--nnodes {spec.nnodes}: a scale point needs a fixed node count, not MIN:MAX")
+    machine = probe_machine(env, gpu_uuids=spec.device == "cuda")
+    world_sizes = options.world_sizes
+    if world_sizes is None:
+        if spec.device == "cpu":
+            world_sizes = tuple(n * nnodes for n in CPU_WORLD_SIZES)
+        else:
+            visible = selected_devices(spec, machine).count
+            if visible == 0:
+                raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
+            world_sizes = default_world_sizes(visible, nnodes)
+    gpus = selected_devices(spec, machine) if spec.device == "cuda" else None
+    for k in world_sizes:
+        if gpus is not None and gpus.count and k // nnodes > gpus.count:
+            shown = ",".join(map(str, world_sizes))
+            raise UsageError(
+                f"--world_sizes {shown}: {k // nnodes} rank(s) per node need as many GPUs, but "
+                f"{gpus.count} are visible here ({gpus.source}); list world sizes up to {gpus.count * nnodes}"
+            )
+        if k % nnodes:
+            raise UsageError(
+                f"--world_sizes: {k} ranks cannot be split evenly over --nnodes {nnodes}; give multiples "
+                f"of {nnodes}"
+            )
+    envs: tuple[int | None, ...] = options.num_envs or (None,)
+    ceiling = options.ceiling and spec.device == "cpu" and nnodes == 1
+    stamp = machine.run_stamp
+    out = (Path(options.out) if options.out else _default_out(spec, stamp)).absolute()
+    planned: list[Planned] = []
+    for n in envs:
+        for k in world_sizes:
+            point = Point(k, n)
+            ps = point_spec(spec, point, options.iterations, nnodes=nnodes)
+            try:
+                resolved, _ = prepare(ps, strict=True, environ=env)  # what train would refuse
+            except UsageError as exc:
+                raise type(exc)(f"scale point {point.label}: {exc}") from None
+            gpus = _nvml_indices(resolved, machine) if spec.device == "cuda" else ()
+            planned.append(Planned(point, (child_argv(ps, machine.python),), gpus))
+            if ceiling and k > 1:
+                twin = Point(k, n, ceiling=True)
+                copies = tuple(point_spec(spec, twin, options.iterations, copy=j) for j in range(k))
+                for c in copies[:1]:
+                    prepare(c, strict=True, environ=env)
+                planned.append(Planned(twin, tuple(child_argv(c, machine.python) for c in copies)))
+    extra = {"PYTHONUNBUFFERED": "1"}
+    if spec.device == "cpu" and "OMP_NUM_THREADS" not in env:
+        extra["OMP_NUM_THREADS"] = "1"
+    return ScalePlan(
+        spec=spec,
+        options=options,
+        world_sizes=tuple(world_sizes),
+        num_envs=envs,
+        points=tuple(planned),
+        out=out,
+        env=tuple(extra.items()),
+        node_rank=spec.node_rank or 0,
+    )
+
+
+def _default_out(spec: LaunchSpec, stamp: str) -> Path:
+    root = training_option(spec.training_args, "log_root") or layout.DEFAULT_LOG_ROOT
+    return Path(root) / "scale" / stamp
+
+
+def _nvml_indices(resolved: Any, machine: Any) -> tuple[int, ...]:
+    """NVML indices of the GPUs a resolved launch's ranks on this node get (what NVML can tell)."""
+    uuids = machine.nvml_gpu_uuids or ()
+    chosen = resolved.cuda_visible_devices
+    entries = chosen.split(",") if chosen else list(resolved.visible.entries)
+    if isinstance(resolved.nproc, int):
+        entries = entries[: resolved.nproc]
+    out: list[int] = []
+    for entry in entries:
+        if entry.isdigit():
+            out.append(int(entry))
+        else:
+            matches = [i for i, u in enumerate(uuids) if u.startswith(entry)]
+            if matches:
+                out.append(matches[0])
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a point
+
+
+@dataclass
+class _Child:
+    """One ``mgpu train`` child and what it printed."""
+
+    proc: subprocess.Popen[bytes]
+    started: float
+    """``time.monotonic()`` at spawn."""
+    started_epoch: float
+    iterations: list[tuple[float, int, float | None, float]] = field(default_factory=list)
+    """(seconds since spawn, iteration, mean reward, env-steps/s) of each of rank 0's lines."""
+    last_lines: list[str] = field(default_factory=list)
+    reader: threading.Thread | None = None
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """One GPU's use during a point."""
+
+    index: int
+    """NVML index."""
+
+    memory_peak_mib: int | None
+    """Most memory in use at any sample, MiB."""
+
+    utilization_pct: float | None
+    """Mean GPU utilisation over the samples after the first iteration, percent."""
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """What one point measured, or why it could not."""
+
+    point: Point
+    """The point."""
+
+    status: str
+    """``ok``, ``failed``, ``hung``, ``timed out``, ``interrupted`` or ``not run``."""
+
+    reason: str | None = None
+    """Why it is not ``ok``: the child's exit code and its last error line."""
+
+    exit_codes: tuple[int, ...] = ()
+    """Each child's exit code."""
+
+    wall_s: float | None = None
+    """Seconds from the point's start to its last child's end."""
+
+    env_steps_per_s: float | None = None
+    """Steady environment steps per second, all ranks (a ceiling point: all trainings together)."""
+
+    env_steps_per_s_iqr: tuple[float, float] | None = None
+    """The quartiles of the per-iteration rates after the warm-up (the spread)."""
+
+    s_per_iteration: float | None = None
+    """Steady seconds per iteration (rank 0's clock; a ceiling point: the median of its trainings)."""
+
+    measured_iterations: int | None = None
+    """Iterations the steady figures come from."""
+
+    warmup_s: float | None = None
+    """Seconds of the warm-up iteration(s)."""
+
+    num_envs_per_rank: int | None = None
+    """Environments per rank, as the summary records them."""
+
+    time_to_target_s: float | None = None
+    """Wall seconds from the point's start until the mean reward first reached the target."""
+
+    target_iteration: int | None = None
+    """The iteration it first reached it."""
+
+    target_estimated: bool = False
+    """True when the time comes from the summary's steady pace (no iteration lines to time)."""
+
+    last_mean_reward: float | None = None
+    """The mean episode reward at the point's last iteration."""
+
+    overlap_iterations: int | None = None
+    """Ceiling point: measured iterations all its trainings ran at once (per training, fewest)."""
+
+    gpus: tuple[GpuUse, ...] = ()
+    """Each GPU of the point, on GPUs."""
+
+    run_dirs: tuple[str, ...] = ()
+    """The run folder of each child."""
+
+    logs: tuple[str, ...] = ()
+    """Each child's console output, saved."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the point measured a rate."""
+        return self.status == _STATUS_OK and self.env_steps_per_s is not None
+
+
+class Progress(Protocol):
+    """Who is told as the sweep goes (the report's progress bar)."""
+
+    def point_started(self, index: int, planned: Planned) -> None:
+        """Point ``index`` (0-based) starts."""
+
+    def point_done(self, index: int, result: PointResult) -> None:
+        """Point ``index`` ended, measured or not."""
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[list[int]]:
+    """Record SIGINT/SIGTERM/SIGHUP while the sweep runs (the list fills with what arrived)."""
+    got: list[int] = []
+    wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    saved = {s: signal.getsignal(s) for s in wanted}
+    for s in wanted:
+        signal.signal(s, lambda signum, _frame: got.append(signum))
+    try:
+        yield got
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[PointResult], bool]:
+    """Run every point in order; return the results (unrun points ``not run``) and whether a stop
+    signal ended the sweep early."""
+    logs = plan.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    results: list[PointResult] = []
+    env = {**os.environ, **dict(plan.env)}
+    env.pop("MGPU_RUN_STAMP", None)  # each point its own run folder stamp
+    stopped = False
+    with _stop_signals() as got:
+        for i, planned in enumerate(plan.points):
+            if got:
+                stopped = True
+            if stopped:
+                results.append(PointResult(planned.point, "not run", reason="the sweep was stopped"))
+                continue
+            if progress is not None:
+                progress.point_started(i, planned)
+            result = _run_point(plan, planned, env, logs, got)
+            results.append(result)
+            if progress is not None:
+                progress.point_done(i, result)
+            stopped = stopped or bool(got) or result.status == "interrupted"
+    return results, stopped
+
+
+def _run_point(
+    plan: ScalePlan, planned: Planned, env: dict[str, str], logs: Path, got: list[int]
+) -> PointResult:
+    """Start the point's children at once, pass on stop signals, wait, read what they measured."""
+    point = planned.point
+    children: list[_Child] = []
+    paths: list[Path] = []
+    t0 = time.monotonic()
+    for j, argv in enumerate(planned.argvs):
+        path = logs / (f"{point.label}-{j}.log" if len(planned.argvs) > 1 else f"{point.label}.log")
+        paths.append(path)
+        proc = subprocess.Popen(
+            list(argv),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # signals reach it from here only, once each
+        )
+        child = _Child(proc, time.monotonic(), time.time())
+        child.reader = threading.Thread(target=_read, args=(child, path), daemon=True)
+        child.reader.start()
+        children.append(child)
+    sampler = _GpuSampler(planned.gpus, children) if planned.gpus else None
+    forwarded = 0
+    timed_out = False
+    while any(c.proc.poll() is None for c in children):
+        while forwarded < len(got):
+            for c in children:
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(got[forwarded])
+            forwarded += 1
+        limit = plan.options.point_timeout
+        if limit and not timed_out and time.monotonic() - t0 > limit:
+            timed_out = True
+            for c in children:
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+    wall = time.monotonic() - t0
+    for c in children:
+        if c.reader is not None:
+            c.reader.join(timeout=5)
+    gpus = sampler.stop() if sampler is not None else ()
+    codes = tuple(int(c.proc.returncode) for c in children)
+    found = [_summary_of(plan, c) for c in children] if plan.node_rank == 0 else []
+    status, reason = _status(codes, children, timed_out, got, plan.options.point_timeout)
+    base = PointResult(
+        point,
+        status,
+        reason=reason,
+        exit_codes=codes,
+        wall_s=round(wall, 2),
+        gpus=gpus,
+        run_dirs=tuple(str(f.absolute()) for f, _ in found if f is not None),
+        logs=tuple(str(p) for p in paths),
+    )
+    if status != _STATUS_OK:
+        return base
+    if plan.node_rank != 0:
+        return dataclasses.replace(base, reason="measured on node 0 (its summary.json)")
+    summaries_found = [s for _, s in found]
+    if any(s is None for s in summaries_found):
+        return dataclasses.replace(base, status="failed", reason="no summary.json found for the point's run")
+    return measure(
+        base, [c.iterations for c in children], summaries_found, plan.options.target_reward, children
+    )
+
+
+def _read(child: _Child, path: Path) -> None:
+    """Copy the child's output to its log file; keep rank 0's iteration lines with their time."""
+    seen: set[int] = set()
+    with open(path, "wb") as log:
+        assert child.proc.stdout is not None
+        for raw in iter(child.proc.stdout.readline, b""):
+            log.write(raw)
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            m = ITERATION.match(line)
+            if m is not None and int(m["it"]) not in seen:  # one line per iteration (rank 0's)
+                seen.add(int(m["it"]))
+                reward = None if m["reward"] == "n/a" else _float(m["reward"])
+                rate = float(m["rate"].replace(",", ""))
+                child.iterations.append((time.monotonic() - child.started, int(m["it"]), reward, rate))
+            elif line.strip():
+                child.last_lines = [*child.last_lines[-19:], line]
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _status(
+    codes: Sequence[int], children: Sequence[_Child], timed_out: bool, got: Sequence[int], limit: float
+) -> tuple[str, str | None]:
+    if all(c == 0 for c in codes) and not timed_out:
+        return _STATUS_OK, None
+    if timed_out:
+        return "timed out", f"stopped after --point_timeout {limit:g} s"
+    if got or any(c == EXIT_INTERRUPTED for c in codes):
+        return "interrupted", "stopped by a signal"
+    bad = next(i for i, c in enumerate(codes) if c != 0)
+    status = "hung" if codes[bad] == EXIT_HANG else "failed"
+    said = _error_line(children[bad].last_lines)
+    return status, f"exit code {codes[bad]}" + (f": {said}" if said else "")
+
+
+def _error_line(lines: Sequence[str]) -> str | None:
+    """The child's own error line (``mgpu: error: …``), else its last line."""
+    for line in reversed(lines):
+        if line.startswith("mgpu: error:"):
+            return line.removeprefix("mgpu: error:").strip()
+    return lines[-1].strip()[:300] if lines else None
+
+
+def _summary_of(plan: ScalePlan, child: _Child) -> tuple[Path | None, summaries.Summary | None]:
+    """The run folder and summary this child's ``mgpu train`` kept (``launcher_pid`` names it)."""
+    from isaaclab_mgpu.launcher.runs import summary_folders
+
+    root = training_option(plan.spec.training_args, "log_root") or layout.DEFAULT_LOG_ROOT
+    best: tuple[Path | None, summaries.Summary | None] = (None, None)
+    for folder in summary_folders(Path(root), depth=3):
+        s = summaries.read(folder)
+        if s is None or s.launcher_pid != child.proc.pid:
+            continue
+        if s.launcher_started is not None and s.launcher_started < child.started_epoch - 5:
+            continue  # an earlier process with the same PID
+        best = (folder, s)
+    return best
+
+
+def measure(
+    base: PointResult,
+    lines: Sequence[Sequence[tuple[float, int, float | None, float]]],
+    found: Sequence[summaries.Summary],
+    target: float | None,
+    children: Sequence[Any] = (),
+) -> PointResult:
+    """Fill ``base`` (a point whose children all finished) from their lines and summaries (pure)."""
+    warm = summaries.WARMUP_ITERATIONS
+    first = found[0]
+    steady = first.steady or summaries.Steady()
+    envs = first.num_envs_per_rank
+    if base.point.ceiling:
+        return _measure_ceiling(base, lines, found, warm, envs)
+    rates = [rate for _, it, _, rate in lines[0] if it > warm]
+    iqr = _quartiles(rates)
+    result = dataclasses.replace(
+        base,
+        env_steps_per_s=steady.env_steps_per_s,
+        env_steps_per_s_iqr=iqr,
+        s_per_iteration=steady.s_per_iteration,
+        measured_iterations=len(rates) or max(0, (first.iterations or 0) - steady.warmup_iterations),
+        warmup_s=steady.warmup_s,
+        num_envs_per_rank=envs,
+        last_mean_reward=first.last_mean_reward,
+    )
+    if target is None:
+        return result
+    for seconds, it, reward, _ in lines[0]:
+        if reward is not None and reward >= target:
+            return dataclasses.replace(result, time_to_target_s=round(seconds, 2), target_iteration=it)
+    if not lines[0]:
+        # No iteration lines (Isaac Lab's libraries print their own): from the summary's rewards and
+        # pace, counted from the training's start as the child saw it.
+        for i, reward in enumerate(first.mean_rewards, start=1):
+            if reward is not None and reward >= target and steady.s_per_iteration:
+                startup = 0.0
+                if children and first.started_at is not None:
+                    startup = max(0.0, first.started_at - children[0].started_epoch)
+                spent = (steady.warmup_s or 0.0) + max(
+                    0, i - steady.warmup_iterations
+                ) * steady.s_per_iteration
+                return dataclasses.replace(
+                    result,
+                    time_to_target_s=round(startup + spent, 2),
+                    target_iteration=i,
+                    target_estimated=True,
+                )
+    return result
+
+
+def _measure_ceiling(
+    base: PointResult,
+    lines: Sequence[Sequence[tuple[float, int, float | None, float]]],
+    found: Sequence[summaries.Summary],
+    warm: int,
+    envs: int | None,
+) -> PointResult:
+    """The summed rate of independent trainings over the iterations all of them ran at once."""
+    # Times are each child's seconds since its own spawn; the children were spawned within
+    # milliseconds of each other, so the offsets are close enough to compare windows.
+    steady = [[(t, rate) for t, it, _, rate in child if it > warm] for child in lines]
+    if any(len(s) < 2 for s in steady):
+        return dataclasses.replace(base, status="failed", reason="too few iteration lines to measure")
+    # An iteration's line marks its end; the window: after every child's first measured iteration
+    # ended, before the first child's last one ended.
+    start = max(s[0][0] for s in steady)
+    end = min(s[-1][0] for s in steady)
+    inside = [[rate for t, rate in s if start <= t <= end] for s in steady]
+    overlap = min(len(r) for r in inside)
+    if overlap < 2:  # too little common time: all measured iterations, said by overlap_iterations
+        inside = [[rate for _, rate in s] for s in steady]
+    total = sum(statistics.median(r) for r in inside)
+    per_it = [s.steady.s_per_iteration for s in found if s.steady and s.steady.s_per_iteration]
+    return dataclasses.replace(
+        base,
+        env_steps_per_s=total,
+        s_per_iteration=statistics.median(per_it) if per_it else None,
+        measured_iterations=min(len(s) for s in steady),
+        overlap_iterations=overlap,
+        num_envs_per_rank=envs,
+    )
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float] | None:
+    if len(values) < 2:
+        return None
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return (round(q[0], 1), round(q[2], 1))
+
+
+class _GpuSampler:
+    """Samples the point's GPUs' memory and utilisation through NVML while it runs."""
+
+    def __init__(self, indices: Sequence[int], children: Sequence[_Child]) -> None:
+        self.indices = tuple(indices)
+        self.children = children
+        self.peak: dict[int, int] = {}
+        self.util: dict[int, list[float]] = {i: [] for i in self.indices}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mgpu-scale-nvml", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with nvml.nvml() as nv:
+                handles = {i: nv.nvmlDeviceGetHandleByIndex(i) for i in self.indices}
+                while not self._done.wait(SAMPLE_S):
+                    training = any(c.iterations for c in self.children)
+                    for i, h in handles.items():
+                        with contextlib.suppress(nv.NVMLError):
+                            used = int(nv.nvmlDeviceGetMemoryInfo(h).used) // 2**20
+                            self.peak[i] = max(self.peak.get(i, 0), used)
+                        if training:
+                            with contextlib.suppress(nv.NVMLError):
+                                self.util[i].append(float(nv.nvmlDeviceGetUtilizationRates(h).gpu))
+        except nvml.NvmlUnavailable:
+            return
+
+    def stop(self) -> tuple[GpuUse, ...]:
+        """End sampling; each GPU's peak memory and mean utilisation."""
+        self._done.set()
+        self._thread.join(timeout=5)
+        return tuple(
+            GpuUse(
+                i,
+                self.peak.get(i),
+                round(statistics.fmean(self.util[i]), 1) if self.util.get(i) else None,
+            )
+            for i in self.indices
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing and writing
+
+
+@dataclass(frozen=True)
+class Row:
+    """A measured distributed point against its baselines."""
+
+    result: PointResult
+    """The point."""
+
+    speedup: float | None = None
+    """Its env-steps/s ÷ the one-rank point's of the same environment count."""
+
+    efficiency: float | None = None
+    """``speedup`` ÷ world size (1.0: ideal)."""
+
+    ceiling: PointResult | None = None
+    """Its CPU ceiling point (independent trainings), when measured."""
+
+    ceiling_speedup: float | None = None
+    """The ceiling's env-steps/s ÷ the one-rank point's."""
+
+    vs_ceiling: float | None = None
+    """Its env-steps/s ÷ the ceiling's (1.0: the collectives cost nothing)."""
+
+
+def compare(results: Sequence[PointResult]) -> list[Row]:
+    """One row per distributed point, with speedup and efficiency against one rank (pure)."""
+    one = {r.point.num_envs: r for r in results if r.point.world_size == 1 and not r.point.ceiling and r.ok}
+    ceilings = {(r.point.world_size, r.point.num_envs): r for r in results if r.point.ceiling}
+    rows = []
+    for r in results:
+        if r.point.ceiling:
+            continue
+        base = one.get(r.point.num_envs)
+        ceiling = ceilings.get((r.point.world_size, r.point.num_envs))
+        if r.point.world_size == 1 and r.ok:
+            ceiling = r  # one rank is its own ceiling
+        speedup = _ratio(r, base)
+        ceiling_speedup = _ratio(ceiling, base) if ceiling is not None else None
+        rows.append(
+            Row(
+                r,
+                speedup=speedup,
+                efficiency=None if speedup is None else speedup / r.point.world_size,
+                ceiling=ceiling if ceiling is not None and ceiling is not r else None,
+                ceiling_speedup=ceiling_speedup,
+                vs_ceiling=_ratio(r, ceiling) if ceiling is not None else None,
+            )
+        )
+    return rows
+
+
+def _ratio(a: PointResult | None, b: PointResult | None) -> float | None:
+    if a is None or b is None or not a.ok or not b.ok or not b.env_steps_per_s:
+        return None
+    return (a.env_steps_per_s or 0.0) / b.env_steps_per_s
+
+
+def load_1m() -> float | None:
+    """The machine's 1-minute load average (None where the system does not say)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def write_json(
+    plan: ScalePlan,
+    results: Sequence[PointResult],
+    *,
+    complete: bool,
+    load: tuple[float | None, float | None],
+    argv: Sequence[str] | None = None,
+) -> Path:
+    """Write the sweep's JSON (plan, machine, every point and row) atomically; return its path."""
+    rows = compare(results)
+    spec = plan.spec
+    doc = {
+        "version": 1,
+        "complete": complete,
+        "command": list(argv) if argv is not None else None,
+        "created": time.time(),
+        "device": spec.device,
+        "library": spec.library,
+        "framework": spec.framework,
+        "task": training_option(spec.training_args, "task") or layout.DEFAULT_TASK,
+        "iterations": plan.options.iterations,
+        "warmup_iterations": summaries.WARMUP_ITERATIONS,
+        "target_reward": plan.options.target_reward,
+        "world_sizes": list(plan.world_sizes),
+        "num_envs": list(plan.num_envs),
+        "nnodes": spec.nnodes_max,
+        "ceiling": plan.ceiling,
+        "machine": {
+            "hostname": os.uname().nodename,
+            "cpus": os.cpu_count(),
+            "load_1m_before": load[0],
+            "load_1m_after": load[1],
+            "python": sys.version.split()[0],
+        },
+        "points": [_plain(dataclasses.asdict(r)) for r in results],
+        "rows": [
+            {
+                "world_size": row.result.point.world_size,
+                "num_envs": row.result.point.num_envs,
+                "status": row.result.status,
+                "env_steps_per_s": row.result.env_steps_per_s,
+                "speedup": row.speedup,
+                "efficiency": row.efficiency,
+                "ceiling_env_steps_per_s": (row.ceiling or row.result).env_steps_per_s
+                if row.vs_ceiling is not None
+                else None,
+                "ceiling_speedup": row.ceiling_speedup,
+                "vs_ceiling": row.vs_ceiling,
+            }
+            for row in rows
+        ],
+    }
+    path = plan.out / JSON_NAME
+    plan.out.mkdir(parents=True, exist_ok=True)
+    files.write_json(path, doc)
+    return path
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    return value
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    """A sweep's JSON as written by :func:`write_json`."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -1,0 +1,224 @@
+"""Everything ``mgpu scale`` prints: a progress bar over the points, the table, one sentence a row.
+
+Progress goes to stderr (a Rich bar on a terminal, one ``mgpu:`` line per point otherwise); the
+table, the sentences and where the results are go to stdout. The table's columns: world size,
+environments per rank, steady env-steps/s with its spread (± half the interquartile range of the
+per-iteration rates after the warm-up, as a share of the median), s/iteration, speedup and
+efficiency against one rank, and, where measured, the CPU ceiling (independent one-rank trainings
+side by side) with the rate against it, the time to ``--target_reward`` and each GPU's peak memory
+and mean utilisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from isaaclab_mgpu.report import note, out
+from isaaclab_mgpu.report.text import cell, markup
+
+#: A ceiling this much above ``k``× one rank is called out: it says more about the load than the box.
+CEILING_SLACK = 1.1
+
+if TYPE_CHECKING:
+    from isaaclab_mgpu.launcher.scale import Planned, PointResult, Row, ScalePlan
+
+
+def _what(planned: Planned | PointResult) -> str:
+    p = planned.point
+    envs = f"{p.num_envs} envs/rank" if p.num_envs is not None else "default envs/rank"
+    if p.ceiling:
+        return f"{p.world_size} independent 1-rank runs, {envs} (ceiling)"
+    return f"{p.world_size} rank{'s' if p.world_size > 1 else ''}, {envs}"
+
+
+class ScaleProgress:
+    """The sweep's progress on stderr (implements :class:`isaaclab_mgpu.launcher.scale.Progress`)."""
+
+    def __init__(self, plan: ScalePlan) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.total = len(plan.points)
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> ScaleProgress:
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]scale"),
+                MofNCompleteColumn(),
+                BarColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._task = self._progress.add_task("", total=self.total)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def point_started(self, index: int, planned: Planned) -> None:
+        """A point starts."""
+        if self._progress is not None:
+            self._progress.update(self._task, description=markup(_what(planned)))
+        else:
+            note(f"scale point {index + 1}/{self.total}: {_what(planned)}")
+
+    def point_done(self, index: int, result: PointResult) -> None:
+        """A point ended."""
+        said = f"{_rate(result)} env-steps/s" if result.ok else f"{result.status}: {result.reason or ''}"
+        if self._progress is not None:
+            self._progress.console.print(cell(f"{_what(result)}: {said}"))
+            self._progress.advance(self._task)
+        else:
+            note(f"scale point {index + 1}/{self.total} done: {said}")
+
+
+def _rate(r: PointResult | None) -> str:
+    return "–" if r is None or r.env_steps_per_s is None else f"{r.env_steps_per_s:,.0f}"
+
+
+def _spread(r: PointResult) -> str:
+    if r.env_steps_per_s_iqr is None or not r.env_steps_per_s:
+        return ""
+    lo, hi = r.env_steps_per_s_iqr
+    return f" ±{(hi - lo) / 2 / r.env_steps_per_s * 100:.0f} %"
+
+
+def _x(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.0f} %"
+
+
+def _gpus(r: PointResult) -> str:
+    parts = []
+    for g in r.gpus:
+        mem = "?" if g.memory_peak_mib is None else f"{g.memory_peak_mib / 1024:.1f} GiB"
+        util = "?" if g.utilization_pct is None else f"{g.utilization_pct:.0f} %"
+        parts.append(f"{g.index}: {mem}, {util}")
+    return "; ".join(parts)
+
+
+def sentence(row: Row) -> str | None:
+    """What a row means in one plain sentence (None for one rank or an unmeasured point)."""
+    r = row.result
+    k = r.point.world_size
+    if not r.ok:
+        return f"{_what(r)}: {r.status} ({r.reason})" if r.status != "not run" else None
+    if k == 1 or row.speedup is None:
+        return None
+    text = f"{k} ranks: {row.speedup:.1f}× the env-steps/s of one, {row.efficiency * 100:.0f} % efficient"
+    if r.point.num_envs is not None:
+        text = f"{k} ranks × {r.point.num_envs} envs: " + text.split(": ", 1)[1]
+    if row.vs_ceiling is not None and row.ceiling_speedup is not None:
+        text += (
+            f"; this box's ceiling ({k} independent runs side by side) is {row.ceiling_speedup:.1f}× one, "
+            f"so the ranks reach {row.vs_ceiling * 100:.0f} % of what the box allows"
+        )
+        if row.ceiling_speedup > k * CEILING_SLACK:
+            # k copies cannot out-step k times one rank: the one-rank point ran on a busier box.
+            text += (
+                f" (a ceiling above {k}× means the one-rank point ran slower than each copy: the "
+                "machine's load changed between points; rerun, or raise --iterations)"
+            )
+    return text
+
+
+def table(plan: ScalePlan, rows: Sequence[Row], *, target: float | None) -> None:
+    """The results table and one sentence per row, on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = Console()
+    console = shown if shown.is_terminal else Console(width=160)  # a log or a pipe: one line a row
+    has_ceiling = any(r.vs_ceiling is not None and r.result.point.world_size > 1 for r in rows)
+    has_gpus = any(r.result.gpus for r in rows)
+    t = Table(title=cell(title(plan)), title_justify="left")
+    for name in ("ranks", "envs/rank", "env-steps/s", "s/it", "speedup", "efficiency"):
+        t.add_column(name, justify="right", no_wrap=True)
+    if has_ceiling:
+        t.add_column("ceiling", justify="right", no_wrap=True)
+        t.add_column("vs ceiling", justify="right", no_wrap=True)
+    if target is not None:
+        t.add_column(f"to reward {target:g}", justify="right", no_wrap=True)
+    if has_gpus:
+        t.add_column("GPU: peak memory, util")
+    t.add_column("status")
+    for row in rows:
+        r = row.result
+        envs = r.num_envs_per_rank or r.point.num_envs
+        cells = [
+            str(r.point.world_size),
+            "default" if envs is None else str(envs),
+            _rate(r) + _spread(r) if r.ok else "–",
+            "–" if r.s_per_iteration is None else f"{r.s_per_iteration:.3f}",
+            _x(row.speedup),
+            _pct(row.efficiency),
+        ]
+        if has_ceiling:
+            cells += [_x(row.ceiling_speedup), _pct(row.vs_ceiling)]
+        if target is not None:
+            cells.append(_to_target(r))
+        if has_gpus:
+            cells.append(_gpus(r))
+        cells.append(r.status if r.ok or not r.reason else f"{r.status}: {r.reason}")
+        t.add_row(*(cell(c) for c in cells))
+    console.print(t)
+    for row in rows:
+        said = sentence(row)
+        if said:
+            out(said)
+    if has_ceiling:
+        out(
+            "ceiling: the same point run as that many independent 1-rank trainings at once (no "
+            'communication), their summed env-steps/s shown against one rank\'s; "vs ceiling" is the '
+            "ranks' rate against it, so what this box's cores cannot give is not counted against the "
+            'collectives. "efficiency" is speedup ÷ ranks, against one rank × N.'
+        )
+
+
+def _to_target(r: PointResult) -> str:
+    if not r.ok:
+        return "–"
+    if r.time_to_target_s is None:
+        return "not reached"
+    about = "≈" if r.target_estimated else ""
+    return f"{about}{r.time_to_target_s:.1f} s (it. {r.target_iteration})"
+
+
+def title(plan: ScalePlan) -> str:
+    from isaaclab_mgpu.launcher.spec import training_option
+
+    spec = plan.spec
+    task = training_option(spec.training_args, "task") or "cartpole"
+    lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
+    return (
+        f"mgpu scale: {lib} on {task}, {spec.device}, {plan.options.iterations} iterations per point "
+        f"(first {_warmup()} left out)"
+    )
+
+
+def _warmup() -> int:
+    from isaaclab_mgpu.contract.summary import WARMUP_ITERATIONS
+
+    return WARMUP_ITERATIONS
+
+
+def written(json_path: Path, png_path: Path | None, why_no_png: str | None) -> None:
+    """Where the results are."""
+    out(f"results: {json_path}")
+    if png_path is not None:
+        out(f"picture: {png_path}")
+    elif why_no_png:
+        note(f"no picture: {why_no_png}")
