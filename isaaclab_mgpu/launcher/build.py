@@ -177,6 +177,8 @@ def build(r: ResolvedSpec) -> Command:
     }
     if r.cuda_visible_devices is not None:
         env[CUDA_VISIBLE_DEVICES] = r.cuda_visible_devices
+    if s.keep_checkpoints is not None:
+        env[env_names.KEEP_CHECKPOINTS] = str(s.keep_checkpoints)
     return Command(
         argv=tuple(argv),
         env=env,
