@@ -19,6 +19,7 @@ from isaaclab_mgpu import report
 from isaaclab_mgpu.contract import summary
 from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
+    EXIT_NO_SPACE,
     EXIT_REQUEUE,
     Hang,
     Interrupted,
@@ -345,6 +346,15 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
                 f"request (exit code {f.exit_code}) after saving its state; {seen}",
                 exit_code=result.exit_code,
             )
+        if f.exit_code == EXIT_NO_SPACE:
+            # The rank's own line names the file system, its free space, the file and the newest
+            # whole checkpoint; it is the reason, and no restart was tried.
+            said = _rank_error_line(f.traceback or f.stderr_tail)
+            raise WorkerFailure(
+                f"rank {f.rank}{where} stopped (exit code {f.exit_code}): "
+                f"{said or 'disk full: a file under the log root could not be written'}",
+                exit_code=result.exit_code,
+            )
         broke = ""
         if _multi_node(cmd) and any(m in (f.traceback or f.stderr_tail or "") for m in _PEER_GONE):
             seen = result.elsewhere or "that node stopped or died"
@@ -354,6 +364,13 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
         message = f"{launcher} failed with exit code {result.exit_code}"
         raise WorkerFailure(message, exit_code=result.exit_code)
     return 0
+
+
+def _rank_error_line(text: str | None) -> str | None:
+    """The last ``isaaclab_mgpu.worker: error:`` line of a rank's output, without that prefix."""
+    marker = "isaaclab_mgpu.worker: error: "
+    found = [line.split(marker, 1)[1].strip() for line in (text or "").splitlines() if marker in line]
+    return found[-1] if found else None
 
 
 def live_stacks(run_folder: str | None) -> int:
