@@ -125,14 +125,21 @@ def train(
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
-        from isaaclab_mgpu.launcher.diagnostics import preflight as run_preflight
-        from isaaclab_mgpu.launcher.diagnostics import preflight_error
+        from isaaclab_mgpu.launcher.diagnostics import (
+            failures,
+            preflight_error,
+            preflight_findings,
+            train_warnings,
+        )
         from isaaclab_mgpu.report.checkenv import preflight_failures
 
-        failed = run_preflight(spec, resolved)
+        found = preflight_findings(spec, resolved)
+        failed = failures(found)
         if failed:
             preflight_failures(failed[1:])
             raise preflight_error(failed)
+        for f in train_warnings(found):  # e.g. little free disk space: said, never refused
+            report.warn(f"preflight {f.area}/{f.name}: {f.observed}; {f.fix}")
     placement = continuation.place(resolved, cmd.world_size)  # bad --resume: exit 2, nothing spawned
     report.resolve_notes(resolved)
     for line in placement.notes:

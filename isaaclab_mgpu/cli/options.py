@@ -421,6 +421,20 @@ REQUEUE: dict[str, tuple[Any, Any]] = {
         ],
         False,
     ),
+    "keep_checkpoints": (
+        Annotated[
+            str | None,
+            _opt(
+                "keep_checkpoints",
+                "Keep only the newest N checkpoints of the run (the built-in worker's model_<N>.pt, "
+                "Isaac Lab's rsl-rl model_<N>.pt, skrl agent_<N>.pt, rl-games nn/last_*.pth); older "
+                "ones are deleted once a new one is whole on disk. Default: keep all.",
+                panel=RESTARTS,
+                metavar="N",
+            ),
+        ],
+        None,
+    ),
     "requeue_signal": (
         Annotated[
             str,

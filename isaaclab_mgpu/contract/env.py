@@ -50,6 +50,9 @@ RUN_DIR_REPORT = "MGPU_RUN_DIR_REPORT"
 #: The summary.json fields node 0's launcher keeps (who keeps the run, the SLURM job), as JSON.
 RUN_KEEPER = "MGPU_RUN_KEEPER"
 
+#: ``--keep_checkpoints N``: rank 0 keeps the newest N checkpoints, deleting older ones (absent: all).
+KEEP_CHECKPOINTS = "MGPU_KEEP_CHECKPOINTS"
+
 #: Torch elastic's per-rank error file (``@record`` writes a failing rank's traceback there).
 ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
 

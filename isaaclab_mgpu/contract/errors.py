@@ -17,6 +17,10 @@ Exit codes (also in ``docs/commands.md``):
 4      a hang: ``train``: a rank made no progress for ``--stall_timeout`` seconds (or start-up
        none for ``--startup_timeout``) and the tree was stopped; ``probe-nccl``: a launch hung
        past ``--timeout`` (the worst outcome of a sweep wins)
+74     ``train``: a rank could not write a checkpoint, summary or log: its file system is full
+       (or the user's quota spent; sysexits' ``EX_IOERR``). Never restarted: a restart would
+       meet the same full disk. The rank's one line names the file system, its free space, the
+       file and the newest whole checkpoint (:class:`DiskFull`)
 75     ``train``: stopped at a checkpoint on the requeue signal (``--requeue_signal``, SLURM's
        ``--signal=USR1@90``), to be continued (sysexits' ``EX_TEMPFAIL``); with ``--requeue``
        the job was requeued
@@ -31,6 +35,8 @@ Exit codes (also in ``docs/commands.md``):
 N) passes through unless it equals one of them; then ``train`` exits 1 and the rank's own code is
 kept in ``summary.json`` (``rank_exit_code`` of the failure) and in ``mgpu runs --json``
 (:func:`passed_through`). With ``--max_restarts`` the run ends with the last failure's code.
+Two codes of a rank are never restarted, as they would fail the same way again: 2 (bad input)
+and 74 (:data:`EXIT_NO_SPACE`, disk full; it passes through, so ``train`` exits 74).
 
 124 is GNU ``timeout``'s "time ran out, the command was killed": no signal's 128+N, and unlike
 137 (128+SIGKILL) it cannot be confused with a rank that was itself killed by SIGKILL (e.g. by the
@@ -53,6 +59,9 @@ EXIT_INTERRUPTED = 130
 EXIT_KILLED_AFTER_GRACE = 124
 #: train: stopped at a checkpoint on the requeue signal, to be continued (sysexits' EX_TEMPFAIL).
 EXIT_REQUEUE = 75
+#: train: a rank's file system was full (or over quota) while it wrote; a rank's verdict, passed
+#: through (not in :data:`RESERVED`), and never restarted (sysexits' EX_IOERR).
+EXIT_NO_SPACE = 74
 #: Codes that are mgpu's own verdicts; a rank's code equal to one becomes 1 (:func:`passed_through`).
 RESERVED = (EXIT_USAGE, EXIT_HANG, EXIT_REQUEUE, EXIT_KILLED_AFTER_GRACE, EXIT_INTERRUPTED)
 
@@ -85,6 +94,12 @@ class EnvironmentProblem(UsageError):
 
 class WorkerFailure(MgpuError):
     """A rank failed; ``exit_code`` is that rank's code (or 128+signal)."""
+
+
+class DiskFull(MgpuError):
+    """A rank could not write a file: no space left on its file system, or the quota spent."""
+
+    exit_code = EXIT_NO_SPACE
 
 
 class Hang(MgpuError):

@@ -30,6 +30,19 @@ runs, so all ranks stop at the same iteration; ``--max_iterations`` is the run's
 Checkpoints are ``model_<N>.pt`` (``N`` completed iterations) with a small JSON file beside it,
 ``model_<N>.json`` (:class:`CheckpointMeta`), so the launcher can refuse a mismatched ``--resume``
 and name the iteration a restart resumes from without importing torch.
+
+**Torn checkpoints.** Checkpoints are written to a temporary name, fsynced and renamed
+(:func:`isaaclab_mgpu.contract.files.atomic_open` with ``durable``), yet a file can still be torn
+(copied half, a file system that lost pages, a crash between ``model_<N>.pt`` and its JSON). A
+resume or restart from a run *folder* goes on from the newest checkpoint that is whole
+(:func:`whole`, checked without torch: the file is a complete zip archive, as ``torch.save``
+writes them, and its JSON reads), saying which newer ones it passed over (:func:`newest_whole`);
+rank 0 then loads it, and passes over one that still does not load. A file that loads but is
+refused as unsafe is never passed over: that stays an error. A checkpoint named by its path is
+taken as it is, or refused.
+
+**Keeping the newest N** (``--keep_checkpoints N``, :data:`KEEP_CHECKPOINTS_ENV`): after rank 0
+wrote a checkpoint whole, it deletes the older ones beyond the newest N (:func:`prune`).
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ import contextlib
 import json
 import os
 import stat
+import zipfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,6 +65,7 @@ ATTEMPT_ENV = env.ATTEMPT
 CHECKPOINT_REQUEST_ENV = env.CHECKPOINT_REQUEST
 RUN_DIR_REPORT_ENV = env.RUN_DIR_REPORT
 RUN_KEEPER_ENV = env.RUN_KEEPER
+KEEP_CHECKPOINTS_ENV = env.KEEP_CHECKPOINTS
 #: The :data:`RUN_KEEPER_ENV` fields and their types.
 KEEPER_FIELDS: dict[str, tuple[type, ...]] = {
     "launcher_pid": (int,),
@@ -108,9 +123,10 @@ def iteration_of(checkpoint: Path) -> int | None:
 
 
 def write_meta(checkpoint: Path, meta: CheckpointMeta) -> Path:
-    """Write ``checkpoint``'s metadata file atomically (a private temporary file, then a rename)."""
+    """Write ``checkpoint``'s metadata file atomically and durably (a private temporary file,
+    ``fsync``, a rename)."""
     path = meta_path(checkpoint)
-    files.write_json(path, asdict(meta))
+    files.write_json(path, asdict(meta), durable=True)
     return path
 
 
@@ -170,6 +186,63 @@ def latest(folder: Path) -> Path | None:
     """The checkpoint with the most iterations in ``folder``, if any."""
     found = checkpoints(folder)
     return found[-1][1] if found else None
+
+
+def complete(checkpoint: Path) -> bool:
+    """False for a torch checkpoint cut short (its zip archive has no end record), else True.
+
+    ``torch.save`` writes a zip archive whose directory is at its end: a file cut anywhere has
+    none. Other formats (skrl JAX's pickles) have no cheap check and count as complete.
+    """
+    if Path(checkpoint).suffix not in (".pt", ".pth"):
+        return True
+    try:
+        return zipfile.is_zipfile(checkpoint)
+    except OSError:
+        return False
+
+
+def whole(checkpoint: Path) -> bool:
+    """A built-in worker's checkpoint that is complete (:func:`complete`) with a readable JSON beside it."""
+    return complete(checkpoint) and read_meta(checkpoint) is not None
+
+
+def newest_whole(folder: Path) -> tuple[Path | None, tuple[Path, ...]]:
+    """The newest whole checkpoint in ``folder`` (None: none) and the newer ones passed over, newest first."""
+    passed: list[Path] = []
+    for _, path in reversed(checkpoints(folder)):
+        if whole(path):
+            return path, tuple(passed)
+        passed.append(path)
+    return None, tuple(passed)
+
+
+def keep_checkpoints(environ: Mapping[str, str] | None = None) -> int | None:
+    """``--keep_checkpoints`` as mgpu passed it (None: keep every checkpoint)."""
+    value = (os.environ if environ is None else environ).get(KEEP_CHECKPOINTS_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def prune(found: list[tuple[int, Path]], saved: Path, keep: int | None) -> list[Path]:
+    """Delete the checkpoints of ``found`` (counter, path) older than the newest ``keep`` up to the
+    one just ``saved``; return the deleted paths (with their JSON files, where there are any).
+
+    Only the checkpoints at or below ``saved``'s counter count: one above it belongs to a later
+    point an earlier attempt reached (the run passes it again and overwrites it), and is kept.
+    Nothing is deleted before ``saved`` is whole on disk: call it after the durable write.
+    """
+    if keep is None:
+        return []
+    at = next((n for n, p in found if Path(p) == Path(saved)), None)
+    if at is None:
+        return []
+    older = [p for n, p in sorted(found) if n <= at and Path(p) != Path(saved)]
+    doomed = older[: max(len(older) - (keep - 1), 0)]
+    for path in doomed:
+        for name in (path, meta_path(path)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+    return doomed
 
 
 def checkpoint_requested(environ: Mapping[str, str] | None = None) -> bool:

@@ -11,7 +11,8 @@ jaxrun:
   folder's newest checkpoint) and the file that asks for a checkpoint.
 - An attempt ends in one of: ``finished``; ``failed`` (a rank failed) or ``hung`` (the stall
   watch's verdict; the supervisor dumped the stacks first) — both restart while restarts are left,
-  except a rank's bad-input exit 2, which would fail the same way again; ``interrupted``
+  except a rank's bad-input exit 2 and its disk-full exit 74
+  (:data:`~isaaclab_mgpu.contract.errors.EXIT_NO_SPACE`), which would fail the same way again; ``interrupted``
   (Ctrl-C, SIGTERM, SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a
   checkpoint and stopped on the requeue signal).
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
@@ -53,7 +54,7 @@ from typing import Any, Protocol
 
 from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract import summary as summaries
-from isaaclab_mgpu.contract.errors import EXIT_USAGE
+from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
 from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.supervise import (
     STOP_SIGNALS,
@@ -68,6 +69,8 @@ from isaaclab_mgpu.launcher.supervise import (
 STOP_WINDOW = 60.0
 _POLL = 0.25
 OUTCOMES = ("finished", "failed", "hung", "interrupted", "stopped")
+#: A rank's codes a restart would only meet again: bad input (2) and a full disk (74).
+NOT_RETRIED = (EXIT_USAGE, EXIT_NO_SPACE)
 
 
 @dataclass(frozen=True)
@@ -284,7 +287,7 @@ def run_attempts(
                     started = _started_here(place, number) if place.run_dir is not None else None
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempts.append(attempt)
-                again = attempt.outcome in ("failed", "hung") and attempt.exit_code != EXIT_USAGE
+                again = attempt.outcome in ("failed", "hung") and attempt.exit_code not in NOT_RETRIED
                 asked = bool(requests.stop) or requests.requeue_at is not None
                 again = again and number < restart.max_restarts and not asked
                 if on_attempt_end is not None and place.run_dir is not None:
@@ -383,7 +386,7 @@ def _checkpoint_now(place: RunPlace) -> int | None:
     if place.named_by_rank:  # the library's own checkpoints: rank 0 recorded the newest one's iteration
         found = summaries.read(place.run_dir)
         return (found.checkpoint_iteration if found is not None else None) or 0
-    newest = resume.latest(place.run_dir)
+    newest, _ = resume.newest_whole(place.run_dir)  # what a restart resumes from
     if newest is None:
         return 0
     meta = resume.read_meta(newest)

@@ -188,6 +188,8 @@ def build(r: ResolvedSpec) -> Command:
             )
         env[env_names.SIMULATE_FAULT] = fault.text()
         env[env_names.REQUEUE_SIGNAL] = s.requeue_signal.upper().removeprefix("SIG")
+    if s.keep_checkpoints is not None:
+        env[env_names.KEEP_CHECKPOINTS] = str(s.keep_checkpoints)
     return Command(
         argv=tuple(argv),
         env=env,

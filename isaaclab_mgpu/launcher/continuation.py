@@ -152,7 +152,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
     notes: list[str] = []
     if folder is not None:
         source = source or str(folder)
-        checkpoint = resume.latest(folder) if Path(source).is_dir() else Path(source)
+        checkpoint = _newest_whole(folder) if Path(source).is_dir() else Path(source)
         at = _check(checkpoint, ident, world_size, notes) if checkpoint is not None else 0
         if ident.total is not None and at >= ident.total:
             # Starting the ranks would only rewrite the finished run's record with an empty segment.
@@ -206,6 +206,19 @@ def _isaac_run(
             return folder, (f"--resume auto: the newest unfinished run: continuing {folder}",)
     return None, (f"--resume auto: no unfinished {ident.library} run of {ident.task} under {library}; "
                   "starting a new one",)  # fmt: skip
+
+
+def _newest_whole(folder: Path) -> Path | None:
+    """The checkpoint a resume of ``folder`` continues from: its newest whole one (rank 0 says which
+    newer ones it passes over); none whole among several: bad input, nothing started."""
+    found, passed = resume.newest_whole(folder)
+    if found is None and passed:
+        names = ", ".join(p.name for p in passed)
+        raise UsageError(
+            f"--resume {folder}: no whole checkpoint there ({names}: cut short, or without their "
+            ".json); give --resume a whole model_<N>.pt, or start a new run without --resume"
+        )
+    return found
 
 
 def _given(path: Path) -> tuple[Path, str]:

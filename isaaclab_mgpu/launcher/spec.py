@@ -201,6 +201,10 @@ class LaunchSpec:
     """A fault the run meets for real, ``KIND@ITERATION[,rank=R]`` (kill, hang, requeue; see
     :mod:`isaaclab_mgpu.contract.faults`), to rehearse restarts, the stall watch and requeues."""
 
+    keep_checkpoints: int | None = None
+    """Rank 0 keeps the newest N checkpoints of the run, deleting older ones once a new one is whole
+    (built-in worker and Isaac Lab tasks; None: keep all, as the libraries do)."""
+
     def __post_init__(self) -> None:
         _validate(self)
 
@@ -367,6 +371,7 @@ _COERCE: dict[str, Callable[[str, object], object]] = {
     "master_port": lambda name, value: check_port(value, spelling(name)),
     "node_rank": _number(int, "an integer; node ranks run from 0 to nnodes-1"),
     "max_restarts": _number(int, "an integer count of restarts"),
+    "keep_checkpoints": _number(int, "an integer count of checkpoints (1 or more)"),
     "monitor_interval": _number(float, "a number of seconds"),
     "gpu_ids": lambda name, value: parse_gpu_ids(str(value)),
     "stall_timeout": _number(float, "a number of seconds (0: off)"),
@@ -456,6 +461,16 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError(f"--start_method {s.start_method!r} is unknown; choose spawn, fork or forkserver")
     if s.max_restarts is not None and s.max_restarts < 0:
         raise UsageError(f"--max_restarts {s.max_restarts} must be 0 or more")
+    if s.keep_checkpoints is not None and s.keep_checkpoints < 1:
+        raise UsageError(
+            f"--keep_checkpoints {s.keep_checkpoints} keeps nothing to resume from; give 1 or more "
+            "(leave it out to keep every checkpoint)"
+        )
+    if s.keep_checkpoints is not None and not s.builtin_worker:
+        raise UsageError(
+            "--keep_checkpoints applies to the built-in worker and Isaac Lab tasks; a --script/-m "
+            "program saves (and keeps) its own checkpoints"
+        )
     if s.requeue_signal.upper().removeprefix("SIG") not in REQUEUE_SIGNALS:
         raise UsageError(
             f"--requeue_signal {s.requeue_signal!r} is not a warning signal; use one of "

@@ -52,6 +52,7 @@ from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_sum
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
 from isaaclab_mgpu.rank.patches import isaaclab as compat
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
+from isaaclab_mgpu.rank.worker.checkpoint import disk_full_is_one_line
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
@@ -260,6 +261,9 @@ class Bookkeeper(compat.Observer):
         self.saved_at = iteration
         found = isaac_resume.checkpoints(self.library, self.run_dir) if self.library else []
         self.saved_path = found[-1][1] if found else _newest_checkpoint(self.run_dir)
+        if found:  # --keep_checkpoints: the older ones go now that this one is whole on disk
+            every = isaac_resume.checkpoint_files(self.library, self.run_dir)
+            resume.prune(every, found[-1][1], resume.keep_checkpoints(self.environ))
         self._refresh(force=True)
 
     def _stop_here(self, iteration: int) -> bool:
@@ -456,6 +460,11 @@ def _checksum(modules: list[Any]) -> str:
     return checksum(arrays)
 
 
+def _whole(library: str, run_dir: Path) -> Path | None:
+    found = isaac_resume.checkpoints(library, run_dir)
+    return found[-1][1] if found else None
+
+
 def _newest_checkpoint(run_dir: Path) -> Path | None:
     found = [p for p in run_dir.rglob("*") if p.is_file() and p.suffix in (".pt", ".pth", ".ckpt", ".pickle")]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
@@ -522,7 +531,9 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
             _interrupts() as stop,
         ):
             try:
-                code = run_train_cli(argv)
+                # A full disk (a checkpoint, the summary, a log): one line, exit 74, never restarted.
+                with disk_full_is_one_line(lambda: book.run_dir, lambda d: _whole(library, d)):
+                    code = run_train_cli(argv)
             except KeyboardInterrupt:  # a stop on mgpu's checkpoint request leaves skrl's run this way
                 code = 0 if book.stopped and not stop else EXIT_INTERRUPTED
     # Isaac Lab ends ``learn`` quietly on a KeyboardInterrupt and returns 0: an interrupted rank

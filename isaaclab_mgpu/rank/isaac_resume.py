@@ -41,7 +41,6 @@ import re
 import shutil
 import tempfile
 import time
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -113,27 +112,51 @@ def stamp_of(folder: Path) -> tuple[str, str | None]:
     return stamp, rest
 
 
-def checkpoints(library: str, folder: Path) -> list[tuple[int, Path]]:
-    """The library's whole checkpoints in an Isaac Lab run folder, lowest counter first."""
+def checkpoint_files(library: str, folder: Path) -> list[tuple[int, Path]]:
+    """Every file named as the library's checkpoints in an Isaac Lab run folder, lowest counter first."""
     sub, pattern = CHECKPOINTS[library]
     found = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder / sub if sub else folder):
             m = pattern.match(entry.name)
-            if m and entry.is_file(follow_symlinks=False) and complete(Path(entry.path)):
+            if m and entry.is_file(follow_symlinks=False):
                 found.append((int(m.group(1)), Path(entry.path)))
     return sorted(found)
+
+
+def checkpoints(library: str, folder: Path) -> list[tuple[int, Path]]:
+    """The library's whole checkpoints in an Isaac Lab run folder, lowest counter first."""
+    return [(n, p) for n, p in checkpoint_files(library, folder) if complete(p)]
 
 
 def complete(checkpoint: Path) -> bool:
     """False for a torch checkpoint cut short (its zip archive has no end record), else True.
 
-    The libraries write checkpoints in place (``torch.save`` to the final name), so a rank stopped
-    while saving leaves a truncated newest file; a resume takes the one before it.
+    mgpu writes the libraries' checkpoints atomically and fsynced (:mod:`.patches.base`), but a
+    file can still be torn (a copy cut short, one written before); a resume takes the one before.
     """
-    if checkpoint.suffix not in (".pt", ".pth"):
-        return True  # skrl JAX pickles: no cheap check
-    return zipfile.is_zipfile(checkpoint)
+    return resume.complete(checkpoint)
+
+
+def _newest(library: str, folder: Path) -> Path | None:
+    """The newest whole checkpoint of ``folder``; the newer torn ones passed over in one warning
+    line; torn ones only: one error line (nothing whole to continue from)."""
+    every = checkpoint_files(library, folder)
+    whole = [(n, p) for n, p in every if complete(p)]
+    newest = whole[-1] if whole else None
+    passed = [p for n, p in every if (n, p) not in whole and (newest is None or n > newest[0])]
+    if passed and newest is None:
+        raise UsageError(
+            f"--resume {folder}: no whole checkpoint there ({', '.join(p.name for p in passed)}: cut "
+            "short); give --resume a whole checkpoint file, or start a new run without --resume"
+        )
+    if passed:
+        from isaaclab_mgpu.rank.console import TrainingConsole
+
+        names = ", ".join(str(p) for p in reversed(passed))
+        TrainingConsole(0).note(f"warning: passed over a checkpoint that is not whole: {names} (cut short); "
+                                f"resuming from {newest[1]}")  # fmt: skip
+    return newest[1] if newest else None
 
 
 def run_folder_of(library: str, checkpoint: Path) -> Path:
@@ -156,20 +179,18 @@ def locate(
             )
         if not mine:
             return None, None  # the first attempt died before Isaac Lab named its folder
-        found = checkpoints(library, mine[0])
-        return mine[0], found[-1][1] if found else None
+        return mine[0], _newest(library, mine[0])
     if source == "latest":
         for folder in sorted((f for f in runs.glob("*/*") if f.is_dir()), key=lambda f: f.name, reverse=True):
             found = checkpoints(library, folder)
             if found and _same_task(folder, task):
-                return folder, found[-1][1]
+                return folder, _newest(library, folder)
         raise UsageError(
             f"--resume: no {library} run of {task} with a checkpoint under {runs}; give --resume PATH"
         )
     path = Path(source).resolve()
     if path.is_dir():
-        folder, found = path, checkpoints(library, path)
-        checkpoint = found[-1][1] if found else None
+        folder, checkpoint = path, _newest(library, path)
     elif path.is_file():
         if not complete(path):
             raise UsageError(f"--resume {source}: the checkpoint is cut short (saving it was interrupted)")

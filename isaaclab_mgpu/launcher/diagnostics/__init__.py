@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import EXIT_FAILED_CHECK, EXIT_OK, EnvironmentProblem
 from isaaclab_mgpu.launcher.diagnostics.facts import Facts, collect
-from isaaclab_mgpu.launcher.diagnostics.rules import FAIL, Finding, evaluate, failures
+from isaaclab_mgpu.launcher.diagnostics.rules import FAIL, WARN, Finding, evaluate, failures
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 __all__ = [
@@ -34,9 +34,12 @@ __all__ = [
     "check",
     "collect",
     "evaluate",
+    "failures",
     "preflight",
     "preflight_error",
+    "preflight_findings",
     "refusals",
+    "train_warnings",
 ]
 
 
@@ -75,7 +78,21 @@ def check(
 
 def preflight(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
     """The fast checks before ``train`` spawns anything: the failing findings, in order."""
-    return failures(check(spec, resolved=resolved).findings)
+    return failures(preflight_findings(spec, resolved))
+
+
+def preflight_findings(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
+    """Every finding of the fast checks ``train`` runs before it spawns anything."""
+    return check(spec, resolved=resolved).findings
+
+
+#: Warnings ``train``'s preflight says (it refuses only on failures): the ones a run meets later.
+TRAIN_WARNINGS = ("disk_space",)
+
+
+def train_warnings(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """The findings among ``findings`` that ``train`` shows as warning lines before it starts."""
+    return tuple(f for f in findings if f.status == WARN and f.name in TRAIN_WARNINGS)
 
 
 def refusals(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:

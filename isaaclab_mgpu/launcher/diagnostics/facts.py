@@ -32,7 +32,7 @@ from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.launcher import workarounds
 from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts
 from isaaclab_mgpu.launcher.nvml import GpuFacts, gpu_facts
-from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port
+from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port, training_option
 
 #: Distributions whose versions are reported (``nvidia-nccl-*`` and ``jax-cuda*`` are found by prefix).
 PACKAGES = ("torch", "rsl-rl-lib", "skrl", "jax", "jaxlib", "warp-lang", "isaaclab", "tensordict")
@@ -193,6 +193,26 @@ class NetFacts:
 
 
 @dataclass(frozen=True)
+class DiskFacts:
+    """The file system the run writes its checkpoints to (the built-in worker's ``--log_root``)."""
+
+    log_root: str
+    """The log root as given (``logs`` by default; Isaac Lab tasks always ``logs``)."""
+
+    mount: str
+    """Mount point of the file system holding it (or its nearest existing folder)."""
+
+    free_bytes: int | None
+    """Bytes this user may still write there (None: unknown)."""
+
+    resume_checkpoint: str | None = None
+    """On a resume of a built-in worker's run: the checkpoint it continues from, when known."""
+
+    checkpoint_bytes: int | None = None
+    """That checkpoint's size in bytes."""
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything ``check-env`` judges; produced by :func:`collect`, judged by :mod:`.rules`."""
 
@@ -246,6 +266,9 @@ class Facts:
 
     ignored_workarounds: tuple[str, ...] = ()
     """Why parts of the workaround store are not applied (unreadable, or not what mgpu saves)."""
+
+    disk: DiskFacts | None = None
+    """Free space where the run writes (the built-in worker and Isaac Lab tasks; None: a user script)."""
 
 
 def is_image_label(name: str) -> bool:
@@ -306,7 +329,53 @@ def collect(
         plan=plan,
         deep=deep_facts,
         env_labels=labels,
+        disk=disk_facts(spec),
     )
+
+
+def disk_facts(spec: LaunchSpec) -> DiskFacts | None:
+    """Free space on the log root's file system and, on a resume, the size of what it continues."""
+    if not spec.builtin_worker:
+        return None
+    from isaaclab_mgpu.contract import layout, space
+
+    task = training_option(spec.training_args, "task") or ""
+    isaac = task.startswith("Isaac-")
+    root = layout.DEFAULT_LOG_ROOT if isaac else training_option(spec.training_args, "log_root") or "logs"
+    checkpoint = None
+    if not isaac:
+        with contextlib.suppress(MgpuError, SystemExit, OSError, ValueError):
+            checkpoint = _resumed_checkpoint(spec)
+    size = None
+    if checkpoint is not None:
+        with contextlib.suppress(OSError):
+            size = checkpoint.stat().st_size
+    return DiskFacts(
+        log_root=root,
+        mount=str(space.mount_point(root)),
+        free_bytes=space.free_bytes(root),
+        resume_checkpoint=str(checkpoint) if checkpoint is not None else None,
+        checkpoint_bytes=size,
+    )
+
+
+def _resumed_checkpoint(spec: LaunchSpec) -> Path | None:
+    """The checkpoint a built-in worker's ``--resume`` would continue from, when it can be told here."""
+    from isaaclab_mgpu.contract import resume
+    from isaaclab_mgpu.launcher.continuation import identity_of
+
+    ident, given = identity_of(spec)
+    if not given:
+        return None
+    if given not in ("auto", "latest"):
+        path = Path(given)
+        return resume.newest_whole(path)[0] if path.is_dir() else path if path.is_file() else None
+    experiment = Path(ident.log_root) / ident.library / ident.experiment
+    for folder in resume.own_run_folders(experiment, Path(ident.log_root)):
+        found = resume.newest_whole(folder)[0]
+        if found is not None:
+            return found
+    return None
 
 
 def installed_packages() -> tuple[Package, ...]:

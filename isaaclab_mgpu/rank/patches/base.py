@@ -1,12 +1,26 @@
-"""What the patch modules share: the observer they report to, a scoped attribute swap, and the
+"""What the patch modules share: the observer they report to, a scoped attribute swap, the
 exception that leaves a library's training loop at an iteration boundary (mgpu's checkpoint
-request: the library has saved, the rank ends cleanly)."""
+request: the library has saved, the rank ends cleanly), and durable checkpoint writes.
+
+**Durable saves.** The libraries write their checkpoints in place (``torch.save(obj, path)``,
+``open(path, "wb")`` and ``pickle.dump``): a crash while saving, or a machine that loses the
+file's unwritten pages, leaves a torn newest checkpoint. While mgpu drives a library's save
+(:func:`durable_saves`, around rsl-rl's ``OnPolicyRunner.save``, skrl's ``Agent.write_checkpoint``,
+rl-games' agent ``save``), the saving module's ``torch`` is :class:`DurableTorch`, whose ``save`` to
+a path writes a temporary file beside it, fsyncs it, renames it into place and fsyncs the folder
+(:func:`isaaclab_mgpu.contract.files.atomic_open`); skrl JAX's ``open`` for writing does the same.
+"""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import io
+import os
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
+
+from isaaclab_mgpu.contract import files
 
 
 class StopTraining(Exception):
@@ -49,3 +63,50 @@ def replaced(target: Any, name: str, value: Any) -> Iterator[None]:
         yield
     finally:
         setattr(target, name, saved)
+
+
+class DurableTorch:
+    """``torch`` as a library's saving module sees it inside :func:`durable_saves`: ``save`` to a
+    path is atomic and fsynced; everything else is torch's own."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._torch, name)
+
+    def save(self, obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        if not isinstance(f, (str, os.PathLike)):
+            return self._torch.save(obj, f, *args, **kwargs)
+        buffer = io.BytesIO()  # serialised first: a full disk then fails in a write naming the file
+        self._torch.save(obj, buffer, *args, **kwargs)
+        with files.atomic_open(f, "wb", durable=True) as out:
+            out.write(buffer.getbuffer())
+        return None
+
+
+def _durable_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+    """``open`` as a library's saving module sees it inside :func:`durable_saves`: a whole-file write
+    to a path (``"wb"``/``"w"``, used as a context manager) is atomic and fsynced."""
+    if mode in ("wb", "w") and isinstance(file, (str, os.PathLike)) and not args and not kwargs:
+        return files.atomic_open(file, mode, durable=True)
+    return builtins.open(file, mode, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def durable_saves(module: Any) -> Iterator[None]:
+    """Inside the block, ``module``'s ``torch.save`` to a path and its ``open(path, "wb")`` write
+    atomically and durably (see the module docstring)."""
+    with contextlib.ExitStack() as stack:
+        if hasattr(module, "torch"):
+            stack.enter_context(replaced(module, "torch", DurableTorch(module.torch)))
+        had_open = "open" in vars(module)
+        saved_open: IO[Any] | Any = vars(module).get("open")
+        module.open = _durable_open  # a module global shadows the builtin for that module's code
+        try:
+            yield
+        finally:
+            if had_open:
+                module.open = saved_open
+            else:
+                del module.open

@@ -11,7 +11,8 @@ gradient all-reduce) is rl-games' own. (A task with a central value network woul
 **Observation (every device).** ``train_epoch`` of the continuous and discrete bases ends an
 iteration (mean of ``game_rewards``) and takes the first checksum on its first call, after
 ``train`` broadcast rank 0's parameters; the agent's ``save`` of a ``last_…`` file names a
-checkpoint's epoch; their ``train`` methods end training. On mgpu's checkpoint request, agreed by
+checkpoint's epoch (and is written through :func:`.base.durable_saves`: a temporary file, fsynced,
+renamed into place); their ``train`` methods end training. On mgpu's checkpoint request, agreed by
 every rank after an epoch, that epoch becomes ``max_epochs``: rl-games' own end-of-training branch
 saves ``last_<name>_ep_<epoch>_rew_…`` and stops every rank.
 """
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from isaaclab_mgpu.rank.patches.base import Observer, replaced
+from isaaclab_mgpu.rank.patches.base import Observer, durable_saves, replaced
 
 
 class _CpuTorch:
@@ -139,8 +140,13 @@ def _observe_saves(agent: Any, observer: Observer) -> None:
     save = agent.save
 
     def saved(fn: str, *args: Any, **kwargs: Any) -> Any:
-        # last_<name>_ep_<E>_rew_... is the checkpoint a resume continues (E epochs done).
-        result = save(fn, *args, **kwargs)
+        # last_<name>_ep_<E>_rew_... is the checkpoint a resume continues (E epochs done). The agent's
+        # save goes through rl_games.algos_torch.torch_ext.save_checkpoint's torch.save, in place:
+        # made atomic and fsynced there (durable_saves).
+        from rl_games.algos_torch import torch_ext
+
+        with durable_saves(torch_ext):
+            result = save(fn, *args, **kwargs)
         if os.path.basename(fn).startswith("last_"):
             observer.saved(int(agent.epoch_num))
         return result

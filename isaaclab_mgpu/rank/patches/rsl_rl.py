@@ -11,7 +11,8 @@ already joined.
 **Observation (every device).** :func:`observe` wraps, on the runner Isaac Lab built,
 ``alg.broadcast_parameters`` (first checksum), ``logger.log`` (end of an iteration; mean reward
 from the logger's own ``rewbuffer``), ``save`` (the checkpoint's iteration, for ``summary.json``)
-and ``learn`` (last checksum, before Isaac Lab destroys the process group). On mgpu's checkpoint
+and ``learn`` (last checksum, before Isaac Lab destroys the process group). ``save`` writes through
+:func:`~.base.durable_saves`: to a temporary file, fsynced, then renamed into place. On mgpu's checkpoint
 request, agreed by every rank at the end of an iteration, rank 0 saves ``model_<it>.pt`` through
 ``OnPolicyRunner.save`` and ``learn`` ends there (``learn`` has no stop of its own).
 
@@ -38,10 +39,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, replaced
+from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, durable_saves, replaced
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -88,6 +90,8 @@ def _torch_modules(obj: Any) -> list[Any]:
 def observe(runner: Any, observer: Observer) -> None:
     """Report the runner's broadcast, iterations, checkpoints and end of ``learn`` to ``observer``,
     and stop ``learn`` after a checkpoint when the observer asks (mgpu's checkpoint request)."""
+    from rsl_rl.runners import OnPolicyRunner
+
     alg, logger = runner.alg, runner.logger
     steps = int(runner.env.num_envs) * int(runner.cfg["num_steps_per_env"])
     learn, log, save = runner.learn, logger.log, runner.save
@@ -110,8 +114,10 @@ def observe(runner: Any, observer: Observer) -> None:
         alg.broadcast_parameters = broadcast_parameters
 
     def saved(path: str, *args: Any, **kwargs: Any) -> Any:
-        # rsl_rl OnPolicyRunner.save stores iter = the index of the last completed iteration.
-        result = save(path, *args, **kwargs)
+        # rsl_rl OnPolicyRunner.save stores iter = the index of the last completed iteration; its
+        # torch.save(saved_dict, path) writes in place: made atomic and fsynced (durable_saves).
+        with durable_saves(sys.modules[OnPolicyRunner.save.__module__]):
+            result = save(path, *args, **kwargs)
         observer.saved(int(runner.current_learning_iteration) + 1)
         return result
 

@@ -64,7 +64,8 @@ agents by :func:`patch_skrl_jax`.
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
 of the agent's "Total reward (mean)" statistics since the last update, kept from
 ``write_tracking_data``, which clears them); ``write_checkpoint`` names a checkpoint's iteration;
-``run`` ends training. On mgpu's checkpoint request, agreed by every rank at an update, the
+``run`` ends training; ``write_checkpoint`` writes through :func:`.base.durable_saves` (a temporary
+file, fsynced, renamed into place). On mgpu's checkpoint request, agreed by every rank at an update, the
 agent's ``post_interaction`` finishes that timestep, rank 0 saves through ``write_checkpoint``
 (unless the interval just did) and training leaves the trainer's loop; Isaac Lab's own final
 ``agent_<total>`` checkpoint is then skipped, as it is after a Ctrl-C.
@@ -92,7 +93,7 @@ import numpy as np
 from isaaclab_mgpu.contract import env
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import localcomm
-from isaaclab_mgpu.rank.patches.base import Observer, StopTraining
+from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, durable_saves
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -398,7 +399,9 @@ def observe(runner: Any, cfg: dict, observer: Observer) -> None:
 
     def checkpointed(*, timestep: int, timesteps: int) -> Any:
         # skrl Agent.write_checkpoint names the file agent_<timestep>: timestep // rollouts iterations.
-        result = checkpoint(timestep=timestep, timesteps=timesteps)
+        # It writes in place (torch.save; JAX: open and pickle.dump): atomic and fsynced here.
+        with durable_saves(sys.modules[type(agent).write_checkpoint.__module__]):
+            result = checkpoint(timestep=timestep, timesteps=timesteps)
         observer.saved(int(timestep) // rollouts)
         return result
 

@@ -4,35 +4,48 @@ A checkpoint is one ``torch.save`` file holding ``{"format", "iteration", "libra
 "task", "world_size", "state"}``, where ``state`` is the back-end's own ``state_dict`` (tensors,
 numbers, strings and bytes only) and ``iteration`` the number of completed iterations. Beside it,
 ``model_<iteration>.json`` (:class:`isaaclab_mgpu.contract.resume.CheckpointMeta`) says the same
-without torch. Both are written to private temporary names next to the target, then renamed over
-it, so a reader (or a resumed run) never sees half a file.
+without torch. Both are written to private temporary names next to the target, fsynced,
+then renamed over it (the folder fsynced after), so a reader, a resumed run, or the machine
+after a crash never sees half a file. The checkpoint is serialised in memory first, so a full disk
+fails in a plain ``write`` naming the file (:mod:`isaaclab_mgpu.contract.space`).
 
 Loading never runs code from the file: :func:`load_bytes` uses ``torch.load(weights_only=True)``,
 and a file that needs arbitrary unpickling is refused with one line naming it. Only rank 0 reads
 the file (:func:`read`); the other ranks get its bytes over the process group and load those.
+A file that is not a readable torch archive at all (cut short, overwritten) is
+:class:`TornCheckpoint`: resuming from a run folder, rank 0 passes over it to the one before
+(:func:`candidates`); a refused one is never passed over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import files, resume
-from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract import files, resume, space
+from isaaclab_mgpu.contract.errors import DiskFull, UsageError
 
 FORMAT = resume.FORMAT
 
 
+class TornCheckpoint(UsageError):
+    """A checkpoint that is not a readable torch file (cut short, or unreadable): not whole."""
+
+
 def save(path: Path, payload: dict[str, Any], meta: resume.CheckpointMeta) -> Path:
-    """Write ``payload`` to ``path`` and its metadata beside it, each atomically."""
+    """Write ``payload`` to ``path`` and its metadata beside it, each atomically and durably."""
     import torch
 
-    with files.atomic_open(path, "wb") as f:
-        torch.save({"format": FORMAT, **payload}, f)
+    buffer = io.BytesIO()
+    torch.save({"format": FORMAT, **payload}, buffer)
+    with files.atomic_open(path, "wb", durable=True) as f:
+        f.write(buffer.getbuffer())
     resume.write_meta(path, meta)
     return path
 
@@ -45,7 +58,7 @@ def read(path: Path) -> bytes:
             raise UsageError(f"checkpoint {path} is not a file; give a model_<N>.pt or its run folder")
         return Path(path).read_bytes()
     except OSError as exc:
-        raise UsageError(f"checkpoint {path}: cannot read it ({exc.strerror})") from None
+        raise TornCheckpoint(f"checkpoint {path}: cannot read it ({exc.strerror})") from None
 
 
 def load_bytes(data: bytes, name: str | Path) -> dict[str, Any]:
@@ -60,7 +73,8 @@ def load_bytes(data: bytes, name: str | Path) -> dict[str, Any]:
             "(not an isaaclab-mgpu checkpoint, or a tampered one); nothing in it was run"
         ) from None
     except (RuntimeError, EOFError, ValueError) as exc:
-        raise UsageError(f"checkpoint {name} is not a readable torch file: {exc}") from None
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TornCheckpoint(f"checkpoint {name} is not a readable torch file: {reason}") from None
     if not isinstance(loaded, dict) or loaded.get("format") != FORMAT:
         raise UsageError(f"checkpoint {name}: not an isaaclab-mgpu checkpoint (model_<N>.pt of a run folder)")
     return loaded
@@ -79,12 +93,19 @@ def latest_in(folder: Path) -> Path | None:
 def source(value: str) -> Path | None:
     """What ``MGPU_RESUME`` (or ``--resume PATH``) names: a checkpoint file, or a run folder's newest
     checkpoint; None for a run folder without one (the run starts at iteration 0)."""
+    found = candidates(value)
+    return found[0] if found else None
+
+
+def candidates(value: str) -> list[Path]:
+    """What rank 0 may continue from, in the order it tries them: the file ``value`` names, or a run
+    folder's checkpoints, newest first (empty: the run starts at iteration 0)."""
     path = Path(value)
     if path.is_dir():
-        return latest_in(path)
+        return [p for _, p in reversed(resume.checkpoints(path))]
     if not path.is_file():
         raise UsageError(f"--resume {value}: no such run folder or checkpoint file")
-    return path
+    return [path]
 
 
 def find_latest(current_run: Path) -> Path:
@@ -97,3 +118,32 @@ def find_latest(current_run: Path) -> Path:
         if run.name != Path(current_run).name and (found := latest_in(run)) is not None:
             return found
     raise UsageError(f"--resume: no checkpoint under {experiment}; train once first or give --resume PATH")
+
+
+def full_error(exc: BaseException) -> OSError | None:
+    """The ``ENOSPC``/``EDQUOT`` error that ``exc`` is or was raised while handling, if any."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if space.is_full(exc):
+            return exc  # type: ignore[return-value]
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
+
+
+@contextlib.contextmanager
+def disk_full_is_one_line(
+    folder: Callable[[], Path | None], newest: Callable[[Path], Path | None]
+) -> Iterator[None]:
+    """Turn a full disk met inside the block (a checkpoint, the summary, a log) into
+    :class:`~isaaclab_mgpu.contract.errors.DiskFull`: one line, exit 74, no traceback.
+
+    ``folder()`` is the run folder as known by then, ``newest(folder)`` its newest whole checkpoint."""
+    try:
+        yield
+    except Exception as exc:
+        full = full_error(exc)
+        if full is None:
+            raise
+        where = folder() or Path(full.filename or ".").parent
+        raise DiskFull(space.full_line(full, where, newest(where))) from None

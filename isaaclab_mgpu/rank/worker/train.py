@@ -147,8 +147,6 @@ def run(
         return run_isaac(args, environ)
     import torch
 
-    from isaaclab_mgpu.rank import backends
-
     env_vars = os.environ if environ is None else environ
     cuda = torch.cuda.is_available()
     ctx = rank_context(args, env_vars, cuda)
@@ -159,12 +157,30 @@ def run(
     my_dir = rank_folder(run_dir, ctx.rank)
     # A rank on another node than mgpu's node 0 has no run folder here, and needs none: only rank 0 writes.
     elsewhere = resume.ATTEMPT_ENV in env_vars and resume.RUN_DIR_ENV not in env_vars
-    if ctx.rank == 0 or not elsewhere:
-        my_dir.mkdir(parents=True, exist_ok=True)
-    # The W&B run: the one this run folder's summary records when the run continues (a restart, a
-    # requeue, --resume), so its curves go on in the same W&B run; else a new one.
-    earlier = (summaries.read(run_dir) if ctx.rank == 0 else None) or Summary()
-    wandb_id = wandb_run.run_id(args.logger, ctx.rank, env_vars, earlier.wandb_run_id)
+    # A full disk met from here on (a checkpoint, the summary, a log): one line, exit 74.
+    with checkpoint.disk_full_is_one_line(lambda: run_dir, lambda d: resume.newest_whole(d)[0]):
+        if ctx.rank == 0 or not elsewhere:
+            my_dir.mkdir(parents=True, exist_ok=True)
+        # The W&B run: the one this run folder's summary records when the run continues (a restart,
+        # a requeue, --resume), so its curves go on in the same W&B run; else a new one.
+        earlier = (summaries.read(run_dir) if ctx.rank == 0 else None) or Summary()
+        wandb_id = wandb_run.run_id(args.logger, ctx.rank, env_vars, earlier.wandb_run_id)
+        return _run_rank(args, ctx, run_dir, my_dir, console, env_vars, earlier, wandb_id)
+
+
+def _run_rank(
+    args: WorkerArgs,
+    ctx: RankContext,
+    run_dir: Path,
+    my_dir: Path,
+    console: TrainingConsole,
+    env_vars: Mapping[str, str],
+    earlier: Summary,
+    wandb_id: str | None,
+) -> int:
+    """The rank's run once its folder is known (a full disk inside it: one line, exit 74)."""
+    from isaaclab_mgpu.rank import backends
+
     if ctx.rank == 0:
         _begin_summary(args, ctx, run_dir, env_vars, wandb_id)
 
@@ -256,7 +272,7 @@ def _train(
     rates = comm.gather(np.array([rate], dtype=np.float32))
     if ctx.rank == 0 and (loop.last_saved is None or loop.last_saved.name != f"model_{loop.done}.pt"):
         progress.beat("checkpoint")
-        loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console)
+        loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
     code = EXIT_INTERRUPTED if loop.interrupted else 0
     if ctx.rank == 0:
         final = _with_progress(run_dir, loop).replace(
@@ -303,18 +319,21 @@ def _resume(
 ) -> tuple[int, str | None]:
     """Load the checkpoint to continue from, if any: read on rank 0, its bytes broadcast to all.
 
-    Returns the iteration to start at and the checkpoint's path (None: a fresh start)."""
+    Rank 0 tries the candidates newest first (:func:`_first_whole`); every rank loads the bytes of
+    the one that loaded. Returns the iteration to start at and the checkpoint's path (None: a
+    fresh start)."""
     path = None
-    data = None
+    data = b""
+    loaded = None
     if ctx.rank == 0:
-        path = _resume_source(args, run_dir, environ)
-        data = checkpoint.read(path) if path is not None else b""
+        path, data, loaded = _first_whole(_resume_candidates(args, run_dir, environ), console)
     if ctx.distributed:
         progress.beat("broadcast")
         data = comm.broadcast_bytes(data)
     if not data:
         return 0, None
-    loaded = checkpoint.load_bytes(data, path or "from rank 0")
+    if loaded is None:
+        loaded = checkpoint.load_bytes(data, path or "from rank 0")
     if ctx.rank == 0 and (loaded["library"], loaded["framework"], loaded["task"]) != (
         args.rl_library,
         args.ml_framework,
@@ -335,14 +354,53 @@ def _resume(
     return start, str(path) if path is not None else None
 
 
-def _resume_source(args: WorkerArgs, run_dir: Path, environ: Mapping[str, str]) -> Path | None:
-    """Rank 0's checkpoint to continue from: mgpu's ``MGPU_RESUME``, else ``--resume`` (by hand)."""
+def _first_whole(
+    found: tuple[list[Path], bool], console: TrainingConsole
+) -> tuple[Path | None, bytes, dict[str, Any] | None]:
+    """Rank 0: the newest candidate that is whole and loads, its bytes and its content.
+
+    ``found`` is the candidates and whether they are a run folder's (then a torn one is passed
+    over, in one warning line naming it; none whole: one error line). A named file is loaded as
+    it is; a file refused as unsafe is an error either way, never passed over."""
+    paths, from_folder = found
+    passed: list[str] = []
+    for path in paths:
+        try:
+            if from_folder and resume.read_meta(path) is None:
+                meta = resume.meta_path(path).name
+                raise checkpoint.TornCheckpoint(f"checkpoint {path}: its {meta} is missing or unreadable")
+            data = checkpoint.read(path)
+            loaded = checkpoint.load_bytes(data, path)
+        except checkpoint.TornCheckpoint as exc:
+            if not from_folder:
+                raise
+            passed.append(str(exc).removeprefix("checkpoint "))
+            continue
+        if passed:
+            bad = "; ".join(passed)
+            console.note(f"warning: passed over a checkpoint that is not whole: {bad}; resuming from {path}")
+        return path, data, loaded
+    if passed:
+        raise UsageError(
+            f"--resume: no whole checkpoint in {paths[0].parent}: {'; '.join(passed)}; "
+            "give --resume a whole model_<N>.pt, or start a new run without --resume"
+        )
+    return None, b"", None
+
+
+def _resume_candidates(
+    args: WorkerArgs, run_dir: Path, environ: Mapping[str, str]
+) -> tuple[list[Path], bool]:
+    """Rank 0's checkpoints to try, newest first, from mgpu's ``MGPU_RESUME`` or, by hand,
+    ``--resume``; and whether they are a run folder's (True) or one named file."""
     given = environ.get(resume.RESUME_ENV)
     if given is None and resume.ATTEMPT_ENV in environ:
-        return None  # mgpu resolved --resume itself and found nothing to continue
+        return [], False  # mgpu resolved --resume itself and found nothing to continue
     if given is None and args.resume is not None:
-        given = str(checkpoint.find_latest(run_dir)) if args.resume == "latest" else args.resume
-    return checkpoint.source(given) if given else None
+        given = str(checkpoint.find_latest(run_dir).parent) if args.resume == "latest" else args.resume
+    if not given:
+        return [], False
+    return checkpoint.candidates(given), Path(given).is_dir()
 
 
 def _loop(
@@ -390,7 +448,7 @@ def _loop(
                 break
             if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
                 progress.beat("checkpoint")
-                loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console)
+                loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
             if ctx.rank == 0 and time.perf_counter() - refreshed >= REFRESH_BUDGET * refresh_cost:
                 loop.train_time, refreshed = time.perf_counter() - t0, time.perf_counter()
                 _refresh_summary(run_dir, loop)
@@ -417,6 +475,7 @@ def _save(
     iteration: int,
     total: int,
     console: TrainingConsole,
+    environ: Mapping[str, str],
 ) -> Path:
     meta = resume.CheckpointMeta(
         iteration=iteration,
@@ -436,6 +495,8 @@ def _save(
     }
     path = checkpoint.save(resume.checkpoint_path(run_dir, iteration), payload, meta)
     console.checkpoint(str(path))
+    # --keep_checkpoints: the older ones go only now that this one is whole on disk.
+    resume.prune(resume.checkpoints(run_dir), path, resume.keep_checkpoints(environ))
     return path
 
 

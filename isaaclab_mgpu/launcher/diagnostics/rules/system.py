@@ -1,4 +1,5 @@
-"""System rules: Python, CPUs and threads, ``/dev/shm``, memlock and open-files limits."""
+"""System rules: Python, CPUs and threads, ``/dev/shm``, memlock and open-files limits, free disk
+space where the run writes its checkpoints."""
 
 from __future__ import annotations
 
@@ -129,10 +130,40 @@ def nofile_rule(f: Facts) -> list[Finding]:
     return [finding("system", "open_files", WARN, f"{soft} (hard limit {hard})", f"ulimit -n {target}")]
 
 
+def disk_rule(f: Facts) -> list[Finding]:
+    """Free space on the log root's file system: below 1 GiB, or on a resume below 3 checkpoints, warns."""
+    from isaaclab_mgpu.contract import space
+
+    d = f.disk
+    if d is None:
+        return []
+    where = f"{d.log_root} (file system at {d.mount})"
+    if d.free_bytes is None:
+        return [finding("system", "disk_space", WARN, f"free space of {where} unknown", "check it with df")]
+    free = f"{space.size_text(d.free_bytes)} free on {where}"
+    fix = (
+        "free space there, or train with --log_root on a larger file system; "
+        "--keep_checkpoints N bounds how many checkpoints a run keeps"
+    )
+    if d.checkpoint_bytes is not None:
+        need = space.RESUME_CHECKPOINTS * d.checkpoint_bytes
+        if d.free_bytes < need:
+            observed = (
+                f"{free}: less than {space.RESUME_CHECKPOINTS} checkpoints of the resumed run "
+                f"({space.size_text(d.checkpoint_bytes)} each, {d.resume_checkpoint})"
+            )
+            return [finding("system", "disk_space", WARN, observed, fix)]
+    if d.free_bytes < space.FREE_FLOOR:
+        observed = f"{free}: below {space.size_text(space.FREE_FLOOR)}"
+        return [finding("system", "disk_space", WARN, observed, fix)]
+    return [finding("system", "disk_space", PASS, free)]
+
+
 RULES = (
     python_rule,
     threads_rule,
     shm_rule,
     memlock_rule,
     nofile_rule,
+    disk_rule,
 )
