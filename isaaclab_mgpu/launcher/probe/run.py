@@ -308,13 +308,17 @@ class Prober:
         timed_out = False
         with _signals_to(sup) as interrupted:
             sup.start()
-            while (outcome := sup.wait(timeout=POLL_S)) is None:
+            # Polled up to the timeout itself, not the next POLL_S past it.
+            left = lambda: max(0.01, self.opts.timeout - (time.monotonic() - start))  # noqa: E731
+            while (outcome := sup.wait(timeout=min(POLL_S, left()))) is None:
                 if interrupted():
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
                 self.observer.update(launch.label, _position(channel.read_heartbeats(folder), ranks))
                 if time.monotonic() - start >= self.opts.timeout:
                     hung = diagnose_hang(sup, folder, ranks)
-                    outcome = sup.stop(f"probe-nccl: {launch.label} timed out after {self.opts.timeout:g} s")
+                    # Hung ranks can save nothing, and the launcher's own shutdown would only wait
+                    # for them (torchrun's grace, then ours: 5 s): the tree is SIGKILLed at once.
+                    outcome = sup.kill()
                     timed_out = True
                     break
         if interrupted():
