@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
+import psutil
 import pytest
 from training_helpers import SUMMARY_KEYS, run, start, summary
 
@@ -77,6 +78,15 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
         out_lines.append(line)
         if "iteration 2/" in line or time.monotonic() > deadline:
             break
+    # Each rank is named in ps: which rank of which run, in which attempt.
+    titles = sorted(
+        " ".join(p.cmdline()).strip()
+        for p in psutil.Process(proc.pid).children(recursive=True)
+        if " ".join(p.cmdline()).startswith("mgpu rank ")
+    )
+    assert [t.split(" · ")[0] for t in titles] == ["mgpu rank 0/2", "mgpu rank 1/2"], titles
+    named = all("isaaclab_mgpu.worker" in t and "run " in t and t.endswith("attempt 0") for t in titles)
+    assert named, titles
     proc.send_signal(signal.SIGINT)  # Ctrl-C to mgpu, as a user would
     rest, _ = proc.communicate(timeout=240)
     out = "".join(out_lines) + rest

@@ -92,6 +92,9 @@ class Rank:
 def main(argv: list[str] | None = None) -> int:
     """Run the probe in this rank; return its exit code."""
     args = parse_args(argv)
+    from isaaclab_mgpu.rank.title import name_this_rank
+
+    name_this_rank("isaaclab_mgpu.probe_worker")
     folder = Path(args.results)
     me = Rank(folder)
     me.stack_file = stacks.register(stack_path(folder, me.rank), fatal=True, truncate=True)

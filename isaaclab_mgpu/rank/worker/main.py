@@ -48,6 +48,9 @@ def main() -> None:
     """Process entry point (``python -m isaaclab_mgpu.worker``)."""
     args = parse_args(sys.argv[1:])  # bad input exits 2 before torch is even imported
     from isaaclab_mgpu.contract import progress
+    from isaaclab_mgpu.rank.title import name_this_rank
+
+    name_this_rank(f"isaaclab_mgpu.worker {args.rl_library}/{args.ml_framework} {args.task}")
 
     progress.beat("start")
     from torch.distributed.elastic.multiprocessing.errors import record
