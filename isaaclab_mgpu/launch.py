@@ -171,6 +171,8 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
 
     spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
     node0 = (resolved.node_rank or 0) == 0
+    if folder is not None and node0 and outcome.result.stragglers:
+        runs.mark(folder, stragglers=outcome.result.stragglers)  # the ranks wrote theirs already
     if last.outcome == "finished":
         return 0
     if last.outcome == "stopped":

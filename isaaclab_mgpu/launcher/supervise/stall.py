@@ -131,6 +131,18 @@ class Report:
     warmup: bool = False
     """The stage belongs to the first iteration its process runs (counted as start-up)."""
 
+    timed: int | None = None
+    """Steady iterations its busy/wait totals cover (see :mod:`isaaclab_mgpu.progress`)."""
+
+    busy_s: float | None = None
+    """Seconds it worked in those iterations (their wall time less its wait in collectives)."""
+
+    wait_s: float | None = None
+    """Seconds it waited in collectives in them."""
+
+    wall_s: float | None = None
+    """Their wall seconds (checkpoint saves left out)."""
+
     @classmethod
     def read(cls, path: Path) -> Report | None:
         """The report in ``path``; None when absent or caught half-written; ValueError when malformed."""
@@ -164,6 +176,10 @@ class Report:
             time=when,
             stack_file=data.get("stack_file"),
             warmup=bool(data.get("warmup", False)),
+            timed=data.get("timed"),
+            busy_s=data.get("busy_s"),
+            wait_s=data.get("wait_s"),
+            wall_s=data.get("wall_s"),
         )
 
 
@@ -180,6 +196,10 @@ _FIELDS = (
     ("time", _NUMBER, True),
     ("stack_file", _TEXT, False),
     ("warmup", _FLAG, False),
+    ("timed", _INT, False),
+    ("busy_s", _NUMBER, False),
+    ("wait_s", _NUMBER, False),
+    ("wall_s", _NUMBER, False),
 )
 
 
@@ -225,6 +245,12 @@ class RankState:
 
     stack_file: str | None = None
     """Where its whole stack dump is (beside its per-rank logs)."""
+
+    timed: int | None = None
+    """Steady iterations its busy total covers (its last report's)."""
+
+    busy_s: float | None = None
+    """Their busy seconds."""
 
     def where(self) -> str:
         """``iteration 4, update (gradient all-reduce)`` or ``start-up: creating the environments``."""
@@ -473,6 +499,10 @@ class StallMonitor:
         self._reports = found
         return found
 
+    def read_already(self) -> dict[int, Report]:
+        """The reports the last :meth:`read` found (nothing read again)."""
+        return self._reports
+
     def dead(self) -> tuple[Report, ...]:
         """Ranks of mgpu's worker whose process ended without their done report: they died.
 
@@ -533,6 +563,8 @@ class StallMonitor:
                     quiet_s=now - (rep.time if rep else self.started),
                     process=process_status(rep.pid) if rep else "unknown",
                     stalled=False,
+                    timed=rep.timed if rep else None,
+                    busy_s=rep.busy_s if rep else None,
                 )
             )
         return tuple(out)
