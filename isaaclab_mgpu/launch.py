@@ -292,8 +292,12 @@ def stall_options(spec: LaunchSpec, cmd: Command) -> StallOptions:
     """What the stall watch of ``train`` bounds, from the spec and the built command."""
     from isaaclab_mgpu.launcher.supervise import StallOptions
 
+    from isaaclab_mgpu.contract.progress import AUTO, auto_cap
+
+    auto = spec.stall_timeout == AUTO
     return StallOptions(
-        stall_timeout=spec.stall_timeout,
+        stall_timeout=auto_cap(spec.startup_timeout) if auto else float(spec.stall_timeout),
+        auto=auto,
         startup_timeout=spec.startup_timeout,
         on_silence=spec.stall_on_silence,
         reports_expected=spec.builtin_worker,

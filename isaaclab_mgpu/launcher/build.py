@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract import env as env_names
-from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
+from isaaclab_mgpu.contract.progress import AUTO, STALL_ENV, STARTUP_ENV
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
@@ -171,7 +171,7 @@ def build(r: ResolvedSpec) -> Command:
     # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
     env = {
         env_names.RUN_STAMP: r.run_stamp,
-        STALL_ENV: _arg(float(s.stall_timeout)),
+        STALL_ENV: s.stall_timeout if s.stall_timeout == AUTO else _arg(float(s.stall_timeout)),
         STARTUP_ENV: _arg(float(s.startup_timeout)),
         **dict(r.extra_env),
     }

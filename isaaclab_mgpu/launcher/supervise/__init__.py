@@ -402,6 +402,8 @@ class Supervisor:
             self._stop_a_dead_ranks_peers(tree)
         if stall is None and (slow := self._watch.straggler()) is not None:
             self._say.straggler(slow)
+        if (bound := self._watch.monitor.bound_news()) is not None:
+            self._say.stall_bound(bound)
         if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
             self._run_folder_said = True
             self._say.run_folder(*folder)

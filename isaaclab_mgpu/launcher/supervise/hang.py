@@ -25,6 +25,7 @@ from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
     DIR_ENV,
+    SAVE_STAGES,
     Report,
     Stall,
     StallMonitor,
@@ -64,6 +65,10 @@ class HangWatch:
         if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
             self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir)
             self.sharer.start()
+            sharer = self.sharer
+            self.monitor.saving_elsewhere = lambda: any(
+                r.stage in SAVE_STAGES for r, _ in sharer.ranks_elsewhere()
+            )
 
     @property
     def folder(self) -> str:
