@@ -68,7 +68,8 @@ def real_iteration() -> tuple[float, float]:
         os.mkdir(folder)
         argv = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
                 "-m", "isaaclab_mgpu.worker", "--distributed", "--device", "cpu", "--num_envs", "256",
-                "--max_iterations", "12", "--save_interval", "0", "--log_root", os.path.join(tmp, "logs")]  # fmt: skip
+                "--max_iterations", "12", "--save_interval", "0",
+                "--log_root", os.path.join(tmp, "logs")]  # fmt: skip
         env = {**os.environ, **ENV, progress.DIR_ENV: folder}
         out = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, check=False)
         if out.returncode != 0:

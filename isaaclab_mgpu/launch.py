@@ -290,9 +290,8 @@ def check_isaac_task(spec: LaunchSpec) -> None:
 
 def stall_options(spec: LaunchSpec, cmd: Command) -> StallOptions:
     """What the stall watch of ``train`` bounds, from the spec and the built command."""
-    from isaaclab_mgpu.launcher.supervise import StallOptions
-
     from isaaclab_mgpu.contract.progress import AUTO, auto_cap
+    from isaaclab_mgpu.launcher.supervise import StallOptions
 
     auto = spec.stall_timeout == AUTO
     return StallOptions(

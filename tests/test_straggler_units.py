@@ -52,7 +52,9 @@ def test_the_totals_move_only_when_an_iteration_begins(tmp_path):
     before = _report(tmp_path)
     rep.beat("update")
     rep.waited(5.0)  # within iteration 3: not in any report until iteration 4 begins
-    assert {k: _report(tmp_path)[k] for k in ("timed", "wait_s")} == {k: before[k] for k in ("timed", "wait_s")}
+    assert {k: _report(tmp_path)[k] for k in ("timed", "wait_s")} == {
+        k: before[k] for k in ("timed", "wait_s")
+    }
 
 
 def test_the_timing_patch_times_a_real_gloo_collective(tmp_path, monkeypatch):
@@ -211,7 +213,19 @@ def test_auto_bound_holds_the_cap_while_a_rank_saves_and_counts_quiet_from_the_s
 def test_auto_cap_and_process_group_timeout():
     env = {progress.STALL_ENV: "auto", progress.STARTUP_ENV: "900"}
     assert progress.process_group_timeout(environ=env).total_seconds() == 960
-    assert progress.process_group_timeout(environ={**env, progress.STARTUP_ENV: "1800"}).total_seconds() == 1860
+    assert (
+        progress.process_group_timeout(environ={**env, progress.STARTUP_ENV: "1800"}).total_seconds() == 1860
+    )
     assert progress.process_group_timeout(environ={**env, progress.STARTUP_ENV: "0"}).total_seconds() == 960
     bound = AutoBound(cap=900)
     assert bound.bound() == 900 and "no steady iteration" in bound.describe()
+
+
+def test_mgpu_runs_shows_the_collectives_share_and_the_stragglers(tmp_path):
+    from isaaclab_mgpu.launcher import runs
+
+    timing = summaries.timing_of([(10, 2.0, 1.0), (10, 2.0, 1.0)])
+    s = Summary(status="finished", timing=timing, stragglers=(Straggler(rank=1),))
+    r = runs.row(tmp_path, s)
+    assert r.wait_share == pytest.approx(1 / 3, abs=1e-3) and r.stragglers == (1,)
+    assert r.as_json()["wait_share"] == r.wait_share

@@ -227,7 +227,8 @@ class Reporter:
         self._calls_it = 0
 
     def totals(self) -> dict[str, float]:
-        """This process's timed iterations so far: ``timed``, ``busy_s``, ``wait_s``, ``wall_s``, ``collectives``."""
+        """This process's timed iterations so far: ``timed``, ``busy_s``, ``wait_s``, ``wall_s`` and
+        ``collectives``."""
         return {
             "timed": self._timed,
             "busy_s": self._busy,

@@ -143,12 +143,14 @@ def timing_of(rows: Sequence[Sequence[float]]) -> Timing | None:
     ranks = []
     for rank, (timed, busy, wait) in enumerate(rows):
         n = int(timed)
-        per = (lambda v: round(float(v) / n, 6)) if n > 0 else (lambda v: None)
-        ranks.append(RankTiming(rank=rank, iterations=n, busy_s=per(busy), wait_s=per(wait)))
+        per_busy, per_wait = (round(float(busy) / n, 6), round(float(wait) / n, 6)) if n > 0 else (None, None)
+        ranks.append(RankTiming(rank=rank, iterations=n, busy_s=per_busy, wait_s=per_wait))
     if not ranks or all(r.iterations == 0 for r in ranks):
         return None
     shares = [r.collective_share for r in ranks if r.collective_share is not None]
-    return Timing(per_rank=tuple(ranks), collective_share=round(statistics.fmean(shares), 4) if shares else None)
+    return Timing(
+        per_rank=tuple(ranks), collective_share=round(statistics.fmean(shares), 4) if shares else None
+    )
 
 
 @dataclass(frozen=True)

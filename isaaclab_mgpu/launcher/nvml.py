@@ -367,6 +367,9 @@ def _state_line(nv, handle) -> str:  # nv: the pynvml module
         parts.append(f"{nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)} °C")
     with contextlib.suppress(nv.NVMLError):
         gen, width = nv.nvmlDeviceGetCurrPcieLinkGeneration(handle), nv.nvmlDeviceGetCurrPcieLinkWidth(handle)
-        top_gen, top_width = nv.nvmlDeviceGetMaxPcieLinkGeneration(handle), nv.nvmlDeviceGetMaxPcieLinkWidth(handle)
+        top_gen, top_width = (
+            nv.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+            nv.nvmlDeviceGetMaxPcieLinkWidth(handle),
+        )
         parts.append(f"PCIe gen {gen} x{width} (max gen {top_gen} x{top_width})")
     return ", ".join(parts)

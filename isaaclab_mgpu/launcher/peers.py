@@ -146,9 +146,7 @@ class NodeReport:
             return None
 
 
-def _peer_rank(
-    r: Any, s: Any, i: Any, q: Any, p: Any, timed: Any = None, busy: Any = None
-) -> PeerRank:
+def _peer_rank(r: Any, s: Any, i: Any, q: Any, p: Any, timed: Any = None, busy: Any = None) -> PeerRank:
     # An older mgpu publishes five fields per rank; the busy totals came later.
     return PeerRank(
         int(r), s if s is None else str(s), i if i is None else int(i), float(q), str(p),
@@ -387,9 +385,14 @@ def states_from(ranks: Any) -> tuple[PeerRank, ...]:
     """PeerRanks from the stall watch's rank states (anything with the same attribute names)."""
     return tuple(
         PeerRank(
-            s.rank, s.stage, s.iteration, float(s.quiet_s), str(s.process),
-            getattr(s, "timed", None), getattr(s, "busy_s", None),
-        )  # fmt: skip
+            s.rank,
+            s.stage,
+            s.iteration,
+            float(s.quiet_s),
+            str(s.process),
+            getattr(s, "timed", None),
+            getattr(s, "busy_s", None),
+        )
         for s in ranks
     )
 

@@ -152,6 +152,12 @@ class RunRow:
     continued_in: str | None = None
     """A listed run that continues this one in a folder of its own."""
 
+    wait_share: float | None = None
+    """The collectives' share of an iteration, mean over the ranks (its summary's ``timing``)."""
+
+    stragglers: tuple[int, ...] = ()
+    """Ranks named as stragglers during the run."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -171,6 +177,8 @@ _ROW_FIELDS = {
     "checksums_equal": "checksums_equal",
     "status": "status",
     "started": "started_at",
+    "wait_share": "timing",
+    "stragglers": "stragglers",
 }
 
 
@@ -240,6 +248,8 @@ def row(folder: Path, s: Summary) -> RunRow:
         exit_status=s.exit_status,
         rank_exit_code=s.rank_exit_code,
         continues=s.continues,
+        wait_share=s.timing.collective_share if s.timing is not None else None,
+        stragglers=tuple(x.rank for x in s.stragglers),
     )
 
 

@@ -19,9 +19,9 @@ from dataclasses import replace
 
 import psutil
 
+from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher import peers
 from isaaclab_mgpu.launcher.build import Rendezvous
-from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
     DIR_ENV,

@@ -412,7 +412,8 @@ class AutoBound:
         steady = self.steady_s
         if steady is None:
             return f"{self.cap:g} s (no steady iteration yet)"
-        return f"{self.bound():.3g} s ({self.factor:g}x the {steady:.3g} s steady iteration, floor {self.floor:g} s)"
+        what = f"{self.factor:g}x the {steady:.3g} s steady iteration, floor {self.floor:g} s"
+        return f"{self.bound():.3g} s ({what})"
 
 
 def position(report: Report | None) -> tuple[int, int, int]:
@@ -644,7 +645,9 @@ class StallMonitor:
             if self._saved_at is not None:  # the ranks that waited for the save count from its end
                 clocks = {r: max(t, self._saved_at) for r, t in clocks.items()}
             options = replace(options, stall_timeout=bound)
-        return judge(options, self.ranks, reports, clocks, now, self.started, process or process_status, self.host)
+        return judge(
+            options, self.ranks, reports, clocks, now, self.started, process or process_status, self.host
+        )
 
     def states(self, now: float | None = None) -> tuple[RankState, ...]:
         """Every local rank as its last report shows it (nothing judged): what this node shares."""
