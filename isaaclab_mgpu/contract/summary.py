@@ -12,7 +12,10 @@ half of one.
 Pace: ``s_per_iteration`` and ``env_steps_per_s`` are whole-run means, warm-up included; a run's
 first iteration holds just-in-time compilation (skrl JAX: seconds) and first allocations, so
 :class:`Steady` (``steady``, from :func:`steady_pace`) gives the pace after it, the median of the
-later iterations, with the warm-up's own seconds apart.
+later iterations, with the warm-up's own seconds apart. :class:`Timing` (``timing``, rank 0 at
+the end) gives each rank's busy and wait seconds per steady iteration and the collectives' share;
+``stragglers`` (:class:`Straggler`, written by node 0's ``mgpu train``) the ranks named as holding
+the others back.
 
 Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted`` or ``stopped`` (saved and
 stopped on the requeue signal, to be continued) when rank 0 ends; the launcher settles a summary

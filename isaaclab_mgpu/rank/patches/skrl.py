@@ -24,7 +24,9 @@
    CPU collectives run over gloo: ~2-3 ms of hand-offs per call on a 2-core VM). Same sum, in rank
    order on every rank, so parameters stay bitwise equal. So does PPO's once-per-epoch KL sum: the
    ``jax`` proxy of fix 3 recognises its ``pmap(lambda x: jax.lax.psum(x, "i"))`` by the lambda's
-   code and returns a host sum over the channel (float32, as JAX's).
+   code and returns a host sum over the channel (float32, as JAX's). Both sums, and fix 3's
+   ``psum``, add their wait to the rank's progress report (:mod:`.timing`), timed after JAX
+   finished computing their input (JAX dispatches asynchronously).
 6. Resume (Isaac Lab's skrl back-end, ``train_skrl.py``, any framework): ``Agent.load(path)`` restores
    the agent's checkpoint modules (policy, value, optimizer, preprocessors) and nothing else, and
    ``Trainer.train`` counts ``range(cfg.timesteps)`` from 0: a resumed run would train every timestep
