@@ -185,6 +185,8 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
 
     spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
     node0 = (resolved.node_rank or 0) == 0
+    if folder is not None and node0 and outcome.result.stragglers:
+        runs.mark(folder, stragglers=outcome.result.stragglers)  # the ranks wrote theirs already
     if last.outcome == "finished":
         return 0
     if last.outcome == "stopped":
@@ -327,10 +329,13 @@ def check_isaac_task(spec: LaunchSpec) -> None:
 
 def stall_options(spec: LaunchSpec, cmd: Command) -> StallOptions:
     """What the stall watch of ``train`` bounds, from the spec and the built command."""
+    from isaaclab_mgpu.contract.progress import AUTO, auto_cap
     from isaaclab_mgpu.launcher.supervise import StallOptions
 
+    auto = spec.stall_timeout == AUTO
     return StallOptions(
-        stall_timeout=spec.stall_timeout,
+        stall_timeout=auto_cap(spec.startup_timeout) if auto else float(spec.stall_timeout),
+        auto=auto,
         startup_timeout=spec.startup_timeout,
         on_silence=spec.stall_on_silence,
         reports_expected=spec.builtin_worker,

@@ -127,7 +127,7 @@ REFUSED = [
     (["train", "--stall_timeout", "[bold]x"], "'[bold]x' is not a valid float"),
     (["dry-run", "--num_gpus"], "requires an argument"),
     # numbers mgpu's own options read: ASCII digits, finite
-    (["train", *CPU, "--stall_timeout", "nan"], "'nan' is not a valid float"),
+    (["train", *CPU, "--stall_timeout", "nan"], "'nan' is not a valid number of seconds or auto"),
     (["train", *CPU, "--grace_period", "inf"], "'inf' is not a valid float"),
     (["train", *CPU, "--kill_after", "\uff15"], "is not a valid float"),
     (["probe-nccl", *CPU, "--timeout", "\uff16\uff10"], "is not a valid float"),

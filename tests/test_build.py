@@ -41,7 +41,7 @@ def test_isaaclab_documented_example():
     assert cmd.rank_devices == {0: "cuda:0", 1: "cuda:1", 2: "cuda:2", 3: "cuda:3"}
     assert cmd.env == {
         "MGPU_RUN_STAMP": "2026-01-02_03-04-05",
-        "MGPU_STALL_TIMEOUT": "300",
+        "MGPU_STALL_TIMEOUT": "auto",
         "MGPU_STARTUP_TIMEOUT": "900",
     }
     assert cmd.launcher == "torchrun"

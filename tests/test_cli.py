@@ -135,8 +135,22 @@ def test_json_output(capsys):
     assert data["argv"][-2:] == ["--seed=1", "--distributed"]
     assert data["command"] == shlex.join(data["argv"])
     assert set(data["env"]) == {"MGPU_RUN_STAMP", "MGPU_STALL_TIMEOUT", "MGPU_STARTUP_TIMEOUT"}
-    assert data["stall_watch"]["stall_timeout_s"] == 300
-    assert data["stall_watch"]["process_group_timeout_s"] == {"startup": 960, "training": 360}
+    assert data["stall_watch"]["stall_timeout_s"] == "auto" and data["env"]["MGPU_STALL_TIMEOUT"] == "auto"
+    assert data["stall_watch"]["auto"] == {"floor_s": 30, "factor": 20, "cap_s": 900}
+    # Under auto a collective may wait as long as the bound can grow (its cap), plus the margin.
+    assert data["stall_watch"]["process_group_timeout_s"] == {"startup": 960, "training": 960}
+
+
+def test_a_number_keeps_its_meaning_and_auto_is_accepted(capsys):
+    code, out, err = run(capsys, "dry-run", "--device", "cpu", "--stall_timeout", "300", "--json")
+    assert code == 0, err
+    data = json.loads(out)["stall_watch"]
+    assert data["stall_timeout_s"] == 300 and data["process_group_timeout_s"]["training"] == 360
+    assert "auto" not in data
+    code, out, err = run(capsys, "dry-run", "--device", "cpu", "--stall_timeout", "AUTO", "--json")
+    assert code == 0 and json.loads(out)["env"]["MGPU_STALL_TIMEOUT"] == "auto", err
+    code, _, err = run(capsys, "dry-run", "--device", "cpu", "--stall_timeout", "autox")
+    assert code == 2 and "--stall_timeout" in err and "auto" in err, err
 
 
 def test_stall_options_in_both_spellings_reach_the_ranks(capsys):

@@ -38,6 +38,12 @@ def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved
     assert len(start_sums) == 2 and len(set(start_sums)) == 1, start_sums
     assert len(set(end_sums)) == 1 and end_sums != start_sums, end_sums
     assert s["checksums_equal"] is True
+    # Healthy ranks: no straggler named; each rank's busy/wait split once steady iterations ran.
+    assert not s.get("stragglers"), s.get("stragglers")
+    if iterations >= 4:
+        ranks = s["timing"]["per_rank"]
+        assert [r["rank"] for r in ranks] == [0, 1] and all(r["busy_s"] > 0 for r in ranks), s["timing"]
+        assert 0 < s["timing"]["collective_share"] < 1, s["timing"]
     # Rank 0 owns the run folder; rank 1 writes only inside rank_1/.
     names = {p.name for p in run_dir.iterdir()}
     # Each checkpoint has its metadata beside it (model_<N>.json: what --resume checks before spawning).

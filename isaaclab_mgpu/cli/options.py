@@ -21,6 +21,7 @@ import typer
 
 from isaaclab_mgpu.cli.command import PASSTHROUGH, VERBATIM, LaunchCommand, option_names
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, Interrupted, UsageError
+from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.launcher.resolve import CPU_RANKS_PER_CORE
 from isaaclab_mgpu.launcher.spec import LaunchSpec, in_user_order
 
@@ -67,6 +68,22 @@ class Number(click.ParamType):
 
 #: Every numeric option's type (``click_type=``).
 INT, FLOAT = Number(int), Number(float)
+
+
+class SecondsOrAuto(Number):
+    """A number of seconds, or ``auto`` (``--stall_timeout``: the bound follows the run's pace)."""
+
+    def __init__(self) -> None:
+        super().__init__(float)
+        self.name = "number of seconds or auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() == AUTO:
+            return AUTO
+        return super().convert(value, param, ctx)
+
+
+SECONDS_OR_AUTO = SecondsOrAuto()
 
 
 def _set_debug(value: bool) -> bool:
@@ -365,17 +382,19 @@ SHARED: dict[str, tuple[Any, Any]] = {
 STALL: dict[str, tuple[Any, Any]] = {
     "stall_timeout": (
         Annotated[
-            float,
+            str,
             _opt(
                 "stall_timeout",
                 "Seconds a rank may make no training progress before mgpu dumps every rank's stack, "
-                "names the stalled rank and stops the run (exit 4). 0: off.",
+                "names the stalled rank and stops the run (exit 4). auto (the default): 20x the "
+                "run's median steady iteration, at least 30 s (900 s, or --startup_timeout if more, "
+                "until the first steady iterations and while a checkpoint is written). 0: off.",
                 panel=STALLS,
-                metavar="SECONDS",
-                click_type=FLOAT,
+                metavar="SECONDS|auto",
+                click_type=SECONDS_OR_AUTO,
             ),
         ],
-        300.0,
+        AUTO,
     ),
     "startup_timeout": (
         Annotated[

@@ -40,6 +40,24 @@ process group: ``init_process_group(..., timeout=progress.process_group_timeout(
 makes a hung collective fail after mgpu's start-up bound plus a margin, instead of NCCL's 10 or
 gloo's 30 minutes; :func:`after_startup` then shortens it to the stall timeout plus the margin.
 
+**Busy and wait time.** The same calls time the iteration: the report carries, from a process's
+second iteration on (the first holds compilation), the totals of its timed iterations' wall seconds
+(``wall_s``), of the seconds it waited in collectives (``wait_s``, added by :func:`waited`, which
+mgpu's timing patch calls around the libraries' collectives: :mod:`isaaclab_mgpu.rank.patches.timing`)
+and of the seconds it worked (``busy_s``: the wall time less the wait, so env steps, acting and the
+update's arithmetic), with the number of such iterations (``timed``) and of collectives
+(``collectives``). A ``checkpoint`` stage's seconds count in none of them (only rank 0 writes).
+The totals move once per iteration, when the next begins, so every report's figures end at an
+iteration boundary: the supervisor divides their growth by the growth of ``timed``. In synchronous
+training every rank's iteration lasts as long as the slowest rank's: the others wait for it in the
+collectives, so the rank whose busy time stands above the others' is the one holding them back
+(``mgpu train`` names it: the straggler line, ``docs/supervision.md``).
+
+:data:`AUTO` is ``--stall_timeout auto`` (the default): the supervisor's bound follows the run's own
+steady iterations (:data:`AUTO_FACTOR` times their median, at least :data:`AUTO_FLOOR_S`, at most
+:func:`auto_cap`); a process group's timeout under it is the cap plus :data:`MARGIN_S`, so it never
+cuts a collective shorter than the bound can grow.
+
 Standard library only: importing this module is cheap in any process.
 """
 
@@ -62,11 +80,13 @@ __all__ = [
     "STARTUP_STAGES",
     "Reporter",
     "after_startup",
+    "auto_cap",
     "beat",
     "iteration",
     "process_group_timeout",
     "record_stop_requests",
     "stop_requested",
+    "waited",
 ]
 
 #: Folder of the progress files, chosen by the node's supervisor (absent: reports are off).
@@ -76,6 +96,14 @@ STALL_ENV = env.STALL_TIMEOUT
 STARTUP_ENV = env.STARTUP_TIMEOUT
 #: Seconds a process group's timeout adds to mgpu's bound, so mgpu's report comes first.
 MARGIN_S = 60.0
+#: ``--stall_timeout auto``: the bound follows the run's steady iteration times.
+AUTO = "auto"
+#: The auto bound is at least this many seconds...
+AUTO_FLOOR_S = 30.0
+#: ... and this many times the median steady iteration...
+AUTO_FACTOR = 20.0
+#: ... and at most :func:`auto_cap` (also the bound of a checkpoint save and the run's finish).
+AUTO_CAP_S = 900.0
 
 #: Start-up stages in order; a rank in one of them has not begun training.
 STARTUP_STAGES = ("start", "init", "environment", "trainer", "broadcast")
@@ -83,6 +111,13 @@ STARTUP_STAGES = ("start", "init", "environment", "trainer", "broadcast")
 ITERATION_STAGES = ("iteration", "rollout", "update", "sync", "checkpoint")
 #: The rank finished training and is exiting.
 DONE = "done"
+#: Stages whose seconds count as neither busy nor waiting (rank 0 alone saves).
+UNTIMED_STAGES = ("checkpoint",)
+
+
+def auto_cap(startup_timeout: float) -> float:
+    """The most the auto stall bound can grow to: the start-up bound, at least :data:`AUTO_CAP_S`."""
+    return max(startup_timeout, AUTO_CAP_S)
 
 
 def progress_path(folder: str | Path, rank: int) -> Path:
@@ -109,6 +144,17 @@ class Reporter:
         self._iterations = 0
         self._environ = values
         self._fault = faults.for_this_rank(values) if values.get(env.RUN_ID) else None
+        # Busy/wait accounting (see the module docstring): a few clock reads per iteration.
+        self._stage: str | None = None
+        self._stage_t = 0.0
+        self._iter_t: float | None = None
+        self._wait_it = 0.0
+        self._untimed_it = 0.0
+        self._calls_it = 0
+        self._busy = self._wait = self._wall = 0.0
+        self._timed = self._calls = 0
+        self._timing = ""
+        self._flushers: list[Any] = []
         if values.get(env.RUN_ID):
             record_stop_requests()
             # Under mgpu the stack handler is there even with the stall watch off: `mgpu stacks`.
@@ -126,15 +172,20 @@ class Reporter:
                 self.iteration_number = iteration
                 self._meet_fault()
             return
+        now = time.perf_counter()
+        if self._stage in UNTIMED_STAGES:
+            self._untimed_it += now - self._stage_t
+        self._stage, self._stage_t = stage, now
         if iteration is not None and iteration != self.iteration_number:
             self.iteration_number = iteration
             self._iterations += 1
+            self._close_iteration(now)
         text = self._stages.get(stage)
         if text is None:
             text = self._stages[stage] = json.dumps(stage)
         record = f'{self._prefix}"stage": {text}, "iteration": {self.iteration_number or "null"}, '
         warm = "true" if self._iterations <= 1 else "false"
-        record = f'{record}"warmup": {warm}, "time": {time.time()!r}}}'.encode()
+        record = f'{record}"warmup": {warm}, {self._timing}"time": {time.time()!r}}}'.encode()
         if len(record) > self._size:
             self._size = len(record) + 64
         try:  # noqa: SIM105  (a try costs nothing here; contextlib.suppress costs a context manager)
@@ -156,6 +207,47 @@ class Reporter:
     def iteration(self, number: int) -> None:
         """Report that iteration ``number`` begins (the one call a training loop needs)."""
         self.beat("iteration", number)
+
+    def waited(self, seconds: float) -> None:
+        """Add ``seconds`` spent in one collective to this iteration's wait."""
+        self._wait_it += seconds
+        self._calls_it += 1
+
+    def on_iteration_end(self, flush: Any) -> None:
+        """Call ``flush()`` as each iteration ends; it returns collective seconds measured late
+        (a GPU's collectives, timed by CUDA events that complete after the host call returned)."""
+        self._flushers.append(flush)
+
+    def _close_iteration(self, now: float) -> None:
+        """The previous iteration ends at ``now``: add it to the totals unless it was the first."""
+        for flush in self._flushers:
+            self._wait_it += flush()
+        if self._iter_t is not None and self._iterations > 2:  # the process's first is start-up
+            wall = max(now - self._iter_t - self._untimed_it, 0.0)
+            wait = min(self._wait_it, wall)
+            self._wall += wall
+            self._wait += wait
+            self._busy += wall - wait
+            self._timed += 1
+            self._calls += self._calls_it
+            self._timing = (
+                f'"busy_s": {self._busy:.6f}, "wait_s": {self._wait:.6f}, "wall_s": {self._wall:.6f}, '
+                f'"timed": {self._timed}, "collectives": {self._calls}, '
+            )
+        self._iter_t = now
+        self._wait_it = self._untimed_it = 0.0
+        self._calls_it = 0
+
+    def totals(self) -> dict[str, float]:
+        """This process's timed iterations so far: ``timed``, ``busy_s``, ``wait_s``, ``wall_s`` and
+        ``collectives``."""
+        return {
+            "timed": self._timed,
+            "busy_s": self._busy,
+            "wait_s": self._wait,
+            "wall_s": self._wall,
+            "collectives": self._calls,
+        }
 
     def _start(self) -> bool:
         try:
@@ -231,6 +323,16 @@ def iteration(number: int) -> None:
     _default().iteration(number)
 
 
+def reporter() -> Reporter:
+    """This process's reporter (the one :func:`beat` and :func:`iteration` write through)."""
+    return _default()
+
+
+def waited(seconds: float) -> None:
+    """Add ``seconds`` spent waiting in a collective to this rank's current iteration."""
+    _default().waited(seconds)
+
+
 def _seconds(name: str, environ: Any) -> float:
     try:
         return max(0.0, float((environ if environ is not None else os.environ).get(name, "0")))
@@ -239,8 +341,14 @@ def _seconds(name: str, environ: Any) -> float:
 
 
 def process_group_timeout(*, startup: bool = False, environ: Any = None) -> timedelta | None:
-    """mgpu's start-up or stall bound plus :data:`MARGIN_S`; None when that bound is off."""
-    bound = _seconds(STARTUP_ENV if startup else STALL_ENV, environ)
+    """mgpu's start-up or stall bound plus :data:`MARGIN_S`; None when that bound is off.
+
+    Under ``--stall_timeout auto`` the stall bound is the most it can grow to (:func:`auto_cap`)."""
+    values = environ if environ is not None else os.environ
+    if not startup and values.get(STALL_ENV, "").strip() == AUTO:
+        bound = auto_cap(_seconds(STARTUP_ENV, environ))
+    else:
+        bound = _seconds(STARTUP_ENV if startup else STALL_ENV, environ)
     return timedelta(seconds=bound + MARGIN_S) if bound > 0 else None
 
 

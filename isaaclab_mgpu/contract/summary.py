@@ -16,7 +16,10 @@ from :func:`steady_pace`) gives the pace after it, the median of the later itera
 warm-up's own seconds apart. A run continued in its folder (resume, restart, requeue) keeps one
 :class:`Segment` per stretch in ``segments``, and ``whole`` (:class:`Whole`) sums them: train time
 over all segments, steady seconds per iteration = steady time ÷ steady iterations (each segment's
-warm-up left out), env-steps/s from those.
+warm-up left out), env-steps/s from those. :class:`Timing` (``timing``,
+rank 0 at the end) gives each rank's busy and wait seconds per steady iteration and the
+collectives' share; ``stragglers`` (:class:`Straggler`, written by node 0's ``mgpu train``) the
+ranks named as holding the others back.
 
 Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted`` or ``stopped`` (saved and
 stopped on the requeue signal, to be continued) when rank 0 ends; the launcher settles a summary
@@ -196,6 +199,84 @@ class Checksums:
 
 
 @dataclass(frozen=True)
+class RankTiming:
+    """Where one rank's steady iterations went (its progress reports' busy/wait split)."""
+
+    rank: int
+    """Global rank."""
+
+    iterations: int = 0
+    """Iterations timed (a process's first, and checkpoint saves, are left out)."""
+
+    busy_s: float | None = None
+    """Mean seconds per iteration the rank worked: env steps, acting, the update's arithmetic."""
+
+    wait_s: float | None = None
+    """Mean seconds per iteration it waited in collectives (for the slowest rank, and the transfer)."""
+
+    @property
+    def collective_share(self) -> float | None:
+        """The collectives' share of its iteration (0 to 1)."""
+        total = (self.busy_s or 0.0) + (self.wait_s or 0.0)
+        return (self.wait_s or 0.0) / total if total > 0 and self.wait_s is not None else None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Every rank's busy and wait time per steady iteration, and the collectives' share."""
+
+    per_rank: tuple[RankTiming, ...] = ()
+    """Each rank, in rank order."""
+
+    collective_share: float | None = None
+    """The mean over the ranks of the collectives' share of an iteration (0 to 1)."""
+
+
+def timing_of(rows: Sequence[Sequence[float]]) -> Timing | None:
+    """:class:`Timing` from each rank's ``(timed iterations, busy s, wait s)`` totals, in rank order."""
+    ranks = []
+    for rank, (timed, busy, wait) in enumerate(rows):
+        n = int(timed)
+        per_busy, per_wait = (round(float(busy) / n, 6), round(float(wait) / n, 6)) if n > 0 else (None, None)
+        ranks.append(RankTiming(rank=rank, iterations=n, busy_s=per_busy, wait_s=per_wait))
+    if not ranks or all(r.iterations == 0 for r in ranks):
+        return None
+    shares = [r.collective_share for r in ranks if r.collective_share is not None]
+    return Timing(
+        per_rank=tuple(ranks), collective_share=round(statistics.fmean(shares), 4) if shares else None
+    )
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A rank named as the straggler during the run (``mgpu train``'s supervisor)."""
+
+    rank: int
+    """Global rank."""
+
+    host: str | None = None
+    """Its host."""
+
+    device: str | None = None
+    """``cpu`` or ``cuda:N`` (N: the local index), and the GPU's name where NVML knows it."""
+
+    busy_s: float | None = None
+    """Its busy seconds per iteration over the window."""
+
+    others_busy_s: float | None = None
+    """The median of the other ranks' busy seconds per iteration over the same window."""
+
+    slower: float | None = None
+    """``busy_s / others_busy_s``."""
+
+    iterations: tuple[int, ...] = ()
+    """The window: first and last iteration compared."""
+
+    gpu: str | None = None
+    """The GPU's state then, as NVML gave it (clocks, throttle reasons, temperature, PCIe link)."""
+
+
+@dataclass(frozen=True)
 class Summary:
     """One run's ``summary.json``."""
 
@@ -336,6 +417,13 @@ class Summary:
 
     launcher_started: float | None = None
     """Its start time (seconds since the epoch), so a reused PID is not taken for it."""
+
+    timing: Timing | None = None
+    """Every rank's busy and wait seconds per steady iteration, the collectives' share (rank 0 writes
+    it at the end from every rank's progress-report totals)."""
+
+    stragglers: tuple[Straggler, ...] = ()
+    """Ranks the supervisor named as stragglers during the run (node 0's mgpu writes it)."""
 
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Keys this version does not know, kept as read."""
@@ -556,6 +644,38 @@ def _checksums(v: Any) -> Any:
     return Checksums(start=tuple(lists[0]), end=tuple(lists[1]))
 
 
+def _timing(v: Any) -> Any:
+    if not isinstance(v, dict) or not isinstance(v.get("per_rank", []), list):
+        return _BAD
+    ranks = []
+    for r in v.get("per_rank", []):
+        if not isinstance(r, dict) or _int(0)(r.get("rank")) is _BAD:
+            return _BAD
+        floats = {k: _float(0)(r[k]) for k in ("busy_s", "wait_s") if r.get(k) is not None}
+        count = _int(0)(r.get("iterations", 0))
+        if _BAD in floats.values() or count is _BAD:
+            return _BAD
+        ranks.append(RankTiming(rank=r["rank"], iterations=count, **floats))
+    share = _float(0, 1)(v["collective_share"]) if v.get("collective_share") is not None else None
+    return _BAD if share is _BAD else Timing(per_rank=tuple(ranks), collective_share=share)
+
+
+def _stragglers(v: Any) -> Any:
+    if not isinstance(v, list):
+        return _BAD
+    out = []
+    for r in v:
+        if not isinstance(r, dict) or _int(0)(r.get("rank")) is _BAD:
+            return _BAD
+        texts = {k: r[k] for k in ("host", "device", "gpu") if isinstance(r.get(k), str)}
+        floats = {k: _float(0)(r[k]) for k in ("busy_s", "others_busy_s", "slower") if r.get(k) is not None}
+        window = r.get("iterations", [])
+        if _BAD in floats.values() or not isinstance(window, list) or _BAD in [_int(0)(i) for i in window]:
+            return _BAD
+        out.append(Straggler(rank=r["rank"], iterations=tuple(window), **texts, **floats))
+    return tuple(out)
+
+
 _FIELDS: dict[str, Callable[[Any], Any]] = {
     "status": _status,
     "started_at": _float(0, _MAX_EPOCH),
@@ -600,5 +720,7 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "launcher_pid": _int(1),
     "launcher_host": _str,
     "launcher_started": _float(0, _MAX_EPOCH),
+    "timing": _timing,
+    "stragglers": _stragglers,
 }
 assert set(_FIELDS) == {f.name for f in dataclasses.fields(Summary)} - {"extra", "invalid"}

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract import faults
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV
+from isaaclab_mgpu.contract.progress import AUTO, STALL_ENV, STARTUP_ENV
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
@@ -173,7 +173,7 @@ def build(r: ResolvedSpec) -> Command:
     # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
     env = {
         env_names.RUN_STAMP: r.run_stamp,
-        STALL_ENV: _arg(float(s.stall_timeout)),
+        STALL_ENV: s.stall_timeout if s.stall_timeout == AUTO else _arg(float(s.stall_timeout)),
         STARTUP_ENV: _arg(float(s.startup_timeout)),
         **dict(r.extra_env),
     }

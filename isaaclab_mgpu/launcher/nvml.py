@@ -1,9 +1,11 @@
 """The launcher's one reader of the NVIDIA driver (NVML): which GPUs this machine has, and more.
 
-Two callers, two depths, one session: :func:`list_gpus` gives resolve the (model, UUID) of every
+Three callers, each its own session: :func:`list_gpus` gives resolve the (model, UUID) of every
 GPU, and :func:`gpu_facts` gives ``check-env`` the driver, every GPU with its memory and the
-processes holding it, and the topology between GPUs (``nvidia-smi topo -m`` when NVML cannot say).
-Both ignore ``CUDA_VISIBLE_DEVICES``: NVML lists every GPU, in PCI bus order as ``nvidia-smi``
+processes holding it, and the topology between GPUs (``nvidia-smi topo -m`` when NVML cannot say);
+:func:`gpu_state` gives the straggler line one GPU's clocks, throttle reasons, temperature and PCIe
+link (it maps ``cuda:N`` through the ranks' ``CUDA_VISIBLE_DEVICES``). The first two ignore
+``CUDA_VISIBLE_DEVICES``: NVML lists every GPU, in PCI bus order as ``nvidia-smi``
 does. ``pynvml`` (nvidia-ml-py) is imported only when asked; without it or without a driver the
 answer says so (None, or a :class:`GpuFacts` with ``nvml=False`` and the reason), never an error.
 """
@@ -304,3 +306,70 @@ def _process(pid: int, used_mib: int | None) -> GpuProcess:
             found["run_id"] = proc.environ().get(env.RUN_ID)  # readable for one's own processes
         found["orphan"] = not any(is_launcher(a.cmdline()) for a in proc.parents() if a.pid != 1)
     return GpuProcess(pid, used_mib, **found)
+
+
+#: NVML's clock-event (throttle) reason bits (``nvmlClocksEventReason*``), by their meaning.
+THROTTLE_REASONS = (
+    (0x1, "idle"),
+    (0x2, "application clocks setting"),
+    (0x4, "software power cap"),
+    (0x8, "hardware slowdown"),
+    (0x10, "sync boost"),
+    (0x20, "software thermal slowdown"),
+    (0x40, "hardware thermal slowdown"),
+    (0x80, "hardware power brake"),
+    (0x100, "display clock setting"),
+)
+
+
+def throttle_text(mask: int) -> str:
+    """NVML's throttle-reason bit mask in words (``none`` for 0)."""
+    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
+    return ", ".join(names) if names else "none"
+
+
+def gpu_state(device: str, visible: str | None) -> str | None:
+    """One line on GPU ``cuda:N`` of this process's view (``visible``: its CUDA_VISIBLE_DEVICES):
+    name, SM clock now and at most, throttle reasons, temperature, PCIe link now and at most.
+    None without NVML, or when the device cannot be matched to one NVML lists (a MIG slice)."""
+    if not device.startswith("cuda:"):
+        return None
+    local = int(device.split(":", 1)[1])
+    entries = [e.strip() for e in visible.split(",")] if visible else None
+    try:
+        with nvml() as nv:
+            if entries is None:
+                handle = nv.nvmlDeviceGetHandleByIndex(local)
+            elif local >= len(entries):
+                return None
+            elif entries[local].isdigit():
+                handle = nv.nvmlDeviceGetHandleByIndex(int(entries[local]))
+            elif entries[local].startswith("GPU-"):
+                handle = nv.nvmlDeviceGetHandleByUUID(entries[local])
+            else:
+                return None
+            return _state_line(nv, handle)
+    except NvmlUnavailable:
+        return None
+
+
+def _state_line(nv, handle) -> str:  # nv: the pynvml module
+    parts = [text(nv.nvmlDeviceGetName(handle))]
+    with contextlib.suppress(nv.NVMLError):
+        sm = nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)
+        top = nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM)
+        parts.append(f"SM clock {sm}/{top} MHz")
+    with contextlib.suppress(nv.NVMLError, AttributeError):
+        reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        reasons = reasons or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        parts.append(f"throttle: {throttle_text(int(reasons(handle)))}")
+    with contextlib.suppress(nv.NVMLError):
+        parts.append(f"{nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)} °C")
+    with contextlib.suppress(nv.NVMLError):
+        gen, width = nv.nvmlDeviceGetCurrPcieLinkGeneration(handle), nv.nvmlDeviceGetCurrPcieLinkWidth(handle)
+        top_gen, top_width = (
+            nv.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+            nv.nvmlDeviceGetMaxPcieLinkWidth(handle),
+        )
+        parts.append(f"PCIe gen {gen} x{width} (max gen {top_gen} x{top_width})")
+    return ", ".join(parts)

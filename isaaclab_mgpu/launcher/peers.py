@@ -8,7 +8,9 @@ client of that store, in each node's mgpu:
 - :meth:`Board.publish` writes this node's :class:`NodeReport` under
   ``mgpu/<rendezvous id>/node/<node rank>``: its ranks' stage, iteration, seconds since their last
   progress report and process state, a sequence number that moves on every publish, and the
-  node's own verdict once it has one. A frozen rank cannot report; its mgpu still can.
+  node's own verdict once it has one, and each rank's busy-time totals (the straggler watch
+  of every node compares all ranks: :mod:`.supervise.straggler`). A frozen rank cannot report;
+  its mgpu still can.
 - :meth:`Board.read` takes the other nodes' latest reports, without waiting for a missing key;
   None when the store does not answer.
 
@@ -69,6 +71,12 @@ class PeerRank:
     process: str
     """``running``, ``sleeping``, ``stopped``, ``gone``, ... or ``unknown``."""
 
+    timed: int | None = None
+    """Steady iterations its busy total covers (its progress report's), for the straggler watch."""
+
+    busy_s: float | None = None
+    """Their busy seconds."""
+
     def where(self) -> str:
         """``iteration 4, stage update`` or ``stage init``."""
         if self.stage is None:
@@ -108,7 +116,10 @@ class NodeReport:
             "node_rank": self.node_rank,
             "host": self.host,
             "seq": self.seq,
-            "ranks": [[r.rank, r.stage, r.iteration, round(r.quiet_s, 1), r.process] for r in self.ranks],
+            "ranks": [
+                [r.rank, r.stage, r.iteration, round(r.quiet_s, 1), r.process, r.timed, r.busy_s]
+                for r in self.ranks
+            ],
             "verdict": self.verdict,
             "ended": self.ended,
             "run_dir": self.run_dir,
@@ -120,10 +131,7 @@ class NodeReport:
         """A report from its JSON text; None when it is not one (another program's key, a torn value)."""
         try:
             data = json.loads(text)
-            ranks = tuple(
-                PeerRank(int(r), s if s is None else str(s), i if i is None else int(i), float(q), str(p))
-                for r, s, i, q, p in data["ranks"]
-            )
+            ranks = tuple(_peer_rank(*row) for row in data["ranks"])
             verdict, run_dir = data.get("verdict"), data.get("run_dir")
             return cls(
                 node_rank=int(data["node_rank"]),
@@ -136,6 +144,14 @@ class NodeReport:
             )
         except (ValueError, TypeError, KeyError):
             return None
+
+
+def _peer_rank(r: Any, s: Any, i: Any, q: Any, p: Any, timed: Any = None, busy: Any = None) -> PeerRank:
+    # An older mgpu publishes five fields per rank; the busy totals came later.
+    return PeerRank(
+        int(r), s if s is None else str(s), i if i is None else int(i), float(q), str(p),
+        None if timed is None else int(timed), None if busy is None else float(busy),
+    )  # fmt: skip
 
 
 def key(job: str, node_rank: int) -> str:
@@ -316,6 +332,15 @@ class Peers:
                 )
         return "; ".join(found) or None
 
+    def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
+        """Every other node's ranks as last published, each with its node's host."""
+        return [
+            (r, seen.report.host)
+            for node, seen in sorted(self._seen.items())
+            if node != self.node_rank
+            for r in seen.report.ranks
+        ]
+
     def run_folder(self) -> tuple[str, str] | None:
         """The run folder node 0 published and node 0's host, once seen (None before, and on node 0)."""
         seen = self._seen.get(0)
@@ -358,7 +383,18 @@ def _name(r: PeerRank, report: NodeReport) -> str:
 
 def states_from(ranks: Any) -> tuple[PeerRank, ...]:
     """PeerRanks from the stall watch's rank states (anything with the same attribute names)."""
-    return tuple(PeerRank(s.rank, s.stage, s.iteration, float(s.quiet_s), str(s.process)) for s in ranks)
+    return tuple(
+        PeerRank(
+            s.rank,
+            s.stage,
+            s.iteration,
+            float(s.quiet_s),
+            str(s.process),
+            getattr(s, "timed", None),
+            getattr(s, "busy_s", None),
+        )
+        for s in ranks
+    )
 
 
 #: How often a node publishes its report and reads the others'.
@@ -413,6 +449,11 @@ class Sharer:
         """See :meth:`Peers.run_folder`."""
         with self._lock:
             return self._peers.run_folder()
+
+    def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
+        """See :meth:`Peers.ranks_elsewhere`."""
+        with self._lock:
+            return self._peers.ranks_elsewhere()
 
     def hung_elsewhere(self) -> bool:
         """See :meth:`Peers.hung_elsewhere`."""

@@ -159,6 +159,12 @@ class RunRow:
     train_time_s: float | None = None
     """Seconds in the training loop over every segment."""
 
+    wait_share: float | None = None
+    """The collectives' share of an iteration, mean over the ranks (its summary's ``timing``)."""
+
+    stragglers: tuple[int, ...] = ()
+    """Ranks named as stragglers during the run."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -178,6 +184,8 @@ _ROW_FIELDS = {
     "checksums_equal": "checksums_equal",
     "status": "status",
     "started": "started_at",
+    "wait_share": "timing",
+    "stragglers": "stragglers",
 }
 
 
@@ -255,6 +263,8 @@ def row(folder: Path, s: Summary) -> RunRow:
         continues=s.continues,
         segments=run.segments if run is not None else 0,
         train_time_s=run.train_time_s if run is not None else s.train_time_s,
+        wait_share=s.timing.collective_share if s.timing is not None else None,
+        stragglers=tuple(x.rank for x in s.stragglers),
     )
 
 

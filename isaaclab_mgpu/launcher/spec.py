@@ -30,6 +30,7 @@ from isaaclab_mgpu.contract import faults
 from isaaclab_mgpu.contract.devices import GPU_UUID, index_entry
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import LOGGERS, name_problem
+from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import has_control
 
 RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
@@ -176,8 +177,11 @@ class LaunchSpec:
     """GPUs for this node's ranks (``--gpu_ids 0,2``): indices or ``GPU-``/``MIG-`` UUIDs. Indices
     count within an existing ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do."""
 
-    stall_timeout: float = 300.0
-    """Seconds a training rank may go without reporting progress before the run counts as hung (0: off)."""
+    stall_timeout: float | str = AUTO
+    """Seconds a training rank may go without reporting progress before the run counts as hung (0:
+    off), or ``auto``: a bound that follows the run's steady iteration times
+    (:data:`~isaaclab_mgpu.contract.progress.AUTO_FACTOR` times their median, at least
+    :data:`~isaaclab_mgpu.contract.progress.AUTO_FLOOR_S`; see :mod:`.supervise.stall`)."""
 
     startup_timeout: float = 900.0
     """Seconds the ranks of a node may go without any start-up progress (rendezvous, process group,
@@ -374,7 +378,11 @@ _COERCE: dict[str, Callable[[str, object], object]] = {
     "keep_checkpoints": _number(int, "an integer count of checkpoints (1 or more)"),
     "monitor_interval": _number(float, "a number of seconds"),
     "gpu_ids": lambda name, value: parse_gpu_ids(str(value)),
-    "stall_timeout": _number(float, "a number of seconds (0: off)"),
+    "stall_timeout": lambda name, value: (
+        AUTO
+        if str(value).strip().lower() == AUTO
+        else _number(float, "a number of seconds (0: off) or auto")(name, value)
+    ),
     "startup_timeout": _number(float, "a number of seconds (0: off)"),
 }
 
@@ -440,8 +448,11 @@ def _validate(s: LaunchSpec) -> None:
 
     for name in ("stall_timeout", "startup_timeout"):
         value = getattr(s, name)
-        if not 0 <= value < float("inf"):
-            raise UsageError(f"{spelling(name)} {value:g} must be 0 (off) or a number of seconds")
+        if name == "stall_timeout" and value == AUTO:
+            continue
+        if isinstance(value, str) or not 0 <= value < float("inf"):
+            shown = f"{value:g}" if isinstance(value, float | int) else repr(value)
+            raise UsageError(f"{spelling(name)} {shown} must be 0 (off) or a number of seconds")
     if s.stall_on_silence and not s.stall_timeout:
         raise UsageError("--stall_on_silence needs a --stall_timeout above 0")
 

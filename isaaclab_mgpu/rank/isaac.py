@@ -286,11 +286,13 @@ class Bookkeeper(compat.Observer):
         self.end_sum = _checksum(self._modules) if hasattr(self, "_modules") else None
         rate = self.steps / self.train_time if self.train_time > 0 else 0.0
         rewards = [np.nan if r is None else r for r in self.rewards]
+        t = progress.reporter().totals()  # this rank's busy/wait split (isaaclab_mgpu.progress)
         row = np.concatenate(
             [
                 checksum_words(self.start_sum or "0" * 16).astype(np.float64),
                 checksum_words(self.end_sum or "0" * 16).astype(np.float64),
                 [rate, float(len(self.rewards))],
+                [float(t[k]) for k in ("timed", "busy_s", "wait_s")],
                 np.asarray(rewards, dtype=np.float64),
             ]
         )
@@ -389,10 +391,10 @@ class Bookkeeper(compat.Observer):
         rank's record, the same record an embedded run writes."""
         run_dir = self.run_dir
         found = (summaries.read(run_dir) if run_dir is not None else None) or Summary()
-        g = self.gathered if self.gathered is not None else np.zeros((1, 6))
+        g = self.gathered if self.gathered is not None else np.zeros((1, 9))
         starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
         ends = [words_checksum(r[2:4].astype(np.uint32)) for r in g]
-        per_iter = g[:, 6:]
+        per_iter = g[:, 9:]
         rewards = [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in per_iter.T]
         iterations = len(self.rewards)
         if self.saved_path is None and run_dir is not None:
@@ -413,6 +415,7 @@ class Bookkeeper(compat.Observer):
             steady=summaries.steady_pace(self.iteration_s, self.last_steps * self.ctx.world_size),
             checksums=Checksums(start=tuple(starts), end=tuple(ends)),
             checksums_equal=len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
+            timing=summaries.timing_of(g[:, 6:9].tolist()) if self.gathered is not None else None,
             run_dir=str(run_dir) if run_dir else None,
             interrupted=exit_status == EXIT_INTERRUPTED,
             exit_status=exit_status,
@@ -511,6 +514,10 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
 
         if ctx.rank == 0 and localcomm.current() is not None:
             TrainingConsole(0).note(localcomm.NOTE)
+    elif ctx.distributed and not jax:  # the library creates the group (NCCL): its collectives, timed
+        from isaaclab_mgpu.rank.patches import timing
+
+        timing.install()
     from isaaclab_rl.entrypoints.dispatch import run_train_cli
 
     library, task = args.rl_library, args.task

@@ -16,7 +16,15 @@ import json
 import sys
 from typing import Any
 
-from isaaclab_mgpu.contract.progress import STALL_ENV, STARTUP_ENV, process_group_timeout
+from isaaclab_mgpu.contract.progress import (
+    AUTO,
+    AUTO_FACTOR,
+    AUTO_FLOOR_S,
+    STALL_ENV,
+    STARTUP_ENV,
+    auto_cap,
+    process_group_timeout,
+)
 from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec
 from isaaclab_mgpu.launcher.spec import LaunchSpec
@@ -79,7 +87,7 @@ def stall_watch(resolved: ResolvedSpec) -> dict[str, Any]:
     s = resolved.spec
     env = {STALL_ENV: str(s.stall_timeout), STARTUP_ENV: str(s.startup_timeout)}
     startup, stall = process_group_timeout(startup=True, environ=env), process_group_timeout(environ=env)
-    return {
+    watch: dict[str, Any] = {
         "stall_timeout_s": s.stall_timeout,
         "startup_timeout_s": s.startup_timeout,
         "stall_on_silence": s.stall_on_silence,
@@ -88,12 +96,17 @@ def stall_watch(resolved: ResolvedSpec) -> dict[str, Any]:
             "training": stall.total_seconds() if stall else None,
         },
     }
+    if s.stall_timeout == AUTO:  # the bound train computes from the run's steady iterations
+        watch["auto"] = {"floor_s": AUTO_FLOOR_S, "factor": AUTO_FACTOR, "cap_s": auto_cap(s.startup_timeout)}
+    return watch
 
 
 _STALL_DEFAULTS = (LaunchSpec.stall_timeout, LaunchSpec.startup_timeout, LaunchSpec.stall_on_silence)
 
 
-def _off(seconds: float) -> str:
+def _off(seconds: float | str) -> str:
+    if isinstance(seconds, str):
+        return seconds  # auto
     return f"{seconds:g} s" if seconds else "off"
 
 

@@ -52,6 +52,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("library", "left"),
     ("s/it", "right"),
     ("env-steps/s", "right"),
+    ("wait %", "right"),
     ("checksums", "left"),
     ("task", "left"),
     ("started", "left"),
@@ -97,10 +98,18 @@ def _cells(r: RunRow) -> dict[str, object]:
         "library": _library(r),
         "s/it": field("s_per_iteration", cell(_num(r.s_per_iteration, ".3f"))),
         "env-steps/s": field("env_steps_per_s", cell(_num(r.env_steps_per_s, ",.0f"))),
+        # The collectives' share of an iteration (summary.json's timing), with the stragglers named.
+        "wait %": field("wait_share", cell(_wait(r))),
         "checksums": field("checksums_equal", _checks(r.checksums_equal)),
         "task": field("task", cell(r.task or "-")),
         "started": cell(time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "-"),
     }
+
+
+def _wait(r: RunRow) -> str:
+    share = "-" if r.wait_share is None else f"{100 * r.wait_share:.0f}%"
+    slow = f" (straggler {', '.join(map(str, r.stragglers))})" if r.stragglers else ""
+    return share + slow
 
 
 def _status(r: RunRow) -> object:

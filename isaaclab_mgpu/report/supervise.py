@@ -12,6 +12,7 @@ from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED
 from isaaclab_mgpu.report import note, warn
 
 if TYPE_CHECKING:
+    from isaaclab_mgpu.contract.summary import Straggler
     from isaaclab_mgpu.launcher.attempts import Attempt
     from isaaclab_mgpu.launcher.supervise import RankFailure, RunResult, Stall
 
@@ -150,3 +151,21 @@ def checkpoint_requested(signal_name: str, window: float) -> None:
         f"{signal_name} received: the ranks save a checkpoint at the next iteration and stop "
         f"(stopped as on SIGTERM if not done in {window:g} s)"
     )
+
+
+def straggler(s: Straggler) -> None:
+    """The straggler watch named a rank: who, where, how much slower, and its GPU's state."""
+    device = f", {s.device}" if s.device else ""
+    window = f" over iterations {s.iterations[0]}-{s.iterations[1]}" if len(s.iterations) == 2 else ""
+    note(
+        f"straggler: rank {s.rank}{f' on {s.host}' if s.host else ''}{device} works "
+        f"{s.busy_s or 0:.3f} s per iteration, {s.slower or 0:.2f}x the other ranks' "
+        f"{s.others_busy_s or 0:.3f} s{window}: they wait for it in every collective"
+    )
+    if s.gpu:
+        note(f"  its GPU: {s.gpu}")
+
+
+def stall_bound(text: str) -> None:
+    """The auto stall bound, once the run's steady iterations gave it."""
+    note(f"stall bound: {text}")

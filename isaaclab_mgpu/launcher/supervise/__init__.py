@@ -46,7 +46,9 @@ Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
     unblock a peer on another node before its own mgpu has spoken), and the launcher is stopped
     through the same path as above with a short grace period. The run then exits
     :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. A progress file that is not a report is
-    ignored, and said once.
+    ignored, and said once. From the same reports the straggler watch (:mod:`.straggler`) names,
+    once, a rank whose busy time stays well above the others' (``Notes.straggler``; the run's
+    :attr:`RunResult.stragglers`).
 
 Result — :mod:`.result`
     :class:`RunResult` keeps the launcher's status and names the first failed rank, read from
@@ -77,7 +79,8 @@ import psutil
 
 from isaaclab_mgpu.contract.env import LAUNCHER_PID, RUN_DIR
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
-from isaaclab_mgpu.launcher.build import Command
+from isaaclab_mgpu.launcher import nvml
+from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
 from isaaclab_mgpu.launcher.supervise import logs
 from isaaclab_mgpu.launcher.supervise import stall as _stall
 from isaaclab_mgpu.launcher.supervise import tree as proctree
@@ -236,7 +239,16 @@ class Supervisor:
         if watch is not None and watch.active:
             ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()
             run_dir = self.cmd.env.get(RUN_DIR)  # node 0's, published to the other nodes
-            self._watch = HangWatch(watch, ranks, host, self.cmd.rendezvous, run_dir=run_dir)
+            visible = self.cmd.env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES))
+            self._watch = HangWatch(
+                watch,
+                ranks,
+                host,
+                self.cmd.rendezvous,
+                run_dir=run_dir,
+                devices=self.cmd.rank_devices,
+                gpu_state=functools.partial(nvml.gpu_state, visible=visible),
+            )
             env.update(self._watch.env)
         self._start_watchdog()
         assert self._watchdog is not None
@@ -395,6 +407,10 @@ class Supervisor:
         stall = self._watch.check(tree, times)
         if stall is None and not self._peers_stopped and not self._interrupted:
             self._stop_a_dead_ranks_peers(tree)
+        if stall is None and (slow := self._watch.straggler()) is not None:
+            self._say.straggler(slow)
+        if (bound := self._watch.monitor.bound_news()) is not None:
+            self._say.stall_bound(bound)
         if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
             self._run_folder_said = True
             self._say.run_folder(*folder)
@@ -457,6 +473,7 @@ class Supervisor:
             self._stall = self._watch.hang_elsewhere(failure.local_rank, elsewhere)
             if self._stall is not None:
                 self._say.stall(self._stall)
+        stragglers = self._watch.stragglers.named if self._watch is not None else ()
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
@@ -476,6 +493,7 @@ class Supervisor:
             stall=self._stall,
             checkpoint_requested=self._signals.checkpoint_requested,
             elsewhere=elsewhere,
+            stragglers=stragglers,
         )
 
     # -- the watchdog and the subreaper attribute ------------------------------------------------

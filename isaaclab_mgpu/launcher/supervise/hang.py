@@ -6,7 +6,8 @@ verdict. When the monitor finds the node hung, every local rank that reported a 
 is a live process of the supervised tree dumps its Python stack (:func:`.stacks.collect`); a PID
 read from a progress file is only a key into the tree, never signalled as such. The verdict comes
 back with each rank's innermost frames, and :meth:`HangWatch.hung` names the processes to SIGKILL
-first (the ranks that reported and their children).
+first (the ranks that reported and their children). From the same reports :meth:`HangWatch.straggler`
+feeds the straggler watch (:mod:`.straggler`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from dataclasses import replace
 
 import psutil
 
+from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher import peers
 from isaaclab_mgpu.launcher.build import Rendezvous
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
     DIR_ENV,
+    SAVE_STAGES,
     Report,
     Stall,
     StallMonitor,
@@ -31,6 +34,7 @@ from isaaclab_mgpu.launcher.supervise.stall import (
     stack_tail,
     with_stacks,
 )
+from isaaclab_mgpu.launcher.supervise.straggler import RankTotals, StragglerWatch
 
 __all__ = ["HANG_GRACE", "HANG_KILL_AFTER", "POLL_S", "HangWatch"]
 
@@ -51,13 +55,20 @@ class HangWatch:
         host: str | None,
         rendezvous: Rendezvous | None = None,
         run_dir: str | None = None,
+        devices: Mapping[int, str] | None = None,
+        gpu_state: Callable[[str], str | None] | None = None,
     ) -> None:
         self.monitor = StallMonitor(options, progress_folder(), ranks, host=host)
+        self.stragglers = StragglerWatch(dict(devices or {}), gpu_state or (lambda device: None))
         self._next = 0.0
         self.sharer: peers.Sharer | None = None
         if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
             self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir)
             self.sharer.start()
+            sharer = self.sharer
+            self.monitor.saving_elsewhere = lambda: any(
+                r.stage in SAVE_STAGES for r, _ in sharer.ranks_elsewhere()
+            )
 
     @property
     def folder(self) -> str:
@@ -140,6 +151,20 @@ class HangWatch:
             stall = replace(stall, elsewhere=self.sharer.elsewhere(stall.timeout_s))
         self.sharer.verdict(stall.headline())
         return stall
+
+    def straggler(self) -> Straggler | None:
+        """A rank named as the straggler for the first time, from the reports the last :meth:`check`
+        read (and, multi-node, the other nodes' published ranks); None otherwise."""
+        totals = {
+            r.rank: RankTotals(r.rank, r.timed, r.busy_s, r.iteration, r.host)
+            for r in self.monitor.read_already().values()
+            if r.timed is not None and r.busy_s is not None
+        }
+        if self.sharer is not None:
+            for peer, host in self.sharer.ranks_elsewhere():
+                if peer.timed is not None and peer.busy_s is not None and peer.rank not in totals:
+                    totals[peer.rank] = RankTotals(peer.rank, peer.timed, peer.busy_s, peer.iteration, host)
+        return self.stragglers.update(totals)
 
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
         """A local rank that died, and the tree's processes of the other local ranks, which wait for

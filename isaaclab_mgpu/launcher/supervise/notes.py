@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from isaaclab_mgpu.contract.summary import Straggler
     from isaaclab_mgpu.launcher.supervise.stall import Stall
 
 __all__ = ["Notes", "Silent"]
@@ -43,6 +44,10 @@ class Notes(Protocol):
     def stragglers(self, count: int, launcher: str) -> None: ...
 
     def stall(self, stall: Stall) -> None: ...
+
+    def straggler(self, straggler: Straggler) -> None: ...
+
+    def stall_bound(self, text: str) -> None: ...
 
     def ignored_report(self, path: str, reason: str) -> None: ...
 

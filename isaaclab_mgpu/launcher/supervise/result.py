@@ -15,6 +15,7 @@ from pathlib import Path
 
 from isaaclab_mgpu.contract import reasons
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE
+from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher.supervise import rootcause
 from isaaclab_mgpu.launcher.supervise.stall import Stall
 
@@ -97,6 +98,9 @@ class RunResult:
     elsewhere: str | None = None
     """A rank failed on a broken connection: what the other nodes' mgpu published (one gone, a
     rank stopped there), from :mod:`isaaclab_mgpu.launcher.peers`."""
+
+    stragglers: tuple[Straggler, ...] = ()
+    """Ranks the straggler watch named during the run (:mod:`.straggler`)."""
 
 
 def exit_code(

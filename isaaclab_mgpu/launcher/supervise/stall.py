@@ -15,6 +15,14 @@ Training
     lock-step (every iteration ends in collectives), so a slow but progressing rank makes the
     others wait less than one of its iterations, and a rank writing a checkpoint counts as
     progressing while its process keeps writing.
+Auto bound (``--stall_timeout auto``, the default; :class:`AutoBound`)
+    The training bound is 20 times the run's median steady iteration (each rank's ``wall_s`` over
+    ``timed``), at least 30 s, at most the cap (the start-up bound, at least 900 s; the ranks'
+    process-group timeout is that cap plus its margin). Until every rank timed two steady
+    iterations it is the cap; so is it while any rank (on another node too, as its mgpu
+    publishes) is in ``checkpoint`` or ``finish``, and the other ranks' quiet time then counts from
+    the save's end. The first iteration, compilation included, is start-up, bound by
+    ``startup_timeout`` as before. :meth:`StallMonitor.bound_news` words the bound once known.
 Output fallback (``--stall_on_silence``)
     A rank that never reports (a user script without the helper) is judged by the last time its
     per-rank log files grew, against ``stall_timeout`` once it printed something (before that it
@@ -44,15 +52,24 @@ import json
 import math
 import os
 import shutil
+import statistics
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
 
-from isaaclab_mgpu.contract.progress import DIR_ENV, DONE, ITERATION_STAGES, STARTUP_STAGES
+from isaaclab_mgpu.contract.progress import (
+    AUTO_FACTOR,
+    AUTO_FLOOR_S,
+    DIR_ENV,
+    DONE,
+    ITERATION_STAGES,
+    STARTUP_STAGES,
+)
 
 __all__ = ["DIR_ENV", "RankState", "Stall", "StallMonitor", "StallOptions", "judge", "stack_tail"]
 
@@ -80,7 +97,11 @@ class StallOptions:
     """What the stall watch bounds, and what it knows about the launch."""
 
     stall_timeout: float = 300.0
-    """Seconds without training progress before a rank counts as stalled (0: off)."""
+    """Seconds without training progress before a rank counts as stalled (0: off). With ``auto``,
+    the most the auto bound may grow to (:func:`isaaclab_mgpu.contract.progress.auto_cap`)."""
+
+    auto: bool = False
+    """``--stall_timeout auto``: the bound follows the run's steady iterations (:class:`AutoBound`)."""
 
     startup_timeout: float = 900.0
     """Seconds without start-up progress on this node before the launch counts as stalled (0: off)."""
@@ -131,6 +152,18 @@ class Report:
     warmup: bool = False
     """The stage belongs to the first iteration its process runs (counted as start-up)."""
 
+    timed: int | None = None
+    """Steady iterations its busy/wait totals cover (see :mod:`isaaclab_mgpu.progress`)."""
+
+    busy_s: float | None = None
+    """Seconds it worked in those iterations (their wall time less its wait in collectives)."""
+
+    wait_s: float | None = None
+    """Seconds it waited in collectives in them."""
+
+    wall_s: float | None = None
+    """Their wall seconds (checkpoint saves left out)."""
+
     @classmethod
     def read(cls, path: Path) -> Report | None:
         """The report in ``path``; None when absent or caught half-written; ValueError when malformed."""
@@ -164,6 +197,10 @@ class Report:
             time=when,
             stack_file=data.get("stack_file"),
             warmup=bool(data.get("warmup", False)),
+            timed=data.get("timed"),
+            busy_s=data.get("busy_s"),
+            wait_s=data.get("wait_s"),
+            wall_s=data.get("wall_s"),
         )
 
 
@@ -180,6 +217,10 @@ _FIELDS = (
     ("time", _NUMBER, True),
     ("stack_file", _TEXT, False),
     ("warmup", _FLAG, False),
+    ("timed", _INT, False),
+    ("busy_s", _NUMBER, False),
+    ("wait_s", _NUMBER, False),
+    ("wall_s", _NUMBER, False),
 )
 
 
@@ -225,6 +266,12 @@ class RankState:
 
     stack_file: str | None = None
     """Where its whole stack dump is (beside its per-rank logs)."""
+
+    timed: int | None = None
+    """Steady iterations its busy total covers (its last report's)."""
+
+    busy_s: float | None = None
+    """Their busy seconds."""
 
     def where(self) -> str:
         """``iteration 4, update (gradient all-reduce)`` or ``start-up: creating the environments``."""
@@ -314,6 +361,59 @@ class Stall:
         elif self.cause == "same-place":
             text += "; every local rank waits at the same point: a communication hang"
         return text
+
+
+#: Stages in which rank 0 writes (a checkpoint, the final one): the auto bound is its cap then.
+SAVE_STAGES = ("checkpoint", "finish")
+#: Steady iterations a rank must have timed before the auto bound trusts their median.
+AUTO_MIN_TIMED = 2
+
+
+@dataclass
+class AutoBound:
+    """``--stall_timeout auto``: :data:`~isaaclab_mgpu.contract.progress.AUTO_FACTOR` times the
+    median steady iteration, at least :data:`~isaaclab_mgpu.contract.progress.AUTO_FLOOR_S`, at
+    most ``cap``; ``cap`` until the ranks timed :data:`AUTO_MIN_TIMED` steady iterations.
+
+    Each read of the reports adds, per rank, the mean wall seconds of the iterations it timed since
+    the last read (``wall_s`` over ``timed``, checkpoint saves left out)."""
+
+    cap: float
+    floor: float = AUTO_FLOOR_S
+    factor: float = AUTO_FACTOR
+    _seen: dict[int, tuple[int, float]] = field(default_factory=dict)
+    _samples: deque[float] = field(default_factory=lambda: deque(maxlen=256))
+
+    def update(self, reports: Mapping[int, Report]) -> None:
+        """Take the ranks' latest totals."""
+        for r, rep in reports.items():
+            if rep.timed is None or rep.wall_s is None:
+                continue
+            timed, wall = self._seen.get(r, (0, 0.0))
+            if rep.timed > timed:
+                self._samples.append((rep.wall_s - wall) / (rep.timed - timed))
+            if rep.timed != timed:
+                self._seen[r] = (rep.timed, rep.wall_s)
+
+    @property
+    def steady_s(self) -> float | None:
+        """The median steady iteration's seconds, once known."""
+        if not self._seen or min(t for t, _ in self._seen.values()) < AUTO_MIN_TIMED:
+            return None
+        return statistics.median(self._samples) if self._samples else None
+
+    def bound(self) -> float:
+        """The bound now."""
+        steady = self.steady_s
+        return self.cap if steady is None else min(self.cap, max(self.floor, self.factor * steady))
+
+    def describe(self) -> str:
+        """``30 s (20x the 0.08 s steady iteration, floor 30 s)``."""
+        steady = self.steady_s
+        if steady is None:
+            return f"{self.cap:g} s (no steady iteration yet)"
+        what = f"{self.factor:g}x the {steady:.3g} s steady iteration, floor {self.floor:g} s"
+        return f"{self.bound():.3g} s ({what})"
 
 
 def position(report: Report | None) -> tuple[int, int, int]:
@@ -451,10 +551,32 @@ class StallMonitor:
     host: str | None = None
     """This host's name, for ranks that never reported."""
 
+    saving_elsewhere: Callable[[], bool] = lambda: False
+    """Multi-node: a rank on another node is writing a checkpoint (what its mgpu published)."""
+
     _writes: dict[int, tuple[int, float]] = field(default_factory=dict)
     _reports: dict[int, Report] = field(default_factory=dict)
     _rejected: dict[str, str] = field(default_factory=dict)
     _told: set[str] = field(default_factory=set)
+    _auto: AutoBound | None = None
+    _saved_at: float | None = None
+    _bound_said = False
+
+    def __post_init__(self) -> None:
+        if self.options.auto:
+            self._auto = AutoBound(cap=self.options.stall_timeout)
+
+    @property
+    def bound(self) -> float:
+        """The training bound now (the auto bound as it stands, else ``stall_timeout``)."""
+        return self._auto.bound() if self._auto is not None else self.options.stall_timeout
+
+    def bound_news(self) -> str | None:
+        """The auto bound in words, once, as soon as the run's steady iterations give it."""
+        if self._auto is None or self._bound_said or self._auto.steady_s is None:
+            return None
+        self._bound_said = True
+        return self._auto.describe()
 
     def read(self) -> dict[int, Report]:
         """Every rank's last report in the folder (a report caught half-written keeps the one before).
@@ -472,6 +594,10 @@ class StallMonitor:
                 found[rep.rank] = rep
         self._reports = found
         return found
+
+    def read_already(self) -> dict[int, Report]:
+        """The reports the last :meth:`read` found (nothing read again)."""
+        return self._reports
 
     def dead(self) -> tuple[Report, ...]:
         """Ranks of mgpu's worker whose process ended without their done report: they died.
@@ -510,8 +636,17 @@ class StallMonitor:
         for r, t in (output_times or {}).items():
             if r not in reports:
                 clocks[r] = t
+        options = self.options
+        if self._auto is not None:
+            self._auto.update(reports)
+            if any(rep.stage in SAVE_STAGES for rep in reports.values()) or self.saving_elsewhere():
+                self._saved_at = now  # a save's seconds are bound by the cap, for every rank
+            bound = self._auto.cap if self._saved_at == now else self._auto.bound()
+            if self._saved_at is not None:  # the ranks that waited for the save count from its end
+                clocks = {r: max(t, self._saved_at) for r, t in clocks.items()}
+            options = replace(options, stall_timeout=bound)
         return judge(
-            self.options, self.ranks, reports, clocks, now, self.started, process or process_status, self.host
+            options, self.ranks, reports, clocks, now, self.started, process or process_status, self.host
         )
 
     def states(self, now: float | None = None) -> tuple[RankState, ...]:
@@ -533,6 +668,8 @@ class StallMonitor:
                     quiet_s=now - (rep.time if rep else self.started),
                     process=process_status(rep.pid) if rep else "unknown",
                     stalled=False,
+                    timed=rep.timed if rep else None,
+                    busy_s=rep.busy_s if rep else None,
                 )
             )
         return tuple(out)
@@ -558,13 +695,14 @@ class StallMonitor:
         """
         if not (self.options.multi_node and self.options.stall_timeout):
             return None
+        bound = self.bound
         now = time.time() if now is None else now
         reports = self._reports or self.read()
         rep = next((r for r in reports.values() if r.local_rank == local_rank), None)
         if rep is None or rep.stage not in COLLECTIVE_STAGES or position(rep)[0] != 1:
             return None
         waited = now - rep.time
-        if waited < (self.options.stall_timeout / 2 if min_wait_s is None else min_wait_s):
+        if waited < (bound / 2 if min_wait_s is None else min_wait_s):
             return None
         states = tuple(
             RankState(
@@ -582,7 +720,7 @@ class StallMonitor:
             )
             for r in sorted(reports.values(), key=lambda r: r.rank != rep.rank)
         )
-        return Stall("training", "peer", self.options.stall_timeout, states, (), failed_after_wait=True)
+        return Stall("training", "peer", bound, states, (), failed_after_wait=True)
 
     def remove(self) -> None:
         """Delete the progress folder."""

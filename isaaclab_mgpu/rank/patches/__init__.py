@@ -9,7 +9,10 @@ Rank side: applied in each rank, never in the ``mgpu`` process.
   the resumed timestep count;
 - :mod:`.rl_games` — rl-games' ``A2CBase`` (CPU ranks, observation);
 - :mod:`.base` — what they share: the :class:`~.base.Observer` they report to, a scoped swap;
-- :mod:`.tensorboard` — TensorBoard's restart marker, for a resumed run's writer.
+- :mod:`.tensorboard` — TensorBoard's restart marker, for a resumed run's writer;
+- :mod:`.gloo` — gloo's small collectives on one node's CPU ranks through shared memory;
+- :mod:`.timing` — ``torch.distributed``'s all-reduce and broadcasts timed into the rank's
+  progress report (its wait in collectives, for the busy/wait split).
 
 Each patch names the upstream function it changes and why. The Isaac Lab releases they are
 written for are :mod:`isaaclab_mgpu.contract.isaaclab_version`'s.

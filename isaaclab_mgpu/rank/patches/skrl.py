@@ -24,7 +24,9 @@
    CPU collectives run over gloo: ~2-3 ms of hand-offs per call on a 2-core VM). Same sum, in rank
    order on every rank, so parameters stay bitwise equal. So does PPO's once-per-epoch KL sum: the
    ``jax`` proxy of fix 3 recognises its ``pmap(lambda x: jax.lax.psum(x, "i"))`` by the lambda's
-   code and returns a host sum over the channel (float32, as JAX's).
+   code and returns a host sum over the channel (float32, as JAX's). Both sums, and fix 3's
+   ``psum``, add their wait to the rank's progress report (:mod:`.timing`), timed after JAX
+   finished computing their input (JAX dispatches asynchronously).
 6. Resume (Isaac Lab's skrl back-end, ``train_skrl.py``, any framework): ``Agent.load(path)`` restores
    the agent's checkpoint modules (policy, value, optimizer, preprocessors) and nothing else, and
    ``Trainer.train`` counts ``range(cfg.timesteps)`` from 0: a resumed run would train every timestep
@@ -85,12 +87,13 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from isaaclab_mgpu.contract import env
+from isaaclab_mgpu.contract import env, progress
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, durable_saves
@@ -275,14 +278,19 @@ def _cache_pmaps(jax: Any) -> None:
 
         leaves, treedef = jax.tree.flatten(tree)
         vector = model_base._vectorize_leaves(leaves)
+        # JAX computes asynchronously: the gradients are waited for first, so that the clock below
+        # times the all-reduce alone (the rank's busy/wait split, see .timing).
+        vector.block_until_ready()
+        t0 = time.perf_counter()
         channel = localcomm.current()
         if channel is not None and channel.fits(vector):
             # Fix 5: one node's CPU ranks sum through shared memory instead of XLA's gloo.
-            host = np.array(vector)  # a writable host copy (waits for the gradients)
+            host = np.array(vector)  # a writable host copy
             channel.all_reduce_(host)
             vector = jax.numpy.asarray(host)
         else:
-            vector = psum(vector)
+            vector = psum(vector).block_until_ready()
+        progress.waited(time.perf_counter() - t0)
         vector = vector / config.jax.world_size
         return jax.tree.unflatten(treedef, model_base._unvectorize_leaves(leaves, vector))
 
@@ -311,9 +319,28 @@ class _HostSum:
         self._channel = channel
 
     def __call__(self, x: Any) -> np.ndarray:
-        host = np.array(x, dtype=np.float32)
+        host = np.array(x, dtype=np.float32)  # waits for x: the clock times the sum alone
+        t0 = time.perf_counter()
         self._channel.all_reduce_(host)
+        progress.waited(time.perf_counter() - t0)
         return host
+
+
+class _TimedPsum:
+    """PPO.update's compiled ``pmap(psum)`` with its wait added to the rank's (see :mod:`.timing`)."""
+
+    def __init__(self, function: Any) -> None:
+        self._function = function
+
+    def __call__(self, x: Any) -> Any:
+        if hasattr(x, "block_until_ready"):
+            x.block_until_ready()
+        t0 = time.perf_counter()
+        result = self._function(x)
+        if hasattr(result, "block_until_ready"):
+            result.block_until_ready()
+        progress.waited(time.perf_counter() - t0)
+        return result
 
 
 class _CachedPmapJax:
@@ -331,11 +358,13 @@ class _CachedPmapJax:
         if code is None or fun.__closure__ or fun.__defaults__ or args:
             return self._jax.pmap(fun, *args, **kwargs)
         channel = localcomm.current()
-        if channel is not None and kwargs == {"axis_name": "i"} and _same_code(code, _PSUM.__code__):
+        is_psum = kwargs == {"axis_name": "i"} and _same_code(code, _PSUM.__code__)
+        if channel is not None and is_psum:
             return _HostSum(channel)  # fix 5: PPO.update's KL sum through shared memory
         key = (code, tuple(sorted(kwargs.items())))
         if key not in self._cache:
-            self._cache[key] = self._jax.pmap(fun, **kwargs)
+            compiled = self._jax.pmap(fun, **kwargs)
+            self._cache[key] = _TimedPsum(compiled) if is_psum else compiled
         return self._cache[key]
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from isaaclab_mgpu.contract import env, layout, resume
+from isaaclab_mgpu.contract import env, layout, progress, resume
 from isaaclab_mgpu.contract.layout import rank_folder as rank_folder
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.worker.args import WorkerArgs
@@ -120,10 +120,14 @@ class Comm:
         values = np.ascontiguousarray(values)
         if self.kind == "local":
             return values[None, :]
-        channel = localcomm.current()
-        if channel is not None and channel.fits(values):
-            return channel.all_gather(values)
-        return _gather(self.kind, values, self.ctx.world_size)
+        t0 = time.perf_counter()  # the worker's own collective counts as waiting, as the libraries' do
+        try:
+            channel = localcomm.current()
+            if channel is not None and channel.fits(values):
+                return channel.all_gather(values)
+            return _gather(self.kind, values, self.ctx.world_size)
+        finally:
+            progress.waited(time.perf_counter() - t0)
 
     def broadcast_bytes(self, data: bytes | None) -> bytes:
         """Rank 0's ``data`` on every rank (other ranks pass None): how a checkpoint read on rank 0
@@ -196,8 +200,6 @@ def init_torch_group(ctx: RankContext) -> bool:
     if ctx.is_cuda:
         torch.cuda.set_device(int(ctx.device.split(":")[1]))
     if ctx.distributed and not dist.is_initialized():
-        from isaaclab_mgpu.contract import progress
-
         # The second line of defence behind mgpu's stall watch: a hung collective fails after the
         # start-up bound plus a margin (shortened to the stall bound once training starts).
         timeout = progress.process_group_timeout(startup=True)
@@ -209,6 +211,9 @@ def init_torch_group(ctx: RankContext) -> bool:
                 from isaaclab_mgpu.rank.patches import gloo
 
                 gloo.install(channel)
+        from isaaclab_mgpu.rank.patches import timing
+
+        timing.install()  # after gloo's shared-memory path, so that path is timed as well
         return True
     return False
 
@@ -219,8 +224,6 @@ def open_local_channel(ctx: RankContext, kind: str) -> localcomm.LocalChannel | 
         return None
     if localcomm.current() is not None:
         return localcomm.current()
-    from isaaclab_mgpu.contract import progress
-
     timeout = progress.process_group_timeout()
     return localcomm.open_channel(
         ctx.rank,
@@ -232,8 +235,9 @@ def open_local_channel(ctx: RankContext, kind: str) -> localcomm.LocalChannel | 
 
 def close_local_channel() -> None:
     """Put gloo's collectives back and close the channel (idempotent; after the last collective)."""
-    from isaaclab_mgpu.rank.patches import gloo
+    from isaaclab_mgpu.rank.patches import gloo, timing
 
+    timing.uninstall()  # first: what it put back is gloo's path, which gloo.uninstall then removes
     gloo.uninstall()
     localcomm.close_channel()
 

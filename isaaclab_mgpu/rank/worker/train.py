@@ -269,7 +269,10 @@ def _train(
     progress.beat("finish")
     end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
     rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
-    rates = comm.gather(np.array([rate], dtype=np.float32))
+    # Each rank's rate and its busy/wait totals (isaaclab_mgpu.progress), for the summary.
+    t = progress.reporter().totals()
+    mine = np.array([rate, t["timed"], t["busy_s"], t["wait_s"]], dtype=np.float32)
+    rates = comm.gather(mine)
     if ctx.rank == 0 and (loop.last_saved is None or loop.last_saved.name != f"model_{loop.done}.pt"):
         progress.beat("checkpoint")
         loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
@@ -291,6 +294,7 @@ def _train(
             ),
             checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
             checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
+            timing=summaries.timing_of(rates[:, 1:4].tolist()),
             resumed_from=resumed_from,
             run_dir=str(run_dir),
             interrupted=loop.interrupted,

@@ -1,0 +1,119 @@
+"""How long a rank waits in the libraries' collectives, for its progress report's busy/wait split.
+
+``torch.distributed.all_reduce``, ``broadcast`` and ``broadcast_object_list`` are what rsl-rl 5.5's
+PPO (gradient buckets, KL, learning rate, parameters) and skrl 2.1 torch (``Model.reduce_parameters``,
+the KL all-reduce) call during an iteration, through the ``torch.distributed`` module. :func:`install`
+wraps those three names there with two clock reads each and hands the seconds to
+:func:`isaaclab_mgpu.contract.progress.waited`; skrl JAX's collectives are timed where mgpu already
+replaces them (:mod:`.skrl`, fixes 3 and 5), the worker's own all-gather in ``Comm.gather``.
+
+On a GPU an NCCL call returns once it is queued: its wait happens on the GPU. There each call is
+bracketed by two CUDA events on the current stream (recorded without a host synchronisation), and
+their elapsed time is read when the iteration ends (:meth:`Reporter.on_iteration_end`), by which
+time the worker's end-of-iteration all-gather has waited for them anyway.
+
+Installed after :mod:`.gloo`'s shared-memory path, so that path is timed too; :func:`uninstall`
+(from ``leave_torch_group``) puts back what it found. Idempotent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from isaaclab_mgpu.contract import progress
+
+NAMES = ("all_reduce", "broadcast", "broadcast_object_list")
+_saved: dict[str, Any] = {}
+
+
+class _GpuWaits:
+    """CUDA event pairs of this iteration's collectives, resolved into seconds when it ends."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self.pending: list[tuple[Any, Any]] = []
+
+    def bracket(self) -> tuple[Any, Any]:
+        start = self._torch.cuda.Event(enable_timing=True)
+        end = self._torch.cuda.Event(enable_timing=True)
+        self.pending.append((start, end))
+        return start, end
+
+    def flush(self) -> float:
+        total = 0.0
+        for start, end in self.pending:
+            end.synchronize()
+            total += start.elapsed_time(end) / 1000.0
+        self.pending.clear()
+        return total
+
+
+def _on_gpu(args: tuple[Any, ...], kwargs: dict[str, Any], torch: Any) -> bool:
+    tensor = args[0] if args else kwargs.get("tensor")
+    return isinstance(tensor, torch.Tensor) and tensor.is_cuda
+
+
+def install() -> None:
+    """Time ``torch.distributed``'s all-reduce and broadcasts into this rank's progress report."""
+    import torch
+    import torch.distributed as dist
+
+    if _saved and all(getattr(getattr(dist, n), "_mgpu_timed", False) for n in NAMES):
+        return
+    reporter = progress.reporter()
+    gpu = _GpuWaits(torch) if torch.cuda.is_available() else None
+    if gpu is not None:
+        reporter.on_iteration_end(gpu.flush)
+    clock, waited = time.perf_counter, reporter.waited
+
+    def timed(function: Any) -> Any:
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            # torch.distributed.<name> as rsl-rl and skrl call it, with its wall time (CPU) or its
+            # stream time (GPU, CUDA events) added to the rank's wait.
+            if gpu is not None and _on_gpu(args, kwargs, torch):
+                start, end = gpu.bracket()
+                start.record()
+                result = function(*args, **kwargs)
+                end.record()
+                return result
+            t0 = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                waited(clock() - t0)
+
+        collective._mgpu_timed = True  # type: ignore[attr-defined]
+        collective.__wrapped__ = function  # type: ignore[attr-defined]
+        return collective
+
+    for name in NAMES:
+        current = getattr(dist, name)
+        if getattr(current, "_mgpu_timed", False):
+            continue
+        _saved.setdefault(name, current)
+        setattr(dist, name, timed(current))
+
+
+def uninstall() -> None:
+    """Put back the functions :func:`install` wrapped (idempotent)."""
+    import torch.distributed as dist
+
+    for name, function in _saved.items():
+        if getattr(getattr(dist, name), "_mgpu_timed", False):
+            setattr(dist, name, function)
+    _saved.clear()
+
+
+def clocked(function: Any) -> Any:
+    """``function`` (a collective of mgpu's own, or skrl JAX's) with its wall time added to the wait."""
+    clock = time.perf_counter
+
+    def collective(*args: Any, **kwargs: Any) -> Any:
+        t0 = clock()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            progress.waited(clock() - t0)
+
+    return collective
