@@ -93,9 +93,16 @@ def plan(
             f"train would refuse: preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}"
             for f in refusals(spec, resolved)
         ]
+    from isaaclab_mgpu.launcher import continuation
+
+    resumes = continuation.preview(resolved, cmd.world_size)  # read only: nothing is created
+    if resumes is not None and resumes.startswith("train would refuse"):
+        refused.append(resumes)
     if refused:
         resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, *refused))
     report.dry_run(cmd, resolved, as_json=as_json)
+    if resumes is not None and not resumes.startswith("train would refuse"):
+        report.note(resumes)
     return 0
 
 

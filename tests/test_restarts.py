@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import psutil
@@ -446,3 +447,59 @@ def test_a_simulated_requeue_outside_slurm_saves_stops_75_and_resume_auto_finish
     s = summary_of(folder)
     assert (s["status"], s["end_iteration"]) == ("finished", 10), s
     assert [a.get("launch", 0) for a in s["attempts"]] == [0, 1], s["attempts"]
+
+
+def _finished_and_stopped_runs(logs: Path) -> tuple[Path, Path]:
+    """Two rsl_rl cartpole runs of 10 iterations with mgpu's checkpoints: a finished newer one and
+    an older one stopped at iteration 4."""
+    made = []
+    for name, status, at in (("2026-01-01_00-00-00", "stopped", 4), ("2026-01-02_00-00-00", "finished", 10)):
+        folder = logs / "rsl_rl" / "cartpole" / name
+        folder.mkdir(parents=True)
+        meta = {"format": "isaaclab-mgpu/1", "iteration": at, "library": "rsl_rl", "framework": "torch",
+                "task": "cartpole", "world_size": 2, "total": 10}  # fmt: skip
+        with zipfile.ZipFile(folder / f"model_{at}.pt", "w") as z:  # whole, as far as a resume checks
+            z.writestr("data.pkl", b"")
+        (folder / f"model_{at}.json").write_text(json.dumps(meta))
+        summary = {"status": status, "backend": "rsl_rl", "framework": "torch", "task": "cartpole"}
+        (folder / "summary.json").write_text(json.dumps(summary))
+        made.append(folder)
+    return made[0], made[1]
+
+
+def test_bare_resume_and_resume_auto_take_the_newest_unfinished_run_and_dry_run_says_which(
+    tmp_path, capsys, monkeypatch
+):
+    from cli_helpers import run as mgpu
+
+    stopped, _finished = _finished_and_stopped_runs(tmp_path / "logs")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    base = ("dry-run", "--device", "cpu", "--nproc_per_node", "2", "--max_iterations", "10")
+    for resume_args in (("--resume",), ("--resume", "auto")):
+        code, _out, err = mgpu(capsys, *base, *resume_args)
+        assert code == 0, err
+        said = [line for line in err.splitlines() if "train would resume" in line]
+        rel = stopped.relative_to(tmp_path)
+        assert len(said) == 1 and f"{rel} at iteration 4 of 10, from {rel}/model_4.pt" in said[0], err
+    # Reading only: not a folder or a file was created or changed.
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_bare_resume_without_an_unfinished_run_is_refused_and_auto_starts_afresh(
+    tmp_path, capsys, monkeypatch
+):
+    from cli_helpers import run as mgpu
+
+    stopped, _ = _finished_and_stopped_runs(tmp_path / "logs")
+    summary = json.loads((stopped / "summary.json").read_text())
+    (stopped / "summary.json").write_text(json.dumps({**summary, "status": "finished"}))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = mgpu(capsys, "train", "--device", "cpu", "--nproc_per_node", "2", "--resume")
+    assert code == 2 and out == "", err
+    assert (
+        err.startswith("mgpu: error: --resume: no unfinished rsl_rl/torch run of cartpole")
+        and "--resume auto" in err
+    )
+    code, _, err = mgpu(capsys, "dry-run", "--device", "cpu", "--nproc_per_node", "2", "--resume", "auto")
+    assert code == 0 and "train would start a new run" in err, err

@@ -111,7 +111,7 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
         -1500:
     ]
 
-    # --max_iterations is the total; --resume continues the newest run with a checkpoint in its folder.
+    # --max_iterations is the total; --resume continues the newest unfinished run in its folder.
     total = str(stopped + 2)
     code, out = run(backend, tmp_path, "--num_envs", "32", "--max_iterations", total, "--resume")
     assert code == 0, out[-3000:]

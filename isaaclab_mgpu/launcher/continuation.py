@@ -6,11 +6,14 @@ Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (res
   SLURM job id is this job's (the batch script runs the same ``mgpu train`` again);
 - ``--resume PATH`` continues that run in its own folder: PATH is a run folder (its newest
   checkpoint) or one of its ``model_<N>.pt``;
-- ``--resume`` with no path continues the newest run of this experiment that has a checkpoint;
-- ``--resume auto`` continues the newest unfinished run of this experiment (task, library and
-  framework equal), or starts a new one when there is none: the same command works for the first
-  submission and every one after;
+- ``--resume`` with no path and ``--resume auto`` mean one thing: the newest unfinished run of this
+  experiment (task, library and framework equal; unfinished: :data:`~.runs.UNFINISHED`). When
+  there is none, ``--resume auto`` starts a new run (the same command works for the first
+  submission and every one after) and bare ``--resume`` is refused (exit 2);
 - otherwise a new folder, created exclusively (two runs started in the same second get two).
+
+:func:`choose` makes that choice without writing anything (``dry-run`` says what it would take,
+:func:`preview`); :func:`place` acts on it.
 
 An Isaac Lab task's folder is named by Isaac Lab in its rank 0 (from the agent config, which only
 Isaac Lab reads; :mod:`isaaclab_mgpu.rank.isaac_resume` chooses what it continues): the placement
@@ -114,6 +117,94 @@ def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
     return ident, args.resume
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The existing run a launch would continue, chosen without writing anything."""
+
+    folder: Path
+    """Its run folder."""
+
+    source: str
+    """What rank 0 loads: the folder (its newest whole checkpoint) or one checkpoint file."""
+
+    checkpoint: Path | None
+    """The checkpoint that is loaded (None: the folder holds none)."""
+
+    at: int
+    """Completed iterations at that checkpoint."""
+
+    why: str
+    """Why this run: ``--resume auto: the newest unfinished run`` and the like."""
+
+    notes: tuple[str, ...] = ()
+    """What else to say (another world size)."""
+
+
+def choose(resolved: ResolvedSpec, world_size: int | None) -> Choice | None:
+    """The built-in worker's run this launch continues, or None for a new run; writes nothing.
+
+    Raises UsageError for a ``--resume`` that names nothing to continue (nothing is spawned)."""
+    spec = resolved.spec
+    ident, given = identity_of(spec)
+    experiment = Path(ident.log_root) / ident.library / ident.experiment
+    root = Path(ident.log_root)
+    folder: Path | None = None
+    source: str | None = None
+    why = ""
+    if resolved.slurm_job_id and resolved.slurm_restart_count > 0:
+        folder = _slurm_run(experiment, root, resolved.slurm_job_id)
+        why = f"SLURM requeued job {resolved.slurm_job_id} (restart {resolved.slurm_restart_count})"
+    if folder is None and given in (RESUME_AUTO, RESUME_LATEST):
+        # One meaning for both: the newest unfinished run of this task, library and framework.
+        folder = _unfinished_run(experiment, root, ident)
+        flag = "--resume auto" if given == RESUME_AUTO else "--resume"
+        why = f"{flag}: the newest unfinished run"
+        if folder is None and given == RESUME_LATEST:
+            raise UsageError(
+                f"--resume: no unfinished {ident.library}/{ident.framework} run of {ident.task} under "
+                f"{experiment}; give --resume PATH to continue a finished one, or --resume auto to "
+                "start a new run when none is unfinished"
+            )
+    elif folder is None and given:
+        folder, source = _given(Path(given))
+        why = f"--resume {given}"
+    if folder is None:
+        return None
+    source = source or str(folder)
+    checkpoint = _newest_whole(folder) if Path(source).is_dir() else Path(source)
+    notes: list[str] = []
+    at = _check(checkpoint, ident, world_size, notes) if checkpoint is not None else 0
+    return Choice(folder, source, checkpoint, at, why, tuple(notes))
+
+
+def preview(resolved: ResolvedSpec, world_size: int | None) -> str | None:
+    """What ``dry-run`` says of the run a resume would take (None: the launch starts a new run)."""
+    spec = resolved.spec
+    if not spec.builtin_worker or (resolved.node_rank or 0) != 0:
+        return None
+    ident, given = identity_of(spec)
+    if ident.task.startswith("Isaac-"):
+        if given is None and not resolved.slurm_restart_count:
+            return None
+        folder, notes = _isaac_run(resolved, ident, given)
+        if folder is not None or notes:
+            return f"train would resume: {notes[0] if notes else folder}"
+        return f"train would resume: --resume {given}: Isaac Lab's rank 0 chooses by its checkpoint names"
+    try:
+        choice = choose(resolved, world_size)
+    except UsageError as exc:
+        return f"train would refuse: {exc}"
+    if choice is None:
+        return (
+            "train would start a new run: --resume auto found no unfinished run"
+            if given == RESUME_AUTO
+            else None
+        )
+    loads = f"from {choice.checkpoint}" if choice.checkpoint is not None else "from nothing (no checkpoint)"
+    total = f" of {ident.total}" if ident.total else ""
+    return f"train would resume: {choice.why}: {choice.folder} at iteration {choice.at}{total}, {loads}"
+
+
 def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
     """Choose (and create, when new) the run folder for this launch; nothing when not node 0."""
     spec = resolved.spec
@@ -131,29 +222,9 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         )
         return Placement(place, notes, continued=folder is not None, earlier=_earlier(folder))
     experiment = Path(ident.log_root) / ident.library / ident.experiment
-    root = Path(ident.log_root)
-    folder: Path | None = None
-    source: str | None = None
-    why = ""
-    if resolved.slurm_job_id and resolved.slurm_restart_count > 0:
-        folder = _slurm_run(experiment, root, resolved.slurm_job_id)
-        why = f"SLURM requeued job {resolved.slurm_job_id} (restart {resolved.slurm_restart_count})"
-    if folder is None and given == RESUME_AUTO:
-        folder = _unfinished_run(experiment, root, ident)
-        why = "--resume auto: the newest unfinished run"
-    elif folder is None and given == RESUME_LATEST:
-        folder = _latest_with_checkpoint(experiment, root)
-        if folder is None:
-            raise UsageError(f"--resume: no run with a checkpoint under {experiment}; give --resume PATH")
-        why = "--resume: the newest run with a checkpoint"
-    elif folder is None and given:
-        folder, source = _given(Path(given))
-        why = f"--resume {given}"
-    notes: list[str] = []
-    if folder is not None:
-        source = source or str(folder)
-        checkpoint = _newest_whole(folder) if Path(source).is_dir() else Path(source)
-        at = _check(checkpoint, ident, world_size, notes) if checkpoint is not None else 0
+    choice = choose(resolved, world_size)
+    if choice is not None:
+        folder, source, at, why = choice.folder, choice.source, choice.at, choice.why
         if ident.total is not None and at >= ident.total:
             # Starting the ranks would only rewrite the finished run's record with an empty segment.
             done = (
@@ -162,19 +233,20 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
             )
             return Placement(RunPlace(folder, source), (done,), continued=True, done=True)
         total = f" of {ident.total}" if ident.total else ""
-        notes.insert(0, f"{why}: continuing {folder} at iteration {at}{total}")
+        notes = (f"{why}: continuing {folder} at iteration {at}{total}", *choice.notes)
         earlier = _earlier(folder)
         _begin(folder, resolved, ident, world_size)
-        return Placement(RunPlace(folder, source), tuple(notes), continued=True, earlier=earlier)
+        return Placement(RunPlace(folder, source), notes, continued=True, earlier=earlier)
     stamp = resolved.run_stamp or time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         folder = runs.create_run_folder(experiment, stamp, ident.run_name)
     except OSError as exc:
         raise UsageError(f"cannot create the run folder under {experiment}: {exc}") from None
+    new_notes: tuple[str, ...] = ()
     if given == RESUME_AUTO:
-        notes.append(f"--resume auto: no unfinished run under {experiment}; starting {folder}")
+        new_notes = (f"--resume auto: no unfinished run under {experiment}; starting {folder}",)
     _begin(folder, resolved, ident, world_size)
-    return Placement(RunPlace(folder, None), tuple(notes))
+    return Placement(RunPlace(folder, None), new_notes)
 
 
 def _isaac_run(
@@ -267,13 +339,6 @@ def _unfinished_run(experiment: Path, root: Path, ident: Identity) -> Path | Non
         if found is None or runs.status_of(found) not in runs.UNFINISHED:
             continue
         if (found.backend, found.framework, found.task) == (ident.library, ident.framework, ident.task):
-            return folder
-    return None
-
-
-def _latest_with_checkpoint(experiment: Path, root: Path) -> Path | None:
-    for folder in resume.own_run_folders(experiment, root):
-        if resume.latest(folder) is not None:
             return folder
     return None
 
