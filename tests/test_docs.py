@@ -12,7 +12,7 @@ import typer
 from isaaclab_mgpu.cli import app
 from isaaclab_mgpu.cli.command import normalize_option
 from isaaclab_mgpu.cli.validate import parse_command_line
-from isaaclab_mgpu.launcher.skills_check import check_tree
+from isaaclab_mgpu.tools.skills_check import check_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("train", "dry-run", "check-env", "probe-nccl", "scale")

@@ -224,7 +224,7 @@ def skills_check_cmd(
 
     from isaaclab_mgpu import report
     from isaaclab_mgpu.cli.validate import parse_command_line
-    from isaaclab_mgpu.launcher.skills_check import check_tree
+    from isaaclab_mgpu.tools.skills_check import check_tree
 
     problems = check_tree(Path(path), lambda argv: parse_command_line(app, argv))
     return report.skills_problems(problems)
