@@ -16,8 +16,8 @@ What is checked, under a project root:
 
 Checks are pure functions of file contents plus a ``parse`` callable supplied by the CLI layer;
 :func:`check_tree` collects :class:`Problem` records and prints nothing. A tool, not part of a
-launch: standard library only, it imports nothing of the launcher or the rank side (``mgpu skills
-check`` hands it :func:`isaaclab_mgpu.cli.validate.parse_command_line` as ``parse``).
+launch: it imports nothing of the package (PyYAML reads the front matter), and ``mgpu skills
+check`` hands it :func:`isaaclab_mgpu.cli.validate.parse_command_line` as ``parse``.
 """
 
 from __future__ import annotations
