@@ -12,7 +12,7 @@ import typer
 from isaaclab_mgpu.cli import app
 from isaaclab_mgpu.cli.command import normalize_option
 from isaaclab_mgpu.cli.validate import parse_command_line
-from isaaclab_mgpu.launcher.skills_check import check_tree
+from isaaclab_mgpu.tools.skills_check import check_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("train", "dry-run", "check-env", "probe-nccl", "scale")
@@ -60,3 +60,25 @@ def test_every_isaaclab_flag_is_accepted_and_in_the_migration_table():
         # Declared once; other spellings (hyphens, torchrun's --nproc_per_node) are normalized to it.
         assert "--" + normalize_option(flag[2:]) in accepted, flag
         assert _quoted(flag, table), flag
+
+
+def test_the_skills_run_statuses_are_the_code_s():
+    """One status list: reference.md's table is summary.json's statuses plus what ``mgpu runs``
+    derives, its "continues" column is ``--resume auto``'s unfinished set, and SKILL.md names each."""
+    from isaaclab_mgpu.contract.summary import STATUSES
+    from isaaclab_mgpu.launcher.runs import UNFINISHED
+
+    skill = ROOT / "skills" / "multi-gpu-training"
+    reference = (skill / "reference.md").read_text()
+    section = reference[reference.index("## Run statuses") :]
+    section = section[: section.index("\n## ")]
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if re.match(r"\| `\w+` \|", line)
+    ]
+    assert [r[0].strip("`") for r in rows] == [*STATUSES, "lost", "unknown"]
+    assert {r[0].strip("`") for r in rows if r[-1].startswith("yes")} == set(UNFINISHED)
+    assert all(r[-1].startswith(("yes", "no")) for r in rows)
+    text = (skill / "SKILL.md").read_text()
+    assert [s for s in (*STATUSES, "lost", "unknown") if f"`{s}`" not in text] == []

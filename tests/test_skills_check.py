@@ -8,7 +8,7 @@ import pytest
 
 from isaaclab_mgpu.cli import app, main
 from isaaclab_mgpu.cli.validate import parse_command_line
-from isaaclab_mgpu.launcher.skills_check import check_tree, command_lines
+from isaaclab_mgpu.tools.skills_check import check_tree, command_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -201,7 +201,9 @@ def stacks_cmd(
     run_folder: Annotated[
         str | None,
         typer.Argument(
-            metavar="[RUN_FOLDER]", help="A running run's folder (default: the newest running run)."
+            metavar="[RUN_FOLDER]",
+            help="A running run's folder (default: the one run started from this folder; "
+            "several: listed, none signalled).",
         ),
     ] = None,
 ) -> int:
@@ -224,7 +226,7 @@ def skills_check_cmd(
 
     from isaaclab_mgpu import report
     from isaaclab_mgpu.cli.validate import parse_command_line
-    from isaaclab_mgpu.launcher.skills_check import check_tree
+    from isaaclab_mgpu.tools.skills_check import check_tree
 
     problems = check_tree(Path(path), lambda argv: parse_command_line(app, argv))
     return report.skills_problems(problems)

@@ -15,7 +15,9 @@ What is checked, under a project root:
   (each SKILL.md says once how to run them from a checkout).
 
 Checks are pure functions of file contents plus a ``parse`` callable supplied by the CLI layer;
-:func:`check_tree` collects :class:`Problem` records and prints nothing.
+:func:`check_tree` collects :class:`Problem` records and prints nothing. A tool, not part of a
+launch: it imports nothing of the package (PyYAML reads the front matter), and ``mgpu skills
+check`` hands it :func:`isaaclab_mgpu.cli.validate.parse_command_line` as ``parse``.
 """
 
 from __future__ import annotations
