@@ -412,3 +412,27 @@ def test_the_requeue_signal_checkpoints_an_isaac_lab_run_and_resume_auto_finishe
     check_run_folder(run_dir, s, library)
     assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"]) == (
         "finished", 0, stopped_at, total), s  # fmt: skip
+
+
+@pytest.mark.slow
+def test_mgpu_scale_sweeps_an_isaac_lab_task_over_one_and_two_ranks(asset_root, tmp_path):
+    env = child_env(tmp_path)
+    env["ISAACSIM_ASSET_ROOT"] = asset_root
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "scale", "--device", "cpu", "--world_sizes", "1,2",
+            "--task", "Isaac-Cartpole-Direct", "--num_envs", "64", "--iterations", "3", "--no_ceiling",
+            "--out", str(tmp_path / "out"), *LIBRARIES["rsl_rl"], "presets=newton_mjwarp"]  # fmt: skip
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "2 ranks × 64 envs: " in proc.stdout and "% efficient" in proc.stdout, out[-3000:]
+    doc = json.loads((tmp_path / "out" / "scale.json").read_text())
+    assert doc["complete"] is True and doc["world_sizes"] == [1, 2]
+    assert [p["point"]["world_size"] for p in doc["points"]] == [1, 2]
+    for p in doc["points"]:
+        assert p["status"] == "ok" and p["env_steps_per_s"] > 0 and p["num_envs_per_rank"] == 64, p
+        summary = json.loads(Path(p["run_dirs"][0], "summary.json").read_text())
+        assert (
+            summary["task"].startswith("Isaac-Cartpole-Direct")
+            and summary["world_size"] == p["point"]["world_size"]
+        )
+    assert (tmp_path / "out" / "scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
