@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from isaaclab_mgpu.cli import main
+
+#: A run stamp (``2026-01-02_03-04-05``): the per-rank log folder of a dry-run is named by the clock.
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d")
+
+
+def unstamped(text: str) -> str:
+    """``text`` with every run stamp made ``<stamp>``: two dry-runs a second apart then compare."""
+    return _STAMP.sub("<stamp>", text)
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -21,4 +30,4 @@ def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> 
             m.setenv(name, value)
         code, out, err = run(capsys, "dry-run", *argv)
     assert code == 0, err
-    return shlex.split(out.strip().splitlines()[-1])[1:]
+    return shlex.split(unstamped(out.strip().splitlines()[-1]))[1:]

@@ -32,7 +32,8 @@ def test_isaaclab_documented_example():
     cmd = cmd_for(spec)
     assert cmd.argv == (
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "4",
-        "--master_port", "29504", "--tee", "3", "--log_dir", "logs/mgpu", "--local_ranks_filter", "0",
+        "--master_port", "29504", "--rdzv_id", "mgpu_127.0.0.1_29504", "--tee", "3",
+        "--log_dir", "logs/mgpu/2026-01-02_03-04-05_gpu4_vis/attempt_0", "--local_ranks_filter", "0",
         "-m", "isaaclab_mgpu.worker", "--rl_library", "rsl_rl",
         *ISAAC_ARGS, "--distributed",
     )  # fmt: skip
@@ -73,7 +74,8 @@ def test_multinode_c10d_example():
     assert head == (
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2",
         "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node01:29400",
-        "--rdzv_id", "job42", "--tee", "3", "--log_dir", "logs/mgpu", "--local_ranks_filter", "0",
+        "--rdzv_id", "job42", "--tee", "3", "--log_dir", "logs/mgpu/2026-01-02_03-04-05/attempt_0",
+        "--local_ranks_filter", "0",
     )  # fmt: skip
     cmd = cmd_for(spec, machine(8))
     assert cmd.world_size == 16
@@ -82,7 +84,8 @@ def test_multinode_c10d_example():
 
 @pytest.mark.parametrize("node_rank", [0, 1])
 def test_static_multinode_gets_a_rendezvous_id_every_node_shares(node_rank):
-    # torchrun would name the per-rank log folder none_<rand>; the static store prefixes keys with the id.
+    # torchrun would name the per-rank log folder none_<rand> and tell the ranks TORCHELASTIC_RUN_ID=none;
+    # the static store prefixes keys with the id.
     spec = LaunchSpec(
         nproc_per_node="2", nnodes="2", node_rank=node_rank, master_addr="node01", master_port=29500
     )
@@ -101,8 +104,11 @@ def test_static_multinode_gets_a_rendezvous_id_every_node_shares(node_rank):
     )
     argv = cmd_for(endpoint).argv
     assert argv[argv.index("--rdzv_id") + 1] == "mgpu_fe80-1_29400"
-    # One node keeps Isaac Lab's argv (see test_isaaclab_documented_example); an id given is kept.
-    assert "--rdzv_id" not in cmd_for(LaunchSpec(nproc_per_node="2", master_port=29500)).argv
+    # One node on a fixed port is named by its address too (never "none"); --standalone by torchrun's
+    # own uuid; an id given is kept.
+    argv = cmd_for(LaunchSpec(nproc_per_node="2", master_port=29500)).argv
+    assert argv[argv.index("--rdzv_id") + 1] == "mgpu_127.0.0.1_29500"
+    assert "--rdzv_id" not in cmd_for(LaunchSpec(nproc_per_node="2")).argv
     given = LaunchSpec(nproc_per_node="2", nnodes="2", master_addr="node01", rdzv_id="job42")
     argv = cmd_for(given).argv
     assert argv[argv.index("--rdzv_id") + 1] == "job42" and argv.count("--rdzv_id") == 1
@@ -189,7 +195,8 @@ def test_skrl_jax_uses_jaxrun_with_free_coordinator_port():
     assert cmd.launcher == "jaxrun"
     assert cmd.argv == (
         "python3", "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2",
-        "--coordinator_address", "127.0.0.1:45678", "--tee", "3", "--log_dir", "logs/mgpu",
+        "--coordinator_address", "127.0.0.1:45678", "--tee", "3",
+        "--log_dir", "logs/mgpu/2026-01-02_03-04-05/attempt_0",
         "--local_ranks_filter", "0", "-m", "isaaclab_mgpu.worker", "--rl_library", "skrl",
         "--ml_framework", "jax", "--seed=1", "--distributed",
     )  # fmt: skip

@@ -22,9 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from isaaclab_mgpu.contract import elastic
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, UsageError
 from isaaclab_mgpu.launcher.build import Command
-from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor, rootcause
+from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor
 
 WORKERS = Path(__file__).parent / "workers"
 ROOT = Path(__file__).parent.parent
@@ -410,12 +411,12 @@ Root Cause (first observed failure):
 
 
 def test_root_cause_is_the_first_observed_failure_not_the_sigtermed_sibling() -> None:
-    p = rootcause.parse_root_cause(SUMMARY.splitlines())
+    p = elastic.parse_root_cause(SUMMARY.splitlines())
     assert p is not None
     assert (p.rank, p.local_rank, p.host, p.exitcode, p.pid, p.error_file) == (3, 1, "node7", -11, 5763, None)
-    assert rootcause.split_exitcode(p.exitcode) == (None, "SIGSEGV")
-    assert rootcause.exit_status_code(None, "SIGSEGV") == 139
-    assert rootcause.exit_status_code(3, None) == 3
+    assert elastic.split_exitcode(p.exitcode) == (None, "SIGSEGV")
+    assert elastic.exit_status_code(None, "SIGSEGV") == 139
+    assert elastic.exit_status_code(3, None) == 3
 
 
 @pytest.mark.parametrize("debug", [False, True])
@@ -432,10 +433,10 @@ def test_torchruns_failure_summary_stays_out_of_the_console_unless_debug(debug, 
     assert ("Root Cause" in err) == debug and ("seg.py FAILED" in err) == debug, err
     assert "before" in err and "after" in err and f"{rule}\na rule that opens no summary" in err, err
     # Read for the root cause either way.
-    assert rootcause.parse_root_cause(output.lines).rank == 3
+    assert elastic.parse_root_cause(output.lines).rank == 3
 
 
 def test_failed_line_ignores_rank_output() -> None:
     line = "E1129 17:19:43.806000 5738 api.py:986] failed (exitcode: -11) local_rank: 1 (pid: 5763) of binary"
-    assert rootcause.failed_line(line) == (-11, 1, 5763)
-    assert rootcause.failed_line("[default0]:" + line) is None
+    assert elastic.failed_line(line) == (-11, 1, 5763)
+    assert elastic.failed_line("[default0]:" + line) is None
