@@ -383,11 +383,12 @@ def _judge(
 
 
 def _ranks_folder(result: RunResult) -> str | None:
-    """The folder of the attempt's per-rank log folders, as its launcher made it."""
+    """The folder of the attempt's per-rank log folders, as its launcher made it (absolute: the
+    summary is read from anywhere)."""
     if result.log_dir is None:
         return None
     found = elastic.ranks_folder(result.log_dir)
-    return str(found) if found is not None else result.log_dir
+    return str((found or Path(result.log_dir)).absolute())
 
 
 def _reached(place: RunPlace) -> int | None:
