@@ -250,3 +250,20 @@ def test_the_rendezvous_store_of_a_multi_node_launch():
     c10d = cmd_for(LaunchSpec(nproc_per_node="2", nnodes="1:3", rdzv_endpoint="head", rdzv_backend="c10d"))
     assert c10d.rendezvous == Rendezvous("head", 29400, "mgpu_head_29500", None, 3, False)
     assert cmd_for(LaunchSpec(nproc_per_node="2")).rendezvous is None
+
+
+def test_each_attempt_logs_into_a_folder_named_by_the_run_and_the_attempt():
+    from isaaclab_mgpu.launcher.build import for_attempt
+
+    cmd = cmd_for(
+        LaunchSpec(nproc_per_node="2", log_dir="/var/log/runs", training_args=("--run_name", "a b;c"))
+    )
+    assert cmd.log_dir == "/var/log/runs/2026-01-02_03-04-05_a-b-c/attempt_0"  # one folder, whatever the name
+    second = for_attempt(cmd, 2)
+    assert second.log_dir == "/var/log/runs/2026-01-02_03-04-05_a-b-c/attempt_2"
+    i = cmd.argv.index("--log_dir") + 1
+    assert second.argv[i] == second.log_dir
+    assert second.argv[:i] + second.argv[i + 1 :] == cmd.argv[:i] + cmd.argv[i + 1 :]  # nothing else changes
+    assert for_attempt(cmd, 0) == cmd
+    jax = cmd_for(LaunchSpec(nproc_per_node="2", rl_library="skrl", ml_framework="jax"))
+    assert for_attempt(jax, 1).log_dir == "logs/mgpu/2026-01-02_03-04-05/attempt_1"
