@@ -172,7 +172,7 @@ ACCEPTED = [
     (["dry-run", *CPU, "--nnodes", "2", "--master_addr", "gpu-node_07.cluster.local"], "gpu-node_07"),
     (["dry-run", *CPU, "--run_name", "v1..2"], "--run_name v1..2"),
     (["dry-run", *CPU, "--run_name", "caf\u00e9"], "--run_name 'caf\u00e9'"),
-    (["dry-run", *CPU, "--log_dir", "logs/[bold]x[/bold]"], "--log_dir 'logs/[bold]x[/bold]'"),
+    (["dry-run", *CPU, "--log_dir", "logs/[bold]x[/bold]"], "--log_dir 'logs/[bold]x[/bold]/"),
     (["dry-run", *CPU, "--num_gpus", "1024", "--oversubscribe-cpu"], "--nproc_per_node 1024"),
     (["train", *CPU, "--num_gpus", TOO_MANY_CPU_RANKS, "--oversubscribe_cpu", "--dry_run"],
      f"--nproc_per_node {TOO_MANY_CPU_RANKS}"),

@@ -32,7 +32,9 @@ def test_isaaclab_documented_example():
     cmd = cmd_for(spec)
     assert cmd.argv == (
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "4",
-        "--master_port", "29504", "--tee", "3", "--log_dir", "logs/mgpu", "--local_ranks_filter", "0",
+        "--master_port", "29504", "--rdzv_id", "mgpu_127.0.0.1_29504", "--tee", "3",
+        "--log_dir", "logs/mgpu/rsl_rl_Isaac-Dexsuite-Kuka-Allegro-Reorient-v0_gpu4_vis/attempt_0",
+        "--local_ranks_filter", "0",
         "-m", "isaaclab_mgpu.worker", "--rl_library", "rsl_rl",
         *ISAAC_ARGS, "--distributed",
     )  # fmt: skip
@@ -73,7 +75,9 @@ def test_multinode_c10d_example():
     assert head == (
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2",
         "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node01:29400",
-        "--rdzv_id", "job42", "--tee", "3", "--log_dir", "logs/mgpu", "--local_ranks_filter", "0",
+        "--rdzv_id", "job42", "--tee", "3",
+        "--log_dir", "logs/mgpu/rsl_rl_Isaac-Velocity-Rough-Anymal-C-v0/attempt_0",
+        "--local_ranks_filter", "0",
     )  # fmt: skip
     cmd = cmd_for(spec, machine(8))
     assert cmd.world_size == 16
@@ -82,7 +86,8 @@ def test_multinode_c10d_example():
 
 @pytest.mark.parametrize("node_rank", [0, 1])
 def test_static_multinode_gets_a_rendezvous_id_every_node_shares(node_rank):
-    # torchrun would name the per-rank log folder none_<rand>; the static store prefixes keys with the id.
+    # torchrun would name the per-rank log folder none_<rand> and tell the ranks TORCHELASTIC_RUN_ID=none;
+    # the static store prefixes keys with the id.
     spec = LaunchSpec(
         nproc_per_node="2", nnodes="2", node_rank=node_rank, master_addr="node01", master_port=29500
     )
@@ -101,8 +106,11 @@ def test_static_multinode_gets_a_rendezvous_id_every_node_shares(node_rank):
     )
     argv = cmd_for(endpoint).argv
     assert argv[argv.index("--rdzv_id") + 1] == "mgpu_fe80-1_29400"
-    # One node keeps Isaac Lab's argv (see test_isaaclab_documented_example); an id given is kept.
-    assert "--rdzv_id" not in cmd_for(LaunchSpec(nproc_per_node="2", master_port=29500)).argv
+    # One node on a fixed port is named by its address too (never "none"); --standalone by torchrun's
+    # own uuid; an id given is kept.
+    argv = cmd_for(LaunchSpec(nproc_per_node="2", master_port=29500)).argv
+    assert argv[argv.index("--rdzv_id") + 1] == "mgpu_127.0.0.1_29500"
+    assert "--rdzv_id" not in cmd_for(LaunchSpec(nproc_per_node="2")).argv
     given = LaunchSpec(nproc_per_node="2", nnodes="2", master_addr="node01", rdzv_id="job42")
     argv = cmd_for(given).argv
     assert argv[argv.index("--rdzv_id") + 1] == "job42" and argv.count("--rdzv_id") == 1
@@ -189,7 +197,8 @@ def test_skrl_jax_uses_jaxrun_with_free_coordinator_port():
     assert cmd.launcher == "jaxrun"
     assert cmd.argv == (
         "python3", "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2",
-        "--coordinator_address", "127.0.0.1:45678", "--tee", "3", "--log_dir", "logs/mgpu",
+        "--coordinator_address", "127.0.0.1:45678", "--tee", "3",
+        "--log_dir", "logs/mgpu/skrl_cartpole/attempt_0",
         "--local_ranks_filter", "0", "-m", "isaaclab_mgpu.worker", "--rl_library", "skrl",
         "--ml_framework", "jax", "--seed=1", "--distributed",
     )  # fmt: skip
@@ -243,3 +252,25 @@ def test_the_rendezvous_store_of_a_multi_node_launch():
     c10d = cmd_for(LaunchSpec(nproc_per_node="2", nnodes="1:3", rdzv_endpoint="head", rdzv_backend="c10d"))
     assert c10d.rendezvous == Rendezvous("head", 29400, "mgpu_head_29500", None, 3, False)
     assert cmd_for(LaunchSpec(nproc_per_node="2")).rendezvous is None
+
+
+def test_each_attempt_logs_into_a_folder_named_by_the_run_and_the_attempt():
+    from isaaclab_mgpu.launcher.build import for_attempt
+
+    cmd = cmd_for(
+        LaunchSpec(nproc_per_node="2", log_dir="/var/log/runs", training_args=("--run_name", "a b;c"))
+    )
+    assert cmd.log_dir == "/var/log/runs/rsl_rl_cartpole_a-b-c/attempt_0"  # one folder, whatever the name
+    second = for_attempt(cmd, 2)
+    assert second.log_dir == "/var/log/runs/rsl_rl_cartpole_a-b-c/attempt_2"
+    i = cmd.argv.index("--log_dir") + 1
+    assert second.argv[i] == second.log_dir
+    assert second.argv[:i] + second.argv[i + 1 :] == cmd.argv[:i] + cmd.argv[i + 1 :]  # nothing else changes
+    assert for_attempt(cmd, 0) == cmd
+    jax = cmd_for(LaunchSpec(nproc_per_node="2", rl_library="skrl", ml_framework="jax"))
+    assert for_attempt(jax, 1).log_dir == "logs/mgpu/skrl_cartpole/attempt_1"
+    # No clock in the name: the same spec builds the same command at any time.
+    import dataclasses
+
+    later = dataclasses.replace(machine(4), run_stamp="2030-05-06_07-08-09")
+    assert cmd_for(LaunchSpec(nproc_per_node="2"), later).argv == cmd_for(LaunchSpec(nproc_per_node="2")).argv

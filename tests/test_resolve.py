@@ -392,4 +392,5 @@ def test_a_one_node_slurm_job_on_a_fixed_port_names_its_logs_by_the_job_not_none
     env = {**SLURM, "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "gpu07"}
     cmd = argv(LaunchSpec(nproc_per_node="2", master_port=20042), machine(4, **env))
     assert cmd[cmd.index("--rdzv_id") + 1] == "4242" and "--standalone" not in cmd
-    assert "--rdzv_id" not in argv(LaunchSpec(nproc_per_node="2", master_port=20042), machine(4))
+    alone = argv(LaunchSpec(nproc_per_node="2", master_port=20042), machine(4))
+    assert alone[alone.index("--rdzv_id") + 1] == "mgpu_127.0.0.1_20042"

@@ -419,6 +419,18 @@ def test_a_simulated_kill_is_met_once_and_the_restart_finishes_the_run(tmp_path)
     s = _one_resumed_run(tmp_path, "rsl_rl", 4)  # one restart: met once, the restart goes past it
     assert s["restarts"][0]["how"] in ("signal SIGKILL", "signal SIGTERM"), s["restarts"]
     assert s["restarts"][0]["reached"] == 4, s["restarts"]
+    # Each attempt logs into a folder named by what the run trains and the attempt, and
+    # summary.json points to both.
+    logs = [Path(a["logs"]) for a in s["attempts"]]
+    assert len(logs) == 2 and all(p.is_absolute() for p in logs), s["attempts"]
+    for k, ranks in enumerate(logs):
+        top = ranks.relative_to(tmp_path / "logs" / "mgpu").parts
+        assert top[:2] == ("rsl_rl_cartpole", f"attempt_{k}") and top[3] == "attempt_0", ranks  # torchrun's
+        assert "iteration" in (ranks / "0" / "stdout.log").read_text(), ranks
+    killed = "".join((logs[0] / "1" / name).read_text() for name in ("stdout.log", "stderr.log"))
+    assert "simulated fault" in killed, killed[-2000:]
+    named = tmp_path / "logs" / "mgpu" / "rsl_rl_cartpole"
+    assert sorted(p.name for p in named.iterdir()) == ["attempt_0", "attempt_1"]
 
 
 @pytest.mark.slow

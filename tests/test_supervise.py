@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,9 +23,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from isaaclab_mgpu.contract import elastic
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE, UsageError
 from isaaclab_mgpu.launcher.build import Command
-from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor, rootcause
+from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor
 
 WORKERS = Path(__file__).parent / "workers"
 ROOT = Path(__file__).parent.parent
@@ -167,7 +169,9 @@ def test_success_shows_every_rank_with_a_prefix_and_keeps_logs(outcomes: dict[st
     assert "[default0]:hello from rank 0" in o.out and "[default1]:hello from rank 1" in o.out
     logs = [line for line in o.err.splitlines() if "per-rank logs:" in line]
     run_dir = Path(logs[-1].split("per-rank logs:")[1].strip())
-    assert run_dir.parent == o.folder / "logs"
+    # <log_dir>/<run stamp>/attempt_<k>/<torchrun's run id>_<rand>: named by the run and mgpu's attempt.
+    stamp, attempt = run_dir.parent.relative_to(o.folder / "logs").parts
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", stamp) and attempt == "attempt_0", run_dir
     assert "hello from rank 1" in (run_dir / "attempt_0" / "1" / "stdout.log").read_text()
     assert "note from rank 1" in (run_dir / "attempt_0" / "1" / "stderr.log").read_text()
     _gone(o, 2)
@@ -410,12 +414,12 @@ Root Cause (first observed failure):
 
 
 def test_root_cause_is_the_first_observed_failure_not_the_sigtermed_sibling() -> None:
-    p = rootcause.parse_root_cause(SUMMARY.splitlines())
+    p = elastic.parse_root_cause(SUMMARY.splitlines())
     assert p is not None
     assert (p.rank, p.local_rank, p.host, p.exitcode, p.pid, p.error_file) == (3, 1, "node7", -11, 5763, None)
-    assert rootcause.split_exitcode(p.exitcode) == (None, "SIGSEGV")
-    assert rootcause.exit_status_code(None, "SIGSEGV") == 139
-    assert rootcause.exit_status_code(3, None) == 3
+    assert elastic.split_exitcode(p.exitcode) == (None, "SIGSEGV")
+    assert elastic.exit_status_code(None, "SIGSEGV") == 139
+    assert elastic.exit_status_code(3, None) == 3
 
 
 @pytest.mark.parametrize("debug", [False, True])
@@ -432,10 +436,10 @@ def test_torchruns_failure_summary_stays_out_of_the_console_unless_debug(debug, 
     assert ("Root Cause" in err) == debug and ("seg.py FAILED" in err) == debug, err
     assert "before" in err and "after" in err and f"{rule}\na rule that opens no summary" in err, err
     # Read for the root cause either way.
-    assert rootcause.parse_root_cause(output.lines).rank == 3
+    assert elastic.parse_root_cause(output.lines).rank == 3
 
 
 def test_failed_line_ignores_rank_output() -> None:
     line = "E1129 17:19:43.806000 5738 api.py:986] failed (exitcode: -11) local_rank: 1 (pid: 5763) of binary"
-    assert rootcause.failed_line(line) == (-11, 1, 5763)
-    assert rootcause.failed_line("[default0]:" + line) is None
+    assert elastic.failed_line(line) == (-11, 1, 5763)
+    assert elastic.failed_line("[default0]:" + line) is None

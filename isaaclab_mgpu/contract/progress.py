@@ -73,7 +73,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import env, faults, stacks
+from isaaclab_mgpu.contract import elastic, env, faults, stacks
 
 __all__ = [
     "ITERATION_STAGES",
@@ -270,7 +270,7 @@ class Reporter:
 
     def _open_stack_file(self) -> str | None:
         if self._error_file:  # beside the rank's torchrun logs
-            return stacks.register(Path(self._error_file).parent / stacks.STACK_FILE)
+            return stacks.register(elastic.beside_error_file(self._error_file, stacks.STACK_FILE))
         if self.path is None:
             return None
         return stacks.register(self.path.parent / f"stack.{self.rank}.txt")

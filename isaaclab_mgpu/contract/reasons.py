@@ -3,8 +3,9 @@
 A rank that ends on an error of its own (bad input it found, a refused checkpoint, a full disk)
 says so on its stderr; among torchrun's failure summary and the other ranks' noise that line is
 easy to miss, and it is the reason the user needs. So the rank also writes the line to
-``reason.txt`` in its own torchrun log folder (the folder of ``$TORCHELASTIC_ERROR_FILE``, where
-``stack.txt`` goes too), and ``mgpu train`` ends with it: ``error: rank 1 on node9: <reason>``.
+``reason.txt`` in its own torchrun log folder (beside ``$TORCHELASTIC_ERROR_FILE``, where
+``stack.txt`` goes too: :mod:`isaaclab_mgpu.contract.elastic`), and ``mgpu train`` ends with it:
+``error: rank 1 on node9: <reason>``.
 Outside ``mgpu train`` (no error-file variable) :func:`record` does nothing.
 
 Standard library only: both processes import it.
@@ -17,10 +18,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from isaaclab_mgpu.contract import env
+from isaaclab_mgpu.contract import elastic, env
 
 #: The file, beside torch elastic's ``error.json`` of the rank.
-REASON_FILE = "reason.txt"
+REASON_FILE = elastic.REASON_FILE
 #: torch elastic's per-rank error file variable: its folder is the rank's own log folder.
 ERROR_FILE_ENV = env.ERROR_FILE
 #: Longest reason kept (a message that names a long path is still one readable line).
@@ -35,7 +36,7 @@ def record(message: str, environ: Mapping[str, str] | None = None) -> None:
         return
     line = " ".join(message.split())[:MAX_CHARS]
     with contextlib.suppress(OSError):
-        path = Path(error_file).parent / REASON_FILE
+        path = elastic.beside_error_file(error_file, REASON_FILE)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(line + "\n", encoding="utf-8")
 

@@ -15,9 +15,12 @@ jaxrun:
   (:data:`~isaaclab_mgpu.contract.errors.EXIT_NO_SPACE`), which would fail the same way again; ``interrupted``
   (Ctrl-C, SIGTERM, SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a
   checkpoint and stopped on the requeue signal).
+- Each attempt's launcher logs into its own folder, ``<log root>/<run name>/attempt_<k>``
+  (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
+  (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
   started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
-  checkpoint when it ended, hence the iterations lost.
+  checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.
 - An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
   which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
   the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`) and writes the launcher's
@@ -41,8 +44,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -52,10 +57,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from isaaclab_mgpu.contract import resume
+from isaaclab_mgpu.contract import elastic, resume
 from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.env import ERROR_FILE
 from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
-from isaaclab_mgpu.launcher.build import Command
+from isaaclab_mgpu.launcher.build import Command, for_attempt
 from isaaclab_mgpu.launcher.supervise import (
     STOP_SIGNALS,
     Notes,
@@ -106,6 +112,10 @@ class Attempt:
 
     seconds: float = 0.0
     """Wall time of the attempt."""
+
+    logs: str | None = None
+    """This node's per-rank log folders of the attempt: ``<local_rank>/stdout.log``, ``stderr.log``
+    (``<log root>/<run name>/attempt_<k>/<run_id>_<rand>/attempt_0``); None when none was made."""
 
     @property
     def lost(self) -> int | None:
@@ -242,8 +252,13 @@ def _handlers(requests: _Requests, requeue_signal: int) -> Iterator[bool]:
 def attempt_env(
     cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
 ) -> dict[str, str]:
-    """The variables attempt ``number`` adds to ``cmd``'s environment (see :mod:`.contract.resume`)."""
+    """The variables attempt ``number`` adds to its command ``cmd``'s environment (see
+    :mod:`.contract.resume`), and the launcher's own error file in the attempt's log folder."""
     env = {resume.ATTEMPT_ENV: str(number), resume.CHECKPOINT_REQUEST_ENV: request_file}
+    # The attempt folder is named by what the run trains, not by the clock: two runs of one task
+    # share it, so the launcher's own file is named by this mgpu (torchrun's folders are unique).
+    owner = f"{socket.gethostname()}.{os.getpid()}"
+    env[ERROR_FILE] = str(elastic.launcher_error_file(cmd.log_dir, owner))
     if place.named_by_rank and report_file is not None:
         env[resume.RUN_DIR_REPORT_ENV] = report_file
         env[resume.RUN_KEEPER_ENV] = json.dumps(dict(place.keeper))
@@ -277,10 +292,11 @@ def run_attempts(
         with _handlers(requests, restart.requeue_signal) as installed:
             number = 0
             while True:
-                env = {**cmd.env, **attempt_env(cmd, place, number, request_file, report_file)}
+                this = for_attempt(cmd, number)
+                env = {**cmd.env, **attempt_env(this, place, number, request_file, report_file)}
                 started = _checkpoint_now(place)
                 t0 = time.monotonic()
-                this = dataclasses.replace(cmd, env=env)
+                this = dataclasses.replace(this, env=env)
                 result = _one(this, options, progress, requests, restart, installed, request_file, say)
                 if place.named_by_rank and place.run_dir is None:
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
@@ -352,7 +368,7 @@ def _judge(
         # got at least as far as what it saved.
         reached = max(reached, saved)
     common = {"number": number, "exit_code": result.exit_code, "started_at": started, "reached": reached,
-              "checkpoint": saved, "seconds": round(seconds, 3)}  # fmt: skip
+              "checkpoint": saved, "seconds": round(seconds, 3), "logs": _ranks_folder(result)}  # fmt: skip
     if result.stall is not None:
         culprit = next(iter(result.stall.culprits), None) if result.stall.culprits else None
         return Attempt(outcome="hung", rank=culprit, how=result.stall.headline(), **common)
@@ -369,6 +385,15 @@ def _judge(
     asked = requests.requeue_at is not None
     stopped = summary.status == "stopped" if summary is not None else asked
     return Attempt(outcome="stopped" if stopped else "finished", **common)
+
+
+def _ranks_folder(result: RunResult) -> str | None:
+    """The folder of the attempt's per-rank log folders, as its launcher made it (absolute: the
+    summary is read from anywhere)."""
+    if result.log_dir is None:
+        return None
+    found = elastic.ranks_folder(result.log_dir)
+    return str((found or Path(result.log_dir)).absolute())
 
 
 def _reached(place: RunPlace) -> int | None:

@@ -19,13 +19,19 @@ for ``skrl.utils.distributed.jax`` that keeps its ``JAX_*`` environment contract
 Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not passed on (torchrun
 would relaunch the same command from iteration 0; mgpu restarts each attempt itself, resuming,
 see :mod:`isaaclab_mgpu.launcher.attempts`); a single node with no address given uses
-``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
-``--log_dir`` (default ``logs/mgpu``) and are tee'd to the console, so a filtered rank's output is
-never lost. A multi-node launch without ``--rdzv_id`` (``--master_addr``/``--master_port``, or an
-endpoint without an id) gets ``--rdzv_id mgpu_<host>_<port>``: torchrun names the per-rank log
-folder ``<run id>_<rand>`` (``none_<rand>`` otherwise), and the static rendezvous prefixes its
-store keys with the id, so it must be one every node computes alike: the rendezvous address is.
-(A single node keeps Isaac Lab's argv: ``--standalone`` names its folder with a fresh id anyway.)
+``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to a folder
+named by the run and the attempt, ``<log root>/<run name>/attempt_<k>`` (root ``--log_dir``,
+default ``logs/mgpu``; run name ``<library>_<task>`` or the program, ``_<run_name>`` added when
+the training arguments give one; no clock in it, so a dry-run is the same for the same spec;
+:func:`run_name`, :func:`~isaaclab_mgpu.contract.elastic.attempt_log_dir`), and
+are tee'd to the console, so a filtered rank's output is never lost. The command says attempt 0;
+:func:`for_attempt` gives the same command for a later attempt. A torchrun launch that is not
+``--standalone`` and has no ``--rdzv_id`` (``--master_addr``/``--master_port``, or an endpoint
+without an id) gets ``--rdzv_id mgpu_<host>_<port>`` (a one-node SLURM job: its job id): torchrun
+names the per-rank log folder ``<run id>_<rand>`` and tells the ranks ``TORCHELASTIC_RUN_ID``
+(``none`` otherwise), and the static rendezvous prefixes its store keys with the id, so it must be
+one every node computes alike: the rendezvous address is. (``--standalone`` names its folder with a
+fresh uuid of torchrun's own.)
 
 torchrun reads a flag that is not on its command line from ``PET_<FLAG>`` (a Kubernetes pod sets
 several). Where the resolved environment names such a flag that the command leaves out, the
@@ -36,20 +42,23 @@ the same when typed into the pod.
 
 from __future__ import annotations
 
+import dataclasses
+import os.path
 import re
 import shlex
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from isaaclab_mgpu.contract import elastic, faults
 from isaaclab_mgpu.contract import env as env_names
-from isaaclab_mgpu.contract import faults
 from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.layout import DEFAULT_TASK
 from isaaclab_mgpu.contract.progress import AUTO, STALL_ENV, STARTUP_ENV
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
-from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS
+from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, training_option
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
 #: torchrun's port for a c10d endpoint given without one.
@@ -81,7 +90,8 @@ class Command:
     """``torchrun`` or ``jaxrun``."""
 
     log_dir: str
-    """Root folder of the per-rank log files."""
+    """This attempt's ``--log_dir``: ``<log root>/<run name>/attempt_<k>``, where the launcher makes
+    its ``<run_id>_<rand>`` folder of per-rank logs (:mod:`isaaclab_mgpu.contract.elastic`)."""
 
     rendezvous: Rendezvous | None = None
     """The store the nodes of a multi-node torchrun launch share (None: one node, or skrl JAX)."""
@@ -201,6 +211,37 @@ def build(r: ResolvedSpec) -> Command:
     )
 
 
+def for_attempt(cmd: Command, number: int) -> Command:
+    """``cmd`` for mgpu's attempt ``number``: its launcher logs into ``.../attempt_<number>``."""
+    argv = list(cmd.argv)
+    at = argv.index("--log_dir") + 1 if "--log_dir" in argv else None
+    if at is None or at >= len(argv) or argv[at] != cmd.log_dir:
+        return cmd  # not a command of this builder's: nothing to rename
+    log_dir = elastic.attempt_log_dir(os.path.dirname(os.path.dirname(cmd.log_dir)), _run_name(cmd), number)
+    argv[at] = log_dir
+    return dataclasses.replace(cmd, argv=tuple(argv), log_dir=log_dir)
+
+
+def _run_name(cmd: Command) -> str:
+    return os.path.basename(os.path.dirname(cmd.log_dir))
+
+
+def run_name(r: ResolvedSpec) -> str:
+    """The name of the run's log folder: what it trains (library and task, or the program), and
+    ``_<run_name>`` when the training arguments give one. No clock: dry-run prints the same line
+    for the same spec; torchrun's own ``<run_id>_<rand>`` folder inside tells two runs apart, and
+    ``summary.json``'s ``attempts[].logs`` names each attempt's (one folder: what else than
+    letters, digits and ``._+-`` becomes ``-``)."""
+    s = r.spec
+    if s.builtin_worker:
+        what = f"{s.library}_{training_option(s.training_args, 'task') or DEFAULT_TASK}"
+    else:
+        what = os.path.splitext(os.path.basename(s.script or ""))[0] or (s.module or "run").rsplit(".", 1)[-1]
+    given = training_option(s.training_args, "run_name")
+    name = f"{what}_{given}" if given else what
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip(".") or "run"
+
+
 def _meeting(r: ResolvedSpec, opts: dict[str, object]) -> Rendezvous | None:
     if r.standalone or r.nnodes_max <= 1:
         return None
@@ -251,14 +292,15 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
         rdzv_endpoint=r.rdzv_endpoint,
         rdzv_id=r.rdzv_id,
     )
-    opts.setdefault("log_dir", DEFAULT_LOG_DIR)
+    opts["log_dir"] = elastic.attempt_log_dir(str(opts.get("log_dir") or DEFAULT_LOG_DIR), run_name(r), 0)
     multi_node = r.nnodes_max > 1
     if r.rdzv_id is None and multi_node and not s.uses_jax:
         opts["rdzv_id"] = _rendezvous_id(r)
-    elif r.rdzv_id is None and not r.standalone and r.slurm_job_id and not s.uses_jax:
-        # torchrun's default id, "none", would name the per-rank log folder (none_<rand>): a
-        # one-node SLURM job on a fixed port (the emitted script's) is named by its job id.
-        opts["rdzv_id"] = r.slurm_job_id
+    elif r.rdzv_id is None and not r.standalone and not s.uses_jax:
+        # torchrun's default id, "none", would name the per-rank log folder (none_<rand>) and be
+        # every rank's TORCHELASTIC_RUN_ID: a one-node SLURM job on a fixed port (the emitted
+        # script's) is named by its job id, any other launch on a fixed port by its address.
+        opts["rdzv_id"] = r.slurm_job_id or _rendezvous_id(r)
     if s.tee is None and s.redirects is None:
         opts["tee"] = "3"
     if s.local_ranks_filter is None and not s.log_all_ranks:

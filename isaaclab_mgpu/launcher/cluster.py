@@ -68,7 +68,6 @@ TORCHRUN_DEFAULTS: tuple[tuple[str, str], ...] = (
     ("master_port", str(DEFAULT_MASTER_PORT)),
     ("rdzv_backend", "static"),
     ("rdzv_endpoint", ""),
-    ("rdzv_id", "none"),
     ("max_restarts", "0"),
     ("tee", "0"),
     ("redirects", "0"),

@@ -13,8 +13,9 @@ Each rank gets skrl's variables ``JAX_LOCAL_RANK``, ``JAX_RANK``, ``JAX_WORLD_SI
 elastic's ``@record`` writes the rank's traceback); ``OMP_NUM_THREADS=1`` with several ranks and
 ``PYTHONUNBUFFERED=1`` unless already set. Port 0 picks a free port (single node only).
 
-Logs follow torchrun's layout: ``<log_dir>/<run_id>_<rand>/attempt_0/<local_rank>/`` holds
-``stdout.log``, ``stderr.log`` and ``error.json``. Every rank's output always goes to its files;
+Logs follow torchrun's layout (:mod:`isaaclab_mgpu.contract.elastic`):
+``<log_dir>/<uuid>_<rand>/attempt_0/<local_rank>/`` holds ``stdout.log``, ``stderr.log`` and
+``error.json``. Every rank's output always goes to its files;
 ``--tee`` (0 none, 1 stdout, 2 stderr, 3 both, or per local rank ``0:3,1:1``; default 3) selects
 the streams also shown on the console, for the local ranks in ``--local_ranks_filter`` (default:
 all), each line prefixed ``[default<local_rank>]:`` as torchrun does.
@@ -25,8 +26,10 @@ run through mgpu's one shutdown path (:mod:`isaaclab_mgpu.launcher.supervise.shu
 as ``mgpu train``'s): what is left of the ranks and their children gets SIGTERM + SIGCONT after
 ``--grace_period`` seconds (default 10) and SIGKILL ``--kill_after`` seconds later (default 5;
 ``--stop_timeout`` is the old name of ``--grace_period``). It then prints a failure summary whose
-"Root Cause (first observed failure)" entry has torchrun's fields (so ``mgpu`` reads both
-launchers alike), and exits with that rank's code, or 128+N when it died of signal N.
+"Root Cause (first observed failure)" entry has torchrun's fields, written by the functions that
+also read it (so ``mgpu`` reads both launchers alike); with ``TORCHELASTIC_ERROR_FILE`` set for
+the launcher itself, it copies the failed rank's error file there with its exit code, as torchrun
+does. It exits with that rank's code, or 128+N when it died of signal N.
 
 SIGINT, SIGTERM and SIGHUP are forwarded to every rank (and its process group) and start the
 same shutdown; a second one at least half a second later SIGKILLs everything at once. The
@@ -47,7 +50,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -57,9 +59,10 @@ from typing import IO
 
 import psutil
 
+from isaaclab_mgpu.contract import elastic
+from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.launcher.supervise import tree as proctree
 from isaaclab_mgpu.launcher.supervise.result import exit_code
-from isaaclab_mgpu.launcher.supervise.rootcause import read_error_file
 from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, Phase, Shutdown, recording
 
 _POLL = 0.05
@@ -141,8 +144,8 @@ def rank_env(a: argparse.Namespace, local: int, host: str, port: int, error_file
         WORLD_SIZE=str(world),
         LOCAL_WORLD_SIZE=str(a.nproc_per_node),
         GROUP_RANK=str(a.node_rank),
-        TORCHELASTIC_ERROR_FILE=str(error_file),
     )
+    env[env_names.ERROR_FILE] = str(error_file)
     return env
 
 
@@ -192,35 +195,18 @@ def _reap_adopted(ranks: list[_Rank]) -> None:
     proctree.reap(children - mine)
 
 
-def _summary(script: str, r: _Rank, code: int, host: str) -> str:
-    tb = read_error_file(r.folder / "error.json")
+def _summary(script: str, r: _Rank, code: int, host: str, record: elastic.ErrorRecord | None) -> str:
     pid = r.proc.pid if r.proc else -1
+    tb = record.text() if record is not None else None
     if tb is None and code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = "unknown"
         tb = f"Signal {-code} ({name}) received by PID {pid}"
-    lines = (tb or "no traceback: wrap the rank's main in torch elastic's @record").splitlines()
-    error_file = r.folder / "error.json"
-    bar = "=" * 60
-    return "\n".join(
-        [
-            bar,
-            f"{script} FAILED",
-            "-" * 60,
-            "Root Cause (first observed failure):",
-            "[0]:",
-            f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S')}",
-            f"  host      : {host}",
-            f"  rank      : {r.rank} (local_rank: {r.local})",
-            f"  exitcode  : {code} (pid: {pid})",
-            f"  error_file: {error_file if error_file.exists() else '<N/A>'}",
-            f"  traceback : {lines[0]}",
-            *(f"    {line}" for line in lines[1:]),
-            bar,
-        ]
-    )
+    error_file = str(record.path) if record is not None else None
+    cause = elastic.RootCause(r.rank, r.local, host, code, pid, error_file)
+    return elastic.failure_summary(script, cause, tb, record.when if record is not None else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,9 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             print("jaxrun: --coordinator_address port 0 needs a single node", file=sys.stderr)
             return 2
         port = _free_port()
-    root = Path(a.log_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    run_dir = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4()}_", dir=root))
+    run_dir = elastic.new_run_dir(a.log_dir, str(uuid.uuid4()))
     argv0 = [sys.executable, *(["-m"] if a.module else []), a.script, *a.script_args]
 
     interrupts = Interrupts()
@@ -249,7 +233,11 @@ def main(argv: list[str] | None = None) -> int:
             proctree.release_subreaper()
     if failure is not None:
         r, rc = failure
-        print(_summary(a.script, r, rc, socket.gethostname()), file=sys.stderr, flush=True)
+        record = elastic.read_error_file(r.folder / elastic.ERROR_FILE)
+        own = os.environ.get(env_names.ERROR_FILE)
+        if own and record is not None:  # as torchrun's @record on its main does
+            elastic.write_launcher_error(own, record, rc)
+        print(_summary(a.script, r, rc, socket.gethostname(), record), file=sys.stderr, flush=True)
         return exit_code(rc, stall=None, interrupted=False, killed_after_grace=False, failure=None)
     killed = shutdown.killed_after_grace
     return exit_code(0, stall=None, interrupted=signalled, killed_after_grace=killed, failure=None)
@@ -260,12 +248,12 @@ def _start(a: argparse.Namespace, argv0: list[str], run_dir: Path, host: str, po
     shown = None if a.local_ranks_filter is None else {int(x) for x in a.local_ranks_filter.split(",")}
     ranks = []
     for local in range(a.nproc_per_node):
-        folder = run_dir / "attempt_0" / str(local)
+        folder = elastic.rank_dir(run_dir, local)
         folder.mkdir(parents=True)
         r = _Rank(local, a.node_rank * a.nproc_per_node + local, folder)
         r.proc = subprocess.Popen(
             argv0,
-            env=rank_env(a, local, host, port, folder / "error.json"),
+            env=rank_env(a, local, host, port, folder / elastic.ERROR_FILE),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -280,8 +268,8 @@ def _start(a: argparse.Namespace, argv0: list[str], run_dir: Path, host: str, po
         prefix = f"[default{r.local}]:".encode()
         assert r.proc is not None and r.proc.stdout is not None and r.proc.stderr is not None
         for bit, src, name, console in (
-            (1, r.proc.stdout, "stdout.log", sys.stdout.buffer),
-            (2, r.proc.stderr, "stderr.log", sys.stderr.buffer),
+            (1, r.proc.stdout, elastic.STDOUT, sys.stdout.buffer),
+            (2, r.proc.stderr, elastic.STDERR, sys.stderr.buffer),
         ):
             shown_on = console if mask & bit else None
             t = threading.Thread(target=_pump, args=(src, r.folder / name, shown_on, prefix), daemon=True)
@@ -318,7 +306,7 @@ def _supervise(
             rc = r.proc.poll()
             if rc not in (None, 0) and failure is None and not shutdown.requested:
                 failure = (r, rc)
-                what = f"failed (exitcode: {rc}) local_rank: {r.local} (pid: {r.proc.pid})"
+                what = elastic.failed_line_text(rc, r.local, r.proc.pid)
                 print(f"jaxrun: rank {r.rank} {what}", file=sys.stderr, flush=True)
                 _ask(ranks, signal.SIGTERM)
                 shutdown.begin()

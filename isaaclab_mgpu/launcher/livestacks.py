@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-from isaaclab_mgpu.contract import env
+from isaaclab_mgpu.contract import elastic, env
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.stacks import STACK_FILE, STACK_SIGNAL
 from isaaclab_mgpu.launcher.supervise import stacks
@@ -110,7 +110,7 @@ def find_runs(processes: Iterable[psutil.Process] | None = None) -> list[LiveRun
         except (psutil.Error, OSError):
             continue
         ready = STACK_SIGNAL is not None and _caught(proc.pid, STACK_SIGNAL)
-        rank = LiveRank(where[0], where[1], proc, Path(error_file).parent / STACK_FILE, ready)
+        rank = LiveRank(where[0], where[1], proc, elastic.beside_error_file(error_file, STACK_FILE), ready)
         found.setdefault(run_id, []).append((started, environ.get(env.RUN_STAMP), rank, cwd))
     runs = [
         LiveRun(

@@ -42,6 +42,7 @@ from typing import Protocol
 
 import psutil
 
+from isaaclab_mgpu.contract import elastic
 from isaaclab_mgpu.contract import probe_channel as channel
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, Interrupted, UsageError
 from isaaclab_mgpu.launcher import workarounds
@@ -447,23 +448,9 @@ def _error_text(outcome: RunResult, folder: Path) -> str:
 
 
 def _first_error_file(logs: Path) -> str | None:
-    """The message of the earliest per-rank error file torchrun's ``@record`` wrote."""
-    import json
-
-    found = []
-    for path in logs.glob("**/error.json"):
-        try:
-            data = json.loads(path.read_text())["message"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if isinstance(data, dict):
-            stamp = int(data.get("extraInfo", {}).get("timestamp", 0) or 0)
-            text = str(data.get("message", "")).strip().splitlines()
-        else:
-            stamp, text = 0, str(data).strip().splitlines()
-        if text:
-            found.append((stamp, f"local rank {path.parent.name}: {text[-1]}"))
-    return min(found)[1] if found else None
+    """The message of the first per-rank error file torchrun's ``@record`` wrote under ``logs``."""
+    first = elastic.first_error(elastic.error_files(logs))
+    return f"local rank {first.local_rank}: {first.message}" if first is not None else None
 
 
 @contextlib.contextmanager

@@ -77,7 +77,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from isaaclab_mgpu.contract.env import LAUNCHER_PID, RUN_DIR
+from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, RUN_DIR
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.launcher import nvml
 from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
@@ -463,9 +463,8 @@ class Supervisor:
         newest = lambda: logs.newest_run_dir(self.cmd.log_dir, self._since)  # noqa: E731
         failure = None
         if not self._interrupted and rc != 0:
-            failure, self._log_dir = first_failure(
-                self._output.lines, self._log_dir, min(self.cmd.rank_devices, default=0), newest
-            )
+            first_rank, own = min(self.cmd.rank_devices, default=0), self.cmd.env.get(ERROR_FILE)
+            failure, self._log_dir = first_failure(self._output.lines, self._log_dir, first_rank, newest, own)
         elsewhere = None
         if failure is not None and self._stall is None and self._watch is not None and _peer_broke(failure):
             # Before the watch is released: the other nodes' reports say which one went away.

@@ -1,10 +1,10 @@
-"""Where a run's per-rank logs are, and when each rank last wrote to them.
+"""Where an attempt's per-rank logs are, and when each rank last wrote to them.
 
-torchrun names the run's log folder ``<log_dir>/<run_id>_<rand>`` itself; the supervisor learns
-it from a rank's environment (``TORCHELASTIC_ERROR_FILE`` is ``<run dir>/attempt_<k>/<local
-rank>/error.json``) while the ranks run, or afterwards from the newest folder of the log root made
-since the start. The stall watch's output fallback (``--stall_on_silence``) reads the per-rank
-log files' change times.
+The launcher names the attempt's log folder ``<log_dir>/<run_id>_<rand>`` itself (the layout is
+:mod:`isaaclab_mgpu.contract.elastic`'s); the supervisor learns it from a rank's environment (its
+``TORCHELASTIC_ERROR_FILE``) while the ranks run, or afterwards from the newest folder of the
+attempt's ``--log_dir`` made since the start. The stall watch's output fallback
+(``--stall_on_silence``) reads the per-rank log files' change times.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from isaaclab_mgpu.contract import env
-from isaaclab_mgpu.launcher.supervise import rootcause
+from isaaclab_mgpu.contract import elastic, env
 
 __all__ = ["from_ranks", "newest_run_dir", "output_times"]
 
@@ -32,7 +31,7 @@ def from_ranks(launcher: psutil.Process | None) -> str | None:
         except (psutil.Error, OSError):
             continue
         if path:
-            return str(Path(path).parent.parent.parent)
+            return str(elastic.run_dir_of(path))
     return None
 
 
@@ -48,12 +47,13 @@ def newest_run_dir(root: str, since: float) -> str | None:
 def output_times(run_dir: str, ranks: tuple[int, ...]) -> dict[int, float]:
     """Each local rank's last output (its log files' newest change), by global rank."""
     times = {}
+    folders = elastic.rank_dirs(run_dir)
     for local, rank in enumerate(ranks):
-        folder = rootcause.rank_folder(run_dir, local)
+        folder = folders.get(local)
         if folder is None:
             continue
         stamps = []
-        for name in ("stdout.log", "stderr.log"):
+        for name in (elastic.STDOUT, elastic.STDERR):
             with contextlib.suppress(OSError):
                 info = (folder / name).stat()
                 if info.st_size:  # an empty file is the launcher's, not the rank's output

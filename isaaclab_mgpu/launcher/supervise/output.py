@@ -2,12 +2,13 @@
 
 The launcher's stdout is passed straight through (or, with ``SuperviseOptions.on_stdout``, handed
 line by line to a live progress view); its stderr is read line by line to find failures (the
-``failed (exitcode: N) local_rank: L`` line and the "Root Cause" summary, :mod:`.rootcause`), and
-mirrored to the console minus torch elastic's own Python traceback, minus its failure summary (the
-``====`` block with "Root Cause", which mgpu's own lines retell with the rank's reason; shown with
-``--debug``, and read here either way) and, once mgpu has asked the launcher to stop, minus the
-launcher's own ``KeyboardInterrupt`` traceback (a Ctrl-C during its start-up imports lands in the
-middle of ``import torch``). Both are read by daemon threads, joined before the result.
+``failed (exitcode: N) local_rank: L`` line and the "Root Cause" summary, parsed by
+:mod:`isaaclab_mgpu.contract.elastic`), and mirrored to the console minus torch elastic's own
+Python traceback, minus its failure summary (the ``====`` block with "Root Cause", which mgpu's
+own lines retell with the rank's reason; shown with ``--debug``, and read here either way) and,
+once mgpu has asked the launcher to stop, minus the launcher's own ``KeyboardInterrupt`` traceback
+(a Ctrl-C during its start-up imports lands in the middle of ``import torch``). Both are read by
+daemon threads, joined before the result.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import IO
 
-from isaaclab_mgpu.launcher.supervise import rootcause
+from isaaclab_mgpu.contract import elastic
 
 __all__ = ["LauncherOutput"]
 
@@ -91,7 +92,7 @@ class LauncherOutput:
             if not line.startswith("["):
                 self.lines.append(line)
                 if self.failed is None:
-                    self.failed = rootcause.failed_line(line)
+                    self.failed = elastic.failed_line(line)
             if out is None:
                 continue
             if not self.failure_summary:

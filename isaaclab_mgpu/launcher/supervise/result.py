@@ -1,8 +1,16 @@
 """How a supervised run ended: :class:`RunResult`, the first failed rank, and the exit code.
 
-torchrun always exits 1 when a worker fails, so the rank's real code (or signal) is read from the
-launcher's "Root Cause" summary on its stderr, and the traceback from that rank's ``@record``
-error file, even when its console output was filtered (see :mod:`.rootcause`). Exit codes are
+torchrun always exits 1 when a worker fails, so :func:`first_failure` asks, in this order, what
+torch elastic left (:mod:`isaaclab_mgpu.contract.elastic` knows every file and format):
+
+1. the launcher's own error file: its copy of the root cause's ``@record`` file with the rank's
+   exit code (``errorCode``), matched to the rank folder that holds the original;
+2. else the launcher's report on its stderr (the "Root Cause" entry, or the first "failed
+   (exitcode: …)" line): the only record of a rank killed by a signal, which leaves no file;
+3. else the earliest of the ranks' error files (torch's timestamp, else the file's time).
+
+The traceback then comes from that rank's error file, even when its console output was filtered,
+else the tail of its ``stderr.log``; its one-line reason from its ``reason.txt``. Exit codes are
 listed in :mod:`isaaclab_mgpu.contract.errors`; :func:`exit_code` is where they are chosen.
 """
 
@@ -13,10 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from isaaclab_mgpu.contract import reasons
+from isaaclab_mgpu.contract import elastic, reasons
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE
 from isaaclab_mgpu.contract.summary import Straggler
-from isaaclab_mgpu.launcher.supervise import rootcause
 from isaaclab_mgpu.launcher.supervise.stall import Stall
 
 __all__ = ["RankFailure", "RunResult", "exit_code", "first_failure"]
@@ -64,7 +71,7 @@ class RankFailure:
     @property
     def code(self) -> int:
         """The shell-style code of this failure: the exit code, or 128+N for signal N."""
-        return rootcause.exit_status_code(self.exit_code, self.signal)
+        return elastic.exit_status_code(self.exit_code, self.signal)
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ class RunResult:
     """The first failed rank, when a rank failed."""
 
     log_dir: str | None
-    """This run's per-rank log folder (``<log_dir>/<run_id>_<rand>``)."""
+    """This attempt's per-rank log folder (``<log_dir>/<run_id>_<rand>``, see :mod:`.contract.elastic`)."""
 
     survivors: tuple[int, ...]
     """PIDs of the tree still alive at the end; empty unless a process could not be killed."""
@@ -119,39 +126,58 @@ def exit_code(
 
 
 def first_failure(
-    lines: Iterable[str], run_dir: str | None, first_rank: int, newest: Callable[[], str | None]
+    lines: Iterable[str],
+    run_dir: str | None,
+    first_rank: int,
+    newest: Callable[[], str | None],
+    launcher_file: str | None = None,
 ) -> tuple[RankFailure | None, str | None]:
-    """The first failed rank from the launcher's stderr ``lines`` and the run's log folder.
+    """The first failed rank from the ranks' error files, the launcher's and its stderr ``lines``.
 
     ``run_dir`` is the run's log folder when known, else the failure summary's error file names
-    it, else ``newest()`` is looked in. Returns the failure and the run's folder as now known
-    (the guess from ``newest`` is not kept).
+    it, else ``newest()`` is looked in; ``launcher_file`` is the launcher's own error file, when it
+    was given one. Returns the failure and the run's folder as now known (the guess from
+    ``newest`` is not kept).
     """
-    parsed = rootcause.parse_root_cause(lines)
-    if run_dir is None and parsed is not None and parsed.error_file:
-        run_dir = str(Path(parsed.error_file).parent.parent.parent)
+    told = elastic.parse_root_cause(lines)
+    if run_dir is None and told is not None and told.error_file:
+        run_dir = str(elastic.run_dir_of(told.error_file))
     known = run_dir
     run_dir = run_dir or newest()
-    if parsed is None:
-        earliest = rootcause.earliest_error_file(run_dir)
-        if earliest is None:
-            return None, known
-        parsed = rootcause.ParsedFailure(None, earliest[0], None, None, None, str(earliest[1]))
-    code, sig = rootcause.split_exitcode(parsed.exitcode)
-    folder = rootcause.rank_folder(run_dir, parsed.local_rank)
-    error_file = parsed.error_file or (str(folder / "error.json") if folder else None)
-    tb = rootcause.read_error_file(error_file) if error_file else None
-    rank = parsed.rank
-    if rank is None and parsed.local_rank is not None:
-        rank = first_rank + parsed.local_rank
+    folders = elastic.rank_dirs(run_dir)
+    records = {r.path.parent: r for r in elastic.error_files(run_dir)}
+    copy = elastic.read_error_file(launcher_file) if launcher_file else None
+    cause = next((r for r in records.values() if copy is not None and r.same_failure(copy)), None)
+    if cause is not None and cause.local_rank is not None:
+        local, exitcode = cause.local_rank, copy.error_code if copy is not None else None
+        if exitcode is None and told is not None and told.local_rank == local:
+            exitcode = told.exitcode
+    elif told is not None:
+        local, exitcode = told.local_rank, told.exitcode
+    elif (cause := elastic.first_error(records.values())) is not None:
+        local, exitcode = cause.local_rank, None
+    else:
+        return None, known
+    same = told is not None and told.local_rank == local
+    folder = folders.get(local) if local is not None else None
+    if told is not None and same and told.error_file:
+        folder = Path(told.error_file).parent
+    record = records.get(folder) if folder is not None else None
+    if record is None and same and told is not None and told.error_file:
+        record = elastic.read_error_file(told.error_file)
+    code, sig = elastic.split_exitcode(exitcode)
+    rank = told.rank if same and told is not None else None
+    if rank is None and local is not None:
+        rank = first_rank + local
+    tb = record.text() if record is not None else None
     failure = RankFailure(
         rank=rank,
-        local_rank=parsed.local_rank,
-        host=parsed.host or socket.gethostname(),
+        local_rank=local,
+        host=(told.host if same and told is not None else None) or socket.gethostname(),
         exit_code=code,
         signal=sig,
         traceback=tb,
-        stderr_tail=None if tb else rootcause.tail(folder / "stderr.log" if folder else None),
+        stderr_tail=None if tb else elastic.tail(folder / elastic.STDERR if folder else None),
         log_path=str(folder) if folder else None,
         reason=reasons.read(folder),
     )

@@ -1,0 +1,421 @@
+"""torch elastic's per-rank logs, its error files and its failure report: the one place that knows them.
+
+**Layout.** torchrun (its ``DefaultLogsSpecs``) writes under ``--log_dir``::
+
+    <log_dir>/<run_id>_<rand>/attempt_<restart>/<local_rank>/stdout.log
+                                                             stderr.log
+                                                             error.json   (@record, on failure)
+                                                             reason.txt   (ours: the rank's reason)
+                                                             stack.txt    (ours: its live stacks)
+
+``<run_id>`` is ``--rdzv_id`` (``--standalone``: a fresh uuid), ``<rand>`` is ``mkdtemp``'s, and
+``<restart>`` counts torchrun's own restarts: always 0 under mgpu, which gives torchrun none and
+restarts the whole launch itself. Each rank learns its folder from ``TORCHELASTIC_ERROR_FILE``
+(the ``error.json`` path); what mgpu's ranks add (``reason.txt``, ``stack.txt``) goes beside it
+(:func:`beside_error_file`). ``python -m isaaclab_mgpu.jaxrun`` writes the same layout
+(:func:`new_run_dir`, :func:`rank_dir`), so one reader serves both launchers.
+
+mgpu names the ``--log_dir`` it gives each attempt: ``<log root>/<run name>/attempt_<k>``
+(:func:`attempt_log_dir`; root ``logs/mgpu`` unless ``--log_dir`` moves it, ``<k>`` mgpu's attempt
+number), so a run's attempts sit side by side under one folder named by the run, each holding the
+one ``<run_id>_<rand>`` folder its launcher made.
+
+**Error files.** ``@record`` writes ``{"message": {"message": "ValueError: …", "extraInfo":
+{"py_callstack": "Traceback …", "timestamp": "<epoch seconds>"}}}`` (an older form has a plain
+string ``message``). A launcher that itself has ``TORCHELASTIC_ERROR_FILE`` set copies its root
+cause's file there, adding ``"errorCode"`` (the rank's exit code): mgpu gives each attempt's
+launcher :data:`LAUNCHER_ERROR_FILE` (:func:`launcher_error_file`); torchrun's ``@record`` on its
+``main`` writes it, jaxrun does the same (:func:`write_launcher_error`). :func:`read_error_file`
+is the one parser. The first failure among several files is picked by one rule
+(:func:`first_error`): torch's own ``timestamp`` (whole seconds), else the file's change time;
+the change time breaks ties. torch picks its root cause by the same timestamps.
+
+**The failure report.** torchrun exits 1 whatever its workers did; the rank's code, or the signal
+that killed it, reaches the launcher's stderr only as text: a ``failed (exitcode: N) local_rank:
+L (pid: P)`` log line when a worker fails, and at the end a summary whose ``Root Cause (first
+observed failure):`` entry lists ``host``, ``rank : R (local_rank: L)``, ``exitcode : N (pid:
+P)`` (negative N: killed by signal -N), ``error_file`` and ``traceback``. jaxrun prints the same
+through :func:`failed_line_text` and :func:`failure_summary`, beside the parsers
+(:func:`failed_line`, :func:`parse_root_cause`). These are the fallback: a reader asks the error
+files first (see :mod:`isaaclab_mgpu.launcher.supervise.result`), and a wording change in torch
+then only costs what no file holds (a rank killed by a signal leaves none).
+
+Standard library only: the rank side (reasons, stacks) and the launcher side both import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ERROR_FILE",
+    "LAUNCHER_ERROR_FILE",
+    "REASON_FILE",
+    "ROOT_CAUSE_HEADER",
+    "STACK_FILE",
+    "STDERR",
+    "STDOUT",
+    "ErrorRecord",
+    "RootCause",
+    "attempt_log_dir",
+    "beside_error_file",
+    "error_files",
+    "exit_status_code",
+    "failed_line",
+    "failed_line_text",
+    "failure_summary",
+    "first_error",
+    "launcher_error_file",
+    "new_run_dir",
+    "parse_root_cause",
+    "rank_dir",
+    "rank_dirs",
+    "ranks_folder",
+    "read_error_file",
+    "run_dir_of",
+    "split_exitcode",
+    "tail",
+    "write_launcher_error",
+]
+
+STDOUT = "stdout.log"
+STDERR = "stderr.log"
+#: The rank's ``@record`` error file (``TORCHELASTIC_ERROR_FILE`` names it).
+ERROR_FILE = "error.json"
+#: A rank's one-line reason (:mod:`isaaclab_mgpu.contract.reasons`), beside its error file.
+REASON_FILE = "reason.txt"
+#: A rank's stack dumps (:mod:`isaaclab_mgpu.contract.stacks`), beside its error file.
+STACK_FILE = "stack.txt"
+#: The launcher's own error file in an attempt's log folder: its root cause's, with ``errorCode``.
+LAUNCHER_ERROR_FILE = "launcher_error.json"
+_ATTEMPT = "attempt_"
+#: Lines of a traceback kept for the console.
+TRACEBACK_LINES = 15
+
+
+# -- layout --------------------------------------------------------------------------------------
+
+
+def attempt_log_dir(root: str, run_name: str, attempt: int) -> str:
+    """``<root>/<run_name>/attempt_<attempt>``: the ``--log_dir`` mgpu gives one attempt's launcher."""
+    return os.path.join(root, run_name, f"{_ATTEMPT}{attempt}")
+
+
+def launcher_error_file(log_dir: str | Path, owner: str = "") -> Path:
+    """Where the launcher of the attempt logging into ``log_dir`` copies its root cause's error file;
+    ``owner`` (the ``mgpu`` process's host and PID) keeps two runs of one task that share the folder
+    apart."""
+    name = f"{LAUNCHER_ERROR_FILE[: -len('.json')]}.{owner}.json" if owner else LAUNCHER_ERROR_FILE
+    return Path(log_dir) / name
+
+
+def new_run_dir(log_dir: str | Path, run_id: str) -> Path:
+    """Create ``<log_dir>/<run_id>_<rand>`` as torchrun does, and return it."""
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{run_id}_", dir=log_dir))
+
+
+def rank_dir(run_dir: str | Path, local_rank: int, restart: int = 0) -> Path:
+    """``<run_dir>/attempt_<restart>/<local_rank>``: one rank's log folder."""
+    return Path(run_dir) / f"{_ATTEMPT}{restart}" / str(local_rank)
+
+
+def run_dir_of(error_file: str | Path) -> Path:
+    """The ``<run_id>_<rand>`` folder of a rank's error file path."""
+    return Path(error_file).parent.parent.parent
+
+
+def beside_error_file(error_file: str | Path, name: str) -> Path:
+    """The file ``name`` in the rank's own log folder (the folder of its error file)."""
+    return Path(error_file).parent / name
+
+
+def _restart(folder: Path) -> int | None:
+    number = folder.name.removeprefix(_ATTEMPT)
+    return int(number) if folder.name.startswith(_ATTEMPT) and number.isdigit() else None
+
+
+def rank_dirs(run_dir: str | Path | None) -> dict[int, Path]:
+    """Each local rank's log folder in ``run_dir``, of the latest restart that has it."""
+    found: dict[int, tuple[int, Path]] = {}
+    if run_dir is None:
+        return {}
+    try:
+        restarts = [(n, p) for p in Path(run_dir).iterdir() if (n := _restart(p)) is not None]
+    except OSError:
+        return {}
+    for number, attempt in restarts:
+        try:
+            ranks = [p for p in attempt.iterdir() if p.name.isdigit() and p.is_dir()]
+        except OSError:
+            continue
+        for folder in ranks:
+            local = int(folder.name)
+            if local not in found or found[local][0] < number:
+                found[local] = (number, folder)
+    return {local: folder for local, (_, folder) in sorted(found.items())}
+
+
+def ranks_folder(run_dir: str | Path) -> Path | None:
+    """``<run_dir>/attempt_<restart>`` of the latest restart: the folder of the per-rank folders."""
+    try:
+        restarts = [(n, p) for p in Path(run_dir).iterdir() if (n := _restart(p)) is not None]
+    except OSError:
+        return None
+    return max(restarts)[1] if restarts else None
+
+
+def tail(path: str | Path | None, lines: int = 8) -> str | None:
+    """The last ``lines`` non-empty lines of a text file (a rank's ``stderr.log``), or None."""
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_bytes()[-16384:].decode(errors="replace")
+    except OSError:
+        return None
+    kept = [line for line in text.splitlines() if line.strip()][-lines:]
+    return "\n".join(kept) or None
+
+
+# -- error files ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """One ``@record`` error file, parsed."""
+
+    path: Path
+    """The file."""
+
+    local_rank: int | None
+    """The rank whose folder holds it (None: a launcher's copy)."""
+
+    message: str
+    """The exception as one line (``ValueError: bad value``)."""
+
+    traceback: str | None
+    """The Python traceback (``py_callstack``), when recorded."""
+
+    timestamp: float | None
+    """When the rank recorded it (torch's ``timestamp``, whole seconds since the epoch)."""
+
+    error_code: int | None
+    """The rank's exit code, where a launcher added it to its copy (``errorCode``)."""
+
+    mtime: float
+    """The file's change time (seconds since the epoch)."""
+
+    @property
+    def when(self) -> float:
+        """torch's timestamp, else the file's change time: the first-failure rule's key."""
+        return self.timestamp if self.timestamp is not None else self.mtime
+
+    def text(self, lines: int = TRACEBACK_LINES) -> str | None:
+        """The last ``lines`` lines of the traceback, else the message; None when both are empty."""
+        body = (self.traceback or self.message).rstrip()
+        return "\n".join(body.splitlines()[-lines:]) or None
+
+    def same_failure(self, other: ErrorRecord) -> bool:
+        """True when ``other`` records the same exception at the same time (a launcher's copy)."""
+        key = lambda r: (r.message, r.traceback, r.timestamp)  # noqa: E731
+        return key(self) == key(other)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return float(value.strip())
+    return None
+
+
+def read_error_file(path: str | Path) -> ErrorRecord | None:
+    """The error file at ``path``, or None when it is absent, unreadable or records nothing."""
+    path = Path(path)
+    try:
+        mtime = path.stat().st_mtime
+        data = json.loads(path.read_text(errors="replace").strip() or "null")
+    except (OSError, ValueError):
+        return None
+    body = data.get("message") if isinstance(data, dict) else None
+    traceback = stamp = code = None
+    if isinstance(body, dict):
+        message = body.get("message")
+        extra = body.get("extraInfo") if isinstance(body.get("extraInfo"), dict) else {}
+        traceback = extra.get("py_callstack") if isinstance(extra.get("py_callstack"), str) else None
+        stamp = _number(extra.get("timestamp"))
+        found = _number(body.get("errorCode"))
+        code = int(found) if found is not None else None
+    else:
+        message = body
+    if not isinstance(message, str):
+        message = ""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    if not lines and not traceback:
+        return None
+    local = int(path.parent.name) if path.parent.name.isdigit() else None
+    one_line = lines[-1].strip() if lines else traceback.strip().splitlines()[-1].strip()  # type: ignore[union-attr]
+    return ErrorRecord(path, local, one_line, traceback, stamp, code, mtime)
+
+
+def error_files(root: str | Path | None) -> list[ErrorRecord]:
+    """Every rank's error file under ``root`` (a run folder or any folder above one), parsed once."""
+    if root is None:
+        return []
+    found = []
+    for path in Path(root).rglob(ERROR_FILE):
+        if path.parent.name.isdigit() and _restart(path.parent.parent) is not None:
+            record = read_error_file(path)
+            if record is not None:
+                found.append(record)
+    return found
+
+
+def first_error(records: Iterable[ErrorRecord]) -> ErrorRecord | None:
+    """The first failure: the earliest :attr:`ErrorRecord.when`, the change time breaking ties."""
+    return min(records, key=lambda r: (r.when, r.mtime), default=None)
+
+
+def write_launcher_error(path: str | Path, root_cause: ErrorRecord, exit_code: int) -> None:
+    """Copy ``root_cause``'s error file to ``path`` with ``errorCode`` set, as torch's ``@record`` does
+    for a launcher; never raises."""
+    try:
+        data = json.loads(root_cause.path.read_text(errors="replace"))
+        if isinstance(data, dict) and isinstance(data.get("message"), dict):
+            data["message"]["errorCode"] = exit_code
+        Path(path).write_text(json.dumps(data))
+    except (OSError, ValueError):
+        pass
+
+
+# -- exit statuses -------------------------------------------------------------------------------
+
+
+def split_exitcode(code: int | None) -> tuple[int | None, str | None]:
+    """torch elastic's code (negative: signal) → (exit code, signal name)."""
+    if code is None or code >= 0:
+        return code, None
+    try:
+        return None, signal.Signals(-code).name
+    except ValueError:
+        return None, f"signal {-code}"
+
+
+def exit_status_code(exit_code: int | None, signal_name: str | None) -> int:
+    """The shell-style code for a rank's end: its exit code, or 128+N for signal N; never 0."""
+    if signal_name is not None:
+        try:
+            return 128 + int(signal.Signals[signal_name])
+        except KeyError:
+            digits = re.sub(r"\D", "", signal_name)
+            return 128 + int(digits) if digits else 1
+    return exit_code if exit_code else 1
+
+
+# -- the launcher's failure report (torchrun's wording; jaxrun prints it through these) -----------
+
+ROOT_CAUSE_HEADER = "Root Cause (first observed failure):"
+_FAILED_LINE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(\d+)\)")
+_EXITCODE = re.compile(r"(-?\d+)(?:\s*\(pid:\s*(\d+)\))?")
+_NO_FILE = "<N/A>"
+_RULE = "=" * 60
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """A failure as the launcher's report tells it."""
+
+    rank: int | None
+    """Global rank, when the summary named it."""
+
+    local_rank: int | None
+    """Local rank on its node."""
+
+    host: str | None
+    """Host name from the summary."""
+
+    exitcode: int | None
+    """torch elastic's exit code: the rank's code, or -N for signal N."""
+
+    pid: int | None
+    """PID of the failed rank."""
+
+    error_file: str | None
+    """Path of the rank's ``@record`` error file, when the launcher named one."""
+
+
+def failed_line_text(exitcode: int, local_rank: int, pid: int) -> str:
+    """The launcher's log phrase for a failed worker, as torch elastic words it."""
+    return f"failed (exitcode: {exitcode}) local_rank: {local_rank} (pid: {pid})"
+
+
+def failed_line(line: str) -> tuple[int, int, int] | None:
+    """``(exitcode, local_rank, pid)`` from a launcher's "failed (exitcode: …)" log line."""
+    if line.startswith("["):  # a rank's own tee'd output, not the launcher's
+        return None
+    m = _FAILED_LINE.search(line)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def failure_summary(script: str, cause: RootCause, traceback: str | None, when: float | None = None) -> str:
+    """The launcher's closing failure summary with one Root Cause entry, in torchrun's layout."""
+    lines = (traceback or "no traceback: wrap the rank's main in torch elastic's @record").splitlines()
+    stamp = time.strftime("%Y-%m-%d_%H:%M:%S", time.localtime(when))
+    return "\n".join(
+        [
+            _RULE,
+            f"{script} FAILED",
+            "-" * 60,
+            ROOT_CAUSE_HEADER,
+            "[0]:",
+            f"  time      : {stamp}",
+            f"  host      : {cause.host}",
+            f"  rank      : {cause.rank} (local_rank: {cause.local_rank})",
+            f"  exitcode  : {cause.exitcode} (pid: {cause.pid})",
+            f"  error_file: {cause.error_file or _NO_FILE}",
+            f"  traceback : {lines[0]}",
+            *(f"    {line}" for line in lines[1:]),
+            _RULE,
+        ]
+    )
+
+
+def parse_root_cause(lines: Iterable[str]) -> RootCause | None:
+    """The root-cause entry of the launcher's last failure summary, or the first "failed" line."""
+    lines = list(lines)
+    start = max((i for i, line in enumerate(lines) if ROOT_CAUSE_HEADER in line), default=None)
+    if start is None:
+        first = next((f for f in map(failed_line, lines) if f is not None), None)
+        if first is None:
+            return None
+        code, local, pid = first
+        return RootCause(None, local, None, code, pid, None)
+    fields: dict[str, str] = {}
+    for line in lines[start + 1 :]:
+        if line.startswith("====="):
+            break
+        m = _FIELD.match(line)
+        if m and m.group(1) not in fields:
+            fields[m.group(1)] = m.group(2).strip()
+    rank = local = code = pid = None
+    if m := _RANK.match(fields.get("rank", "")):
+        rank, local = int(m.group(1)), int(m.group(2))
+    if m := _EXITCODE.match(fields.get("exitcode", "")):
+        code = int(m.group(1))
+        pid = int(m.group(2)) if m.group(2) else None
+    error_file = fields.get("error_file")
+    if not error_file or error_file.startswith("<"):
+        error_file = None
+    return RootCause(rank, local, fields.get("host") or None, code, pid, error_file)
