@@ -85,11 +85,14 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
         if "iteration 2/" in line or time.monotonic() > deadline:
             break
     # Each rank is named in ps: which rank of which run, in which attempt.
-    titles = sorted(
-        " ".join(p.cmdline()).strip()
+    titled = [
+        p
         for p in psutil.Process(proc.pid).children(recursive=True)
-        if " ".join(p.cmdline()).startswith("mgpu rank ")
-    )
+        if p.cmdline()[0].startswith("mgpu rank ")
+    ]
+    titles = sorted(" ".join(p.cmdline()).strip() for p in titled)
+    # Renamed, each keeps its environment readable: mgpu finds its ranks by their MGPU_RUN_ID there.
+    assert sorted(p.environ().get("RANK") for p in titled) == ["0", "1"], titles
     assert [t.split(" · ")[0] for t in titles] == ["mgpu rank 0/2", "mgpu rank 1/2"], titles
     named = all("isaaclab_mgpu.worker" in t and "run " in t and t.endswith("attempt 0") for t in titles)
     assert named, titles
