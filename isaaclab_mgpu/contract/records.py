@@ -54,7 +54,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar, get_args, get_origin
 
-__all__ = ["ROW", "Older", "OneOf", "Range", "Reading", "RecordError", "plain", "read", "strict"]
+__all__ = [
+    "ROW",
+    "Count",
+    "NonNegative",
+    "Older",
+    "OneOf",
+    "Range",
+    "Reading",
+    "RecordError",
+    "plain",
+    "read",
+    "strict",
+]
 
 T = TypeVar("T")
 
