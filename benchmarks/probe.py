@@ -9,8 +9,8 @@ compared instead) over the plain loop's, both the slowest rank's mean time per a
 last figure is the per-repeat geometric mean of those ratios over all sizes. Goal: within 5 %
 (0.95–1.05×); a ratio above 1 means the probe measured more bandwidth than the plain loop.
 
-Hang. ``probe-nccl --timeout T`` runs a long all-reduce loop; as soon as rank ``N-1``'s heartbeat
-says it is in the timed loop it is SIGSTOPped (a rank stuck in the kernel or in a dead peer looks
+Hang. ``probe-nccl --timeout T`` runs a long all-reduce loop; as soon as rank ``N-1``'s progress
+report says it is in the timed loop it is SIGSTOPped (a rank stuck in the kernel or in a dead peer looks
 the same from outside). The figures are the time from that signal until ``probe-nccl`` exits with
 its hang report (ranks named, stacks collected, tree torn down), and how far past the timeout
 that report came. Plain torchrun has no such report: its ranks wait in the collective until the
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from statistics import geometric_mean
 
-from isaaclab_mgpu.contract import probe_channel as channel
+from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.launcher.probe.config import parse_sizes
 from isaaclab_mgpu.launcher.probe.results import bandwidths
 
@@ -80,7 +80,7 @@ def bandwidth(nbytes: int, seconds: float, world_size: int) -> float:
 def hang_once(timeout: float, log_dir: str) -> tuple[float, float, str]:
     """Stop one rank in the timed loop; return (s from the stop to the report, s past timeout, status)."""
     n = ranks()
-    log_dir = tempfile.mkdtemp(dir=log_dir)  # its own folder: no heartbeat of an earlier launch
+    log_dir = tempfile.mkdtemp(dir=log_dir)  # its own folder: no report of an earlier launch
     argv = [MGPU, "probe-nccl", *_device_args(), "--sizes", "256K", "--iters", "100000000"]
     argv += ["--warmup", "0", "--timeout", str(timeout), "--json", "--log_dir", log_dir]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -88,7 +88,7 @@ def hang_once(timeout: float, log_dir: str) -> tuple[float, float, str]:
     while proc.poll() is None:
         if stopped is None:
             for folder in Path(log_dir).glob(f"probe-*/ws{n}"):
-                beat = channel.read_heartbeats(folder).get(n - 1)
+                beat = progress.Reports(folder).read().get(n - 1)
                 if beat and beat.stage == "collective" and beat.phase == "timed":
                     try:
                         os.kill(beat.pid, signal.SIGSTOP)

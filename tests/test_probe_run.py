@@ -14,6 +14,7 @@ import pytest
 
 from isaaclab_mgpu import cli
 from isaaclab_mgpu.contract import probe_channel as channel
+from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.launcher.probe.bisect import find_workarounds
 from isaaclab_mgpu.launcher.probe.config import ProbeOptions, parse_sizes
 from isaaclab_mgpu.launcher.probe.results import bus_factor
@@ -126,7 +127,7 @@ def _hang_run(tmp_path, timeout, act, grace=60):
             if acted_at is None:
                 beats = {}
                 for folder in tmp_path.glob("probe-*/ws2"):
-                    beats = channel.read_heartbeats(folder)
+                    beats = progress.Reports(folder).read()
                 beat = beats.get(1)
                 if beat is not None and beat.stage == "collective" and beat.phase == "timed":
                     act(proc, beat)

@@ -7,10 +7,13 @@ in a run: the launcher (``mgpu``, :mod:`isaaclab_mgpu.launcher`), the ranks
 - :mod:`.errors` — the error hierarchy and the exit codes it maps to;
 - :mod:`.env` — the environment variables the launcher hands to the ranks;
 - :mod:`.layout` — the run folder's layout; :mod:`.summary` — its ``summary.json``, one typed record;
+- :mod:`.records` — the one reader and writer of typed records as JSON (the summary, checkpoint
+  metadata, progress reports, the nodes' reports to each other), driven by the dataclasses' fields;
 - :mod:`.files` — the one atomic file write;
-- :mod:`.progress` — the progress report a rank writes and its supervisor reads, and the ranks'
-  reporting API (public as :mod:`isaaclab_mgpu.progress`);
-- :mod:`.probe_channel` — the probe ranks' heartbeat, result and stack files;
+- :mod:`.progress` — the progress report a rank writes and its supervisor (or the probe's parent)
+  reads, both halves, and the ranks' reporting API (public as :mod:`isaaclab_mgpu.progress`);
+- :mod:`.probe_channel` — what the probe ranks add to the progress channel: their stages, result
+  and stack files;
 - :mod:`.devices` — the device-list reader (``CUDA_VISIBLE_DEVICES``, ``--gpu_ids``), CUDA's rules;
 - :mod:`.lines` — the console lines rank 0 prints and the launcher's bar reads;
 - :mod:`.isaaclab_version` — the Isaac Lab releases mgpu drives, checked on both sides;

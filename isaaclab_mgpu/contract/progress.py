@@ -24,6 +24,13 @@ folder on the node the node's supervisor chose; nothing travels through the comm
 may be hung, and each node's supervisor reads only its own ranks.
 Outside ``mgpu train`` (no ``MGPU_PROGRESS_DIR``) every call is a no-op.
 
+Both halves of the channel are here: the record is :class:`Report` (read through
+:mod:`isaaclab_mgpu.contract.records`: a file of the wrong types is refused whole), :class:`Channel`
+writes one rank's file, :class:`Reports` reads a folder of them (the supervisor's stall watch,
+``mgpu probe-nccl``'s parent). ``probe-nccl``'s ranks report through the same channel with stages
+of their own (:mod:`isaaclab_mgpu.contract.probe_channel`) and, in a collective, the message size's
+index, bytes, mode and phase.
+
 The first call also registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`, a
 real-time signal), so the supervisor can have the rank dump its Python stack (all threads) into
 ``stack.txt`` beside the rank's torchrun log files (``$TORCHELASTIC_ERROR_FILE``'s folder) when it
@@ -69,11 +76,13 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from isaaclab_mgpu.contract import elastic, env, faults, stacks
+from isaaclab_mgpu.contract import elastic, env, faults, records, stacks
+from isaaclab_mgpu.contract.records import Count, NonNegative, Range
 
 __all__ = [
     "ITERATION_STAGES",
@@ -125,6 +134,158 @@ def progress_path(folder: str | Path, rank: int) -> Path:
     return Path(folder) / f"progress.{rank}.json"
 
 
+@dataclass(frozen=True)
+class Report:
+    """A rank's last progress report: one ``progress.<rank>.json``, as :class:`Channel` writes it."""
+
+    rank: Count
+    """Global rank."""
+
+    local_rank: Count | None
+    """Rank on its node."""
+
+    pid: Annotated[int, Range(1)] | None
+    """The rank's process id."""
+
+    host: str | None
+    """Host it runs on."""
+
+    stage: str
+    """The stage it entered last (see the module docstring; ``mgpu probe-nccl``'s ranks have their
+    own, :data:`isaaclab_mgpu.contract.probe_channel.STAGES`)."""
+
+    iteration: int | None
+    """The iteration of that stage, once training began."""
+
+    time: float
+    """When it entered the stage (epoch seconds)."""
+
+    stack_file: str | None = None
+    """Where the stack-dump signal makes it write its stack; None: no handler (never send it)."""
+
+    warmup: bool = False
+    """The stage belongs to the first iteration its process runs (counted as start-up)."""
+
+    timed: Count | None = None
+    """Steady iterations its busy/wait totals cover (see the module docstring)."""
+
+    busy_s: NonNegative | None = None
+    """Seconds it worked in those iterations (their wall time less its wait in collectives)."""
+
+    wait_s: NonNegative | None = None
+    """Seconds it waited in collectives in them."""
+
+    wall_s: NonNegative | None = None
+    """Their wall seconds (checkpoint saves left out)."""
+
+    collectives: Count | None = None
+    """Collectives it timed in them."""
+
+    index: Count | None = None
+    """``probe-nccl``'s collective stage: 0-based index of the message size."""
+
+    size: Count | None = None
+    """``probe-nccl``'s collective stage: message size in bytes."""
+
+    mode: str | None = None
+    """``probe-nccl``'s collective stage: ``out-of-place`` or ``in-place``."""
+
+    phase: str | None = None
+    """``probe-nccl``'s collective stage: ``warmup``, ``timed`` or ``check``."""
+
+
+def read_report(path: str | Path) -> Report | None:
+    """The report in ``path``; None when absent or caught half-written; a ValueError naming the first
+    bad field when malformed (a file of the wrong types counts as no report at all, so a planted
+    or foreign file never joins the ranks the stall watch judges)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None  # not written yet, or caught in the middle of a write: keep the last one
+    return records.strict(Report, data)
+
+
+class Reports:
+    """The progress files in one folder, as last read: the supervisor's and ``probe-nccl``'s reader."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.last: dict[int, Report] = {}
+        """Every rank's last report found (:meth:`read` updates it)."""
+        self._rejected: dict[str, str] = {}
+        self._told: set[str] = set()
+
+    def read(self) -> dict[int, Report]:
+        """Every rank's last report (one caught half-written keeps the one before; a malformed file
+        is skipped, and :meth:`rejected` names it)."""
+        found = dict(self.last)
+        for path in self.folder.glob("progress.*.json"):
+            try:
+                rep = read_report(path)
+            except ValueError as exc:
+                self._rejected.setdefault(str(path), str(exc))
+                continue
+            if rep is not None:
+                found[rep.rank] = rep
+        self.last = found
+        return found
+
+    def rejected(self) -> list[tuple[str, str]]:
+        """Malformed progress files not named before, each with what is wrong (each named once)."""
+        new = [(path, why) for path, why in self._rejected.items() if path not in self._told]
+        self._told.update(path for path, _ in new)
+        return new
+
+
+class Channel:
+    """One rank's progress file, overwritten in place: a :class:`Report` as one JSON object padded
+    with spaces, written by one ``pwrite`` (about 1 µs, where a write-and-rename costs 0.2 ms; a
+    reader that catches it half-written keeps the report before). The members that never change
+    (rank, local rank, pid, host, stack file) are encoded once."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+        self._prefix = "{"
+        self._size = 512
+
+    def open(self) -> bool:
+        """Create the file; False when its folder is gone (then every report is a no-op)."""
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        return True
+
+    def identify(self, rank: int, local_rank: int, stack_file: str | None) -> None:
+        """Fix the members that never change (this process's pid and host with them)."""
+        fixed = {
+            "rank": rank,
+            "local_rank": local_rank,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "stack_file": stack_file,
+        }
+        self._prefix = json.dumps(fixed)[:-1] + ", "
+        self._size = max(512, len(self._prefix) + 160)
+
+    def put(self, members: str) -> None:
+        """Replace the report with the fixed members and ``members`` (JSON object members, as text)."""
+        if self._fd is None:
+            return
+        record = f"{self._prefix}{members}}}".encode()
+        if len(record) > self._size:
+            self._size = len(record) + 64
+        try:  # noqa: SIM105  (a try costs nothing here; contextlib.suppress costs a context manager)
+            os.pwrite(self._fd, record.ljust(self._size), 0)
+        except OSError:
+            pass  # the reader's folder is gone (the run is ending): the rank goes on
+
+    def report(self, stage: str, **members: Any) -> None:
+        """Replace the report with ``stage``, ``members`` (:class:`Report`'s) and the time now."""
+        self.put(json.dumps({"stage": stage, **members, "time": time.time()})[1:-1])
+
+
 class Reporter:
     """This rank's progress channel; :func:`beat` and :func:`iteration` use one per process."""
 
@@ -135,10 +296,8 @@ class Reporter:
         self.local_rank = int(values.get("LOCAL_RANK", values.get("JAX_LOCAL_RANK", "0")) or 0)
         self.path = progress_path(folder, self.rank) if folder else None
         self._error_file = values.get(env.ERROR_FILE)
-        self._fd: int | None = None
+        self._channel: Channel | None = None
         self._stack_path: str | None = None
-        self._prefix = ""
-        self._size = 0
         self._stages: dict[str, str] = {}
         self.iteration_number: int | None = None
         self._iterations = 0
@@ -167,7 +326,7 @@ class Reporter:
 
     def beat(self, stage: str, iteration: int | None = None) -> None:
         """Report entering ``stage`` (of ``iteration``, else the last iteration given)."""
-        if self.path is None or (self._fd is None and not self._start()):
+        if self.path is None or (self._channel is None and not self._start()):
             if self._fault is not None and iteration is not None:
                 self.iteration_number = iteration
                 self._meet_fault()
@@ -183,17 +342,13 @@ class Reporter:
         text = self._stages.get(stage)
         if text is None:
             text = self._stages[stage] = json.dumps(stage)
-        record = f'{self._prefix}"stage": {text}, "iteration": {self.iteration_number or "null"}, '
+        # Written by hand, not through json.dumps: this is the training loop's hot path. The
+        # members are Report's (test_progress checks that every report reads whole).
         warm = "true" if self._iterations <= 1 else "false"
-        record = f'{record}"warmup": {warm}, {self._timing}"time": {time.time()!r}}}'.encode()
-        if len(record) > self._size:
-            self._size = len(record) + 64
-        try:  # noqa: SIM105  (a try costs nothing here; contextlib.suppress costs a context manager)
-            # One pwrite of a space-padded record in place: about 1 µs, where a write-and-rename
-            # costs 0.2 ms. A reader that catches it half-written keeps the previous report.
-            os.pwrite(self._fd, record.ljust(self._size), 0)  # type: ignore[arg-type]
-        except OSError:
-            pass  # the supervisor's folder is gone (the run is ending): training goes on
+        self._channel.put(  # type: ignore[union-attr]
+            f'"stage": {text}, "iteration": {self.iteration_number or "null"}, '
+            f'"warmup": {warm}, {self._timing}"time": {time.time()!r}'
+        )
         if self._fault is not None:
             self._meet_fault()  # after the report that names the iteration: the watch sees where
 
@@ -250,22 +405,14 @@ class Reporter:
         }
 
     def _start(self) -> bool:
-        try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)  # type: ignore[arg-type]
-        except OSError:
+        channel = Channel(self.path)  # type: ignore[arg-type]
+        if not channel.open():
             self.path = None  # no supervisor folder (any more): reports are off
             return False
         if self._stack_path is None:
             self._stack_path = self._open_stack_file()
-        fixed = {
-            "rank": self.rank,
-            "local_rank": self.local_rank,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "stack_file": self._stack_path,
-        }
-        self._prefix = json.dumps(fixed)[:-1] + ", "
-        self._size = max(512, len(self._prefix) + 160)
+        channel.identify(self.rank, self.local_rank, self._stack_path)
+        self._channel = channel
         return True
 
     def _open_stack_file(self) -> str | None:

@@ -53,11 +53,13 @@ import os
 import stat
 import zipfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from isaaclab_mgpu.contract import env, files, layout
+from isaaclab_mgpu.contract import env, files, layout, records
+from isaaclab_mgpu.contract.records import Count, Range
+from isaaclab_mgpu.contract.summary import Summary
 
 RUN_DIR_ENV = env.RUN_DIR
 RESUME_ENV = env.RESUME
@@ -66,13 +68,8 @@ CHECKPOINT_REQUEST_ENV = env.CHECKPOINT_REQUEST
 RUN_DIR_REPORT_ENV = env.RUN_DIR_REPORT
 RUN_KEEPER_ENV = env.RUN_KEEPER
 KEEP_CHECKPOINTS_ENV = env.KEEP_CHECKPOINTS
-#: The :data:`RUN_KEEPER_ENV` fields and their types.
-KEEPER_FIELDS: dict[str, tuple[type, ...]] = {
-    "launcher_pid": (int,),
-    "launcher_host": (str,),
-    "launcher_started": (int, float),
-    "slurm_job_id": (str,),
-}
+#: The :data:`RUN_KEEPER_ENV` fields: :class:`~isaaclab_mgpu.contract.summary.Summary`'s, read with its types.
+KEEPER_FIELDS = ("launcher_pid", "launcher_host", "launcher_started", "slurm_job_id")
 #: Format tag of mgpu's checkpoints and their metadata files.
 FORMAT = "isaaclab-mgpu/1"
 
@@ -81,7 +78,7 @@ FORMAT = "isaaclab-mgpu/1"
 class CheckpointMeta:
     """What a checkpoint is, as ``model_<N>.json`` beside ``model_<N>.pt`` records it."""
 
-    iteration: int
+    iteration: Count
     """Completed iterations when it was saved."""
 
     library: str
@@ -93,10 +90,10 @@ class CheckpointMeta:
     task: str
     """The task it trained."""
 
-    world_size: int
+    world_size: Annotated[int, Range(1)]
     """Ranks of the run that saved it."""
 
-    total: int | None = None
+    total: Count | None = None
     """The run's ``--max_iterations`` (its total), when known."""
 
     format: str = FORMAT
@@ -126,7 +123,7 @@ def write_meta(checkpoint: Path, meta: CheckpointMeta) -> Path:
     """Write ``checkpoint``'s metadata file atomically and durably (a private temporary file,
     ``fsync``, a rename)."""
     path = meta_path(checkpoint)
-    files.write_json(path, asdict(meta), durable=True)
+    files.write_json(path, records.plain(meta), durable=True)
     return path
 
 
@@ -138,31 +135,7 @@ def read_meta(checkpoint: Path) -> CheckpointMeta | None:
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None
-    try:
-        total = data.get("total")
-        meta = CheckpointMeta(
-            iteration=_int(data["iteration"]),
-            library=_str(data["library"]),
-            framework=_str(data["framework"]),
-            task=_str(data["task"]),
-            world_size=_int(data["world_size"]),
-            total=None if total is None else _int(total),
-        )
-    except (KeyError, TypeError):
-        return None
-    return meta
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(value)
-    return value
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(value)
-    return value
+    return records.read(CheckpointMeta, data).whole()  # one bad field: the file is not to be trusted
 
 
 def checkpoints(folder: Path) -> list[tuple[int, Path]]:
@@ -281,11 +254,9 @@ def keeper(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {
-        k: v
-        for k, v in data.items()
-        if k in KEEPER_FIELDS and isinstance(v, KEEPER_FIELDS[k]) and not isinstance(v, bool)
-    }
+    read = records.read(Summary, {k: data[k] for k in KEEPER_FIELDS if k in data}).record
+    assert read is not None  # every field of a summary has a default
+    return {k: getattr(read, k) for k in KEEPER_FIELDS if getattr(read, k) is not None}
 
 
 def attempt(environ: Mapping[str, str] | None = None) -> int:

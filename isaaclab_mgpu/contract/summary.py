@@ -35,18 +35,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from isaaclab_mgpu.contract import files
+from isaaclab_mgpu.contract import files, records
 from isaaclab_mgpu.contract.layout import SUMMARY
+from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
 STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued")
-#: Seconds between rank 0's refreshes of a running summary.
+#: NonNegative between rank 0's refreshes of a running summary.
 REFRESH_S = 30.0
 #: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
 #: every iteration while the file is small (its cost is well under a millisecond), and never more
@@ -57,16 +57,25 @@ REFRESH_BUDGET = 50
 WARMUP_ITERATIONS = 1
 #: Latest plausible epoch time (year 5138): later ``started_at`` values are corrupt.
 _MAX_EPOCH = 1e11
+#: NonNegative since the epoch, up to :data:`_MAX_EPOCH`.
+Epoch = Annotated[float, Range(0, _MAX_EPOCH)]
+#: A share, 0 to 1.
+Share = Annotated[float, Range(0, 1)]
+
+
+def _bare_total(value: Any) -> Any:
+    """Older summaries wrote the total rate alone."""
+    return {"total": value} if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
 @dataclass(frozen=True)
 class Rates:
     """Environment steps per second of the whole run."""
 
-    total: float | None = None
+    total: NonNegative | None = None
     """All ranks together."""
 
-    per_rank: tuple[float, ...] = ()
+    per_rank: tuple[NonNegative, ...] = ()
     """Each rank's own rate, in rank order."""
 
 
@@ -74,16 +83,16 @@ class Rates:
 class Steady:
     """The run's pace once warmed up, and what the warm-up took."""
 
-    warmup_iterations: int = 0
+    warmup_iterations: Count = 0
     """Iterations counted as warm-up (the first :data:`WARMUP_ITERATIONS`)."""
 
-    warmup_s: float | None = None
-    """Seconds those iterations took."""
+    warmup_s: NonNegative | None = None
+    """NonNegative those iterations took."""
 
-    s_per_iteration: float | None = None
+    s_per_iteration: NonNegative | None = None
     """Median seconds per iteration after the warm-up (rank 0's clock); None without such an iteration."""
 
-    env_steps_per_s: float | None = None
+    env_steps_per_s: NonNegative | None = None
     """Environment steps per second of all ranks at that pace."""
 
 
@@ -104,25 +113,25 @@ def steady_pace(seconds: Sequence[float], steps_per_iteration: int) -> Steady:
 class Segment:
     """One stretch of training in a run's folder: a launch, a restart, a requeued job or a resume."""
 
-    started_at: float
+    started_at: Epoch
     """When this stretch began training (rank 0's clock, seconds since the epoch); names it."""
 
-    start_iteration: int
+    start_iteration: Count
     """Completed iterations when it began."""
 
-    end_iteration: int
+    end_iteration: Count
     """Completed iterations when it ended (or so far)."""
 
-    train_time_s: float
-    """Seconds it spent in the training loop."""
+    train_time_s: NonNegative
+    """NonNegative it spent in the training loop."""
 
-    steady_iterations: int = 0
+    steady_iterations: Count = 0
     """Its iterations after its own warm-up (the first :data:`WARMUP_ITERATIONS`)."""
 
-    steady_s: float = 0.0
-    """Seconds those iterations took."""
+    steady_s: NonNegative = 0.0
+    """NonNegative those iterations took."""
 
-    steady_env_steps: int = 0
+    steady_env_steps: Count = 0
     """Environment steps all ranks took in those iterations."""
 
 
@@ -151,19 +160,19 @@ def segment(
 class Whole:
     """The whole run's figures, over every :class:`Segment` (the latest attempt's are beside them)."""
 
-    segments: int = 0
+    segments: Count = 0
     """Stretches of training so far."""
 
-    iterations_trained: int = 0
+    iterations_trained: Count = 0
     """Iterations trained over all segments (those a restart repeated count again)."""
 
-    train_time_s: float = 0.0
-    """Seconds in the training loop, summed over the segments."""
+    train_time_s: NonNegative = 0.0
+    """NonNegative in the training loop, summed over the segments."""
 
-    steady_s_per_iteration: float | None = None
+    steady_s_per_iteration: NonNegative | None = None
     """Steady seconds ÷ steady iterations over all segments (each one's warm-up left out)."""
 
-    steady_env_steps_per_s: float | None = None
+    steady_env_steps_per_s: NonNegative | None = None
     """Steady environment steps ÷ steady seconds over all segments, all ranks together."""
 
 
@@ -202,16 +211,16 @@ class Checksums:
 class RankTiming:
     """Where one rank's steady iterations went (its progress reports' busy/wait split)."""
 
-    rank: int
+    rank: Count
     """Global rank."""
 
-    iterations: int = 0
+    iterations: Count = 0
     """Iterations timed (a process's first, and checkpoint saves, are left out)."""
 
-    busy_s: float | None = None
+    busy_s: NonNegative | None = None
     """Mean seconds per iteration the rank worked: env steps, acting, the update's arithmetic."""
 
-    wait_s: float | None = None
+    wait_s: NonNegative | None = None
     """Mean seconds per iteration it waited in collectives (for the slowest rank, and the transfer)."""
 
     @property
@@ -228,7 +237,7 @@ class Timing:
     per_rank: tuple[RankTiming, ...] = ()
     """Each rank, in rank order."""
 
-    collective_share: float | None = None
+    collective_share: Share | None = None
     """The mean over the ranks of the collectives' share of an iteration (0 to 1)."""
 
 
@@ -251,7 +260,7 @@ def timing_of(rows: Sequence[Sequence[float]]) -> Timing | None:
 class Straggler:
     """A rank named as the straggler during the run (``mgpu train``'s supervisor)."""
 
-    rank: int
+    rank: Count
     """Global rank."""
 
     host: str | None = None
@@ -260,16 +269,16 @@ class Straggler:
     device: str | None = None
     """``cpu`` or ``cuda:N`` (N: the local index), and the GPU's name where NVML knows it."""
 
-    busy_s: float | None = None
+    busy_s: NonNegative | None = None
     """Its busy seconds per iteration over the window."""
 
-    others_busy_s: float | None = None
+    others_busy_s: NonNegative | None = None
     """The median of the other ranks' busy seconds per iteration over the same window."""
 
-    slower: float | None = None
+    slower: NonNegative | None = None
     """``busy_s / others_busy_s``."""
 
-    iterations: tuple[int, ...] = ()
+    iterations: tuple[Count, ...] = ()
     """The window: first and last iteration compared."""
 
     gpu: str | None = None
@@ -280,13 +289,13 @@ class Straggler:
 class Summary:
     """One run's ``summary.json``."""
 
-    status: str | None = None
+    status: Annotated[str, OneOf(STATUSES)] | None = None
     """One of :data:`STATUSES`."""
 
-    started_at: float | None = None
+    started_at: Epoch | None = None
     """When training started, seconds since the epoch."""
 
-    world_size: int | None = None
+    world_size: Annotated[int, Range(1)] | None = None
     """Ranks in the run, all nodes together."""
 
     backend: str | None = None
@@ -301,7 +310,7 @@ class Summary:
     task: str | None = None
     """The task id (an embedded task or an Isaac Lab id)."""
 
-    num_envs_per_rank: int | None = None
+    num_envs_per_rank: Annotated[int, Range(1)] | None = None
     """Vectorized environments on each rank."""
 
     seed: int | None = None
@@ -315,22 +324,22 @@ class Summary:
     (a restart, a requeue, ``--resume``) continues it: rank 0 reads it back and sets W&B's own
     ``WANDB_RUN_ID`` = this id and ``WANDB_RESUME=allow``."""
 
-    start_iteration: int | None = None
+    start_iteration: Count | None = None
     """Completed iterations when this run (or its resume) started."""
 
-    end_iteration: int | None = None
+    end_iteration: Count | None = None
     """Completed iterations so far."""
 
-    iterations: int | None = None
+    iterations: Count | None = None
     """Iterations this run trained: ``end_iteration - start_iteration``."""
 
-    train_time_s: float | None = None
-    """Seconds spent in the training loop."""
+    train_time_s: NonNegative | None = None
+    """NonNegative spent in the training loop."""
 
-    s_per_iteration: float | None = None
+    s_per_iteration: NonNegative | None = None
     """Mean seconds per iteration (whole run, warm-up included; see ``steady``)."""
 
-    env_steps_per_s: Rates | None = None
+    env_steps_per_s: Annotated[Rates, Older(_bare_total)] | None = None
     """Environment steps per second (whole run, warm-up included)."""
 
     steady: Steady | None = None
@@ -354,7 +363,7 @@ class Summary:
     checkpoint: str | None = None
     """The last checkpoint written."""
 
-    checkpoint_iteration: int | None = None
+    checkpoint_iteration: Count | None = None
     """Completed iterations at ``checkpoint`` (where a restart resumes). Written by a rank 0 whose
     checkpoints are not mgpu's ``model_<N>.pt`` with metadata (Isaac Lab's libraries name theirs)."""
 
@@ -378,17 +387,17 @@ class Summary:
     settled_by: str | None = None
     """``launcher`` when the launcher, not rank 0, wrote the final status."""
 
-    total_iterations: int | None = None
+    total_iterations: Count | None = None
     """The run's ``--max_iterations``: the total it trains to, across restarts and resumes."""
 
-    resumed_at: int | None = None
+    resumed_at: Count | None = None
     """The iteration the latest attempt resumed from (None: it started the run)."""
 
     rank_exit_code: int | None = None
     """The failed rank's own code when it collided with one of mgpu's reserved codes (then
     ``exit_status`` is 1; see :func:`isaaclab_mgpu.contract.errors.passed_through`)."""
 
-    attempt: int | None = None
+    attempt: Count | None = None
     """The number of the attempt that rank 0 last ran in (0: the first launch)."""
 
     attempts: tuple[Mapping[str, Any], ...] = ()
@@ -409,13 +418,13 @@ class Summary:
     slurm_job_id: str | None = None
     """The SLURM job that runs it: a requeued job continues the run that names its id."""
 
-    launcher_pid: int | None = None
+    launcher_pid: Annotated[int, Range(1)] | None = None
     """The ``mgpu train`` process that keeps this run."""
 
     launcher_host: str | None = None
     """Its host."""
 
-    launcher_started: float | None = None
+    launcher_started: Epoch | None = None
     """Its start time (seconds since the epoch), so a reused PID is not taken for it."""
 
     timing: Timing | None = None
@@ -437,28 +446,14 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         """The summary as a strict-JSON-ready dict (non-finite numbers become None)."""
-        out: dict[str, Any] = dict(self.extra)
-        for f in dataclasses.fields(self):
-            if f.name in ("extra", "invalid"):
-                continue
-            out[f.name] = _plain(getattr(self, f.name))
-        return out
+        return records.plain(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summary:
         """Read ``data`` without trusting it: bad fields become None and are listed in ``invalid``."""
-        values: dict[str, Any] = {}
-        invalid: list[str] = []
-        for name, check in _FIELDS.items():
-            if name not in data or data[name] is None:
-                continue
-            value = check(data[name])
-            if value is _BAD:
-                invalid.append(name)
-            else:
-                values[name] = value
-        extra = {k: v for k, v in data.items() if k not in _FIELDS and k not in ("extra", "invalid")}
-        return cls(**values, extra=extra, invalid=tuple(invalid))
+        summary = records.read(cls, data).record
+        assert summary is not None  # every field has a default
+        return summary
 
 
 def read(folder: str | Path) -> Summary | None:
@@ -508,219 +503,3 @@ def settle(folder: str | Path, status: str, exit_status: int, identity: Mapping[
     except OSError:
         return False
     return True
-
-
-class _Bad:
-    """Marks a value that failed its check."""
-
-
-_BAD: Any = _Bad()
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _int(lo: int | None = None) -> Callable[[Any], Any]:
-    def check(v: Any) -> Any:
-        if isinstance(v, bool) or not isinstance(v, int) or (lo is not None and v < lo):
-            return _BAD
-        return v
-
-    return check
-
-
-def _float(lo: float | None = None, hi: float | None = None) -> Callable[[Any], Any]:
-    def check(v: Any) -> Any:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            return _BAD
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            return _BAD
-        return float(v)
-
-    return check
-
-
-def _str(v: Any) -> Any:
-    return v if isinstance(v, str) else _BAD
-
-
-def _bool(v: Any) -> Any:
-    return v if isinstance(v, bool) else _BAD
-
-
-def _status(v: Any) -> Any:
-    return v if v in STATUSES else _BAD
-
-
-def _rewards(v: Any) -> Any:
-    if not isinstance(v, list):
-        return _BAD
-    out = []
-    for x in v:
-        checked = None if x is None else _float()(x)
-        out.append(None if checked is _BAD else checked)
-    return tuple(out)
-
-
-def _records(v: Any) -> Any:
-    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
-        return _BAD
-    return tuple(v)
-
-
-def _rates(v: Any) -> Any:
-    # Older summaries wrote the total alone.
-    if not isinstance(v, dict):
-        total = _float(0)(v)
-        return _BAD if total is _BAD else Rates(total=total)
-    total = _float(0)(v.get("total")) if v.get("total") is not None else None
-    per_rank = v.get("per_rank", [])
-    ranks = [_float(0)(x) for x in per_rank] if isinstance(per_rank, list) else [_BAD]
-    if total is _BAD or _BAD in ranks:
-        return _BAD
-    return Rates(total=total, per_rank=tuple(ranks))
-
-
-def _steady(v: Any) -> Any:
-    if not isinstance(v, dict):
-        return _BAD
-    floats = ("warmup_s", "s_per_iteration", "env_steps_per_s")
-    checked = {k: _float(0)(v[k]) for k in floats if v.get(k) is not None}
-    checked["warmup_iterations"] = _int(0)(v.get("warmup_iterations", 0))
-    return _BAD if _BAD in checked.values() else Steady(**checked)
-
-
-def _segments(v: Any) -> Any:
-    if not isinstance(v, list):
-        return _BAD
-    out = []
-    for x in v:
-        if not isinstance(x, dict):
-            return _BAD
-        checked = {
-            "started_at": _float(0, _MAX_EPOCH)(x.get("started_at")),
-            "start_iteration": _int(0)(x.get("start_iteration")),
-            "end_iteration": _int(0)(x.get("end_iteration")),
-            "train_time_s": _float(0)(x.get("train_time_s")),
-            "steady_iterations": _int(0)(x.get("steady_iterations", 0)),
-            "steady_s": _float(0)(x.get("steady_s", 0.0)),
-            "steady_env_steps": _int(0)(x.get("steady_env_steps", 0)),
-        }
-        if _BAD in checked.values():
-            return _BAD
-        out.append(Segment(**checked))
-    return tuple(out)
-
-
-def _whole(v: Any) -> Any:
-    if not isinstance(v, dict):
-        return _BAD
-    checked = {
-        "segments": _int(0)(v.get("segments", 0)),
-        "iterations_trained": _int(0)(v.get("iterations_trained", 0)),
-        "train_time_s": _float(0)(v.get("train_time_s", 0.0)),
-    }
-    for k in ("steady_s_per_iteration", "steady_env_steps_per_s"):
-        if v.get(k) is not None:
-            checked[k] = _float(0)(v[k])
-    return _BAD if _BAD in checked.values() else Whole(**checked)
-
-
-def _checksums(v: Any) -> Any:
-    if not isinstance(v, dict):
-        return _BAD
-    lists = [v.get("start", []), v.get("end", [])]
-    if not all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in lists):
-        return _BAD
-    return Checksums(start=tuple(lists[0]), end=tuple(lists[1]))
-
-
-def _timing(v: Any) -> Any:
-    if not isinstance(v, dict) or not isinstance(v.get("per_rank", []), list):
-        return _BAD
-    ranks = []
-    for r in v.get("per_rank", []):
-        if not isinstance(r, dict) or _int(0)(r.get("rank")) is _BAD:
-            return _BAD
-        floats = {k: _float(0)(r[k]) for k in ("busy_s", "wait_s") if r.get(k) is not None}
-        count = _int(0)(r.get("iterations", 0))
-        if _BAD in floats.values() or count is _BAD:
-            return _BAD
-        ranks.append(RankTiming(rank=r["rank"], iterations=count, **floats))
-    share = _float(0, 1)(v["collective_share"]) if v.get("collective_share") is not None else None
-    return _BAD if share is _BAD else Timing(per_rank=tuple(ranks), collective_share=share)
-
-
-def _stragglers(v: Any) -> Any:
-    if not isinstance(v, list):
-        return _BAD
-    out = []
-    for r in v:
-        if not isinstance(r, dict) or _int(0)(r.get("rank")) is _BAD:
-            return _BAD
-        texts = {k: r[k] for k in ("host", "device", "gpu") if isinstance(r.get(k), str)}
-        floats = {k: _float(0)(r[k]) for k in ("busy_s", "others_busy_s", "slower") if r.get(k) is not None}
-        window = r.get("iterations", [])
-        if _BAD in floats.values() or not isinstance(window, list) or _BAD in [_int(0)(i) for i in window]:
-            return _BAD
-        out.append(Straggler(rank=r["rank"], iterations=tuple(window), **texts, **floats))
-    return tuple(out)
-
-
-_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "status": _status,
-    "started_at": _float(0, _MAX_EPOCH),
-    "world_size": _int(1),
-    "backend": _str,
-    "framework": _str,
-    "device": _str,
-    "task": _str,
-    "num_envs_per_rank": _int(1),
-    "seed": _int(),
-    "logger": _str,
-    "wandb_run_id": _str,
-    "start_iteration": _int(0),
-    "end_iteration": _int(0),
-    "iterations": _int(0),
-    "train_time_s": _float(0),
-    "s_per_iteration": _float(0),
-    "env_steps_per_s": _rates,
-    "steady": _steady,
-    "first_mean_reward": _float(),
-    "last_mean_reward": _float(),
-    "mean_rewards": _rewards,
-    "checksums": _checksums,
-    "checksums_equal": _bool,
-    "checkpoint": _str,
-    "checkpoint_iteration": _int(0),
-    "resumed_from": _str,
-    "continues": _str,
-    "run_dir": _str,
-    "interrupted": _bool,
-    "exit_status": _int(),
-    "settled_by": _str,
-    "total_iterations": _int(0),
-    "resumed_at": _int(0),
-    "rank_exit_code": _int(),
-    "attempt": _int(0),
-    "attempts": _records,
-    "restarts": _records,
-    "segments": _segments,
-    "whole": _whole,
-    "slurm_job_id": _str,
-    "launcher_pid": _int(1),
-    "launcher_host": _str,
-    "launcher_started": _float(0, _MAX_EPOCH),
-    "timing": _timing,
-    "stragglers": _stragglers,
-}
-assert set(_FIELDS) == {f.name for f in dataclasses.fields(Summary)} - {"extra", "invalid"}

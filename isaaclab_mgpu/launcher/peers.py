@@ -32,7 +32,10 @@ import datetime
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
+
+from isaaclab_mgpu.contract import records
+from isaaclab_mgpu.contract.records import ROW, Count, NonNegative
 
 #: A node whose sequence did not move for this long (while ours did) has lost its mgpu.
 GONE_S = 5.0
@@ -56,7 +59,7 @@ class Store(Protocol):
 class PeerRank:
     """One rank as its node's mgpu last saw it."""
 
-    rank: int
+    rank: Count
     """Global rank."""
 
     stage: str | None
@@ -71,10 +74,10 @@ class PeerRank:
     process: str
     """``running``, ``sleeping``, ``stopped``, ``gone``, ... or ``unknown``."""
 
-    timed: int | None = None
+    timed: Count | None = None
     """Steady iterations its busy total covers (its progress report's), for the straggler watch."""
 
-    busy_s: float | None = None
+    busy_s: NonNegative | None = None
     """Their busy seconds."""
 
     def where(self) -> str:
@@ -89,17 +92,17 @@ class PeerRank:
 class NodeReport:
     """What one node's mgpu publishes about its ranks."""
 
-    node_rank: int
+    node_rank: Count
     """The node's rank in the launch."""
 
     host: str
     """The node's host name."""
 
-    seq: int
+    seq: Count
     """Moves on every publish: a node whose sequence stands still has lost its mgpu."""
 
-    ranks: tuple[PeerRank, ...] = ()
-    """The node's ranks."""
+    ranks: tuple[Annotated[PeerRank, ROW], ...]
+    """The node's ranks, each one row (an older mgpu's rows lack the busy totals)."""
 
     verdict: str | None = None
     """The node's own stall verdict (its headline), once it has one."""
@@ -112,46 +115,17 @@ class NodeReport:
 
     def dumps(self) -> str:
         """The report as the JSON text stored."""
-        data = {
-            "node_rank": self.node_rank,
-            "host": self.host,
-            "seq": self.seq,
-            "ranks": [
-                [r.rank, r.stage, r.iteration, round(r.quiet_s, 1), r.process, r.timed, r.busy_s]
-                for r in self.ranks
-            ],
-            "verdict": self.verdict,
-            "ended": self.ended,
-            "run_dir": self.run_dir,
-        }
-        return json.dumps(data, separators=(",", ":"))
+        return json.dumps(records.plain(self), separators=(",", ":"))
 
     @classmethod
     def loads(cls, text: str | bytes) -> NodeReport | None:
         """A report from its JSON text; None when it is not one (another program's key, a torn value)."""
         try:
             data = json.loads(text)
-            ranks = tuple(_peer_rank(*row) for row in data["ranks"])
-            verdict, run_dir = data.get("verdict"), data.get("run_dir")
-            return cls(
-                node_rank=int(data["node_rank"]),
-                host=str(data["host"]),
-                seq=int(data["seq"]),
-                ranks=ranks,
-                verdict=None if verdict is None else str(verdict),
-                ended=bool(data.get("ended", False)),
-                run_dir=run_dir if isinstance(run_dir, str) else None,
-            )
-        except (ValueError, TypeError, KeyError):
+        except ValueError:
             return None
-
-
-def _peer_rank(r: Any, s: Any, i: Any, q: Any, p: Any, timed: Any = None, busy: Any = None) -> PeerRank:
-    # An older mgpu publishes five fields per rank; the busy totals came later.
-    return PeerRank(
-        int(r), s if s is None else str(s), i if i is None else int(i), float(q), str(p),
-        None if timed is None else int(timed), None if busy is None else float(busy),
-    )  # fmt: skip
+        # One of the optional fields (verdict, run folder) of the wrong type reads as unknown.
+        return records.read(cls, data).record
 
 
 def key(job: str, node_rank: int) -> str:
@@ -388,7 +362,7 @@ def states_from(ranks: Any) -> tuple[PeerRank, ...]:
             s.rank,
             s.stage,
             s.iteration,
-            float(s.quiet_s),
+            round(float(s.quiet_s), 1),
             str(s.process),
             getattr(s, "timed", None),
             getattr(s, "busy_s", None),

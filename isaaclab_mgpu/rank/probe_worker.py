@@ -5,7 +5,7 @@ torchrun launch per world size). Each rank:
 
 1. registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`; fatal signals too) to
    dump its Python stack into ``stack.<rank>.txt``, survives SIGUSR1 (SLURM's time-limit warning)
-   and publishes a heartbeat before every stage (``channel``);
+   and reports every stage it enters through the progress channel (``probe_channel``);
 2. initialises the default process group from torchrun's environment (NCCL on ``cuda:LOCAL_RANK``,
    eagerly, so the communicator is built inside the timed init; gloo on CPU ranks) and times it;
 3. times a barrier;
@@ -25,7 +25,6 @@ No option injects faults: tests do that from a stand-in module that wraps this o
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import socket
 import sys
@@ -36,11 +35,9 @@ from typing import Any
 from isaaclab_mgpu.contract import progress, stacks
 from isaaclab_mgpu.contract.probe_channel import (
     ELEMENT_BYTES,
-    Heartbeat,
     element_count,
     result_path,
     stack_path,
-    write_heartbeat,
     write_json,
 )
 
@@ -51,7 +48,7 @@ PATTERN_PERIOD = 13
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the worker's own arguments (the parent builds them; people rarely do)."""
     p = argparse.ArgumentParser(prog="python -m isaaclab_mgpu.rank.probe_worker", description=__doc__)
-    p.add_argument("--results", required=True, help="Folder for heartbeats, results and stacks.")
+    p.add_argument("--results", required=True, help="Folder for progress reports, results and stacks.")
     p.add_argument("--backend", choices=("nccl", "gloo"), required=True)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--sizes", required=True, help="Comma-separated message sizes in bytes.")
@@ -69,7 +66,7 @@ class Rank:
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.host = socket.gethostname()
-        self.stack_file: str | None = None
+        self.channel = progress.Channel(progress.progress_path(folder, self.rank))
         self.results: dict[str, Any] = {
             "rank": self.rank,
             "local_rank": self.local_rank,
@@ -79,10 +76,14 @@ class Rank:
             "sizes": [],
         }
 
+    def open(self, stack_file: str | None) -> None:
+        """Start the progress report, naming ``stack_file`` (where the stack-dump signal writes)."""
+        self.channel.open()
+        self.channel.identify(self.rank, self.local_rank, stack_file)
+
     def beat(self, stage: str, **where: Any) -> None:
-        """Publish the stage this rank is entering."""
-        beat = Heartbeat(self.rank, self.local_rank, os.getpid(), self.host, stage, time.time(), **where)
-        write_heartbeat(self.folder, dataclasses.replace(beat, stack_file=self.stack_file))
+        """Report the stage this rank is entering (in a collective: index, size, mode, phase)."""
+        self.channel.report(stage, **where)
 
     def save(self) -> None:
         """Publish the results so far."""
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     name_this_rank("isaaclab_mgpu.probe_worker")
     folder = Path(args.results)
     me = Rank(folder)
-    me.stack_file = stacks.register(stack_path(folder, me.rank), fatal=True, truncate=True)
+    me.open(stacks.register(stack_path(folder, me.rank), fatal=True, truncate=True))
     progress.record_stop_requests()
     me.beat("import")
 

@@ -5,8 +5,8 @@ Launcher side: the parent, in the ``mgpu`` process; each probe rank runs
 
 - :mod:`.config` — the probe's options (sizes, world sizes, defaults), pure.
 - :mod:`isaaclab_mgpu.rank.probe_worker` — the per-rank program torchrun runs (the rank side).
-- :mod:`isaaclab_mgpu.contract.probe_channel` — heartbeat, result and stack files: the side
-  channel that does not go through the communicator under test.
+- :mod:`isaaclab_mgpu.contract.probe_channel` — progress reports (the ranks' stages), result and
+  stack files: the side channel that does not go through the communicator under test.
 - :mod:`.run` — the parent: one supervised launch per world size (and per GPU pair), hang
   diagnosis, the workaround search; :func:`.run.probe_nccl` returns a :class:`.run.ProbeSummary`.
 - :mod:`.results` — per-rank files → table rows, statuses and the exit code (nccl-tests' algbw and

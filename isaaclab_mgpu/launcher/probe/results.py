@@ -125,7 +125,7 @@ class WorldResult:
     """Seconds from start to verdict (incl. launcher start-up and teardown)."""
 
     folder: str
-    """Results folder: heartbeats, per-rank results, stacks, logs."""
+    """Results folder: per-rank progress reports, results, stacks, logs."""
 
     init_s: float | None = None
     """Slowest rank's process-group initialisation, seconds."""

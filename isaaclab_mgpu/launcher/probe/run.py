@@ -3,15 +3,15 @@
 For every world size (then every device pair with ``--pairs``) the probe builds a
 :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` whose module is :mod:`isaaclab_mgpu.rank.probe_worker` and
 sends it down the same path as ``train`` (``pipeline.prepare`` → ``build`` → ``Supervisor``). While
-the launch runs, the parent reads the ranks' heartbeat files for the progress display. When
-``--timeout`` passes first, it:
+the launch runs, the parent reads the ranks' progress reports (:mod:`isaaclab_mgpu.contract.progress`,
+as ``train``'s stall watch does) for the progress display. When ``--timeout`` passes first, it:
 
-1. reads the heartbeats to name every local rank that did not finish and the stage it is in
-   (a rank with no heartbeat never got past the launcher or the rendezvous);
+1. reads the reports to name every local rank that did not finish and the stage it is in
+   (a rank with no report never got past the launcher or the rendezvous);
 2. notes each such rank's process state (``stopped`` for a SIGSTOPped rank) and has it dump its
    Python stack through the same mechanism as ``train``'s stall watch
    (:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`: the stack-dump signal, only to a
-   process of the supervised tree whose heartbeat named its stack file);
+   process of the supervised tree whose report named its stack file);
 3. tears the launch down through ``Supervisor.stop`` — no process of the tree survives — and
    moves on to the next world size.
 
@@ -20,7 +20,7 @@ shutdown path; a second Ctrl-C kills at once); the probe then stops with the sup
 (130, or 124 when a process had to be SIGKILLed). What the probe tells its display goes to an
 :class:`Observer` (``report.probe`` implements it).
 
-Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (heartbeats,
+Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (``progress.<rank>.json``,
 ``result.<rank>.json``, ``stack.<rank>.txt``, the per-rank logs) and stays there for post-mortems.
 
 With ``--try-workarounds`` the smallest failing world size is handed to the engine in
@@ -45,6 +45,7 @@ import psutil
 from isaaclab_mgpu.contract import elastic
 from isaaclab_mgpu.contract import probe_channel as channel
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, Interrupted, UsageError
+from isaaclab_mgpu.contract.progress import Report, Reports
 from isaaclab_mgpu.launcher import workarounds
 from isaaclab_mgpu.launcher.build import DEFAULT_LOG_DIR
 from isaaclab_mgpu.launcher.probe.bisect import Search, Trial, find_workarounds
@@ -65,7 +66,7 @@ from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Superv
 from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, recording
 
 WORKER_MODULE = "isaaclab_mgpu.rank.probe_worker"
-#: How often the parent looks at the launch and the heartbeats.
+#: How often the parent looks at the launch and the ranks' reports.
 POLL_S = 0.2
 #: Hung ranks are stuck by definition: keep the teardown short.
 TEARDOWN = SuperviseOptions(grace_period=3.0, kill_after=2.0, console=False)
@@ -301,6 +302,7 @@ class Prober:
         # from the previous launch must not abort the sweep.
         _, cmd = prepare(spec, strict=False, extra_env=env)
         ranks = tuple(sorted(cmd.rank_devices)) or tuple(range(launch.nproc))
+        reports = Reports(folder)
 
         self.observer.begin(launch.label, self.opts.timeout)
         start = time.monotonic()
@@ -314,9 +316,9 @@ class Prober:
             while (outcome := sup.wait(timeout=min(POLL_S, left()))) is None:
                 if interrupted():
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
-                self.observer.update(launch.label, _position(channel.read_heartbeats(folder), ranks))
+                self.observer.update(launch.label, _position(reports.read(), ranks))
                 if time.monotonic() - start >= self.opts.timeout:
-                    hung = diagnose_hang(sup, folder, ranks)
+                    hung = diagnose_hang(sup, reports.read(), ranks)
                     # Hung ranks can save nothing, and the launcher's own shutdown would only wait
                     # for them (torchrun's grace, then ours: 5 s): the tree is SIGKILLed at once.
                     outcome = sup.kill()
@@ -326,7 +328,10 @@ class Prober:
             self.observer.end(_interrupted(launch, folder, time.monotonic() - start))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
             raise Interrupted(message, exit_code=outcome.exit_code)
-        result = self._result(launch, folder, ranks, env, outcome, timed_out, hung, time.monotonic() - start)
+        beats = reports.read()
+        result = self._result(
+            launch, folder, beats, ranks, env, outcome, timed_out, hung, time.monotonic() - start
+        )
         self.observer.end(result)
         return result
 
@@ -334,6 +339,7 @@ class Prober:
         self,
         launch: Launch,
         folder: Path,
+        beats: Mapping[int, Report],
         ranks: tuple[int, ...],
         env: Mapping[str, str],
         outcome: RunResult,
@@ -342,7 +348,6 @@ class Prober:
         elapsed: float,
     ) -> WorldResult:
         per_rank = channel.read_results(folder)
-        beats = channel.read_heartbeats(folder)
         sizes = aggregate(per_rank, launch.world_size)
         error = None
         if timed_out:
@@ -371,12 +376,14 @@ class Prober:
         )
 
 
-def diagnose_hang(sup: Supervisor, folder: Path, ranks: tuple[int, ...]) -> tuple[HungRank, ...]:
-    """Name the ranks that did not finish, their stage and state, and collect their stacks."""
-    beats = channel.read_heartbeats(folder)
+def diagnose_hang(
+    sup: Supervisor, beats: Mapping[int, Report], ranks: tuple[int, ...]
+) -> tuple[HungRank, ...]:
+    """Name the ranks that did not finish (``beats``: their last reports), their stage and state,
+    and collect their stacks."""
     tree = {p.pid: p for p in sup.descendants()}
     now = time.time()
-    pending: list[tuple[int, channel.Heartbeat | None, psutil.Process | None, str | None]] = []
+    pending: list[tuple[int, Report | None, psutil.Process | None, str | None]] = []
     for rank in ranks:
         beat = beats.get(rank)
         if beat is not None and beat.stage == "done":
@@ -399,7 +406,7 @@ def diagnose_hang(sup: Supervisor, folder: Path, ranks: tuple[int, ...]) -> tupl
         hung.append(
             HungRank(
                 rank=rank,
-                stage=beat.describe(),
+                stage=channel.describe(beat),
                 state=state if proc is not None else "gone",
                 pid=beat.pid,
                 host=beat.host,
@@ -420,15 +427,15 @@ def _state(proc: psutil.Process | None) -> str:
         return "gone"
 
 
-def _position(beats: Mapping[int, channel.Heartbeat], ranks: tuple[int, ...]) -> str:
+def _position(beats: Mapping[int, Report], ranks: tuple[int, ...]) -> str:
     """The lagging rank's stage, for the progress line."""
     mine = [beats[r] for r in ranks if r in beats]
     if len(mine) < len(ranks):
         return "starting ranks"
-    lag = min(mine, key=lambda b: b.progress())
+    lag = min(mine, key=channel.order)
     if lag.stage == "done":
         return "every rank done; the launcher is exiting"
-    return f"rank {lag.rank}: {lag.describe()}"
+    return f"rank {lag.rank}: {channel.describe(lag)}"
 
 
 def _error_text(outcome: RunResult, folder: Path) -> str:

@@ -48,8 +48,6 @@ Nothing here prints or signals; :mod:`.hang` has the stacks dumped, and the
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import shutil
 import statistics
@@ -58,7 +56,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import psutil
 
@@ -69,9 +66,11 @@ from isaaclab_mgpu.contract.progress import (
     DONE,
     ITERATION_STAGES,
     STARTUP_STAGES,
+    Report,
+    Reports,
 )
 
-__all__ = ["DIR_ENV", "RankState", "Stall", "StallMonitor", "StallOptions", "judge", "stack_tail"]
+__all__ = ["DIR_ENV", "RankState", "Report", "Stall", "StallMonitor", "StallOptions", "judge", "stack_tail"]
 
 #: Stages in which a rank waits for its peers (a collective), as opposed to computing alone.
 COLLECTIVE_STAGES = ("init", "trainer", "broadcast", "update", "sync", "finish")
@@ -119,109 +118,6 @@ class StallOptions:
     def active(self) -> bool:
         """True when anything is watched at all."""
         return bool(self.stall_timeout or self.startup_timeout)
-
-
-@dataclass(frozen=True)
-class Report:
-    """A rank's last progress report, as read from its file."""
-
-    rank: int
-    """Global rank."""
-
-    local_rank: int | None
-    """Rank on its node."""
-
-    pid: int | None
-    """The rank's process id."""
-
-    host: str | None
-    """Host it runs on."""
-
-    stage: str
-    """The stage it entered last (see :mod:`isaaclab_mgpu.progress`)."""
-
-    iteration: int | None
-    """The iteration of that stage, once training began."""
-
-    time: float
-    """When it entered the stage (epoch seconds)."""
-
-    stack_file: str | None = None
-    """Where the stack-dump signal makes it write its stack; None: no handler (never send it)."""
-
-    warmup: bool = False
-    """The stage belongs to the first iteration its process runs (counted as start-up)."""
-
-    timed: int | None = None
-    """Steady iterations its busy/wait totals cover (see :mod:`isaaclab_mgpu.progress`)."""
-
-    busy_s: float | None = None
-    """Seconds it worked in those iterations (their wall time less its wait in collectives)."""
-
-    wait_s: float | None = None
-    """Seconds it waited in collectives in them."""
-
-    wall_s: float | None = None
-    """Their wall seconds (checkpoint saves left out)."""
-
-    @classmethod
-    def read(cls, path: Path) -> Report | None:
-        """The report in ``path``; None when absent or caught half-written; ValueError when malformed."""
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None  # not written yet, or caught in the middle of a write: keep the last one
-        return cls.parse(data)
-
-    @classmethod
-    def parse(cls, data: object) -> Report:
-        """A report from its JSON object; ValueError naming the first field of a wrong type."""
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        for name, types, required in _FIELDS:
-            value = data.get(name)
-            if value is None and not required:
-                continue
-            if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-                raise ValueError(f"{name!r} is {json.dumps(value)}, not {_TYPE_NAMES[types]}")
-        when = float(data["time"])
-        if not math.isfinite(when):
-            raise ValueError(f"'time' is {json.dumps(data['time'])}, not a finite number")
-        return cls(
-            rank=data["rank"],
-            local_rank=data.get("local_rank"),
-            pid=data.get("pid"),
-            host=data.get("host"),
-            stage=data["stage"],
-            iteration=data.get("iteration"),
-            time=when,
-            stack_file=data.get("stack_file"),
-            warmup=bool(data.get("warmup", False)),
-            timed=data.get("timed"),
-            busy_s=data.get("busy_s"),
-            wait_s=data.get("wait_s"),
-            wall_s=data.get("wall_s"),
-        )
-
-
-_INT, _NUMBER, _TEXT, _FLAG = (int,), (int, float), (str,), (bool,)
-_TYPE_NAMES = {_INT: "an integer", _NUMBER: "a number", _TEXT: "a string", _FLAG: "true or false"}
-#: Each field of a report: its JSON types, and whether it must be there.
-_FIELDS = (
-    ("rank", _INT, True),
-    ("local_rank", _INT, False),
-    ("pid", _INT, False),
-    ("host", _TEXT, False),
-    ("stage", _TEXT, True),
-    ("iteration", _INT, False),
-    ("time", _NUMBER, True),
-    ("stack_file", _TEXT, False),
-    ("warmup", _FLAG, False),
-    ("timed", _INT, False),
-    ("busy_s", _NUMBER, False),
-    ("wait_s", _NUMBER, False),
-    ("wall_s", _NUMBER, False),
-)
 
 
 @dataclass(frozen=True)
@@ -555,14 +451,13 @@ class StallMonitor:
     """Multi-node: a rank on another node is writing a checkpoint (what its mgpu published)."""
 
     _writes: dict[int, tuple[int, float]] = field(default_factory=dict)
-    _reports: dict[int, Report] = field(default_factory=dict)
-    _rejected: dict[str, str] = field(default_factory=dict)
-    _told: set[str] = field(default_factory=set)
+    _files: Reports = field(init=False)
     _auto: AutoBound | None = None
     _saved_at: float | None = None
     _bound_said = False
 
     def __post_init__(self) -> None:
+        self._files = Reports(self.folder)
         if self.options.auto:
             self._auto = AutoBound(cap=self.options.stall_timeout)
 
@@ -583,17 +478,11 @@ class StallMonitor:
 
         A malformed file (wrong types) is skipped; :meth:`rejected` names it.
         """
-        found = dict(self._reports)
-        for path in Path(self.folder).glob("progress.*.json"):
-            try:
-                rep = Report.read(path)
-            except ValueError as exc:
-                self._rejected.setdefault(str(path), str(exc))
-                continue
-            if rep is not None:
-                found[rep.rank] = rep
-        self._reports = found
-        return found
+        return self._files.read()
+
+    @property
+    def _reports(self) -> dict[int, Report]:
+        return self._files.last
 
     def read_already(self) -> dict[int, Report]:
         """The reports the last :meth:`read` found (nothing read again)."""
@@ -616,9 +505,7 @@ class StallMonitor:
 
     def rejected(self) -> list[tuple[str, str]]:
         """Malformed progress files not named before, each with what is wrong (each named once)."""
-        new = [(path, why) for path, why in self._rejected.items() if path not in self._told]
-        self._told.update(path for path, _ in new)
-        return new
+        return self._files.rejected()
 
     def check(
         self,
