@@ -431,8 +431,13 @@ class Supervisor:
             times = logs.output_times(self._log_dir, self._watch.monitor.ranks)
         stall = self._watch.check(self._tree_now, times)
         died = wandb = False
-        if stall is None and not self._peers_stopped:
-            died, wandb = self._dead_rank_seen()
+        if stall is None and self._peers_kill_at is None:
+            died, wandb = self._rank_died()
+        elif stall is None and not self._peers_stopped and time.monotonic() >= self._peers_kill_at:
+            # decide() said when (Kind.PEERS): they wait for the dead rank in a collective that
+            # cannot finish, where they cannot even run a SIGTERM handler, and can save nothing.
+            self._peers_stopped = True
+            proctree.signal_tree(self._peers, signal.SIGKILL)
         if stall is None and (slow := self._watch.straggler()) is not None:
             self._say.straggler(slow)
         if (bound := self._watch.monitor.bound_news()) is not None:
@@ -447,24 +452,15 @@ class Supervisor:
             self._say.stall(stall)
         return stall is not None, died, wandb
 
-    def _dead_rank_seen(self) -> tuple[bool, bool]:
-        """A local rank died (first seen now), and whether a W&B service runs among its peers.
-
-        Once its peers' SIGKILL is due (:class:`~.stop.Kind.PEERS`), it is sent from here: they
-        wait for the dead rank in a collective that cannot finish, where they cannot even run a
-        SIGTERM handler, and can save nothing.
-        """
+    def _rank_died(self) -> tuple[bool, bool]:
+        """A local rank died with peers waiting for it (kept for the note and their SIGKILL), and
+        whether a W&B service runs among those peers."""
         assert self._watch is not None
-        if self._peers_kill_at is None:
-            died = self._watch.died(self._tree_now)
-            if died is None:
-                return False, False
-            self._dead_rank, self._peers = died
-            return True, _has_wandb_service(self._peers)
-        if time.monotonic() >= self._peers_kill_at:
-            self._peers_stopped = True
-            proctree.signal_tree(self._peers, signal.SIGKILL)
-        return False, False
+        died = self._watch.died(self._tree_now)
+        if died is None:
+            return False, False
+        self._dead_rank, self._peers = died
+        return True, _has_wandb_service(self._peers)
 
     # -- logs and the end ----------------------------------------------------------------------
 
