@@ -59,7 +59,12 @@ from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
 from isaaclab_mgpu.launcher.build import Command
-from isaaclab_mgpu.launcher.supervise import Notes, RunResult, SuperviseOptions, Supervisor
+from isaaclab_mgpu.launcher.supervise import (
+    Notes,
+    RunResult,
+    SuperviseOptions,
+    Supervisor,
+)
 from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, ignored
 
 #: Seconds the ranks get to reach an iteration boundary, save and stop after the requeue signal
@@ -232,32 +237,32 @@ def run_attempts(
 
     ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
     folder is known (node 0)."""
-    signals = Interrupts(checkpoint_signal=restart.requeue_signal)
+    requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")
     report_file = str(Path(request_dir) / "run_dir")
     attempts: list[Attempt] = []
     try:
-        with signals.installed() as installed:
+        with requests.installed() as installed:
             number = 0
             while True:
                 env = {**cmd.env, **attempt_env(cmd, place, number, request_file, report_file)}
                 started = _checkpoint_now(place)
                 t0 = time.monotonic()
                 this = dataclasses.replace(cmd, env=env)
-                result = _one(this, options, progress, signals, restart, installed, request_file, say)
+                result = _one(this, options, progress, requests, restart, installed, request_file, say)
                 if place.named_by_rank and place.run_dir is None:
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
                     started = _started_here(place, number) if place.run_dir is not None else None
-                attempt = _judge(number, result, place, started, time.monotonic() - t0, signals)
+                attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempts.append(attempt)
                 again = attempt.outcome in ("failed", "hung") and attempt.exit_code not in NOT_RETRIED
-                asked = signals.stop_asked or signals.checkpoint_at is not None
+                asked = requests.stop_asked or requests.checkpoint_at is not None
                 again = again and number < restart.max_restarts and not asked
                 if on_attempt_end is not None and place.run_dir is not None:
                     on_attempt_end(place.run_dir, tuple(attempts), again)
                 if not again:
-                    return Outcome(tuple(attempts), result, place.run_dir, signals.checkpoint_at)
+                    return Outcome(tuple(attempts), result, place.run_dir, requests.checkpoint_at)
                 number += 1
                 say.restarting(attempt, number, restart.max_restarts)
     finally:
@@ -268,15 +273,15 @@ def _one(
     cmd: Command,
     options: SuperviseOptions,
     progress: Notes | None,
-    signals: Interrupts,
+    requests: Interrupts,
     restart: RestartOptions,
     installed: bool,
     request_file: str,
     say: AttemptsProgress,
 ) -> RunResult:
-    """One attempt under its own supervisor, reading ``signals``; the requeue request acted on
+    """One attempt under its own supervisor, reading ``requests``; the requeue request acted on
     between its polls."""
-    sup = Supervisor(cmd, options, progress, signals=signals)
+    sup = Supervisor(cmd, options, progress, signals=requests)
     # The launcher and its helpers inherit SIG_IGN (exec keeps it), so a requeue signal SLURM
     # sends to every process of the step does not kill them; a rank's own handler replaces it.
     # A requeue signal arriving while the launcher is being forked is not recorded; a stop signal
@@ -287,7 +292,7 @@ def _one(
     try:
         asked_at = None
         while (result := sup.wait(timeout=_POLL)) is None:
-            if signals.checkpoint_at is not None and asked_at is None:
+            if requests.checkpoint_at is not None and asked_at is None:
                 Path(request_file).touch()
                 asked_at = time.monotonic()
                 say.checkpoint_requested(signal.Signals(restart.requeue_signal).name, restart.stop_window)
@@ -301,7 +306,7 @@ def _one(
 
 
 def _judge(
-    number: int, result: RunResult, place: RunPlace, started: int | None, seconds: float, signals: Interrupts
+    number: int, result: RunResult, place: RunPlace, started: int | None, seconds: float, requests: Interrupts
 ) -> Attempt:
     reached, saved = _reached(place), _checkpoint_now(place)
     if reached is not None and saved is not None:
@@ -323,7 +328,7 @@ def _judge(
         return Attempt(outcome="failed", rank=f.rank, how=how, host=f.host, **common)
     summary = summaries.read(place.run_dir) if place.run_dir is not None else None
     # Another node has no summary: its ranks stopped cleanly after this mgpu asked them to.
-    asked = signals.checkpoint_at is not None
+    asked = requests.checkpoint_at is not None
     stopped = summary.status == "stopped" if summary is not None else asked
     return Attempt(outcome="stopped" if stopped else "finished", **common)
 
