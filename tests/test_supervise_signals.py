@@ -6,7 +6,8 @@ process that takes over the launcher's PID once it is reaped (``ns_last_pid``, w
 lets the test write it); a process of another user carrying the run's marker; malformed progress
 files planted beside the ranks' own in a real 2-rank ``mgpu train`` run. Every ``os.kill`` and
 ``os.killpg`` the supervisor makes is recorded (psutil and subprocess signal through them).
-SLURM's SIGUSR1 reaches mgpu itself: it must neither die nor stop the run.
+SLURM's SIGUSR1 reaches mgpu itself, whose handlers write into the one signal recorder the
+supervisor reads: mgpu must neither die of it nor stop the run.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import psutil
 import pytest
 
 from isaaclab_mgpu.launcher.build import Command
-from isaaclab_mgpu.launcher.supervise import MARKER_ENV, SuperviseOptions, Supervisor, supervise
+from isaaclab_mgpu.launcher.supervise import MARKER_ENV, SuperviseOptions, Supervisor
+from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 from isaaclab_mgpu.launcher.supervise.watchdog import marked_processes
 
 WORKERS = Path(__file__).parent / "workers"
@@ -182,8 +184,8 @@ def test_malformed_progress_files_are_ignored_once_and_the_run_ends_well(tmp_pat
 @pytest.mark.slow
 def test_sigusr1_is_recorded_and_the_run_goes_on(tmp_path):
     cmd = _command(tmp_path, sys.executable, "-c", "import time; time.sleep(3)")
-    requests: list[float] = []
-    options = SuperviseOptions(console=False, on_checkpoint_request=lambda: requests.append(time.monotonic()))
+    signals = Interrupts()
+    sup = Supervisor(cmd, SuperviseOptions(console=False), signals=signals)
 
     def send_twice() -> None:
         for _ in range(2):
@@ -191,8 +193,12 @@ def test_sigusr1_is_recorded_and_the_run_goes_on(tmp_path):
             os.kill(os.getpid(), signal.SIGUSR1)
 
     sender = threading.Thread(target=send_twice)
-    sender.start()
-    result = supervise(cmd, options)
+    with signals.installed() as installed:
+        assert installed
+        sup.start()
+        sender.start()
+        result = sup.wait()
     sender.join()
-    assert (result.exit_code, result.interrupted, result.checkpoint_requested) == (0, False, True)
-    assert len(requests) == 1  # the hook is called once, from the loop
+    assert result is not None
+    assert (result.exit_code, result.interrupted) == (0, False)
+    assert signals.checkpoint_at is not None and not signals.stop_asked

@@ -30,7 +30,11 @@ jaxrun:
   iteration is what rank 0 recorded (``checkpoint_iteration``), not a ``model_<N>.json``.
 
 The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
-sends) is only recorded by its handler; the loop then creates the checkpoint-request file, which
+sends) and the stop signals are only recorded, by the one signal recorder
+(:class:`~.supervise.shutdown.Interrupts`), installed once for all the attempts and handed to
+each attempt's supervisor, which acts on the stop signals. A stop that comes between two
+attempts ends the run all the same: no restart follows it, or the next attempt's supervisor
+stops at its first step. On the requeue signal the loop creates the checkpoint-request file, which
 every rank reads once per iteration and puts into the all-gather it already runs, so all ranks
 save and stop at the same iteration boundary. SLURM may deliver the signal to every process of
 the job step: mgpu's handler records it, and the launcher and its helpers start with it ignored
@@ -50,9 +54,8 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,12 +66,12 @@ from isaaclab_mgpu.contract.env import ERROR_FILE
 from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
 from isaaclab_mgpu.launcher.build import Command, for_attempt
 from isaaclab_mgpu.launcher.supervise import (
-    STOP_SIGNALS,
     Notes,
     RunResult,
     SuperviseOptions,
     Supervisor,
 )
+from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, ignored
 
 #: Seconds the ranks get to reach an iteration boundary, save and stop after the requeue signal
 #: (SLURM's warning comes ``--signal=USR1@<seconds>`` before the time limit: give it 90 or more).
@@ -215,40 +218,6 @@ class AttemptsProgress(Protocol):
     def checkpoint_requested(self, signal_name: str, window: float) -> None: ...
 
 
-class _Requests:
-    """What signal handlers recorded while the attempts run (the handlers do nothing else)."""
-
-    def __init__(self) -> None:
-        self.requeue_at: float | None = None
-        self.stop: list[int] = []
-        self.supervisor: Supervisor | None = None
-
-    def on_requeue(self, signum: int, frame: Any) -> None:
-        if self.requeue_at is None:
-            self.requeue_at = time.monotonic()
-
-    def on_stop(self, signum: int, frame: Any) -> None:
-        self.stop.append(signum)
-        if self.supervisor is not None:
-            self.supervisor.interrupt(signum)
-
-
-@contextlib.contextmanager
-def _handlers(requests: _Requests, requeue_signal: int) -> Iterator[bool]:
-    """Install the recording handlers (main thread only); yield whether they are installed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield False
-        return
-    previous = {requeue_signal: signal.signal(requeue_signal, requests.on_requeue)}
-    for sig in STOP_SIGNALS:
-        previous[sig] = signal.signal(sig, requests.on_stop)
-    try:
-        yield True
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def attempt_env(
     cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
 ) -> dict[str, str]:
@@ -283,13 +252,13 @@ def run_attempts(
 
     ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
     folder is known (node 0)."""
-    requests = _Requests()
+    requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")
     report_file = str(Path(request_dir) / "run_dir")
     attempts: list[Attempt] = []
     try:
-        with _handlers(requests, restart.requeue_signal) as installed:
+        with requests.installed() as installed:
             number = 0
             while True:
                 this = for_attempt(cmd, number)
@@ -304,12 +273,12 @@ def run_attempts(
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempts.append(attempt)
                 again = attempt.outcome in ("failed", "hung") and attempt.exit_code not in NOT_RETRIED
-                asked = bool(requests.stop) or requests.requeue_at is not None
+                asked = requests.stop_asked or requests.checkpoint_at is not None
                 again = again and number < restart.max_restarts and not asked
                 if on_attempt_end is not None and place.run_dir is not None:
                     on_attempt_end(place.run_dir, tuple(attempts), again)
                 if not again:
-                    return Outcome(tuple(attempts), result, place.run_dir, requests.requeue_at)
+                    return Outcome(tuple(attempts), result, place.run_dir, requests.checkpoint_at)
                 number += 1
                 say.restarting(attempt, number, restart.max_restarts)
     finally:
@@ -320,32 +289,26 @@ def _one(
     cmd: Command,
     options: SuperviseOptions,
     progress: Notes | None,
-    requests: _Requests,
+    requests: Interrupts,
     restart: RestartOptions,
     installed: bool,
     request_file: str,
     say: AttemptsProgress,
 ) -> RunResult:
-    """One attempt under its own supervisor; the requeue request acted on between its polls."""
-    sup = Supervisor(cmd, options, progress)
-    if installed:
-        # The launcher and its helpers inherit SIG_IGN (exec keeps it), so a requeue signal SLURM
-        # sends to every process of the step does not kill them; a rank's own handler replaces
-        # it. A signal arriving while the launcher is being forked is not recorded.
-        signal.signal(restart.requeue_signal, signal.SIG_IGN)
-    try:
+    """One attempt under its own supervisor, reading ``requests``; the requeue request acted on
+    between its polls."""
+    sup = Supervisor(cmd, options, progress, signals=requests)
+    # The launcher and its helpers inherit SIG_IGN (exec keeps it), so a requeue signal SLURM
+    # sends to every process of the step does not kill them; a rank's own handler replaces it.
+    # A requeue signal arriving while the launcher is being forked is not recorded; a stop signal
+    # is, and the supervisor acts on it once it waits.
+    with ignored(restart.requeue_signal) if installed else contextlib.nullcontext():
         sup.start()  # raises when the launcher cannot start: nothing to stop then
-    finally:
-        if installed:
-            signal.signal(restart.requeue_signal, requests.on_requeue)
     result = None
     try:
-        requests.supervisor = sup
-        for sig in requests.stop:  # a stop that came between attempts
-            sup.interrupt(sig)
         asked_at = None
         while (result := sup.wait(timeout=_POLL)) is None:
-            if requests.requeue_at is not None and asked_at is None:
+            if requests.checkpoint_at is not None and asked_at is None:
                 Path(request_file).touch()
                 asked_at = time.monotonic()
                 say.checkpoint_requested(signal.Signals(restart.requeue_signal).name, restart.stop_window)
@@ -353,14 +316,13 @@ def _one(
                 sup.interrupt(signal.SIGTERM)  # the one shutdown path: the ranks save on SIGTERM too
                 asked_at = float("inf")
     finally:
-        requests.supervisor = None
         if result is None:
             result = sup.kill()  # an error inside mgpu itself: the tree must not outlive it
     return result
 
 
 def _judge(
-    number: int, result: RunResult, place: RunPlace, started: int | None, seconds: float, requests: _Requests
+    number: int, result: RunResult, place: RunPlace, started: int | None, seconds: float, requests: Interrupts
 ) -> Attempt:
     reached, saved = _reached(place), _checkpoint_now(place)
     if reached is not None and saved is not None:
@@ -382,7 +344,7 @@ def _judge(
         return Attempt(outcome="failed", rank=f.rank, how=how, host=f.host, **common)
     summary = summaries.read(place.run_dir) if place.run_dir is not None else None
     # Another node has no summary: its ranks stopped cleanly after this mgpu asked them to.
-    asked = requests.requeue_at is not None
+    asked = requests.checkpoint_at is not None
     stopped = summary.status == "stopped" if summary is not None else asked
     return Attempt(outcome="stopped" if stopped else "finished", **common)
 

@@ -11,30 +11,30 @@ Start
     subreaper attribute goes back to what the host process had and the dead orphans the run left
     with it are reaped, so a process using the supervisor in-process is left as it was.
 
-Stop — one code path, :class:`.shutdown.Shutdown`, driven by :meth:`Supervisor.wait`
-    A stop begins with the first SIGINT/SIGTERM/SIGHUP (the handlers installed by
-    :func:`supervise` only record it), with :meth:`Supervisor.stop`, or when the launcher reports
-    a failed rank. After a failed rank the grace is short (:data:`FAILURE_GRACE`): its peers sit
-    in a collective that can never finish, cannot run their SIGTERM handlers, and can save
-    nothing, while torchrun would give them 30 s before its own SIGKILL; a restart waits for the
-    tree to be gone. Sooner still, a rank of mgpu's worker that ended without its done report has
-    the other local ranks SIGKILLed at once (``Supervisor._stop_a_dead_ranks_peers``). The signal
-    is passed to the launcher alone, so torchrun's own shutdown runs (it forwards it to the ranks
-    and prints its failure summary). Then the phases of
-    :mod:`.shutdown` follow: ``grace_period`` seconds later, or as soon as the launcher is gone,
-    every remaining process of the tree gets SIGTERM plus SIGCONT (a stopped process must run to
-    die of it); ``kill_after`` seconds after that, SIGKILL, repeated until nothing is left. A
-    second interrupt SIGKILLs the tree at once (one arriving within half a second of the first is
-    the same Ctrl-C, delivered twice: by the terminal to mgpu's process group and again by a
-    wrapper such as ``uv run``). When the launcher ends by itself, processes that outlived it
-    (orphaned grandchildren, setsid escapees) go the same way without waiting.
+Stop — one decision, :func:`.stop.decide`, and one code path, :class:`.shutdown.Shutdown`
+    Each step of :meth:`Supervisor.wait` gathers what could stop the run (signals the recorder
+    got, :meth:`Supervisor.stop` and :meth:`Supervisor.kill`, the launcher's "failed" line, the
+    stall watch's verdict and a dead rank, the launcher's end) and does what :func:`.stop.decide`
+    says; every reason to stop and its timing is listed there. Signals are only recorded where
+    they arrive (:class:`.shutdown.Interrupts`: the caller installs the handlers and hands the
+    recorder in, or calls :meth:`Supervisor.interrupt`). A first SIGINT/SIGTERM/SIGHUP is passed
+    to the launcher alone, so torchrun's own shutdown runs (it forwards it to the ranks and prints
+    its failure summary). Then the phases of :mod:`.shutdown` follow: ``grace_period`` seconds
+    later, or as soon as the launcher is gone, every remaining process of the tree gets SIGTERM
+    plus SIGCONT (a stopped process must run to die of it); ``kill_after`` seconds after that,
+    SIGKILL, repeated until nothing is left. A second interrupt SIGKILLs the tree at once (one
+    arriving within half a second of the first is the same Ctrl-C, delivered twice: by the
+    terminal to mgpu's process group and again by a wrapper such as ``uv run``). After a failed
+    rank the grace is short (:data:`.stop.FAILURE_GRACE`) and a restart waits for the tree to be
+    gone; sooner still, a rank of mgpu's worker that ended without its done report has the other
+    local ranks SIGKILLed. When the launcher ends by itself, processes that outlived it (orphaned
+    grandchildren, setsid escapees) go the same way without waiting.
 
-SIGUSR1 — recorded, nothing else
+The checkpoint signal — recorded, never a stop
     SLURM's ``--signal=USR1@90`` warns every process of a job step that the time limit is near.
-    mgpu survives it: the handler records it, :attr:`Supervisor.checkpoint_requested` turns True,
-    ``SuperviseOptions.on_checkpoint_request`` (if given) is called once from the supervision
-    loop (never from the handler), and :attr:`RunResult.checkpoint_requested` says so at the end.
-    What follows from it (the ranks checkpoint, the job is requeued) is for that callback to do.
+    The recorder notes it (:attr:`.shutdown.Interrupts.checkpoint_at`) and the supervisor passes
+    over it; ``mgpu train``'s attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`) turns it into
+    a checkpoint request to the ranks.
 
 Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
@@ -54,11 +54,12 @@ Result — :mod:`.result`
     :class:`RunResult` keeps the launcher's status and names the first failed rank, read from
     the launcher's "Root Cause" summary and the rank's ``@record`` error file.
 
-The pieces, one seam each: :mod:`.tree` (which processes are the run's), :mod:`.shutdown` (the
-phases), :mod:`.output` (the launcher's streams), :mod:`.logs` (the per-rank log folder),
-:mod:`.hang` with :mod:`.stall` and :mod:`.stacks` (the stall watch), :mod:`.result`,
-:mod:`.watchdog` and :mod:`.notes` (what people are told: the caller's :class:`Notes`,
-``report.supervise`` implements it; this package never imports the printing layer).
+The pieces, one seam each: :mod:`.tree` (which processes are the run's), :mod:`.stop` (when a
+run stops, why and how fast), :mod:`.shutdown` (the phases and the signal recorder), :mod:`.output`
+(the launcher's streams), :mod:`.logs` (the per-rank log folder), :mod:`.hang` with :mod:`.stall`
+and :mod:`.stacks` (the stall watch), :mod:`.result`, :mod:`.watchdog` and :mod:`.notes` (what
+people are told: the caller's :class:`Notes`, ``report.supervise`` implements it; this package
+never imports the printing layer).
 """
 
 from __future__ import annotations
@@ -85,19 +86,13 @@ from isaaclab_mgpu.launcher.supervise import logs
 from isaaclab_mgpu.launcher.supervise import stall as _stall
 from isaaclab_mgpu.launcher.supervise import tree as proctree
 from isaaclab_mgpu.launcher.supervise import watchdog as _watchdog
-from isaaclab_mgpu.launcher.supervise.hang import HANG_GRACE, HANG_KILL_AFTER, HangWatch
+from isaaclab_mgpu.launcher.supervise.hang import HangWatch
 from isaaclab_mgpu.launcher.supervise.notes import Notes, Silent
 from isaaclab_mgpu.launcher.supervise.output import LauncherOutput
 from isaaclab_mgpu.launcher.supervise.result import RankFailure, RunResult, exit_code, first_failure
-from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown, recording
+from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown
+from isaaclab_mgpu.launcher.supervise.stop import Kind, Seen, Standing, Stop, decide
 from isaaclab_mgpu.launcher.supervise.watchdog import DONE, MARKER_ENV
-
-#: After a rank failed: seconds for the launcher to stop the others itself before SIGTERM to what
-#: is left. Its peers wait in a collective with a dead rank: nothing they could do is worth more.
-#: (``kill_after`` stays: a rank's helper, W&B's service writing its offline file, needs it.)
-FAILURE_GRACE = 2.0
-#: How often W&B's service (wandb-core 0.31, offline) writes its log to disk (measured: every 15 s).
-WANDB_WRITE_S = 16.0
 
 
 def _has_wandb_service(procs: list[psutil.Process]) -> bool:
@@ -119,7 +114,6 @@ __all__ = [
     "StallOptions",
     "SuperviseOptions",
     "Supervisor",
-    "supervise",
 ]
 
 Stall = _stall.Stall
@@ -172,10 +166,6 @@ class SuperviseOptions:
     """Mirror torch elastic's own failure summary (its "Root Cause" block) to the console too;
     mgpu's lines retell it either way (``--debug``)."""
 
-    on_checkpoint_request: Callable[[], None] | None = None
-    """Called once, from the supervision loop, when SIGUSR1 first arrives (SLURM's warning that
-    the time limit is near); the run goes on unless this stops it. None: only recorded."""
-
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
             value = getattr(self, name)
@@ -187,8 +177,14 @@ class Supervisor:
     """Owns one launch's process tree from start to the last process gone."""
 
     def __init__(
-        self, cmd: Command, options: SuperviseOptions | None = None, notes: Notes | None = None
+        self,
+        cmd: Command,
+        options: SuperviseOptions | None = None,
+        notes: Notes | None = None,
+        signals: Interrupts | None = None,
     ) -> None:
+        """``signals``: the recorder the caller's handlers write into (see :mod:`.shutdown`); by
+        default one of its own, fed by :meth:`interrupt`."""
         self.cmd = cmd
         self.options = options or SuperviseOptions()
         self._say: Notes = notes if notes is not None and self.options.console else Silent()
@@ -202,7 +198,7 @@ class Supervisor:
         self._output = LauncherOutput(
             self.options.console, self.options.on_stdout, failure_summary=self.options.debug
         )
-        self._signals = Interrupts()
+        self._signals = signals if signals is not None else Interrupts()
         self._shutdown = Shutdown(
             members=self.descendants,
             first_alive=lambda: self._launcher_rc() is None,
@@ -211,14 +207,18 @@ class Supervisor:
             on_terminate=self._terminating,
             on_kill=self._say.killing,
         )
-        self._interrupted = False
+        self._interrupted = False  # set by _apply() alone, as every flag of a stop
+        self._asked: str | None = None
+        self._killed = False
+        self._failed_seen = False
+        self._tree_now: Callable[[], list[psutil.Process]] = self.descendants
         self._watch: HangWatch | None = None
         self._run_folder_said = False
         self._peers_stopped = False
         self._peers_kill_at: float | None = None
         self._peers: list[psutil.Process] = []
+        self._dead_rank: _stall.Report | None = None
         self._stall: _stall.Stall | None = None
-        self._failure_judged = False
         self._log_dir: str | None = None
         self._next_probe = 0.0
         self._fail_fast = not _restarts(cmd.argv)
@@ -273,11 +273,6 @@ class Supervisor:
         self._signals.record(signum)
 
     @property
-    def checkpoint_requested(self) -> bool:
-        """SIGUSR1 reached this supervisor (SLURM: the time limit is near); nothing else is done."""
-        return self._signals.checkpoint_requested
-
-    @property
     def phase(self) -> Phase:
         """Where the run is: running, then the shutdown's phases (see :mod:`.shutdown`)."""
         return self._shutdown.phase
@@ -299,7 +294,7 @@ class Supervisor:
     def stop(self, reason: str) -> RunResult:
         """Stop the run through the one shutdown path and return its result."""
         if self._result is None:
-            self._request_stop(signal.SIGTERM, reason)
+            self._asked = reason  # the next step decides, as for a signal
         result = self.wait()
         assert result is not None
         return result
@@ -307,8 +302,7 @@ class Supervisor:
     def kill(self) -> RunResult:
         """SIGKILL the whole tree now (as a second Ctrl-C does) and return the result."""
         if self._result is None:
-            self._interrupted = True
-            self._shutdown.force()
+            self._killed = True
         result = self.wait()
         assert result is not None
         return result
@@ -317,66 +311,94 @@ class Supervisor:
 
     def _step(self) -> None:
         assert self._launcher is not None, "start() first"
-        self._take_signals()
-        self._judge_failure()
         now = time.monotonic()
+        self._tree_now = functools.cache(self.descendants)  # walked at most once a step, if at all
         if now >= self._next_probe:
             self._next_probe = now + _PROBE
             self._find_log_dir()
             self._tree.adopt(self._owned())
             self._tree.reap(self._owned())
+        for stop in decide(self._see(now), self._standing()):
+            self._apply(stop)
         if self._shutdown.phase is Phase.RUNNING:
-            if self._launcher_rc() is None:
-                if self._watch is not None and self._watch.due(now):
-                    self._watch_stalls()
-                return
-            self._shutdown.begin(requested=False)  # it ended by itself: what it left goes too
+            return
         self._shutdown.step()
         self._tree.reap(self._owned())
         if self._shutdown.done and self._launcher_rc() is not None:
             self._finish(self._launcher_rc())
 
-    def _take_signals(self) -> None:
-        for kind, sig in self._signals.take(stopping=self._interrupted):
-            if kind == "stop":
-                self._request_stop(sig, f"{signal.Signals(sig).name} received")
-            elif kind == "force" and not self._shutdown.forced:
-                self._say.forcing(len(self.descendants()))
-                self._shutdown.force()
-            elif kind == "checkpoint" and self.options.on_checkpoint_request is not None:
-                self.options.on_checkpoint_request()
-
-    def _judge_failure(self) -> None:
+    def _see(self, now: float) -> Seen:
+        """What could stop the run, as this step finds it; the watches look while nothing else does."""
+        asked, killed = self._asked, self._killed
+        self._asked, self._killed = None, False
+        signals = tuple(self._signals.take(stopping=self._interrupted or killed or asked is not None))
+        alive = self._launcher_rc() is None
+        calm = self._shutdown.phase is Phase.RUNNING and not (signals or asked or killed)
         failed = self._output.failed
-        if failed is None:
-            return
-        if self._watch is not None and not self._failure_judged:
-            # Multi-node: a collective that fails after a long wait means a stalled peer elsewhere.
-            self._failure_judged = True
-            if self._stall is None and self._shutdown.phase is Phase.RUNNING:
+        first_failure = failed is not None and not self._failed_seen
+        if first_failure:
+            self._failed_seen = True
+            if calm and self._watch is not None and self._stall is None:
+                # Multi-node: a collective that fails after a long wait means a stalled peer elsewhere.
                 self._stall = self._watch.after_failure(failed[1])
                 if self._stall is not None:
                     self._say.stall(self._stall)
-        if self._fail_fast and self._shutdown.phase is Phase.RUNNING and self._launcher_rc() is None:
-            # The launcher stops the other ranks itself; the shutdown only bounds how long it may take.
-            self._shutdown.grace = min(self._shutdown.grace, FAILURE_GRACE)
-            self._shutdown.begin()
-            if self.cmd.world_size != 1:  # a lone rank has no others to stop
-                self._say.stopping_after_failure(
-                    self.cmd.launcher, self._shutdown.grace, self._shutdown.kill_after
-                )
+        hang = died = wandb = False
+        if calm and not first_failure and alive and self._watch is not None and self._watch.due(now):
+            hang, died, wandb = self._watch_stalls()
+        return Seen(
+            signals=signals,
+            asked=asked,
+            killed=killed,
+            hang=hang,
+            failed=first_failure,
+            rank_died=died,
+            wandb=wandb,
+            launcher_alive=alive,
+        )
 
-    def _request_stop(self, sig: int, reason: str) -> None:
-        """A stop was asked for: pass ``sig`` to the launcher alone and start the shutdown."""
-        announce = self._shutdown.phase is Phase.RUNNING or not self._interrupted
-        self._interrupted = True
-        self._output.stopped = True  # the launcher's KeyboardInterrupt from here on is ours
-        self._shutdown.begin()
-        if self._launcher is not None and self._launcher_rc() is None:
+    def _standing(self) -> Standing:
+        return Standing(
+            stopping=self._shutdown.phase is not Phase.RUNNING,
+            interrupted=self._interrupted,
+            forced=self._shutdown.forced,
+            fail_fast=self._fail_fast,
+            lone_rank=self.cmd.world_size == 1,
+            grace=self.options.grace_period,
+            kill_after=self.options.kill_after,
+        )
+
+    def _apply(self, stop: Stop) -> None:
+        """Do what :func:`~.stop.decide` said: the one place a stop begins, with its timings."""
+        if stop.kind is Kind.PEERS:
+            rank, wait = self._dead_rank, stop.grace or 0.0
+            assert rank is not None
+            self._peers_kill_at = time.monotonic() + wait
+            self._say.rank_died(rank.rank, rank.host, rank.iteration, rank.stage, len(self._peers), wait)
+            return
+        if stop.interrupts:
+            self._interrupted = True
+        if stop.send is not None:
+            self._output.stopped = True  # the launcher's KeyboardInterrupt from here on is ours
+        if stop.kind is Kind.FORCE:
+            if stop.announce:
+                self._say.forcing(len(self.descendants()))
+            self._shutdown.force()
+            return
+        if stop.kind is Kind.HANG:
+            assert self._watch is not None and self._stall is not None
+            proctree.signal_tree(self._watch.hung(self._stall, self._tree_now()), signal.SIGKILL)
+        self._shutdown.begin(stop.requested, grace=stop.grace, kill_after=stop.kill_after)
+        if stop.send is not None and self._launcher is not None and self._launcher_rc() is None:
             with contextlib.suppress(OSError):
-                self._launcher.send_signal(sig)
-        if announce:
-            self._say.stopping(reason, self.cmd.launcher, self._shutdown.grace, self._shutdown.kill_after)
+                self._launcher.send_signal(stop.send)
+        if not stop.announce:
+            return
+        grace, kill_after = self._shutdown.grace, self._shutdown.kill_after
+        if stop.kind is Kind.FAILURE:
+            self._say.stopping_after_failure(self.cmd.launcher, grace, kill_after)
+        else:
+            self._say.stopping(stop.reason, self.cmd.launcher, grace, kill_after)
 
     def _terminating(self, count: int, launcher_alive: bool) -> None:
         if launcher_alive:
@@ -398,15 +420,24 @@ class Supervisor:
 
     # -- the stall watch ---------------------------------------------------------------------
 
-    def _watch_stalls(self) -> None:
+    def _watch_stalls(self) -> tuple[bool, bool, bool]:
+        """One look of the stall watch: (a hang found, a local rank died, a W&B service among its peers).
+
+        What it finds is told here; what is done about it is :func:`~.stop.decide`'s.
+        """
         assert self._watch is not None
-        tree = functools.cache(self.descendants)  # walked at most once, and only for a verdict
         times = None
         if self._watch.monitor.options.on_silence and self._log_dir is not None:
             times = logs.output_times(self._log_dir, self._watch.monitor.ranks)
-        stall = self._watch.check(tree, times)
-        if stall is None and not self._peers_stopped and not self._interrupted:
-            self._stop_a_dead_ranks_peers(tree)
+        stall = self._watch.check(self._tree_now, times)
+        died = wandb = False
+        if stall is None and self._peers_kill_at is None:
+            died, wandb = self._rank_died()
+        elif stall is None and not self._peers_stopped and time.monotonic() >= self._peers_kill_at:
+            # decide() said when (Kind.PEERS): they wait for the dead rank in a collective that
+            # cannot finish, where they cannot even run a SIGTERM handler, and can save nothing.
+            self._peers_stopped = True
+            proctree.signal_tree(self._peers, signal.SIGKILL)
         if stall is None and (slow := self._watch.straggler()) is not None:
             self._say.straggler(slow)
         if (bound := self._watch.monitor.bound_news()) is not None:
@@ -416,37 +447,20 @@ class Supervisor:
             self._say.run_folder(*folder)
         for path, why in self._watch.monitor.rejected():
             self._say.ignored_report(path, why)
-        if stall is None:
-            return
-        self._stall = stall
-        self._say.stall(stall)
-        # Hung ranks save nothing; SIGKILL keeps a stopped one from resuming (and unblocking a
-        # peer on another node) during a SIGTERM+SIGCONT shutdown.
-        proctree.signal_tree(self._watch.hung(stall, tree()), signal.SIGKILL)
-        self._shutdown.grace, self._shutdown.kill_after = HANG_GRACE, HANG_KILL_AFTER
-        self._request_stop(signal.SIGTERM, "hang found")
+        if stall is not None:
+            self._stall = stall
+            self._say.stall(stall)
+        return stall is not None, died, wandb
 
-    def _stop_a_dead_ranks_peers(self, tree: Callable[[], list[psutil.Process]]) -> None:
-        """A local rank died: SIGKILL the others now rather than wait for torchrun's 30 s.
-
-        They wait for it in a collective that cannot finish, where they cannot even run a SIGTERM
-        handler, and can save nothing; torchrun, once they are gone, reports the failure (the dead
-        rank first observed) and ends, and a restart can begin.
-        """
+    def _rank_died(self) -> tuple[bool, bool]:
+        """A local rank died with peers waiting for it (kept for the note and their SIGKILL), and
+        whether a W&B service runs among those peers."""
         assert self._watch is not None
-        if self._peers_kill_at is None:
-            died = self._watch.died(tree)
-            if died is None:
-                return
-            rank, self._peers = died
-            # W&B's service (wandb-core) writes its offline log every 15 s and drops the rest when
-            # its client is killed: a rank with one keeps its last rows only if it outlives a write.
-            wait = WANDB_WRITE_S if _has_wandb_service(self._peers) else 0.0
-            self._peers_kill_at = time.monotonic() + wait
-            self._say.rank_died(rank.rank, rank.host, rank.iteration, rank.stage, len(self._peers), wait)
-        if time.monotonic() >= self._peers_kill_at:
-            self._peers_stopped = True
-            proctree.signal_tree(self._peers, signal.SIGKILL)
+        died = self._watch.died(self._tree_now)
+        if died is None:
+            return False, False
+        self._dead_rank, self._peers = died
+        return True, _has_wandb_service(self._peers)
 
     # -- logs and the end ----------------------------------------------------------------------
 
@@ -490,7 +504,6 @@ class Supervisor:
             log_dir=self._log_dir,
             survivors=survivors,
             stall=self._stall,
-            checkpoint_requested=self._signals.checkpoint_requested,
             elsewhere=elsewhere,
             stragglers=stragglers,
         )
@@ -546,18 +559,3 @@ class Supervisor:
         except (OSError, subprocess.TimeoutExpired):
             dog.kill()
             dog.wait()
-
-
-def supervise(cmd: Command, options: SuperviseOptions | None = None, notes: Notes | None = None) -> RunResult:
-    """Run ``cmd`` under a :class:`Supervisor` with Ctrl-C/SIGTERM/SIGUSR1 handling; return the result."""
-    sup = Supervisor(cmd, options, notes)
-    result = None
-    with recording(sup.interrupt):
-        try:
-            sup.start()
-            result = sup.wait()
-        finally:
-            if result is None and sup._launcher is not None:
-                # An error inside mgpu itself: the tree must not outlive it.
-                result = sup.kill()
-    return result

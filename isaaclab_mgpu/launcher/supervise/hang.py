@@ -36,13 +36,10 @@ from isaaclab_mgpu.launcher.supervise.stall import (
 )
 from isaaclab_mgpu.launcher.supervise.straggler import RankTotals, StragglerWatch
 
-__all__ = ["HANG_GRACE", "HANG_KILL_AFTER", "POLL_S", "HangWatch"]
+__all__ = ["POLL_S", "HangWatch"]
 
 #: How often the stall watch reads the progress reports.
 POLL_S = 0.5
-#: A hung run is stopped quickly: its ranks are stuck by definition and are SIGKILLed first.
-HANG_GRACE = 3.0
-HANG_KILL_AFTER = 2.0
 
 
 class HangWatch:

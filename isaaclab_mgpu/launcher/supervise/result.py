@@ -82,7 +82,7 @@ class RunResult:
     """What ``mgpu`` exits with (see :mod:`isaaclab_mgpu.contract.errors`)."""
 
     interrupted: bool
-    """A stop was requested (signal or :meth:`Supervisor.stop`)."""
+    """A stop was requested (a signal, :meth:`Supervisor.stop` or ``kill``, a hang)."""
 
     killed_after_grace: bool
     """Some process of the tree had to be SIGKILLed after the grace period."""
@@ -98,9 +98,6 @@ class RunResult:
 
     stall: Stall | None = None
     """The stall watch's verdict when the run was stopped as hung."""
-
-    checkpoint_requested: bool = False
-    """SIGUSR1 reached mgpu during the run (SLURM: the time limit is near); nothing was done about it."""
 
     elsewhere: str | None = None
     """A rank failed on a broken connection: what the other nodes' mgpu published (one gone, a

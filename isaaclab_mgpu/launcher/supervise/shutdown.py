@@ -23,13 +23,16 @@ deadlines are monotonic clock readings, one per phase. The caller drives the seq
 :meth:`Shutdown.step` from its own loop, between its other duties (reading the launcher's output,
 noticing a second Ctrl-C), so nothing here blocks or sleeps.
 
-Signals themselves are only recorded where they arrive: :func:`recording` installs handlers that
-append to an :class:`Interrupts`, which the loop reads; :meth:`Interrupts.take` tells the first
-stop signal from the same Ctrl-C delivered twice (within :data:`SAME_INTERRUPT` seconds: the
-terminal signals the whole foreground group and wrappers such as ``uv run`` forward it once more)
-and from a second, deliberate one. SIGUSR1 is not a stop signal: SLURM sends it (``--signal``) to
-ask for a checkpoint before the time limit, so it is recorded as
-:attr:`Interrupts.checkpoint_requested` and nothing else happens.
+Signals themselves are only recorded where they arrive, by the one recorder every loop of mgpu
+reads: :func:`recording` installs handlers that append to an :class:`Interrupts` (``mgpu train``'s
+attempts loop installs them once for all its attempts and hands the same recorder to each
+supervisor; ``probe-nccl`` and the JAX launcher install their own). :meth:`Interrupts.take` tells
+the first stop signal from the same Ctrl-C delivered twice (within :data:`SAME_INTERRUPT` seconds:
+the terminal signals the whole foreground group and wrappers such as ``uv run`` forward it once
+more) and from a second, deliberate one. The checkpoint signal (``--requeue_signal``, SIGUSR1 by
+default, what SLURM's ``--signal`` sends before the time limit) is never a stop: it is only
+recorded (:attr:`Interrupts.checkpoint_at`), and what follows from it is the attempts loop's
+(:mod:`isaaclab_mgpu.launcher.attempts`); elsewhere mgpu merely survives it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import enum
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import psutil
@@ -54,6 +57,7 @@ __all__ = [
     "Interrupts",
     "Phase",
     "Shutdown",
+    "ignored",
     "recording",
 ]
 
@@ -61,7 +65,7 @@ __all__ = [
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
-#: SLURM's "checkpoint and stop soon": recorded, never acted on here.
+#: SLURM's "checkpoint and stop soon" (``--requeue_signal``'s default): recorded, never a stop.
 CHECKPOINT_SIGNAL: int | None = getattr(signal, "SIGUSR1", None)
 #: Signals this close to the first are the same Ctrl-C.
 SAME_INTERRUPT = 0.5
@@ -80,54 +84,94 @@ class Phase(enum.Enum):
 
 
 class Interrupts:
-    """Signals as the handlers recorded them (appending is all a handler does)."""
+    """Signals as the handlers recorded them (appending is all a handler does), read by the loops."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, checkpoint_signal: int | None = CHECKPOINT_SIGNAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.checkpoint_signal = checkpoint_signal
+        """The signal that asks for a checkpoint (``--requeue_signal``): recorded, never a stop."""
+        self.clock = clock
+        """The monotonic clock arrivals are read on."""
         self._got: list[tuple[int, float]] = []
         self._seen = 0
         self._first_at: float | None = None
-        self.checkpoint_requested = False
-        """SIGUSR1 arrived (SLURM's warning before the time limit); see the module docstring."""
+
+    @property
+    def signals(self) -> tuple[int, ...]:
+        """What the handlers are installed for: the stop signals and the checkpoint signal."""
+        extra = () if self.checkpoint_signal is None else (self.checkpoint_signal,)
+        return (*STOP_SIGNALS, *extra)
 
     def record(self, signum: int) -> None:
         """Note ``signum`` (safe in a signal handler)."""
-        self._got.append((signum, time.monotonic()))
+        self._got.append((signum, self.clock()))
+
+    @property
+    def stop_asked(self) -> bool:
+        """A stop signal arrived, taken or not."""
+        return any(sig != self.checkpoint_signal for sig, _ in list(self._got))
+
+    @property
+    def checkpoint_at(self) -> float | None:
+        """When the checkpoint signal first arrived (monotonic seconds); None while it has not."""
+        return next((at for sig, at in list(self._got) if sig == self.checkpoint_signal), None)
 
     def take(self, stopping: bool) -> Iterator[tuple[str, int]]:
         """Each new stop signal as ``("stop", sig)`` (the first) or ``("force", sig)`` (a second).
 
         ``stopping``: a stop was already requested some other way, so any signal is a second one.
-        Repeats of the first within :data:`SAME_INTERRUPT` seconds are dropped; SIGUSR1 only sets
-        :attr:`checkpoint_requested` (yielded once as ``("checkpoint", sig)``).
+        Repeats of the first within :data:`SAME_INTERRUPT` seconds are dropped; the checkpoint
+        signal is passed over (see :attr:`checkpoint_at`).
         """
         while self._seen < len(self._got):
             sig, at = self._got[self._seen]
             self._seen += 1
-            if sig == CHECKPOINT_SIGNAL:
-                if not self.checkpoint_requested:
-                    self.checkpoint_requested = True
-                    yield "checkpoint", sig
-            elif not stopping:
+            if sig == self.checkpoint_signal:
+                continue
+            if not stopping:
                 stopping = True
                 self._first_at = at
                 yield "stop", sig
             elif self._first_at is None or at - self._first_at >= SAME_INTERRUPT:
                 yield "force", sig
 
+    def installed(self) -> contextlib.AbstractContextManager[bool]:
+        """:func:`recording` into this recorder, for :attr:`signals`."""
+        return recording(self.record, self.signals)
+
 
 @contextlib.contextmanager
-def recording(record: Callable[[int], None]) -> Iterator[None]:
-    """While inside, the stop signals and SIGUSR1 only call ``record(signum)`` (main thread only)."""
+def recording(record: Callable[[int], None], signals: Iterable[int] | None = None) -> Iterator[bool]:
+    """While inside, ``signals`` only call ``record(signum)``; yields whether the handlers are in.
+
+    Handlers can only be installed from the main thread; elsewhere nothing is installed (False).
+    ``signals`` defaults to the stop signals and SIGUSR1.
+    """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield False
         return
-    wanted = [*STOP_SIGNALS, *([CHECKPOINT_SIGNAL] if CHECKPOINT_SIGNAL is not None else [])]
+    wanted = Interrupts().signals if signals is None else tuple(signals)
     previous = {sig: signal.signal(sig, lambda signum, _frame: record(signum)) for sig in wanted}
     try:
-        yield
+        yield True
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def ignored(signum: int) -> Iterator[None]:
+    """While inside, ``signum`` is ignored, so a process started here inherits SIG_IGN for it.
+
+    ``exec`` keeps an ignored signal ignored, where a handler would revert to the default (for
+    most signals: death). One arriving inside is lost. Main thread only.
+    """
+    previous = signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
 
 
 @dataclass
@@ -141,10 +185,10 @@ class Shutdown:
     """True while whoever got the first request (the launcher, or the ranks) is still running."""
 
     grace: float
-    """Seconds of stopping before terminating."""
+    """Seconds of stopping before terminating (:meth:`begin` may give others)."""
 
     kill_after: float
-    """Seconds of terminating before killing."""
+    """Seconds of terminating before killing (:meth:`begin` may give others)."""
 
     on_terminate: Callable[[int, bool], None] = lambda count, first_alive: None
     """Told how many processes get SIGTERM, and whether the launcher was still running."""
@@ -172,11 +216,19 @@ class Shutdown:
 
     _steps: Iterator[Phase] | None = field(default=None, repr=False)
 
-    def begin(self, requested: bool = True) -> bool:
-        """Start the sequence (once; a request marks it requested); True if it started now."""
+    def begin(
+        self, requested: bool = True, *, grace: float | None = None, kill_after: float | None = None
+    ) -> bool:
+        """Start the sequence (once; a request marks it requested); True if it started now.
+
+        ``grace`` and ``kill_after``, when given, replace the timings the shutdown was made with,
+        if it starts now; a shutdown under way keeps the timings it started with.
+        """
         self.requested = self.requested or requested
         if self._steps is not None:
             return False
+        self.grace = self.grace if grace is None else grace
+        self.kill_after = self.kill_after if kill_after is None else kill_after
         self.started_at = self.clock()
         self.phase = Phase.STOPPING
         self._steps = self.sequence()
