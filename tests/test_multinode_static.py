@@ -44,5 +44,7 @@ def test_static_two_node_run_meets_and_names_its_log_folders(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], "\n".join(outs)[-4000:]
     assert "hello from rank 0" in outs[0] and "hello from rank 1" in outs[1]
     for node in (0, 1):
-        folders = [d.name for d in (tmp_path / f"node{node}").iterdir()]
+        # <log_dir>/<program>/attempt_0 (mgpu's), then torchrun's <run id>_<rand>, named by the address.
+        attempt = tmp_path / f"node{node}" / "hello" / "attempt_0"
+        folders = [d.name for d in attempt.iterdir() if d.is_dir()]
         assert len(folders) == 1 and folders[0].startswith(f"mgpu_127.0.0.1_{port}_"), folders
