@@ -93,7 +93,7 @@ def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
     titles = sorted(" ".join(p.cmdline()).strip() for p in titled)
     # Renamed, each keeps its environment readable: mgpu finds its ranks by their MGPU_RUN_ID there.
     assert sorted(p.environ().get("RANK") for p in titled) == ["0", "1"], titles
-    assert [t.split(" · ")[0] for t in titles] == ["mgpu rank 0/2", "mgpu rank 1/2"], titles
+    assert [t.split(" | ")[0] for t in titles] == ["mgpu rank 0/2", "mgpu rank 1/2"], titles
     named = all("isaaclab_mgpu.worker" in t and "run " in t and t.endswith("attempt 0") for t in titles)
     assert named, titles
     proc.send_signal(signal.SIGINT)  # Ctrl-C to mgpu, as a user would

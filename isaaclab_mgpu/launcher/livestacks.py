@@ -76,7 +76,8 @@ class LiveRun:
 def _caught(pid: int, signum: int) -> bool:
     """True when ``pid`` has a handler for ``signum`` (``SigCgt`` in /proc/<pid>/status)."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        # errors="replace": the Name line is whatever the process named itself, any bytes.
+        with open(f"/proc/{pid}/status", errors="replace") as f:
             for line in f:
                 if line.startswith("SigCgt:"):
                     return bool(int(line.split()[1], 16) >> (signum - 1) & 1)

@@ -5,7 +5,7 @@ a user who wants to look at (or kill, or attach a debugger to) rank 3 has to rea
 Under ``mgpu train`` each rank renames itself (setproctitle, which rewrites what
 ``/proc/PID/cmdline`` shows) to::
 
-    mgpu rank 1/2 · isaaclab_mgpu.worker rsl_rl/torch cartpole · run 2026-12-02_00-24-14_stop · attempt 0
+    mgpu rank 1/2 | isaaclab_mgpu.worker rsl_rl/torch cartpole | run 2026-12-02_00-24-14_stop | attempt 0
 
 The program's name stays in the title (``isaaclab_mgpu.worker``, ``isaaclab_mgpu.probe``), so
 whatever looks for it (``mgpu check-env``'s leftover check) still finds the rank, and the
@@ -34,7 +34,9 @@ def title(what: str, environ: Mapping[str, str]) -> str:
         parts.append(f"run {run}")
     if env.ATTEMPT in environ:
         parts.append(f"attempt {environ[env.ATTEMPT]}")
-    return " · ".join(parts)
+    # ASCII only: the kernel keeps the first 15 bytes as the process name (/proc/PID/status), and a
+    # character cut in half there makes that file unreadable as text.
+    return " | ".join(parts)
 
 
 def name_this_rank(what: str, environ: Mapping[str, str] | None = None) -> None:
