@@ -116,8 +116,8 @@ class RunRow:
     world_size: int | None
     iterations: int | None
     s_per_iteration: float | None
-    """Steady seconds per iteration over every segment of the run (each one's warm-up left out),
-    else the latest segment's steady pace, else its mean (older summaries)."""
+    """A continued run's steady seconds per iteration over every segment (each one's warm-up left
+    out); else the run's steady pace (the median after the warm-up), else its mean (older summaries)."""
     env_steps_per_s: float | None
     """Steady env-steps/s of all ranks, chosen as ``s_per_iteration`` is."""
     warmup_s: float | None
@@ -236,7 +236,7 @@ def row(folder: Path, s: Summary) -> RunRow:
     steady = s.steady or Steady()
     mean = s.env_steps_per_s.total if s.env_steps_per_s else None
     run = s.whole
-    if run is not None and run.steady_s_per_iteration:
+    if run is not None and run.segments > 1 and run.steady_s_per_iteration:
         pace, rate = run.steady_s_per_iteration, run.steady_env_steps_per_s
     else:
         pace = steady.s_per_iteration or s.s_per_iteration
