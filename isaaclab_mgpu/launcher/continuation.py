@@ -140,12 +140,13 @@ class Choice:
     """What else to say (another world size)."""
 
 
-def choose(resolved: ResolvedSpec, world_size: int | None) -> Choice | None:
+def choose(
+    resolved: ResolvedSpec, world_size: int | None, ident: Identity, given: str | None
+) -> Choice | None:
     """The built-in worker's run this launch continues, or None for a new run; writes nothing.
 
-    Raises UsageError for a ``--resume`` that names nothing to continue (nothing is spawned)."""
-    spec = resolved.spec
-    ident, given = identity_of(spec)
+    ``ident`` and ``given`` are :func:`identity_of` the spec (parsed once by the caller). Raises
+    UsageError for a ``--resume`` that names nothing to continue (nothing is spawned)."""
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     root = Path(ident.log_root)
     folder: Path | None = None
@@ -191,7 +192,7 @@ def preview(resolved: ResolvedSpec, world_size: int | None) -> str | None:
             return f"train would resume: {notes[0] if notes else folder}"
         return f"train would resume: --resume {given}: Isaac Lab's rank 0 chooses by its checkpoint names"
     try:
-        choice = choose(resolved, world_size)
+        choice = choose(resolved, world_size, ident, given)
     except UsageError as exc:
         return f"train would refuse: {exc}"
     if choice is None:
@@ -222,7 +223,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         )
         return Placement(place, notes, continued=folder is not None, earlier=_earlier(folder))
     experiment = Path(ident.log_root) / ident.library / ident.experiment
-    choice = choose(resolved, world_size)
+    choice = choose(resolved, world_size, ident, given)
     if choice is not None:
         folder, source, at, why = choice.folder, choice.source, choice.at, choice.why
         if ident.total is not None and at >= ident.total:
