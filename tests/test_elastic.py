@@ -83,6 +83,8 @@ def test_the_layout_is_torchruns_inside_a_folder_named_by_run_and_attempt(tmp_pa
     assert log_dir == tmp_path / "logs/mgpu/2026-12-02_00-56-10/attempt_3"
     error_file = run_dir / "attempt_0" / "1" / "error.json"
     assert elastic.run_dir_of(error_file) == run_dir
+    # the launcher's own error file, which a rank's environment shows until the rank execs
+    assert elastic.run_dir_of(elastic.launcher_error_file(log_dir, "vm.12")) is None
     assert elastic.beside_error_file(error_file, elastic.REASON_FILE) == error_file.parent / "reason.txt"
     assert elastic.rank_dirs(run_dir) == {0: run_dir / "attempt_0/0", 1: run_dir / "attempt_0/1"}
     assert elastic.ranks_folder(run_dir) == run_dir / "attempt_0"

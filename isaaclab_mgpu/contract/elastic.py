@@ -128,9 +128,18 @@ def rank_dir(run_dir: str | Path, local_rank: int, restart: int = 0) -> Path:
     return Path(run_dir) / f"{_ATTEMPT}{restart}" / str(local_rank)
 
 
-def run_dir_of(error_file: str | Path) -> Path:
-    """The ``<run_id>_<rand>`` folder of a rank's error file path."""
-    return Path(error_file).parent.parent.parent
+def run_dir_of(error_file: str | Path) -> Path | None:
+    """The ``<run_id>_<rand>`` folder of a rank's error file path
+    (``<run_dir>/attempt_<n>/<local_rank>/error.json``); None for any other path.
+
+    The launcher's own error file is not one: a rank forked by the launcher shows the launcher's
+    environment until it execs, and a look at its environment then must not take that file's
+    folder for the run's.
+    """
+    path = Path(error_file)
+    if not path.parent.name.isdigit() or _restart(path.parent.parent) is None:
+        return None
+    return path.parent.parent.parent
 
 
 def beside_error_file(error_file: str | Path, name: str) -> Path:

@@ -30,8 +30,8 @@ def from_ranks(launcher: psutil.Process | None) -> str | None:
             path = rank.environ().get(env.ERROR_FILE)
         except (psutil.Error, OSError):
             continue
-        if path:
-            return str(elastic.run_dir_of(path))
+        if path and (run_dir := elastic.run_dir_of(path)) is not None:
+            return str(run_dir)
     return None
 
 

@@ -138,7 +138,8 @@ def first_failure(
     """
     told = elastic.parse_root_cause(lines)
     if run_dir is None and told is not None and told.error_file:
-        run_dir = str(elastic.run_dir_of(told.error_file))
+        named = elastic.run_dir_of(told.error_file)
+        run_dir = str(named) if named is not None else None
     known = run_dir
     run_dir = run_dir or newest()
     folders = elastic.rank_dirs(run_dir)
