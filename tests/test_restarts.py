@@ -64,20 +64,8 @@ def _checkpoint_before(run: Run) -> int:
     return max(saved, default=0)
 
 
-#: A known bug, kept visible: strict, so the test fails again once the hang is fixed.
-JAX_RESUME_HANGS = pytest.mark.xfail(
-    reason=(
-        "resuming a 2-rank skrl JAX run of the built-in worker hangs at the initial broadcast since "
-        "the checkpoint merge 0de8232 (bisected: 2f6375c resumes, 2634a3c hangs)"
-    ),
-    strict=True,
-)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "backend", ["rsl_rl", "skrl_torch", pytest.param("skrl_jax", marks=JAX_RESUME_HANGS)]
-)
+@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
 def test_killed_rank_resumes_in_the_same_run(backend, tmp_path):
     run = Run(train_argv(backend, "--max_restarts", "1", *SHORT), tmp_path)
     run.wait_for("iteration 5/10", LIMIT[backend] / 2)

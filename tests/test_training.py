@@ -75,19 +75,7 @@ def test_two_ranks_learn_cartpole_and_run_pendulum(backend, tmp_path):
     _check_run(s, run_dir, backend, "pendulum", 2, saved=[1, 2])
 
 
-#: A known bug, kept visible: strict, so the test fails again once the hang is fixed.
-JAX_RESUME_HANGS = pytest.mark.xfail(
-    reason=(
-        "resuming a 2-rank skrl JAX run of the built-in worker hangs at the initial broadcast since "
-        "the checkpoint merge 0de8232 (bisected: 2f6375c resumes, 2634a3c hangs)"
-    ),
-    strict=True,
-)
-
-
-@pytest.mark.parametrize(
-    "backend", ["rsl_rl", "skrl_torch", pytest.param("skrl_jax", marks=JAX_RESUME_HANGS)]
-)
+@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
 def test_interrupt_saves_checkpoint_and_resume_continues(backend, tmp_path):
     proc = start(backend, tmp_path, "--num_envs", "32", "--max_iterations", "500", "--run_name", "stop")
     out_lines = []

@@ -130,29 +130,32 @@ class Comm:
             progress.waited(time.perf_counter() - t0)
 
     def broadcast_bytes(self, data: bytes | None) -> bytes:
-        """Rank 0's ``data`` on every rank (other ranks pass None): how a checkpoint read on rank 0
-        alone reaches the others, so no rank but 0 needs the file."""
+        """Rank 0's ``data`` on every rank (what the others pass is ignored): how a checkpoint read
+        on rank 0 alone reaches the others, so no rank but 0 needs the file."""
         if self.kind == "local":
             return data or b""
+        # Only rank 0's bytes count: every other rank receives into a buffer of rank 0's size.
+        # (A collective whose buffers differ in shape across ranks never completes on JAX.)
+        mine = (data or b"") if self.ctx.rank == 0 else b""
         if self.kind == "jax":
             from jax.experimental import multihost_utils
 
-            size = np.array([len(data) if data is not None else 0], dtype=np.int32)
+            size = np.array([len(mine)], dtype=np.int32)
             n = int(np.asarray(multihost_utils.broadcast_one_to_all(size))[0])
             if n == 0:
                 return b""
-            buf = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(n, dtype=np.uint8)
+            buf = np.frombuffer(mine, dtype=np.uint8) if self.ctx.rank == 0 else np.zeros(n, dtype=np.uint8)
             return np.asarray(multihost_utils.broadcast_one_to_all(buf), dtype=np.uint8).tobytes()
         import torch
         import torch.distributed as dist
 
         device = self.ctx.device if self.ctx.is_cuda else "cpu"  # NCCL moves GPU tensors only
-        size = torch.tensor([len(data) if data is not None else 0], dtype=torch.int64, device=device)
+        size = torch.tensor([len(mine)], dtype=torch.int64, device=device)
         dist.broadcast(size, src=0)
         if int(size.item()) == 0:
             return b""
-        if data:
-            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device)
+        if self.ctx.rank == 0:
+            buf = torch.frombuffer(bytearray(mine), dtype=torch.uint8).to(device)
         else:
             buf = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
         dist.broadcast(buf, src=0)
