@@ -26,6 +26,7 @@ import time
 import psutil
 
 from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract.env import PROGRESS_DIR
 
 from .common import MGPU, Figure, device, ranks, save
 
@@ -90,7 +91,7 @@ def beat_cost() -> float:
     """Seconds for one progress report into a tmpfs folder (mean over many calls)."""
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(dir=base) as folder:
-        reporter = progress.Reporter({progress.DIR_ENV: folder, "RANK": "0"})
+        reporter = progress.Reporter({PROGRESS_DIR: folder, "RANK": "0"})
         reporter.iteration(0)  # the first call also opens the stack file and registers faulthandler
         start = time.perf_counter()
         for i in range(CALLS):

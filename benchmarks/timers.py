@@ -21,6 +21,7 @@ import tempfile
 import time
 
 from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.contract.env import PROGRESS_DIR
 
 from .common import PYTHON, Figure, save
 
@@ -33,7 +34,7 @@ def report_cost() -> float:
     """Seconds for one report, every third one beginning an iteration (the worker's pattern)."""
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(dir=base) as folder:
-        reporter = progress.Reporter({progress.DIR_ENV: folder, "RANK": "0"})
+        reporter = progress.Reporter({PROGRESS_DIR: folder, "RANK": "0"})
         reporter.iteration(0)  # the first call opens the file and registers the stack handler
         start = time.perf_counter()
         for i in range(CALLS):
@@ -70,7 +71,7 @@ def real_iteration() -> tuple[float, float]:
                 "-m", "isaaclab_mgpu.worker", "--distributed", "--device", "cpu", "--num_envs", "256",
                 "--max_iterations", "12", "--save_interval", "0",
                 "--log_root", os.path.join(tmp, "logs")]  # fmt: skip
-        env = {**os.environ, **ENV, progress.DIR_ENV: folder}
+        env = {**os.environ, **ENV, PROGRESS_DIR: folder}
         out = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, check=False)
         if out.returncode != 0:
             raise RuntimeError(f"training failed: {out.stdout[-1500:]}{out.stderr[-1500:]}")

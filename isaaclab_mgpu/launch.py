@@ -258,14 +258,12 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     if folder is None or not spec.command_line or (resolved.node_rank or 0) != 0:
         return None
     run = Path(folder)
+    from isaaclab_mgpu.contract import resume
+
     if (training_option(spec.training_args, "task") or "").startswith("Isaac-"):
-        from isaaclab_mgpu.rank import isaac_resume
-
-        known = spec.library in isaac_resume.CHECKPOINTS
-        found = known and bool(isaac_resume.checkpoints(spec.library, run))
+        known = spec.library in resume.ISAAC_CHECKPOINTS
+        found = known and bool(resume.isaac_checkpoints(spec.library, run))
     else:
-        from isaaclab_mgpu.contract import resume
-
         found = resume.latest(run) is not None
     return continuation.continue_line(spec.command_line, run) if found else None
 

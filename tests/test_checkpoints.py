@@ -233,11 +233,11 @@ def test_isaac_lab_rsl_rl_files_are_kept_to_the_newest_n_as_rsl_rl_saves_them(tm
     by the real Bookkeeper with ``--keep_checkpoints 2``: the newest two ``model_<N>.pt`` remain."""
     import torch
 
+    from isaaclab_mgpu.contract.settings import PPOSettings
     from isaaclab_mgpu.rank import tasks
     from isaaclab_mgpu.rank.backends.rsl_rl import MgpuRunner, TaskVecEnv, train_cfg
     from isaaclab_mgpu.rank.isaac import Bookkeeper
     from isaaclab_mgpu.rank.patches import rsl_rl as patch
-    from isaaclab_mgpu.rank.settings import PPOSettings
     from isaaclab_mgpu.rank.worker.rank import RankContext
 
     torch.manual_seed(0)

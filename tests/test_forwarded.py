@@ -15,9 +15,9 @@ import pytest
 from cli_helpers import run
 
 from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.worker_args import EMBEDDED_TASKS, WorkerArgsError, check_task, parse
 from isaaclab_mgpu.launcher.forwarded import check_training_args, suggest, worker_argv
 from isaaclab_mgpu.launcher.spec import LaunchSpec
-from isaaclab_mgpu.rank.worker.args import EMBEDDED_TASKS, WorkerArgsError, check_task, parse
 
 COMMANDS = ("train", "dry-run", "check-env")
 
@@ -146,7 +146,7 @@ def test_check_unit_parts():
 
 
 def test_embedded_task_names_match_the_task_registry():
-    from isaaclab_mgpu.rank.settings import TASK_CONFIGS
+    from isaaclab_mgpu.contract.settings import TASK_CONFIGS
     from isaaclab_mgpu.rank.tasks import TASKS
 
     assert tuple(TASKS) == EMBEDDED_TASKS

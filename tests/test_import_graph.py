@@ -7,7 +7,10 @@ The rules (``docs/architecture.md``):
    ``cli/`` or ``report/``;
 2. ``contract/`` imports nothing of the package outside itself, and only the standard library;
 3. only the command layer (``launch.py``) and ``cli/`` import ``report/``: the rank side prints
-   through ``rank/console.py``, the launcher side returns data.
+   through ``rank/console.py``, the launcher side returns data;
+4. the launcher side never imports the rank side: a module both processes run (the worker's
+   argument parser, the embedded tasks' override keys, the libraries' checkpoint names) lives in
+   ``contract/``, where rule 2 keeps it light.
 
 The graph is read from the source with :mod:`ast`, so it sees every import statement: module
 level, inside functions (the lazy imports that keep torch off ``mgpu --help``'s path) and under
@@ -24,6 +27,7 @@ import runs them, so counting them would only restate the package tree.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -183,6 +187,10 @@ def test_the_contract_imports_only_itself_and_the_standard_library():
     assert {m: names for m, names in outside.items() if names} == {}
 
 
+def test_the_launcher_side_never_imports_the_rank_side():
+    assert _edges(import_graph(), LAUNCHER_SIDE, RANK_SIDE) == set()
+
+
 def test_only_the_command_layer_imports_report():
     graph = import_graph()
     offenders = {
@@ -205,9 +213,9 @@ def test_the_graph_sees_what_the_checks_need():
     assert PKG not in graph["isaaclab_mgpu.rank.worker.train"]
     # the printing layer is reached by the command layer
     assert "isaaclab_mgpu.report.checkenv" in graph["isaaclab_mgpu.launch"]
-    # the rank side reaches the contract, and the launcher side the rank's stdlib-only modules
+    # the rank side reaches the contract, and so does the launcher side for what both run
     assert "isaaclab_mgpu.contract.progress" in graph["isaaclab_mgpu.rank.worker.main"]
-    assert "isaaclab_mgpu.rank.worker.args" in graph["isaaclab_mgpu.launcher.forwarded"]
+    assert "isaaclab_mgpu.contract.worker_args" in graph["isaaclab_mgpu.launcher.forwarded"]
     # a lazy third-party import is seen, the standard library and our own package are not
     assert third_party(ROOT / "launcher" / "nvml.py") == {"psutil", "pynvml"}
     assert third_party(ROOT / "contract" / "errors.py") == set()
@@ -216,3 +224,30 @@ def test_the_graph_sees_what_the_checks_need():
 def test_circles_finds_a_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
+
+
+def _second_names(path: Path) -> list[str]:
+    """Where a module spells an ``MGPU_*`` variable itself, or gives one of contract/env.py's a name."""
+    found = []
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+        if re.fullmatch(r"MGPU_[A-Z0-9_]+", text):
+            found.append(f"{path.name}:{node.lineno} spells {text}")
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "env":
+            found.append(f"{path.name}:{node.lineno} renames env.{value.attr}")
+    return found
+
+
+def test_every_mgpu_variable_has_one_python_name(tmp_path):
+    mods = _modules()
+    env_module = mods[f"{CONTRACT}.env"]
+    found = [hit for m, p in mods.items() if p != env_module for hit in _second_names(p)]
+    assert found == []
+    # the check sees both kinds
+    assert _second_names(env_module) != []
+    planted = tmp_path / "planted.py"
+    planted.write_text('from isaaclab_mgpu.contract import env\nRUN = env.RUN_DIR\nX = "MGPU_X"\n')
+    assert len(_second_names(planted)) == 2

@@ -16,9 +16,10 @@ import pytest
 
 from isaaclab_mgpu.contract import isaaclab_version
 from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.worker_args import ISAAC_TRAIN_OPTIONS, option_strings
 from isaaclab_mgpu.launcher import isaac_preflight as preflight
 from isaaclab_mgpu.rank.isaac_resume import Continuation
-from isaaclab_mgpu.rank.worker.args import ISAAC_TRAIN_OPTIONS, option_strings, parse_args
+from isaaclab_mgpu.rank.worker.args import parse_args
 from isaaclab_mgpu.rank.worker.rank import RankContext
 
 ISAAC = ["--task", "Isaac-Cartpole-Direct", "--device", "cpu"]

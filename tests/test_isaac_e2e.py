@@ -327,7 +327,7 @@ def _isaac_train_parser(library: str):
 
 @pytest.mark.parametrize("library", ["rsl_rl", "skrl", "rl_games"])
 def test_every_option_of_isaac_lab_train_is_accepted(library):
-    from isaaclab_mgpu.rank.worker.args import option_strings
+    from isaaclab_mgpu.contract.worker_args import option_strings
 
     theirs = {s for a in _isaac_train_parser(library)._actions for s in a.option_strings} - {"-h", "--help"}
     assert theirs - option_strings() == set()

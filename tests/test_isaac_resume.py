@@ -406,10 +406,10 @@ def test_rsl_rl_saves_through_its_own_save_and_leaves_learn_when_asked(tmp_path)
     path: asked after iteration 2, rank 0 saves ``model_1.pt`` (2 iterations done) and learn ends."""
     import torch
 
+    from isaaclab_mgpu.contract.settings import PPOSettings
     from isaaclab_mgpu.rank import tasks
     from isaaclab_mgpu.rank.backends.rsl_rl import MgpuRunner, TaskVecEnv, train_cfg
     from isaaclab_mgpu.rank.patches import rsl_rl as patch
-    from isaaclab_mgpu.rank.settings import PPOSettings
     from isaaclab_mgpu.rank.worker.rank import RankContext
 
     torch.manual_seed(0)
@@ -485,10 +485,10 @@ def test_skrl_saves_through_write_checkpoint_and_leaves_the_trainer_when_asked(t
 
     import torch
 
+    from isaaclab_mgpu.contract.settings import PPOSettings
     from isaaclab_mgpu.rank import tasks
     from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer
     from isaaclab_mgpu.rank.patches import skrl as patch
-    from isaaclab_mgpu.rank.settings import PPOSettings
     from isaaclab_mgpu.rank.worker.rank import RankContext
 
     torch.manual_seed(0)

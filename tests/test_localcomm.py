@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from isaaclab_mgpu.contract.env import CPU_COLLECTIVES
 from isaaclab_mgpu.rank import localcomm
 
 pytestmark = pytest.mark.skipif(
@@ -140,7 +141,7 @@ def test_where_the_channel_applies():
     assert not localcomm.usable(4, 2, True, {})  # ranks on two nodes
     assert not localcomm.usable(2, None, True, {})  # launcher did not say
     assert not localcomm.usable(2, 2, False, {})  # GPU ranks use NCCL
-    assert not localcomm.usable(2, 2, True, {localcomm.SWITCH_ENV: "gloo"})
+    assert not localcomm.usable(2, 2, True, {CPU_COLLECTIVES: "gloo"})
 
 
 def test_gloo_patch_takes_only_the_calls_the_channel_does_exactly(tmp_path):
@@ -176,7 +177,7 @@ def test_gloo_patch_takes_only_the_calls_the_channel_does_exactly(tmp_path):
 
 def _train(tmp: Path, extra_env: dict[str, str]) -> str:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", **extra_env}
-    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MGPU_RUN_STAMP", localcomm.SWITCH_ENV):
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MGPU_RUN_STAMP", CPU_COLLECTIVES):
         if name not in extra_env:
             env.pop(name, None)
     torchrun = str(Path(sys.executable).parent / "torchrun")
@@ -196,6 +197,6 @@ def test_training_over_shared_memory_ends_with_gloos_parameters_to_the_bit(tmp_p
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     shared, on = _train(tmp_path / "a", {})
-    plain, off = _train(tmp_path / "b", {localcomm.SWITCH_ENV: "gloo"})
+    plain, off = _train(tmp_path / "b", {CPU_COLLECTIVES: "gloo"})
     assert (on, off) == (True, False)
     assert shared == plain

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from isaaclab_mgpu.contract import progress, stacks
-from isaaclab_mgpu.contract.env import RUN_ID
+from isaaclab_mgpu.contract.env import PROGRESS_DIR, RUN_ID, STALL_TIMEOUT, STARTUP_TIMEOUT
 
 
 def test_reports_are_noops_outside_mgpu(tmp_path):
@@ -24,7 +24,7 @@ def test_reports_are_noops_outside_mgpu(tmp_path):
 
 
 def test_beat_replaces_one_file_per_rank_and_keeps_the_iteration(tmp_path):
-    env = {progress.DIR_ENV: str(tmp_path), "RANK": "3", "LOCAL_RANK": "1"}
+    env = {PROGRESS_DIR: str(tmp_path), "RANK": "3", "LOCAL_RANK": "1"}
     reporter = progress.Reporter(env)
     before = time.time()
     reporter.iteration(7)
@@ -54,7 +54,7 @@ def test_the_stack_signal_dumps_the_python_stack_and_sigusr1_is_only_recorded(tm
     )
     env = {
         **os.environ,
-        progress.DIR_ENV: str(tmp_path),
+        PROGRESS_DIR: str(tmp_path),
         RUN_ID: "test",
         "RANK": "0",
         "TORCHELASTIC_ERROR_FILE": str(rank_logs / "error.json"),
@@ -90,7 +90,7 @@ def test_sigusr1_is_survived_under_mgpu_only(under_mgpu):
         "os.kill(os.getpid(), signal.SIGUSR1)\n"
         "assert progress.stop_requested()\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in (RUN_ID, progress.DIR_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in (RUN_ID, PROGRESS_DIR)}
     if under_mgpu:
         env[RUN_ID] = "test"  # the stall watch is off (no progress folder), the marker is there
     out = subprocess.run([sys.executable, "-c", code], env=env, timeout=60)
@@ -98,10 +98,10 @@ def test_sigusr1_is_survived_under_mgpu_only(under_mgpu):
 
 
 def test_process_group_timeout_follows_the_bounds_plus_a_margin():
-    env = {progress.STALL_ENV: "20", progress.STARTUP_ENV: "900"}
+    env = {STALL_TIMEOUT: "20", STARTUP_TIMEOUT: "900"}
     assert progress.process_group_timeout(environ=env) == timedelta(seconds=20 + progress.MARGIN_S)
     assert progress.process_group_timeout(startup=True, environ=env) == timedelta(seconds=960)
-    off = {progress.STALL_ENV: "0", progress.STARTUP_ENV: "0"}
+    off = {STALL_TIMEOUT: "0", STARTUP_TIMEOUT: "0"}
     assert progress.process_group_timeout(environ=off) is None
     assert progress.process_group_timeout(startup=True, environ=off) is None
     assert progress.process_group_timeout(environ={}) is None
@@ -120,7 +120,7 @@ def test_a_real_gloo_group_gets_the_start_up_then_the_stall_timeout(tmp_path):
         "print(gloo.options._timeout.total_seconds())\n"
         "dist.destroy_process_group()\n"
     )
-    env = {**os.environ, progress.STALL_ENV: "20", progress.STARTUP_ENV: "900"}
+    env = {**os.environ, STALL_TIMEOUT: "20", STARTUP_TIMEOUT: "900"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["960.0", "80.0"]

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import pytest
 
 from isaaclab_mgpu.contract import probe_channel, progress, records, resume
+from isaaclab_mgpu.contract.env import PROGRESS_DIR, RUN_KEEPER
 from isaaclab_mgpu.contract.records import ROW, Count, Older, OneOf, Range
 from isaaclab_mgpu.contract.summary import Summary
 from isaaclab_mgpu.launcher.peers import NodeReport, PeerRank
@@ -157,7 +158,7 @@ def test_an_annotation_the_reader_does_not_know_fails_loudly():
 
 
 def test_a_progress_report_written_by_the_reporter_reads_whole_with_nothing_unknown(tmp_path):
-    reporter = progress.Reporter({progress.DIR_ENV: str(tmp_path), "RANK": "2", "LOCAL_RANK": "0"})
+    reporter = progress.Reporter({PROGRESS_DIR: str(tmp_path), "RANK": "2", "LOCAL_RANK": "0"})
     for it in range(1, 6):
         reporter.iteration(it)
         reporter.waited(0.001)
@@ -221,10 +222,10 @@ def test_checkpoint_metadata_with_one_bad_field_is_not_trusted(tmp_path):
 
 def test_the_run_keeper_fields_read_with_the_summarys_types():
     keeper = {"launcher_pid": 4242, "launcher_host": "node0", "launcher_started": 1.5e9, "slurm_job_id": "77"}
-    assert resume.keeper({resume.RUN_KEEPER_ENV: json.dumps({**keeper, "other": 1})}) == keeper
+    assert resume.keeper({RUN_KEEPER: json.dumps({**keeper, "other": 1})}) == keeper
     bad = {"launcher_pid": True, "launcher_host": 5, "launcher_started": 1e300, "slurm_job_id": "77"}
-    assert resume.keeper({resume.RUN_KEEPER_ENV: json.dumps(bad)}) == {"slurm_job_id": "77"}
-    assert resume.keeper({resume.RUN_KEEPER_ENV: "[1]"}) == {} == resume.keeper({})
+    assert resume.keeper({RUN_KEEPER: json.dumps(bad)}) == {"slurm_job_id": "77"}
+    assert resume.keeper({RUN_KEEPER: "[1]"}) == {} == resume.keeper({})
     assert set(resume.KEEPER_FIELDS) <= {f for f in Summary.__dataclass_fields__}
 
 

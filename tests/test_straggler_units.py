@@ -11,6 +11,7 @@ import pytest
 
 from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.env import PROGRESS_DIR, STALL_TIMEOUT, STARTUP_TIMEOUT
 from isaaclab_mgpu.contract.summary import Straggler, Summary
 from isaaclab_mgpu.launcher import nvml, peers
 from isaaclab_mgpu.launcher.supervise.stall import AutoBound, StallMonitor, StallOptions
@@ -18,7 +19,7 @@ from isaaclab_mgpu.launcher.supervise.straggler import RankTotals, StragglerWatc
 
 
 def _reporter(tmp_path, rank=0):
-    return progress.Reporter({progress.DIR_ENV: str(tmp_path), "RANK": str(rank)})
+    return progress.Reporter({PROGRESS_DIR: str(tmp_path), "RANK": str(rank)})
 
 
 def _report(tmp_path, rank=0) -> dict:
@@ -211,12 +212,10 @@ def test_auto_bound_holds_the_cap_while_a_rank_saves_and_counts_quiet_from_the_s
 
 
 def test_auto_cap_and_process_group_timeout():
-    env = {progress.STALL_ENV: "auto", progress.STARTUP_ENV: "900"}
+    env = {STALL_TIMEOUT: "auto", STARTUP_TIMEOUT: "900"}
     assert progress.process_group_timeout(environ=env).total_seconds() == 960
-    assert (
-        progress.process_group_timeout(environ={**env, progress.STARTUP_ENV: "1800"}).total_seconds() == 1860
-    )
-    assert progress.process_group_timeout(environ={**env, progress.STARTUP_ENV: "0"}).total_seconds() == 960
+    assert progress.process_group_timeout(environ={**env, STARTUP_TIMEOUT: "1800"}).total_seconds() == 1860
+    assert progress.process_group_timeout(environ={**env, STARTUP_TIMEOUT: "0"}).total_seconds() == 960
     bound = AutoBound(cap=900)
     assert bound.bound() == 900 and "no steady iteration" in bound.describe()
 

@@ -23,8 +23,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from isaaclab_mgpu.contract.env import RUN_ID
 from isaaclab_mgpu.launcher.build import Command
-from isaaclab_mgpu.launcher.supervise import MARKER_ENV, SuperviseOptions, Supervisor
+from isaaclab_mgpu.launcher.supervise import SuperviseOptions, Supervisor
 from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 from isaaclab_mgpu.launcher.supervise.watchdog import marked_processes
 
@@ -132,7 +133,7 @@ def test_after_its_launcher_is_reaped_the_supervisor_signals_only_the_tree(tmp_p
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can start a process as another user")
 def test_a_marked_process_of_another_user_is_not_the_runs(tmp_path):
     since = time.time() - 1
-    env = {**os.environ, MARKER_ENV: "planted"}
+    env = {**os.environ, RUN_ID: "planted"}
     mine = subprocess.Popen(["sleep", "30"], env=env)
     other = subprocess.Popen(["sleep", "30"], env=env, user=65534, group=65534, cwd="/")
     try:

@@ -44,6 +44,7 @@ from isaaclab_mgpu.cli.options import (
 )
 from isaaclab_mgpu.cli.probe import probe_nccl_cmd
 from isaaclab_mgpu.cli.scale import scale_cmd
+from isaaclab_mgpu.contract.env import DEBUG
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_REQUEUE, Interrupted, MgpuError
 
 app = typer.Typer(
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         from isaaclab_mgpu.report.help import lean_help
 
         lean_help()
-    STATE.debug = os.environ.get("MGPU_DEBUG", "") not in ("", "0")
+    STATE.debug = os.environ.get(DEBUG, "") not in ("", "0")
     command = typer.main.get_command(app)
     STATE.argv = list(args)
     try:

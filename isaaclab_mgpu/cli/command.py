@@ -57,7 +57,7 @@ class LaunchCommand(TyperCommand):
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_help(ctx, formatter)
-        from isaaclab_mgpu.rank.worker.args import ISAAC_TRAIN_OPTIONS, options_help
+        from isaaclab_mgpu.contract.worker_args import ISAAC_TRAIN_OPTIONS, options_help
         from isaaclab_mgpu.report.help import training_options
 
         training_options(options_help(), ctx.info_name or "train", ISAAC_TRAIN_OPTIONS)

@@ -31,7 +31,7 @@ ISAACLAB_TRAIN_FLAGS = frozenset(
 
 def training_flags() -> frozenset[str]:
     """Flags a launch may pass through: the built-in worker's and Isaac Lab ``train.py``'s."""
-    from isaaclab_mgpu.rank.worker.args import option_strings
+    from isaaclab_mgpu.contract.worker_args import option_strings
 
     return ISAACLAB_TRAIN_FLAGS | option_strings()
 

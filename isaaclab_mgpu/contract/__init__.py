@@ -19,6 +19,9 @@ in a run: the launcher (``mgpu``, :mod:`isaaclab_mgpu.launcher`), the ranks
 - :mod:`.isaaclab_version` — the Isaac Lab releases mgpu drives, checked on both sides;
 - :mod:`.text` — which characters of data never reach a terminal or a shell line raw (the launcher
   refuses, quotes or escapes them; a rank escapes them in its own lines).
+- :mod:`.worker_args` — the built-in worker's command line, and :mod:`.settings` — what its
+  ``env.…=``/``agent.…=`` overrides may set: the launcher parses a rank's arguments with them
+  before it spawns anything, the rank parses them again at its start.
 
 Importing any of it is cheap in any process: no torch, no Rich, no third-party package.
 """

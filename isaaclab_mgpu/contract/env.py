@@ -64,3 +64,12 @@ LAUNCHER_PID = "MGPU_LAUNCHER_PID"
 
 #: ``--requeue_signal`` without ``SIG`` (``USR1``), for a simulated requeue.
 REQUEUE_SIGNAL = "MGPU_REQUEUE_SIGNAL"
+
+# -- read by mgpu itself from the user's environment -----------------------------------------------
+
+#: Set to 1 for ``--debug``'s tracebacks on every ``mgpu`` command.
+DEBUG = "MGPU_DEBUG"
+
+#: Set to 1 to stop a run's processes one by one instead of by process group (as where ``killpg``
+#: is missing); the tests use it to prove that path.
+NO_KILLPG = "MGPU_NO_KILLPG"

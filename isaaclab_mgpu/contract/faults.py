@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from isaaclab_mgpu.contract import env
 
 KINDS = ("kill", "hang", "requeue")
-#: The rank's mgpu process (its node's supervisor), for the requeue signal.
-LAUNCHER_PID_ENV = env.LAUNCHER_PID
 _SHAPE = re.compile(r"^(?P<kind>[a-z]+)@(?P<it>\d+)(?:[, ]+rank=(?P<rank>\d+))?$")
 
 
@@ -118,7 +116,7 @@ def fire(fault: Fault, environ: Mapping[str, str]) -> None:
         while True:  # no progress report again: the stall watch names this rank and ends the run
             time.sleep(3600)
     else:
-        launcher = environ.get(LAUNCHER_PID_ENV)
+        launcher = environ.get(env.LAUNCHER_PID)
         signame = environ.get(env.REQUEUE_SIGNAL, "USR1")
         if launcher and launcher.isdigit():
             os.kill(int(launcher), getattr(signal, f"SIG{signame}", signal.SIGUSR1))

@@ -4,7 +4,8 @@ Rank 0 of the built-in worker prints one plain line per iteration and one when t
 (:mod:`isaaclab_mgpu.rank.console`). On a terminal ``mgpu train`` turns them into its live bar
 (:mod:`isaaclab_mgpu.report.bar`); the benchmarks read the same lines from a pipe. The writers
 (:func:`iteration_line`, :func:`final_line`) and the readers (:data:`ITERATION`, :data:`FINAL`)
-sit side by side, so the two sides cannot drift apart. A line may reach the launcher behind
+sit side by side, so the two sides cannot drift apart; so do the columns of the bar both draw
+(:data:`BAR_COLUMNS`). A line may reach the launcher behind
 torchrun's ``[rank]:`` prefix; the readers allow it.
 """
 
@@ -24,6 +25,18 @@ ITERATION = re.compile(
 )
 #: The end-of-run line (:func:`final_line`): what follows is the summary.
 FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted):")
+#: The iteration bar's columns as ``(Rich class name, *arguments)``: the bar a worker run by hand
+#: draws on a terminal (:mod:`isaaclab_mgpu.rank.console`) and the one ``mgpu train`` draws from
+#: rank 0's lines (:mod:`isaaclab_mgpu.report.bar`) are built from this one list.
+BAR_COLUMNS: tuple[tuple[str, ...], ...] = (
+    ("TextColumn", "[bold]iteration"),
+    ("MofNCompleteColumn",),
+    ("BarColumn",),
+    ("TextColumn", "{task.fields[info]}"),
+    ("TimeElapsedColumn",),
+    ("TextColumn", "ETA"),
+    ("TimeRemainingColumn",),
+)
 
 
 def reward_text(value: float | None) -> str:

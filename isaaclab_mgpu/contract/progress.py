@@ -98,11 +98,6 @@ __all__ = [
     "waited",
 ]
 
-#: Folder of the progress files, chosen by the node's supervisor (absent: reports are off).
-DIR_ENV = env.PROGRESS_DIR
-#: ``--stall_timeout`` and ``--startup_timeout`` in seconds (0: off), set by ``mgpu train``.
-STALL_ENV = env.STALL_TIMEOUT
-STARTUP_ENV = env.STARTUP_TIMEOUT
 #: Seconds a process group's timeout adds to mgpu's bound, so mgpu's report comes first.
 MARGIN_S = 60.0
 #: ``--stall_timeout auto``: the bound follows the run's steady iteration times.
@@ -291,7 +286,7 @@ class Reporter:
 
     def __init__(self, environ: Any = None) -> None:
         values = os.environ if environ is None else environ
-        folder = values.get(DIR_ENV)
+        folder = values.get(env.PROGRESS_DIR)
         self.rank = int(values.get("RANK", values.get("JAX_RANK", "0")) or 0)
         self.local_rank = int(values.get("LOCAL_RANK", values.get("JAX_LOCAL_RANK", "0")) or 0)
         self.path = progress_path(folder, self.rank) if folder else None
@@ -492,10 +487,10 @@ def process_group_timeout(*, startup: bool = False, environ: Any = None) -> time
 
     Under ``--stall_timeout auto`` the stall bound is the most it can grow to (:func:`auto_cap`)."""
     values = environ if environ is not None else os.environ
-    if not startup and values.get(STALL_ENV, "").strip() == AUTO:
-        bound = auto_cap(_seconds(STARTUP_ENV, environ))
+    if not startup and values.get(env.STALL_TIMEOUT, "").strip() == AUTO:
+        bound = auto_cap(_seconds(env.STARTUP_TIMEOUT, environ))
     else:
-        bound = _seconds(STARTUP_ENV if startup else STALL_ENV, environ)
+        bound = _seconds(env.STARTUP_TIMEOUT if startup else env.STALL_TIMEOUT, environ)
     return timedelta(seconds=bound + MARGIN_S) if bound > 0 else None
 
 

@@ -22,8 +22,6 @@ from isaaclab_mgpu.contract import elastic, env
 
 #: The file, beside torch elastic's ``error.json`` of the rank.
 REASON_FILE = elastic.REASON_FILE
-#: torch elastic's per-rank error file variable: its folder is the rank's own log folder.
-ERROR_FILE_ENV = env.ERROR_FILE
 #: Longest reason kept (a message that names a long path is still one readable line).
 MAX_CHARS = 2000
 
@@ -31,7 +29,7 @@ MAX_CHARS = 2000
 def record(message: str, environ: Mapping[str, str] | None = None) -> None:
     """Write ``message`` (made one line) as this rank's reason; never raises."""
     environ = os.environ if environ is None else environ
-    error_file = environ.get(ERROR_FILE_ENV)
+    error_file = environ.get(env.ERROR_FILE)
     if not error_file:
         return
     line = " ".join(message.split())[:MAX_CHARS]

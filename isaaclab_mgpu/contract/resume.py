@@ -3,27 +3,29 @@
 ``mgpu train`` owns a run's lifetime across attempts (see :mod:`isaaclab_mgpu.launcher.attempts`).
 It tells every rank it starts, through the environment:
 
-=============================  ==================================================================
-:data:`RUN_DIR_ENV`            the run folder, chosen and created once by node 0's launcher
-                               (set on node 0 only: ranks elsewhere never need it)
-:data:`RESUME_ENV`             what rank 0 continues from: a checkpoint file, or a run folder
-                               (its newest checkpoint; none there: iteration 0)
-:data:`ATTEMPT_ENV`            0 for the first launch of this mgpu, 1 for the first restart, ...
-:data:`CHECKPOINT_REQUEST_ENV` a file whose existence asks the ranks to save a checkpoint at the
-                               next iteration boundary and stop (exit 0, status ``stopped``)
-:data:`RUN_DIR_REPORT_ENV`     a file where rank 0 writes the path of the run folder when the
-                               rank names it itself (Isaac Lab's folders: the launcher cannot know
-                               the agent config's experiment name), so the launcher records the
-                               attempts there and hands the folder to every restart
-:data:`RUN_KEEPER_ENV`         the ``summary.json`` fields the launcher keeps (its pid, host and
-                               start time, the SLURM job id; JSON): a rank 0 that names its own
-                               folder writes them into its first summary (:func:`keeper`), so a
-                               run whose launcher is gone is never listed as running
-=============================  ==================================================================
+============================  ================================================================================
+``MGPU_RUN_DIR``              the run folder, chosen and created once by node 0's launcher (set on node 0
+                              only: ranks elsewhere never need it)
+``MGPU_RESUME``               what rank 0 continues from: a checkpoint file, or a run folder (its newest
+                              checkpoint; none there: iteration 0)
+``MGPU_ATTEMPT``              0 for the first launch of this mgpu, 1 for the first restart, ...
+``MGPU_CHECKPOINT_REQUEST``   a file whose existence asks the ranks to save a checkpoint at the next iteration
+                              boundary and stop (exit 0, status ``stopped``)
+``MGPU_RUN_DIR_REPORT``       a file where rank 0 writes the path of the run folder when the rank names it
+                              itself (Isaac Lab's folders: the launcher cannot know the agent config's
+                              experiment name), so the launcher records the attempts there and hands the
+                              folder to every restart
+``MGPU_RUN_KEEPER``           the ``summary.json`` fields the launcher keeps (its pid, host and start time,
+                              the SLURM job id; JSON): a rank 0 that names its own folder writes them into its
+                              first summary (:func:`keeper`), so a run whose launcher is gone is never listed
+                              as running
+============================  ================================================================================
+
+Each variable's one Python name is in :mod:`isaaclab_mgpu.contract.env` (``env.RUN_DIR``, ...).
 
 A rank of any kind (the built-in worker, an Isaac Lab rank, a user script) follows the same
-contract: rank 0 alone reads :data:`RESUME_ENV`'s checkpoint and hands its state to the others
-over the process group (no shared file system needed); every rank calls
+contract: rank 0 alone reads ``MGPU_RESUME``'s checkpoint and hands its state to the others over the
+process group (no shared file system needed); every rank calls
 :func:`checkpoint_requested` once per iteration and puts the answer into a collective it already
 runs, so all ranks stop at the same iteration; ``--max_iterations`` is the run's total.
 
@@ -41,7 +43,7 @@ rank 0 then loads it, and passes over one that still does not load. A file that 
 refused as unsafe is never passed over: that stays an error. A checkpoint named by its path is
 taken as it is, or refused.
 
-**Keeping the newest N** (``--keep_checkpoints N``, :data:`KEEP_CHECKPOINTS_ENV`): after rank 0
+**Keeping the newest N** (``--keep_checkpoints N``, ``MGPU_KEEP_CHECKPOINTS``): after rank 0
 wrote a checkpoint whole, it deletes the older ones beyond the newest N (:func:`prune`).
 """
 
@@ -50,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import zipfile
 from collections.abc import Mapping
@@ -61,14 +64,7 @@ from isaaclab_mgpu.contract import env, files, layout, records
 from isaaclab_mgpu.contract.records import Count, Range
 from isaaclab_mgpu.contract.summary import Summary
 
-RUN_DIR_ENV = env.RUN_DIR
-RESUME_ENV = env.RESUME
-ATTEMPT_ENV = env.ATTEMPT
-CHECKPOINT_REQUEST_ENV = env.CHECKPOINT_REQUEST
-RUN_DIR_REPORT_ENV = env.RUN_DIR_REPORT
-RUN_KEEPER_ENV = env.RUN_KEEPER
-KEEP_CHECKPOINTS_ENV = env.KEEP_CHECKPOINTS
-#: The :data:`RUN_KEEPER_ENV` fields: :class:`~isaaclab_mgpu.contract.summary.Summary`'s, read with its types.
+#: The ``MGPU_RUN_KEEPER`` fields: :class:`~isaaclab_mgpu.contract.summary.Summary`'s, read with its types.
 KEEPER_FIELDS = ("launcher_pid", "launcher_host", "launcher_started", "slurm_job_id")
 #: Format tag of mgpu's checkpoints and their metadata files.
 FORMAT = "isaaclab-mgpu/1"
@@ -155,6 +151,37 @@ def checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+#: Checkpoint files of each library inside an Isaac Lab run folder: (sub-folder, name pattern).
+#: The pattern's group is the counter that orders them (rsl-rl: iteration; skrl: timestep). The
+#: Isaac Lab rank continues from them; the launcher looks for them to print the line that continues
+#: an interrupted run.
+ISAAC_CHECKPOINTS = {
+    "rsl_rl": ("", re.compile(r"^model_(\d+)\.pt$")),
+    "skrl": ("checkpoints", re.compile(r"^agent_(\d+)\.(?:pt|pickle)$")),  # torch, JAX
+    "rl_games": ("nn", re.compile(r"^last_.+_ep_(\d+)_rew_.*\.pth$")),  # epochs; <name>.pth is the best
+}
+
+
+def isaac_checkpoint_files(library: str, folder: Path) -> list[tuple[int, Path]]:
+    """Every file named as the library's checkpoints in an Isaac Lab run folder, lowest counter first."""
+    sub, pattern = ISAAC_CHECKPOINTS[library]
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder / sub if sub else folder):
+            m = pattern.match(entry.name)
+            if m and entry.is_file(follow_symlinks=False):
+                found.append((int(m.group(1)), Path(entry.path)))
+    return sorted(found)
+
+
+def isaac_checkpoints(library: str, folder: Path) -> list[tuple[int, Path]]:
+    """The library's whole checkpoints (:func:`complete`) in an Isaac Lab run folder, lowest first.
+
+    mgpu writes the libraries' checkpoints atomically and fsynced, but a file can still be torn (a
+    copy cut short, one written before); a resume takes the one before."""
+    return [(n, p) for n, p in isaac_checkpoint_files(library, folder) if complete(p)]
+
+
 def latest(folder: Path) -> Path | None:
     """The checkpoint with the most iterations in ``folder``, if any."""
     found = checkpoints(folder)
@@ -192,7 +219,7 @@ def newest_whole(folder: Path) -> tuple[Path | None, tuple[Path, ...]]:
 
 def keep_checkpoints(environ: Mapping[str, str] | None = None) -> int | None:
     """``--keep_checkpoints`` as mgpu passed it (None: keep every checkpoint)."""
-    value = (os.environ if environ is None else environ).get(KEEP_CHECKPOINTS_ENV, "")
+    value = (os.environ if environ is None else environ).get(env.KEEP_CHECKPOINTS, "")
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
@@ -220,13 +247,13 @@ def prune(found: list[tuple[int, Path]], saved: Path, keep: int | None) -> list[
 
 def checkpoint_requested(environ: Mapping[str, str] | None = None) -> bool:
     """True when this node's mgpu asks the ranks to checkpoint and stop (one ``stat``; call per iteration)."""
-    path = (os.environ if environ is None else environ).get(CHECKPOINT_REQUEST_ENV)
+    path = (os.environ if environ is None else environ).get(env.CHECKPOINT_REQUEST)
     return bool(path) and os.path.exists(path)
 
 
 def report_run_dir(folder: Path, environ: Mapping[str, str] | None = None) -> bool:
     """Rank 0: tell the launcher the run folder it named (atomically); False outside ``mgpu train``."""
-    path = (os.environ if environ is None else environ).get(RUN_DIR_REPORT_ENV)
+    path = (os.environ if environ is None else environ).get(env.RUN_DIR_REPORT)
     if not path:
         return False
     try:
@@ -246,8 +273,8 @@ def reported_run_dir(report: str | Path) -> Path | None:
 
 
 def keeper(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The launcher's :data:`RUN_KEEPER_ENV` fields, each of its type (others left out)."""
-    text = (os.environ if environ is None else environ).get(RUN_KEEPER_ENV)
+    """The launcher's ``MGPU_RUN_KEEPER`` fields, each of its type (others left out)."""
+    text = (os.environ if environ is None else environ).get(env.RUN_KEEPER)
     try:
         data = json.loads(text) if text else {}
     except ValueError:
@@ -261,7 +288,7 @@ def keeper(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 def attempt(environ: Mapping[str, str] | None = None) -> int:
     """This launch's attempt number (0 outside ``mgpu train`` or on its first launch)."""
-    value = (os.environ if environ is None else environ).get(ATTEMPT_ENV, "0")
+    value = (os.environ if environ is None else environ).get(env.ATTEMPT, "0")
     return int(value) if value.isdigit() else 0
 
 

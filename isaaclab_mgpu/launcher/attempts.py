@@ -24,7 +24,7 @@ jaxrun:
 - An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
   which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
   the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`) and writes the launcher's
-  fields into its summary (:data:`~isaaclab_mgpu.contract.resume.RUN_KEEPER_ENV`), and from the
+  fields into its summary (:data:`~isaaclab_mgpu.contract.env.RUN_KEEPER`), and from the
   end of the attempt that named it the loop treats the folder as its own: attempts recorded there,
   restarts handed it as what to continue. Its checkpoints are the library's, so the newest one's
   iteration is what rank 0 recorded (``checkpoint_iteration``), not a ``model_<N>.json``.
@@ -62,7 +62,15 @@ from typing import Any, Protocol
 
 from isaaclab_mgpu.contract import elastic, resume
 from isaaclab_mgpu.contract import summary as summaries
-from isaaclab_mgpu.contract.env import ERROR_FILE
+from isaaclab_mgpu.contract.env import (
+    ATTEMPT,
+    CHECKPOINT_REQUEST,
+    ERROR_FILE,
+    RESUME,
+    RUN_DIR,
+    RUN_DIR_REPORT,
+    RUN_KEEPER,
+)
 from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
 from isaaclab_mgpu.launcher.build import Command, for_attempt
 from isaaclab_mgpu.launcher.supervise import (
@@ -175,7 +183,7 @@ class RunPlace:
 
     keeper: tuple[tuple[str, Any], ...] = ()
     """The summary fields the launcher keeps (who keeps the run, its SLURM job) for rank 0 to
-    write when it names the folder itself (:data:`~isaaclab_mgpu.contract.resume.RUN_KEEPER_ENV`)."""
+    write when it names the folder itself (:data:`~isaaclab_mgpu.contract.env.RUN_KEEPER`)."""
 
 
 @dataclass(frozen=True)
@@ -223,19 +231,19 @@ def attempt_env(
 ) -> dict[str, str]:
     """The variables attempt ``number`` adds to its command ``cmd``'s environment (see
     :mod:`.contract.resume`), and the launcher's own error file in the attempt's log folder."""
-    env = {resume.ATTEMPT_ENV: str(number), resume.CHECKPOINT_REQUEST_ENV: request_file}
+    env = {ATTEMPT: str(number), CHECKPOINT_REQUEST: request_file}
     # The attempt folder is named by what the run trains, not by the clock: two runs of one task
     # share it, so the launcher's own file is named by this mgpu (torchrun's folders are unique).
     owner = f"{socket.gethostname()}.{os.getpid()}"
     env[ERROR_FILE] = str(elastic.launcher_error_file(cmd.log_dir, owner))
     if place.named_by_rank and report_file is not None:
-        env[resume.RUN_DIR_REPORT_ENV] = report_file
-        env[resume.RUN_KEEPER_ENV] = json.dumps(dict(place.keeper))
+        env[RUN_DIR_REPORT] = report_file
+        env[RUN_KEEPER] = json.dumps(dict(place.keeper))
     if place.run_dir is not None:
-        env[resume.RUN_DIR_ENV] = str(place.run_dir)
+        env[RUN_DIR] = str(place.run_dir)
     source = place.resume if number == 0 else (str(place.run_dir) if place.run_dir is not None else None)
     if source:
-        env[resume.RESUME_ENV] = source
+        env[RESUME] = source
     return env
 
 

@@ -54,7 +54,7 @@ from isaaclab_mgpu.contract import elastic, faults
 from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK
-from isaaclab_mgpu.contract.progress import AUTO, STALL_ENV, STARTUP_ENV
+from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
@@ -183,8 +183,8 @@ def build(r: ResolvedSpec) -> Command:
     # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
     env = {
         env_names.RUN_STAMP: r.run_stamp,
-        STALL_ENV: s.stall_timeout if s.stall_timeout == AUTO else _arg(float(s.stall_timeout)),
-        STARTUP_ENV: _arg(float(s.startup_timeout)),
+        env_names.STALL_TIMEOUT: s.stall_timeout if s.stall_timeout == AUTO else _arg(float(s.stall_timeout)),
+        env_names.STARTUP_TIMEOUT: _arg(float(s.startup_timeout)),
         **dict(r.extra_env),
     }
     if r.cuda_visible_devices is not None:

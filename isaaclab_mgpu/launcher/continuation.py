@@ -100,8 +100,8 @@ class Placement:
 
 def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
     """The run's identity and its ``--resume`` value, from the worker's own parse of the arguments."""
-    from isaaclab_mgpu.rank.settings import DEFAULTS, FALLBACK
-    from isaaclab_mgpu.rank.worker.args import parse
+    from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK
+    from isaaclab_mgpu.contract.worker_args import parse
 
     args = parse(list(spec.training_args))
     total = args.max_iterations or DEFAULTS.get(args.task, FALLBACK).max_iterations

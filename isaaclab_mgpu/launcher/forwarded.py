@@ -1,7 +1,7 @@
 """Refuse, before anything is spawned, the training arguments mgpu's own worker would refuse.
 
 When each rank runs the built-in worker (``python -m isaaclab_mgpu.worker``) its option set is
-known, and the worker's own parser (:func:`isaaclab_mgpu.rank.worker.args.parse`: argparse only, no
+known, and the worker's own parser (:func:`isaaclab_mgpu.contract.worker_args.parse`: argparse only, no
 torch) is the single source of truth for it. :func:`check_training_args` runs that parser on
 exactly the arguments the builder hands to every rank (:func:`isaaclab_mgpu.launcher.build.worker_tail`),
 so an unknown option, a bad value or an unknown task name fails ``train``, ``dry-run`` and
@@ -21,10 +21,10 @@ import difflib
 from collections.abc import Iterable
 
 from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.worker_args import WorkerArgsError, option_strings, parse
 from isaaclab_mgpu.launcher.build import WORKER_MODULE, worker_tail
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec, VisibleDevices
 from isaaclab_mgpu.launcher.spec import LaunchSpec
-from isaaclab_mgpu.rank.worker.args import WorkerArgsError, option_strings, parse
 
 
 def worker_argv(spec: LaunchSpec) -> list[str]:

@@ -63,6 +63,7 @@ from typing import Any, Protocol
 
 from isaaclab_mgpu.contract import files, layout
 from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.env import RUN_STAMP
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.contract.lines import ITERATION
 from isaaclab_mgpu.launcher import jobfiles, nvml
@@ -501,7 +502,7 @@ def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[P
     logs.mkdir(parents=True, exist_ok=True)
     results: list[PointResult] = []
     env = {**os.environ, **dict(plan.env)}
-    env.pop("MGPU_RUN_STAMP", None)  # each point its own run folder stamp
+    env.pop(RUN_STAMP, None)  # each point its own run folder stamp
     stopped = False
     with _stop_signals() as got:
         for i, planned in enumerate(plan.points):

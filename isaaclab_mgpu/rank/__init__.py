@@ -8,6 +8,8 @@
 - :mod:`.probe_worker` — ``probe-nccl``'s per-rank program;
 - :mod:`.console` — everything a rank prints (this side never imports :mod:`isaaclab_mgpu.report`).
 
-This side imports :mod:`isaaclab_mgpu.contract` and never :mod:`isaaclab_mgpu.launcher`; the heavy
-libraries (torch, jax, warp, rsl_rl, skrl, Isaac Lab) are imported here only.
+This side imports :mod:`isaaclab_mgpu.contract` and never :mod:`isaaclab_mgpu.launcher`, and the
+launcher side never imports this one: what both run (the worker's argument parser, its override
+keys) is in the contract. The heavy libraries (torch, jax, warp, rsl_rl, skrl, Isaac Lab) are
+imported here only.
 """

@@ -5,7 +5,7 @@ stdout is not a terminal, which is always the case under ``mgpu train`` (torchru
 jaxrun pipe it), so logs stay greppable; ``mgpu train`` turns those lines into its own progress bar
 on a terminal (:mod:`isaaclab_mgpu.report.bar`; the line format is
 :mod:`isaaclab_mgpu.contract.lines`). A worker run by hand on a terminal draws the same bar itself,
-:func:`iteration_bar`, which the launcher's bar shares. Every rank prints exactly one line per
+:func:`iteration_bar`, with the columns of the launcher's bar. Every rank prints exactly one line per
 parameter synchronisation check; a worker's refusal is one ``isaaclab_mgpu.worker: error:`` line
 on stderr (:func:`worker_error`). Rich is imported only when a bar is drawn.
 """
@@ -17,6 +17,7 @@ from typing import Any
 
 from isaaclab_mgpu.contract import reasons
 from isaaclab_mgpu.contract.lines import (
+    BAR_COLUMNS,
     FINISHED,
     INTERRUPTED,
     PREFIX,
@@ -44,29 +45,12 @@ def worker_error(message: str) -> None:
     reasons.record(message)
 
 
-def iteration_bar(console: Any = None, *, redirect: bool = True) -> Any:
-    """A Rich progress bar for training iterations: count, bar, an info field, elapsed and ETA."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+def iteration_bar() -> Any:
+    """A Rich progress bar for training iterations (:data:`~isaaclab_mgpu.contract.lines.BAR_COLUMNS`)."""
+    import rich.progress
 
-    return Progress(
-        TextColumn("[bold]iteration"),
-        MofNCompleteColumn(),
-        BarColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        redirect_stdout=redirect,
-        redirect_stderr=redirect,
-    )
+    columns = [getattr(rich.progress, name)(*args) for name, *args in BAR_COLUMNS]
+    return rich.progress.Progress(*columns, redirect_stdout=True, redirect_stderr=True)
 
 
 def isaac_summary(path: str, checksums_equal: bool | None, env_steps_per_s: float) -> None:

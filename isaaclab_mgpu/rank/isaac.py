@@ -43,15 +43,16 @@ import numpy as np
 
 from isaaclab_mgpu.contract import progress, resume
 from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.env import CHECKPOINT_REQUEST
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
+from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import isaac_resume
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
 from isaaclab_mgpu.rank.patches import isaaclab as compat
-from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.checkpoint import disk_full_is_one_line
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
@@ -194,7 +195,7 @@ class Bookkeeper(compat.Observer):
         """Every rank agreed to stop on mgpu's checkpoint request; the library saved first."""
         # Under mgpu train the checkpoint request is agreed every iteration (one tiny collective);
         # run by hand there is nobody to ask.
-        self._watch = resume.CHECKPOINT_REQUEST_ENV in self.environ
+        self._watch = CHECKPOINT_REQUEST in self.environ
         self._refreshed = 0.0
         self._refresh_cost = 0.0
 
@@ -259,10 +260,10 @@ class Bookkeeper(compat.Observer):
         if self.ctx.rank != 0 or self.run_dir is None:
             return
         self.saved_at = iteration
-        found = isaac_resume.checkpoints(self.library, self.run_dir) if self.library else []
+        found = resume.isaac_checkpoints(self.library, self.run_dir) if self.library else []
         self.saved_path = found[-1][1] if found else _newest_checkpoint(self.run_dir)
         if found:  # --keep_checkpoints: the older ones go now that this one is whole on disk
-            every = isaac_resume.checkpoint_files(self.library, self.run_dir)
+            every = resume.isaac_checkpoint_files(self.library, self.run_dir)
             resume.prune(every, found[-1][1], resume.keep_checkpoints(self.environ))
         self._refresh(force=True)
 
@@ -464,7 +465,7 @@ def _checksum(modules: list[Any]) -> str:
 
 
 def _whole(library: str, run_dir: Path) -> Path | None:
-    found = isaac_resume.checkpoints(library, run_dir)
+    found = resume.isaac_checkpoints(library, run_dir)
     return found[-1][1] if found else None
 
 

@@ -5,7 +5,7 @@ A rank of an Isaac Lab task continues a run when it is asked to (:func:`request`
 - the launcher's ``MGPU_RESUME`` or ``MGPU_RUN_DIR`` (:mod:`isaaclab_mgpu.contract.resume`), or the
   worker's ``--resume PATH``: a checkpoint file, or an Isaac Lab run folder (its newest checkpoint;
   none yet: iteration 0 in it);
-- ``--resume`` without a path (:data:`~isaaclab_mgpu.rank.worker.args.RESUME_LATEST`): the newest
+- ``--resume`` without a path (:data:`~isaaclab_mgpu.contract.worker_args.RESUME_LATEST`): the newest
   run of this task and library that holds a checkpoint;
 - a restart (``MGPU_ATTEMPT`` > 0) with neither: this launch's own run, the folder Isaac Lab named
   from the launcher's stamp, from its newest checkpoint (a restart of a launch that began at a
@@ -15,9 +15,10 @@ A rank of an Isaac Lab task continues a run when it is asked to (:func:`request`
 
 Rank 0 alone looks at the file system (:func:`locate`): the run folder, its Isaac Lab stamp (the
 first 19 characters of the folder's name, Isaac Lab's ``%Y-%m-%d_%H-%M-%S``) and the checkpoint, by
-each library's own naming (:data:`CHECKPOINTS`). Isaac Lab then runs with ``--run_timestamp`` set to
-that stamp, which makes it name the same folder (the resumed run writes where the first one did),
-and ``--checkpoint`` set to the file, which its own resume code loads on every rank.
+each library's own naming (:data:`~isaaclab_mgpu.contract.resume.ISAAC_CHECKPOINTS`). Isaac Lab
+then runs with ``--run_timestamp`` set to that stamp, which makes it name the same folder (the
+resumed run writes where the first one did), and ``--checkpoint`` set to the file, which its own
+resume code loads on every rank.
 
 **No shared file system needed** (torchrun launches, the agent's store): rank 0 sends the stamp
 and the checkpoint's bytes through torchrun's key-value store before Isaac Lab starts, every other
@@ -37,7 +38,6 @@ import contextlib
 import datetime
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -53,13 +53,6 @@ from isaaclab_mgpu.contract.errors import UsageError
 THIS_RUN = ":this-run:"
 #: ``--resume auto``: the launcher chooses (a requeued job's run, the newest unfinished one).
 AUTO = "auto"
-#: Checkpoint files of each library inside an Isaac Lab run folder: (sub-folder, name pattern).
-#: The pattern's group is the counter that orders them (rsl-rl: iteration; skrl: timestep).
-CHECKPOINTS = {
-    "rsl_rl": ("", re.compile(r"^model_(\d+)\.pt$")),
-    "skrl": ("checkpoints", re.compile(r"^agent_(\d+)\.(?:pt|pickle)$")),  # torch, JAX
-    "rl_games": ("nn", re.compile(r"^last_.+_ep_(\d+)_rew_.*\.pth$")),  # epochs; <name>.pth is the best
-}
 _STAMP_LEN = len(time.strftime(layout.STAMP_FORMAT))
 
 
@@ -112,37 +105,11 @@ def stamp_of(folder: Path) -> tuple[str, str | None]:
     return stamp, rest
 
 
-def checkpoint_files(library: str, folder: Path) -> list[tuple[int, Path]]:
-    """Every file named as the library's checkpoints in an Isaac Lab run folder, lowest counter first."""
-    sub, pattern = CHECKPOINTS[library]
-    found = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder / sub if sub else folder):
-            m = pattern.match(entry.name)
-            if m and entry.is_file(follow_symlinks=False):
-                found.append((int(m.group(1)), Path(entry.path)))
-    return sorted(found)
-
-
-def checkpoints(library: str, folder: Path) -> list[tuple[int, Path]]:
-    """The library's whole checkpoints in an Isaac Lab run folder, lowest counter first."""
-    return [(n, p) for n, p in checkpoint_files(library, folder) if complete(p)]
-
-
-def complete(checkpoint: Path) -> bool:
-    """False for a torch checkpoint cut short (its zip archive has no end record), else True.
-
-    mgpu writes the libraries' checkpoints atomically and fsynced (:mod:`.patches.base`), but a
-    file can still be torn (a copy cut short, one written before); a resume takes the one before.
-    """
-    return resume.complete(checkpoint)
-
-
 def _newest(library: str, folder: Path) -> Path | None:
     """The newest whole checkpoint of ``folder``; the newer torn ones passed over in one warning
     line; torn ones only: one error line (nothing whole to continue from)."""
-    every = checkpoint_files(library, folder)
-    whole = [(n, p) for n, p in every if complete(p)]
+    every = resume.isaac_checkpoint_files(library, folder)
+    whole = [(n, p) for n, p in every if resume.complete(p)]
     newest = whole[-1] if whole else None
     passed = [p for n, p in every if (n, p) not in whole and (newest is None or n > newest[0])]
     if passed and newest is None:
@@ -161,7 +128,7 @@ def _newest(library: str, folder: Path) -> Path | None:
 
 def run_folder_of(library: str, checkpoint: Path) -> Path:
     """The Isaac Lab run folder a checkpoint file belongs to."""
-    sub, _ = CHECKPOINTS[library]
+    sub, _ = resume.ISAAC_CHECKPOINTS[library]
     folder = checkpoint.parent
     return folder.parent if sub and folder.name == sub else folder
 
@@ -182,7 +149,7 @@ def locate(
         return mine[0], _newest(library, mine[0])
     if source == "latest":
         for folder in sorted((f for f in runs.glob("*/*") if f.is_dir()), key=lambda f: f.name, reverse=True):
-            found = checkpoints(library, folder)
+            found = resume.isaac_checkpoints(library, folder)
             if found and _same_task(folder, task):
                 return folder, _newest(library, folder)
         raise UsageError(
@@ -192,7 +159,7 @@ def locate(
     if path.is_dir():
         folder, checkpoint = path, _newest(library, path)
     elif path.is_file():
-        if not complete(path):
+        if not resume.complete(path):
             raise UsageError(f"--resume {source}: the checkpoint is cut short (saving it was interrupted)")
         folder, checkpoint = run_folder_of(library, path), path
     else:

@@ -43,8 +43,6 @@ import numpy as np
 
 from isaaclab_mgpu.contract import env
 
-#: Set to ``gloo`` to keep every collective on gloo (a benchmark switch and an escape hatch).
-SWITCH_ENV = env.CPU_COLLECTIVES
 #: Bytes of one rank's slot: the largest array one collective carries here (larger ones use gloo).
 SLOT_BYTES = 1 << 20
 #: What rank 0 says when the channel is in use.
@@ -67,7 +65,7 @@ def usable(world_size: int, local_world_size: int | None, cpu: bool, environ: Ma
         world_size > 1
         and local_world_size == world_size
         and cpu
-        and environ.get(SWITCH_ENV, "") != "gloo"
+        and environ.get(env.CPU_COLLECTIVES, "") != "gloo"
         and platform.system() == "Linux"
         and platform.machine() in ("x86_64", "AMD64")
         and os.path.isdir(SHM_DIR)

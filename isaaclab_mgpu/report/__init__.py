@@ -16,12 +16,11 @@ import json
 import sys
 from typing import Any
 
+from isaaclab_mgpu.contract.env import STALL_TIMEOUT, STARTUP_TIMEOUT
 from isaaclab_mgpu.contract.progress import (
     AUTO,
     AUTO_FACTOR,
     AUTO_FLOOR_S,
-    STALL_ENV,
-    STARTUP_ENV,
     auto_cap,
     process_group_timeout,
 )
@@ -85,7 +84,7 @@ def command_json(cmd: Command, resolved: ResolvedSpec) -> dict[str, Any]:
 def stall_watch(resolved: ResolvedSpec) -> dict[str, Any]:
     """The stall bounds ``train`` watches with, and the ranks' process-group timeouts they imply."""
     s = resolved.spec
-    env = {STALL_ENV: str(s.stall_timeout), STARTUP_ENV: str(s.startup_timeout)}
+    env = {STALL_TIMEOUT: str(s.stall_timeout), STARTUP_TIMEOUT: str(s.startup_timeout)}
     startup, stall = process_group_timeout(startup=True, environ=env), process_group_timeout(environ=env)
     watch: dict[str, Any] = {
         "stall_timeout_s": s.stall_timeout,

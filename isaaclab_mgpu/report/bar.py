@@ -15,7 +15,8 @@ still drawn on stdout would be torn by them and redrawn below them. Every later 
 lines included, is printed plainly (:meth:`LiveProgress.telling`).
 
 The lines are read with :mod:`isaaclab_mgpu.contract.lines`, the module that also writes them,
-and the bar is the one a rank draws on a terminal (:func:`isaaclab_mgpu.rank.console.iteration_bar`).
+and the bar has the columns of the one a rank draws on a terminal
+(:data:`~isaaclab_mgpu.contract.lines.BAR_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ import re
 import sys
 from typing import Any
 
-from isaaclab_mgpu.contract.lines import FINAL, ITERATION
-from isaaclab_mgpu.rank.console import iteration_bar
+from isaaclab_mgpu.contract.lines import BAR_COLUMNS, FINAL, ITERATION
 from isaaclab_mgpu.report.text import markup
 
 
@@ -75,7 +75,12 @@ class LiveProgress:
         # The bar's info column is a markup template; the line is whatever a rank printed.
         info = markup(f"reward {m['reward']} | {m['rate']} env-steps/s | {m['spi']} s/it")
         if self._progress is None:
-            self._progress = iteration_bar(self.console, redirect=False)
+            import rich.progress
+
+            columns = [getattr(rich.progress, name)(*args) for name, *args in BAR_COLUMNS]
+            self._progress = rich.progress.Progress(
+                *columns, console=self.console, redirect_stdout=False, redirect_stderr=False
+            )
             self._task = self._progress.add_task("train", total=total, completed=it - 1, info=info)
             self._progress.start()
         self._progress.update(self._task, total=total, completed=it, info=info)

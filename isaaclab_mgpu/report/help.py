@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from isaaclab_mgpu.rank.worker.args import OptionHelp
+    from isaaclab_mgpu.contract.worker_args import OptionHelp
 
 #: Set by the launcher itself (from its own options, or always): not listed as training options.
 LAUNCHER_SET = frozenset({"--rl_library", "--ml_framework", "--device", "--distributed"})

@@ -78,7 +78,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, RUN_DIR
+from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.launcher import nvml
 from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
@@ -92,7 +92,7 @@ from isaaclab_mgpu.launcher.supervise.output import LauncherOutput
 from isaaclab_mgpu.launcher.supervise.result import RankFailure, RunResult, exit_code, first_failure
 from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown
 from isaaclab_mgpu.launcher.supervise.stop import Kind, Seen, Standing, Stop, decide
-from isaaclab_mgpu.launcher.supervise.watchdog import DONE, MARKER_ENV
+from isaaclab_mgpu.launcher.supervise.watchdog import DONE
 
 
 def _has_wandb_service(procs: list[psutil.Process]) -> bool:
@@ -105,7 +105,6 @@ def _has_wandb_service(procs: list[psutil.Process]) -> bool:
 
 
 __all__ = [
-    "MARKER_ENV",
     "STOP_SIGNALS",
     "Notes",
     "RankFailure",
@@ -234,7 +233,7 @@ class Supervisor:
         self._subreaper = proctree.hold_subreaper()
         self._since = time.time() - 1.0  # psutil's create_time is coarser than time.time()
         # The launcher PID: a rank's simulated requeue (--simulate_fault) signals this process.
-        env = {**os.environ, **self.cmd.env, MARKER_ENV: self.run_id, LAUNCHER_PID: str(os.getpid())}
+        env = {**os.environ, **self.cmd.env, RUN_ID: self.run_id, LAUNCHER_PID: str(os.getpid())}
         watch = self.options.stall
         if watch is not None and watch.active:
             ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()

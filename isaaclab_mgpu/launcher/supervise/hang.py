@@ -19,12 +19,12 @@ from dataclasses import replace
 
 import psutil
 
+from isaaclab_mgpu.contract.env import PROGRESS_DIR
 from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher import peers
 from isaaclab_mgpu.launcher.build import Rendezvous
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
-    DIR_ENV,
     SAVE_STAGES,
     Report,
     Stall,
@@ -75,7 +75,7 @@ class HangWatch:
     @property
     def env(self) -> dict[str, str]:
         """What the launcher's environment gets so that every rank reports."""
-        return {DIR_ENV: self.monitor.folder}
+        return {PROGRESS_DIR: self.monitor.folder}
 
     def due(self, now: float) -> bool:
         """True when it is time to look again (every :data:`POLL_S` seconds)."""

@@ -62,7 +62,6 @@ import psutil
 from isaaclab_mgpu.contract.progress import (
     AUTO_FACTOR,
     AUTO_FLOOR_S,
-    DIR_ENV,
     DONE,
     ITERATION_STAGES,
     STARTUP_STAGES,
@@ -70,7 +69,7 @@ from isaaclab_mgpu.contract.progress import (
     Reports,
 )
 
-__all__ = ["DIR_ENV", "RankState", "Report", "Stall", "StallMonitor", "StallOptions", "judge", "stack_tail"]
+__all__ = ["RankState", "Report", "Stall", "StallMonitor", "StallOptions", "judge", "stack_tail"]
 
 #: Stages in which a rank waits for its peers (a collective), as opposed to computing alone.
 COLLECTIVE_STAGES = ("init", "trainer", "broadcast", "update", "sync", "finish")

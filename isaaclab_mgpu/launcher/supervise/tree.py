@@ -40,10 +40,10 @@ import threading
 
 import psutil
 
-from isaaclab_mgpu.launcher.supervise.watchdog import MARKER_ENV, marked_processes
+from isaaclab_mgpu.contract.env import NO_KILLPG, RUN_ID
+from isaaclab_mgpu.launcher.supervise.watchdog import marked_processes
 
 __all__ = [
-    "MARKER_ENV",
     "RunTree",
     "adopted_zombies",
     "alive",
@@ -65,7 +65,7 @@ _lock = threading.Lock()
 
 def portable() -> bool:
     """True when the no-killpg path is in use (non-POSIX, or forced with ``MGPU_NO_KILLPG=1``)."""
-    return not hasattr(os, "killpg") or os.environ.get("MGPU_NO_KILLPG", "") not in ("", "0")
+    return not hasattr(os, "killpg") or os.environ.get(NO_KILLPG, "") not in ("", "0")
 
 
 def set_subreaper(on: bool = True) -> bool:
@@ -217,7 +217,7 @@ class RunTree:
             if child.pid in owned or child.pid in self.known:
                 continue
             try:
-                if child.environ().get(MARKER_ENV) == self.run_id:
+                if child.environ().get(RUN_ID) == self.run_id:
                     self._note(child)
             except (psutil.Error, OSError):
                 continue

@@ -31,8 +31,6 @@ import psutil
 
 from isaaclab_mgpu.contract import env
 
-#: Environment variable every process of one supervised run carries; its value is the run's id.
-MARKER_ENV = env.RUN_ID
 #: What ``mgpu`` writes to the watchdog's stdin when the run ended and the tree is gone.
 DONE = b"done"
 
@@ -58,7 +56,7 @@ def marked_processes(
             continue
         try:
             # /proc/PID/environ is the environment the process started with; a zombie's is empty.
-            if proc.environ().get(MARKER_ENV) == run_id:
+            if proc.environ().get(env.RUN_ID) == run_id:
                 found.append(proc)
         except (psutil.Error, OSError):
             continue

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 # The PPO settings and per-task defaults live with the other override targets (stdlib only).
-from isaaclab_mgpu.rank.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
+from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
 
 __all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "checksum", "settings_with"]
 

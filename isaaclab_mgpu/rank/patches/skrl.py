@@ -244,8 +244,6 @@ def _torch_group_guard(active: bool, cpu: bool) -> Iterator[None]:
 
 
 _JAX_PATCHED = False
-#: Environment switch that leaves fix 3 out (benchmarks only; see the module docstring).
-STOCK_PMAP_ENV = env.SKRL_JAX_STOCK_PMAP
 
 
 def patch_skrl_jax() -> None:
@@ -260,7 +258,7 @@ def patch_skrl_jax() -> None:
 
     _wandb_on_rank_zero(jax_base.Agent, lambda: skrl.config.jax.rank, jax=True)
 
-    if os.environ.get(STOCK_PMAP_ENV) != "1":
+    if os.environ.get(env.SKRL_JAX_STOCK_PMAP) != "1":
         _cache_pmaps(jax)
     _JAX_PATCHED = True
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from isaaclab_mgpu.rank.settings import TaskCfg, apply_overrides
+from isaaclab_mgpu.contract.settings import TaskCfg, apply_overrides
 
 __all__ = ["EpisodeStats", "TaskCfg", "VecTask", "apply_overrides"]
 

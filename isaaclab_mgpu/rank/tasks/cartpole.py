@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from isaaclab_mgpu.rank.settings import CartpoleCfg
+from isaaclab_mgpu.contract.settings import CartpoleCfg
 from isaaclab_mgpu.rank.tasks.base import VecTask
 
 

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from isaaclab_mgpu.rank.settings import PendulumCfg
+from isaaclab_mgpu.contract.settings import PendulumCfg
 from isaaclab_mgpu.rank.tasks.base import VecTask
 
 

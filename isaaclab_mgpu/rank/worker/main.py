@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from isaaclab_mgpu.contract.errors import MgpuError
-from isaaclab_mgpu.rank.worker.args import WorkerArgs, parse_args
+from isaaclab_mgpu.contract.worker_args import WorkerArgs
+from isaaclab_mgpu.rank.worker.args import parse_args
 
 _MISSING = object()
 

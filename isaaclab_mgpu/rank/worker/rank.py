@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from isaaclab_mgpu.contract import env, layout, progress, resume
+from isaaclab_mgpu.contract import env, layout, progress
 from isaaclab_mgpu.contract.layout import rank_folder as rank_folder
+from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
-from isaaclab_mgpu.rank.worker.args import WorkerArgs
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def run_folder(args: WorkerArgs, stamp: str) -> Path:
 def run_dir_of(args: WorkerArgs, environ: Mapping[str, str]) -> Path:
     """This run's folder: the one mgpu created (``MGPU_RUN_DIR``), else :func:`run_folder` of the
     given ``--run_timestamp`` or of now."""
-    given = environ.get(resume.RUN_DIR_ENV)
+    given = environ.get(env.RUN_DIR)
     return Path(given) if given else run_folder(args, args.run_timestamp or run_stamp(environ))
 
 

@@ -46,11 +46,12 @@ import numpy as np
 
 from isaaclab_mgpu.contract import progress, resume
 from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
-from isaaclab_mgpu.rank.worker.args import WorkerArgs
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
@@ -139,7 +140,7 @@ def run(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Train one rank as ``args`` asks, telling ``console_for(rank)``; return its exit code (0, or 130)."""
-    from isaaclab_mgpu.rank.worker.args import is_isaac_task
+    from isaaclab_mgpu.contract.worker_args import is_isaac_task
 
     if is_isaac_task(args.task):  # Isaac Lab's own training code path (isaaclab_mgpu.isaac)
         from isaaclab_mgpu.rank.isaac import run as run_isaac
@@ -156,7 +157,7 @@ def run(
     run_dir = run_dir_of(args, env_vars)
     my_dir = rank_folder(run_dir, ctx.rank)
     # A rank on another node than mgpu's node 0 has no run folder here, and needs none: only rank 0 writes.
-    elsewhere = resume.ATTEMPT_ENV in env_vars and resume.RUN_DIR_ENV not in env_vars
+    elsewhere = ATTEMPT in env_vars and RUN_DIR not in env_vars
     # A full disk met from here on (a checkpoint, the summary, a log): one line, exit 74.
     with checkpoint.disk_full_is_one_line(lambda: run_dir, lambda d: resume.newest_whole(d)[0]):
         if ctx.rank == 0 or not elsewhere:
@@ -397,8 +398,8 @@ def _resume_candidates(
 ) -> tuple[list[Path], bool]:
     """Rank 0's checkpoints to try, newest first, from mgpu's ``MGPU_RESUME`` or, by hand,
     ``--resume``; and whether they are a run folder's (True) or one named file."""
-    given = environ.get(resume.RESUME_ENV)
-    if given is None and resume.ATTEMPT_ENV in environ:
+    given = environ.get(RESUME)
+    if given is None and ATTEMPT in environ:
         return [], False  # mgpu resolved --resume itself and found nothing to continue
     if given is None and args.resume is not None:
         given = str(checkpoint.find_latest(run_dir).parent) if args.resume == "latest" else args.resume

@@ -4,7 +4,7 @@ For the embedded tasks an override is ``env.<field>=value`` (a field of the task
 :class:`TaskCfg` and its per-task subclasses, :data:`TASK_CONFIGS`) or ``agent.<field>=value`` (a
 field of :class:`PPOSettings`); the value is converted like the field's default. The task modules
 and the back-ends take their configuration classes from here, and the worker's parser
-(:func:`isaaclab_mgpu.rank.worker.args.parse`) runs :func:`check_overrides` on every override, so the
+(:func:`isaaclab_mgpu.contract.worker_args.parse`) runs :func:`check_overrides` on every override, so the
 launcher, which runs that parser before spawning, refuses a misspelt key or a bad value with the
 same words the rank would use. Standard library only: ``mgpu dry-run`` and ``check-env`` import it.
 """

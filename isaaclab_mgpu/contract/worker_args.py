@@ -1,0 +1,363 @@
+"""Worker command line: parsed once into a frozen :class:`WorkerArgs`, before any global state is touched.
+
+Flags follow Isaac Lab's ``train.py`` spellings (underscores; hyphen spellings accepted too).
+Positional ``key=value`` items are overrides: ``env.<field>=v`` and ``agent.<field>=v`` for the
+embedded tasks, keys and values checked here against :mod:`isaaclab_mgpu.contract.settings`; for Isaac
+Lab tasks they go to Isaac Lab's Hydra configuration (``env.<path>=v``, ``agent.<path>=v``,
+``presets=newton_mjwarp``, ...; see :mod:`isaaclab_mgpu.rank.isaac`), which judges them itself.
+Isaac Lab tasks (``--task Isaac-...``) also take the options of Isaac Lab's own ``train``
+(:data:`ISAAC_TRAIN_OPTIONS`, the one list of them): they are kept in order in
+:attr:`WorkerArgs.isaac_args` and handed to Isaac Lab verbatim.
+An unknown option is an error: one line on stderr naming it, exit status 2.
+
+:func:`parse` is pure (argparse only, no torch, no output) and raises
+:class:`WorkerArgsError`; the launcher runs it on the exact arguments a rank will get, so
+everything this parser refuses is refused before anything is spawned. It lives in the contract
+because both processes run it; the worker's own entry, the same parse with the error as one
+stderr line and exit status 2, is :func:`isaaclab_mgpu.rank.worker.args.parse_args`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import time
+from dataclasses import dataclass
+
+from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS, STAMP_FORMAT, name_problem
+from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
+from isaaclab_mgpu.contract.settings import TASK_CONFIGS, check_overrides
+
+LIBRARIES = ("rsl_rl", "skrl", "rl_games")
+#: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
+EMBEDDED_LIBRARIES = ("rsl_rl", "skrl")
+FRAMEWORKS = ("torch", "jax")
+#: ``--resume`` without a path: the newest checkpoint of the newest earlier run of this experiment.
+RESUME_LATEST = "latest"
+#: The embedded tasks by name (``isaaclab_mgpu.rank.tasks.TASKS`` has their classes; a test keeps both equal).
+EMBEDDED_TASKS = tuple(TASK_CONFIGS)
+#: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
+ISAAC_PREFIX = "Isaac-"
+
+#: Options of Isaac Lab 3.0's ``train`` (rsl_rl, skrl, rl_games back-ends and the simulation launcher)
+#: that the worker forwards verbatim for Isaac Lab tasks, with how many values each takes (``"?"``:
+#: an optional value). Options the worker itself owns (``--task``, ``--num_envs``, ``--seed``,
+#: ``--max_iterations``, ``--device``, ``--distributed``, ``--ml_framework``, ``--experiment_name``,
+#: ``--run_name``, ``--run_timestamp``) are not listed.
+ISAAC_TRAIN_OPTIONS: dict[str, int | str] = {
+    "--agent": 1, "--algorithm": 1, "--checkpoint": 1, "--logger": 1, "--log_project_name": 1,
+    "--external_callback": 1, "--resume_optimizer_state": 0, "--no-resume_optimizer_state": 0,
+    "--video": 0, "--video_length": 1, "--video_interval": 1, "--frontend": 1,
+    "--export_io_descriptors": 0, "--ray-proc-id": 1, "-rid": 1,
+    "--capture_env_sensors": 1, "--capture_env_sensors_length": 1, "--capture_env_sensors_interval": 1,
+    "--capture_env_sensors_format": 1, "--sigma": 1, "--track": "?", "--wandb-project-name": 1,
+    "--wandb-entity": 1, "--wandb-name": 1, "--viz": 1, "--visualizer": 1, "--max_visible_envs": 1,
+    "--livestream": 1, "--xr": 0, "--deterministic": 0, "--experience": 1, "--kit_args": 1,
+    "--verbose": 0, "--info": 0, "--anim_recording_enabled": 0, "--anim_recording_start_time": 1,
+    "--anim_recording_stop_time": 1,
+}  # fmt: skip
+
+
+def is_isaac_task(task: str) -> bool:
+    """True for an Isaac Lab task id (``Isaac-...``)."""
+    return task.startswith(ISAAC_PREFIX)
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
+    """One rank's training request, as parsed from its argv."""
+
+    rl_library: str = "rsl_rl"
+    """``rsl_rl``, ``skrl`` or (Isaac Lab tasks only) ``rl_games``."""
+
+    ml_framework: str = "torch"
+    """``torch`` or ``jax`` (skrl only)."""
+
+    device: str | None = None
+    """``cpu``, ``cuda`` or ``cuda:N``; None: CUDA when available, else CPU."""
+
+    task: str = DEFAULT_TASK
+    """An embedded task name, or an Isaac Lab task id (``Isaac-...``)."""
+
+    num_envs: int | None = None
+    """Environments per rank; None: the task's default."""
+
+    max_iterations: int | None = None
+    """Iterations to run in this invocation (a resumed run continues the count)."""
+
+    seed: int = 42
+    """Base seed; each rank adds its global rank."""
+
+    save_interval: int = 50
+    """Rank 0 writes a checkpoint every this many iterations (0: only at the end)."""
+
+    resume: str | None = None
+    """None, :data:`RESUME_LATEST`, or a run folder / checkpoint file to continue from."""
+
+    run_name: str | None = None
+    """Suffix of the run folder name."""
+
+    run_timestamp: str | None = None
+    """The run folder's stamp (Isaac Lab's ``--run_timestamp``); None: the launcher's ``MGPU_RUN_STAMP``.
+    ``mgpu train`` makes a given one the launcher's stamp, so every rank and node names the same folder."""
+
+    experiment_name: str | None = None
+    """Folder under ``logs/<library>/`` (default: the task name)."""
+
+    log_root: str = DEFAULT_LOG_ROOT
+    """Root of the run folders."""
+
+    logger: str = "tensorboard"
+    """Where rank 0 writes its training curves: ``tensorboard`` (event file in the run folder), ``wandb``
+    (Weights & Biases, when installed) or ``none``; written through each library's own writer. For
+    Isaac Lab tasks ``--logger`` also stays among :attr:`isaac_args` for Isaac Lab's ``train``."""
+
+    distributed: bool = False
+    """Train as one rank of a distributed run (WORLD_SIZE / JAX_WORLD_SIZE from the launcher)."""
+
+    overrides: tuple[tuple[str, str], ...] = ()
+    """``key=value`` items in order."""
+
+    isaac_args: tuple[str, ...] = ()
+    """Isaac Lab ``train`` options (:data:`ISAAC_TRAIN_OPTIONS`) as given, in order."""
+
+    @property
+    def experiment(self) -> str:
+        """The experiment folder name."""
+        return self.experiment_name or self.task
+
+    def overrides_for(self, prefix: str) -> dict[str, str]:
+        """Overrides ``<prefix>.<field>=value`` as ``{field: value}``."""
+        return {k[len(prefix) + 1 :]: v for k, v in self.overrides if k.startswith(prefix + ".")}
+
+
+class WorkerArgsError(UsageError):
+    """The worker refuses its argv; ``unknown`` is the offending item when it is not an option."""
+
+    def __init__(self, message: str, unknown: str | None = None) -> None:
+        super().__init__(message)
+        self.unknown = unknown
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # raise instead of printing the usage and exiting
+        raise WorkerArgsError(message)
+
+
+def _folder_name(value: str) -> str:
+    """One folder inside the log root (:func:`~isaaclab_mgpu.contract.layout.name_problem`)."""
+    problem = name_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{value!r} {problem}")
+    return value
+
+
+def _stamp(value: str) -> str:
+    """A ``--run_timestamp`` value: Isaac Lab's run folder stamp, which is also one path component."""
+    try:
+        time.strptime(value, STAMP_FORMAT)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a stamp like 2026-01-02_03-04-05") from None
+    return value
+
+
+def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
+    # No abbreviations: "--max" must not silently become --max_iterations.
+    p = _Parser(
+        prog="python -m isaaclab_mgpu.worker",
+        description="One rank of an mgpu training run.",
+        allow_abbrev=False,
+        add_help=add_help,
+    )
+
+    def add(name: str, **kw: object) -> None:
+        names = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+        p.add_argument(*names, dest=name, **kw)  # type: ignore[arg-type]
+
+    add("rl_library", choices=LIBRARIES, default="rsl_rl", help="Training library.")
+    add("ml_framework", choices=FRAMEWORKS, default="torch", help="skrl's ML framework.")
+    add("device", default=None, help="cpu, cuda or cuda:N (default: CUDA when available).")
+    add("task", default=DEFAULT_TASK, metavar="NAME", help="cartpole, pendulum or an Isaac Lab task id.")
+    add("num_envs", type=int, default=None, help="Environments per rank.")
+    add("max_iterations", type=int, default=None, help="Training iterations in this run.")
+    add("seed", type=int, default=42, help="Base seed (each rank adds its rank).")
+    add("save_interval", type=int, default=50, help="Checkpoint every N iterations.")
+    add(
+        "resume",
+        nargs="?",
+        const=RESUME_LATEST,
+        default=None,
+        metavar="PATH",
+        help="Continue from a run or checkpoint (default: the latest).",
+    )
+    add("run_name", type=_folder_name, default=None, metavar="NAME", help="Suffix of the run folder.")
+    add(
+        "run_timestamp",
+        type=_stamp,
+        default=None,
+        metavar="STAMP",
+        help="Stamp naming the run folder, like 2026-01-02_03-04-05 (default: the launch time).",
+    )
+    add(
+        "experiment_name",
+        type=_folder_name,
+        default=None,
+        metavar="NAME",
+        help="Folder under logs/<library>/ (default: task).",
+    )
+    add("log_root", default=DEFAULT_LOG_ROOT, metavar="DIR", help="Root folder of the runs.")
+    add("distributed", action="store_true", help="Run as one rank of a distributed launch.")
+    # Isaac Lab AppLauncher flags users commonly pass; meaningful for Isaac Lab tasks only.
+    add("headless", action="store_true", help="Isaac Lab: run without a viewer.")
+    return p
+
+
+@dataclass(frozen=True)
+class OptionHelp:
+    """One worker option as ``--help`` lists it."""
+
+    names: tuple[str, ...]
+    """Its spellings, underscore form first."""
+
+    metavar: str | None
+    """What its value looks like; None for a flag."""
+
+    help: str
+    """What it does."""
+
+
+def options_help() -> tuple[OptionHelp, ...]:
+    """Every worker option with its spellings, value and help (for ``mgpu train --help``)."""
+    out = []
+    for action in _parser(add_help=False)._actions:
+        if action.nargs == 0:
+            metavar = None
+        else:
+            metavar = action.metavar or ("N" if action.type is int else action.dest.upper())
+            metavar = f"[{metavar}]" if action.nargs == "?" else metavar
+        out.append(OptionHelp(tuple(action.option_strings), metavar, action.help or ""))
+    return tuple(out)
+
+
+def option_strings() -> frozenset[str]:
+    """Every flag the worker accepts, in both spellings, Isaac Lab's forwarded ones included."""
+    own = frozenset(s for action in _parser()._actions for s in action.option_strings)
+    return own | frozenset(ISAAC_TRAIN_OPTIONS)
+
+
+def _split_isaac(rest: list[str], parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
+    """Take Isaac Lab's options (with their values) out of ``rest``; return them and what is left."""
+    isaac: list[str] = []
+    left: list[str] = []
+    i = 0
+    while i < len(rest):
+        item = rest[i]
+        flag = item.split("=", 1)[0] if item.startswith("-") else None
+        arity = ISAAC_TRAIN_OPTIONS.get(flag) if flag else None
+        if arity is None:
+            left.append(item)
+            i += 1
+            continue
+        isaac.append(item)
+        i += 1
+        if "=" in item:
+            continue
+        if arity == 1:
+            if i >= len(rest):
+                parser.error(f"{flag} needs a value")
+            isaac.append(rest[i])
+            i += 1
+        elif arity == "?" and i < len(rest) and not rest[i].startswith("-") and "=" not in rest[i]:
+            isaac.append(rest[i])
+            i += 1
+    return isaac, left
+
+
+def check_task(task: str) -> None:
+    """Refuse a task name that is neither an embedded task nor an Isaac Lab task id."""
+    if task in EMBEDDED_TASKS or is_isaac_task(task):
+        return
+    close = difflib.get_close_matches(task.lower(), EMBEDDED_TASKS, n=1, cutoff=0.7)
+    if task.lower().startswith(ISAAC_PREFIX.lower()):
+        close = [ISAAC_PREFIX + task[len(ISAAC_PREFIX) :]]
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise WorkerArgsError(
+        f"--task {task!r} is not a task{hint} (embedded tasks: {', '.join(EMBEDDED_TASKS)}; "
+        f"Isaac Lab task ids start with {ISAAC_PREFIX})"
+    )
+
+
+def _take_logger(isaac: list[str], parser: argparse.ArgumentParser, *, keep: bool) -> tuple[str, list[str]]:
+    """The ``--logger`` value (default tensorboard) and the Isaac Lab options, without it unless ``keep``.
+
+    Isaac Lab's ``train`` takes ``--logger`` itself (kept in place for Isaac Lab tasks); the embedded
+    tasks write their curves through the libraries' writers (``tensorboard``, ``wandb`` or ``none``).
+    """
+    if keep:  # Isaac Lab tasks: isaaclab_mgpu.rank.isaac maps it per library (and refuses what cannot be)
+        return "tensorboard", isaac
+    value, rest, i = "tensorboard", [], 0
+    while i < len(isaac):
+        flag, sep, given = isaac[i].partition("=")
+        if flag != "--logger":
+            rest.append(isaac[i])
+            i += 1
+            continue
+        value = given if sep else isaac[i + 1]
+        i += 1 if sep else 2
+    if value not in LOGGERS:
+        parser.error(f"--logger {value!r} is unknown; choose tensorboard, wandb or none")
+    return value, rest
+
+
+def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
+    """Parse ``argv``; raise :class:`WorkerArgsError` on any bad or unknown argument."""
+    parser = _parser(add_help=add_help)
+    ns, rest = parser.parse_known_args(argv)
+    isaac, rest = _split_isaac(rest, parser)
+    logger, isaac = _take_logger(isaac, parser, keep=is_isaac_task(ns.task))
+    if isaac and not is_isaac_task(ns.task):
+        parser.error(f"{isaac[0].split('=')[0]} is an Isaac Lab option; it applies to Isaac Lab tasks only")
+    if ns.rl_library not in EMBEDDED_LIBRARIES and not is_isaac_task(ns.task):
+        parser.error(f"--rl_library {ns.rl_library} trains Isaac Lab tasks only; use rsl_rl or skrl")
+    overrides: list[tuple[str, str]] = []
+    for item in rest:
+        key, sep, value = item.partition("=")
+        if not sep or key.startswith("-") or not key:
+            raise WorkerArgsError(f"unknown argument {item!r}", item)
+        overrides.append((key, value))
+    for name in ("num_envs", "max_iterations"):
+        value = getattr(ns, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} {value} must be at least 1")
+    if ns.save_interval < 0:
+        parser.error(f"--save_interval {ns.save_interval} must be 0 or more")
+    if ns.rl_library != "skrl" and ns.ml_framework != "torch":
+        parser.error(f"--ml_framework {ns.ml_framework} applies to skrl only; add --rl_library skrl")
+    if ns.device is not None and not (ns.device in ("cpu", "cuda") or ns.device.startswith("cuda:")):
+        parser.error(f"--device {ns.device!r} is unknown; use cpu, cuda or cuda:N")
+    check_task(ns.task)
+    if not is_isaac_task(ns.task):  # Isaac Lab's Hydra configuration judges its own overrides
+        try:
+            check_overrides(ns.task, overrides)
+        except ValueError as exc:
+            raise WorkerArgsError(str(exc)) from None
+    return WorkerArgs(
+        rl_library=ns.rl_library,
+        ml_framework=ns.ml_framework,
+        device=ns.device,
+        task=ns.task,
+        num_envs=ns.num_envs,
+        max_iterations=ns.max_iterations,
+        seed=ns.seed,
+        save_interval=ns.save_interval,
+        resume=ns.resume,
+        run_name=ns.run_name,
+        run_timestamp=ns.run_timestamp,
+        experiment_name=ns.experiment_name,
+        log_root=ns.log_root,
+        logger=logger,
+        distributed=ns.distributed,
+        overrides=tuple(overrides),
+        isaac_args=tuple(isaac),
+    )
