@@ -29,11 +29,10 @@ from isaaclab_mgpu.contract.errors import (
     WorkerFailure,
     passed_through,
 )
-from isaaclab_mgpu.contract.layout import DEFAULT_TASK
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.pipeline import prepare
-from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, training_option
+from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.attempts import Outcome
@@ -260,7 +259,7 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     run = Path(folder)
     from isaaclab_mgpu.contract import resume
 
-    if (training_option(spec.training_args, "task") or "").startswith("Isaac-"):
+    if spec.isaac_task:
         known = spec.library in resume.ISAAC_CHECKPOINTS
         found = known and bool(resume.isaac_checkpoints(spec.library, run))
     else:
@@ -282,7 +281,7 @@ def settle_run(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> None:
     identity = {
         "backend": spec.library,
         "framework": spec.framework,
-        "task": training_option(spec.training_args, "task") or DEFAULT_TASK,
+        "task": spec.task,
         "world_size": cmd.world_size,
     }
     code = passed_through(result.exit_code) if status == "failed" else result.exit_code

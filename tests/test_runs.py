@@ -11,7 +11,7 @@ from training_helpers import run
 from isaaclab_mgpu.cli import main
 from isaaclab_mgpu.contract.files import write_json
 from isaaclab_mgpu.contract.summary import Summary, settle
-from isaaclab_mgpu.launcher.runs import find_runs, planned_folder, status_of
+from isaaclab_mgpu.launcher.runs import find_runs, status_of
 
 
 def make(root, lib, exp, name, **data):
@@ -54,12 +54,6 @@ def test_settle_changes_only_a_running_summary(tmp_path):
     assert settle(bare, "hung", 124, identity)
     assert json.loads((bare / "summary.json").read_text())["world_size"] == 2
     assert not settle(tmp_path / "missing", "failed", 1, identity)
-
-
-def test_planned_folder_follows_the_worker_options():
-    args = ("--task", "pendulum", "--run_name=r1", "--log_root", "out")
-    assert str(planned_folder(args, "skrl", "S")) == "out/skrl/pendulum/S_r1"
-    assert str(planned_folder(("--experiment_name", "e"), "rsl_rl", "S")) == "logs/rsl_rl/e/S"
 
 
 def test_runs_command(tmp_path, capsys):

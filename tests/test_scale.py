@@ -13,9 +13,19 @@ from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.launcher import scale
 from isaaclab_mgpu.launcher.scale import Point, PointResult, ScaleOptions
-from isaaclab_mgpu.launcher.spec import LaunchSpec, training_option
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 CPU = ("--device", "cpu")
+
+
+def training_option(args: tuple[str, ...], name: str) -> str | None:
+    """The last value a command line gives option ``--name`` (``--opt v`` or ``--opt=v``)."""
+    value = None
+    for i, arg in enumerate(args):
+        flag, sep, rest = arg.partition("=")
+        if flag == f"--{name}":
+            value = rest if sep else (args[i + 1] if i + 1 < len(args) else "")
+    return value
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS, STAMP_FORMAT, name_problem
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
 from isaaclab_mgpu.contract.settings import TASK_CONFIGS, check_overrides
+from isaaclab_mgpu.contract.text import has_control
 
 LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 #: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
@@ -111,7 +112,8 @@ class WorkerArgs:
     logger: str = "tensorboard"
     """Where rank 0 writes its training curves: ``tensorboard`` (event file in the run folder), ``wandb``
     (Weights & Biases, when installed) or ``none``; written through each library's own writer. For
-    Isaac Lab tasks ``--logger`` also stays among :attr:`isaac_args` for Isaac Lab's ``train``."""
+    Isaac Lab tasks it is the value for Isaac Lab's ``train`` (``neptune`` too), not among
+    :attr:`isaac_args`."""
 
     distributed: bool = False
     """Train as one rank of a distributed run (WORLD_SIZE / JAX_WORLD_SIZE from the launcher)."""
@@ -150,6 +152,13 @@ def _folder_name(value: str) -> str:
     problem = name_problem(value)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{value!r} {problem}")
+    return value
+
+
+def _log_root(value: str) -> str:
+    """A ``--log_root`` value: any folder, typed on one line."""
+    if has_control(value):
+        raise argparse.ArgumentTypeError(f"{value!r} holds a control character; retype it on one line")
     return value
 
 
@@ -206,7 +215,7 @@ def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
         metavar="NAME",
         help="Folder under logs/<library>/ (default: task).",
     )
-    add("log_root", default=DEFAULT_LOG_ROOT, metavar="DIR", help="Root folder of the runs.")
+    add("log_root", type=_log_root, default=DEFAULT_LOG_ROOT, metavar="DIR", help="Root folder of the runs.")
     add("distributed", action="store_true", help="Run as one rank of a distributed launch.")
     # Isaac Lab AppLauncher flags users commonly pass; meaningful for Isaac Lab tasks only.
     add("headless", action="store_true", help="Isaac Lab: run without a viewer.")
@@ -288,14 +297,15 @@ def check_task(task: str) -> None:
     )
 
 
-def _take_logger(isaac: list[str], parser: argparse.ArgumentParser, *, keep: bool) -> tuple[str, list[str]]:
-    """The ``--logger`` value (default tensorboard) and the Isaac Lab options, without it unless ``keep``.
+def _take_logger(
+    isaac: list[str], parser: argparse.ArgumentParser, *, embedded: bool
+) -> tuple[str, list[str]]:
+    """The ``--logger`` value (default tensorboard) and the Isaac Lab options without it.
 
-    Isaac Lab's ``train`` takes ``--logger`` itself (kept in place for Isaac Lab tasks); the embedded
-    tasks write their curves through the libraries' writers (``tensorboard``, ``wandb`` or ``none``).
+    The embedded tasks write their curves through the libraries' writers (``tensorboard``,
+    ``wandb`` or ``none``); for an Isaac Lab task the value is Isaac Lab's (``neptune`` too), which
+    :mod:`isaaclab_mgpu.rank.isaac` spells the way the task's library takes it (or refuses).
     """
-    if keep:  # Isaac Lab tasks: isaaclab_mgpu.rank.isaac maps it per library (and refuses what cannot be)
-        return "tensorboard", isaac
     value, rest, i = "tensorboard", [], 0
     while i < len(isaac):
         flag, sep, given = isaac[i].partition("=")
@@ -305,7 +315,7 @@ def _take_logger(isaac: list[str], parser: argparse.ArgumentParser, *, keep: boo
             continue
         value = given if sep else isaac[i + 1]
         i += 1 if sep else 2
-    if value not in LOGGERS:
+    if embedded and value not in LOGGERS:
         parser.error(f"--logger {value!r} is unknown; choose tensorboard, wandb or none")
     return value, rest
 
@@ -315,7 +325,7 @@ def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
     parser = _parser(add_help=add_help)
     ns, rest = parser.parse_known_args(argv)
     isaac, rest = _split_isaac(rest, parser)
-    logger, isaac = _take_logger(isaac, parser, keep=is_isaac_task(ns.task))
+    logger, isaac = _take_logger(isaac, parser, embedded=not is_isaac_task(ns.task))
     if isaac and not is_isaac_task(ns.task):
         parser.error(f"{isaac[0].split('=')[0]} is an Isaac Lab option; it applies to Isaac Lab tasks only")
     if ns.rl_library not in EMBEDDED_LIBRARIES and not is_isaac_task(ns.task):

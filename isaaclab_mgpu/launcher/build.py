@@ -53,12 +53,11 @@ from dataclasses import dataclass
 from isaaclab_mgpu.contract import elastic, faults
 from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.layout import DEFAULT_TASK
 from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
-from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, training_option
+from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
 #: torchrun's port for a c10d endpoint given without one.
@@ -234,10 +233,10 @@ def run_name(r: ResolvedSpec) -> str:
     letters, digits and ``._+-`` becomes ``-``)."""
     s = r.spec
     if s.builtin_worker:
-        what = f"{s.library}_{training_option(s.training_args, 'task') or DEFAULT_TASK}"
+        what = f"{s.library}_{s.task}"
     else:
         what = os.path.splitext(os.path.basename(s.script or ""))[0] or (s.module or "run").rsplit(".", 1)[-1]
-    given = training_option(s.training_args, "run_name")
+    given = s.worker.run_name if s.worker is not None else None
     name = f"{what}_{given}" if given else what
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip(".") or "run"
 

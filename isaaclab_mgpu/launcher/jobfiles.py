@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.launcher.build import shell_join
-from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling, training_option
+from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
 
 KINDS = ("sbatch", "pytorchjob", "trainjob")
 KUBERNETES = ("pytorchjob", "trainjob")
@@ -248,7 +248,7 @@ def pod_command(spec: LaunchSpec) -> list[str]:
     """A pod's command: :func:`train_argv`, plus ``--resume auto`` for the built-in worker unless a
     ``--resume`` is given, so a rerun pod continues the run the first one started."""
     argv = train_argv(spec)
-    if spec.builtin_worker and training_option(spec.training_args, "resume") is None:
+    if spec.worker is not None and spec.worker.resume is None:
         argv += ["--resume", "auto"]
     return argv
 
@@ -432,8 +432,7 @@ def trainjob(spec: LaunchSpec, options: JobOptions) -> str:
 
 def log_mount(spec: LaunchSpec, options: JobOptions) -> str:
     """Where the pods' log root is: ``--log_root`` (relative to the working directory) or ``logs``."""
-    root = training_option(spec.training_args, "log_root") if spec.builtin_worker else None
-    return posixpath.normpath(posixpath.join(options.workdir or WORKDIR, root or "logs"))
+    return posixpath.normpath(posixpath.join(options.workdir or WORKDIR, spec.log_root))
 
 
 def ranks_per_node(spec: LaunchSpec, kind: str) -> int:

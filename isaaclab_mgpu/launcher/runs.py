@@ -35,23 +35,9 @@ from typing import Any
 
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import MgpuError
-from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, DEFAULT_TASK, STAMP_FORMAT, SUMMARY, run_folder
+from isaaclab_mgpu.contract.layout import STAMP_FORMAT, SUMMARY
 from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.contract.text import has_control
-from isaaclab_mgpu.launcher.spec import training_option
-
-
-def planned_folder(training_args: tuple[str, ...], library: str, stamp: str) -> Path:
-    """The run folder the built-in worker will use for ``training_args`` (as the launcher sees them)."""
-    task = training_option(training_args, "task") or DEFAULT_TASK
-    return run_folder(
-        training_option(training_args, "log_root") or DEFAULT_LOG_ROOT,
-        library,
-        training_option(training_args, "experiment_name") or task,
-        stamp,
-        training_option(training_args, "run_name"),
-    )
-
 
 #: Statuses of a run that stopped before its total and may be continued (``--resume auto``).
 UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost")

@@ -61,14 +61,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from isaaclab_mgpu.contract import files, layout
+from isaaclab_mgpu.contract import files
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import RUN_STAMP
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.contract.lines import ITERATION
 from isaaclab_mgpu.launcher import jobfiles, nvml
 from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
-from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, training_option
+from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 
 #: Iterations per point unless ``--iterations`` says otherwise: the first is warm-up.
 DEFAULT_ITERATIONS = 30
@@ -242,7 +242,7 @@ def point_spec(
 ) -> LaunchSpec:
     """``spec`` for one point: its ranks per node, environments, iterations and run name (pure)."""
     args = _without(spec.training_args, "run_name")
-    base = training_option(spec.training_args, "run_name") or "scale"
+    base = (spec.worker.run_name if spec.worker is not None else None) or "scale"
     name = f"{base}-{point.label}" + (f"-{copy}" if copy is not None else "")
     args += ["--max_iterations", str(iterations), "--run_name", name]
     if point.num_envs is not None:
@@ -280,7 +280,7 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
             "world sizes with --world_sizes (e.g. 1,2,4)"
         )
     for name, instead in _OWNED.items():
-        if training_option(spec.training_args, name) is not None:
+        if spec.worker is not None and getattr(spec.worker, name) is not None:
             raise UsageError(f"--{name} is set by mgpu scale for each point; {instead}")
     env = os.environ if environ is None else environ
     nnodes = spec.nnodes_max
@@ -346,7 +346,7 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
 
 
 def _default_out(spec: LaunchSpec, stamp: str) -> Path:
-    root = training_option(spec.training_args, "log_root") or layout.DEFAULT_LOG_ROOT
+    root = spec.log_root
     return Path(root) / "scale" / stamp
 
 
@@ -642,7 +642,7 @@ def _summary_of(plan: ScalePlan, child: _Child) -> tuple[Path | None, summaries.
     """The run folder and summary this child's ``mgpu train`` kept (``launcher_pid`` names it)."""
     from isaaclab_mgpu.launcher.runs import summary_folders
 
-    root = training_option(plan.spec.training_args, "log_root") or layout.DEFAULT_LOG_ROOT
+    root = plan.spec.log_root
     best: tuple[Path | None, summaries.Summary | None] = (None, None)
     for folder in summary_folders(Path(root), depth=3):
         s = summaries.read(folder)
@@ -874,7 +874,7 @@ def write_json(
         "device": spec.device,
         "library": spec.library,
         "framework": spec.framework,
-        "task": training_option(spec.training_args, "task") or layout.DEFAULT_TASK,
+        "task": spec.task,
         "iterations": plan.options.iterations,
         "warmup_iterations": summaries.WARMUP_ITERATIONS,
         "target_reward": plan.options.target_reward,

@@ -21,17 +21,19 @@ non-empty and made of the characters a host name or address has; at most
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from isaaclab_mgpu.contract import faults
+from isaaclab_mgpu.contract import faults, worker_args
 from isaaclab_mgpu.contract.devices import GPU_UUID, index_entry
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.layout import LOGGERS, name_problem
+from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, DEFAULT_TASK
 from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import has_control
+from isaaclab_mgpu.contract.worker_args import WorkerArgs
 
 RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 ML_FRAMEWORKS = ("torch", "jax")
@@ -238,10 +240,39 @@ class LaunchSpec:
         """True when the packaged worker (not a user script or module) runs in each rank."""
         return self.script is None and self.module is None
 
+    @functools.cached_property
+    def worker(self) -> WorkerArgs | None:
+        """The built-in worker's own reading of the training arguments: its parser, run as every
+        rank will run it. None for a ``--script``/``-m`` program, or for arguments the parser
+        refuses (:func:`isaaclab_mgpu.launcher.forwarded.check_training_args` says why, before
+        anything is spawned)."""
+        if not self.builtin_worker:
+            return None
+        head = ["--rl_library", self.library, "--ml_framework", self.framework]
+        try:
+            return worker_args.parse([*head, *self.training_args], add_help=False)
+        except worker_args.WorkerArgsError:
+            return None
+
+    @property
+    def task(self) -> str:
+        """The built-in worker's task (its default when none is given or the program is the user's)."""
+        return self.worker.task if self.worker is not None else DEFAULT_TASK
+
+    @property
+    def isaac_task(self) -> bool:
+        """True when the built-in worker trains an Isaac Lab task."""
+        return worker_args.is_isaac_task(self.task) and self.worker is not None
+
+    @property
+    def log_root(self) -> str:
+        """The built-in worker's ``--log_root`` (its default when not given)."""
+        return self.worker.log_root if self.worker is not None else DEFAULT_LOG_ROOT
+
     @property
     def logger(self) -> str | None:
-        """The built-in worker's ``--logger`` as given in the training arguments, or None."""
-        return training_option(self.training_args, "logger") if self.builtin_worker else None
+        """The built-in worker's ``--logger`` (``tensorboard`` unless given), or None."""
+        return self.worker.logger if self.worker is not None else None
 
     @property
     def requeue_signum(self) -> int:
@@ -253,7 +284,7 @@ class LaunchSpec:
     @property
     def run_timestamp(self) -> str | None:
         """The built-in worker's ``--run_timestamp`` as given (it becomes the run's stamp), or None."""
-        return training_option(self.training_args, "run_timestamp") if self.builtin_worker else None
+        return self.worker.run_timestamp if self.worker is not None else None
 
     @property
     def nnodes_max(self) -> int:
@@ -325,17 +356,6 @@ def parse_nproc(value: str) -> int | str:
     return n
 
 
-def training_option(args: tuple[str, ...], name: str) -> str | None:
-    """The last value given to training option ``--name`` (either spelling, ``--opt v`` or ``--opt=v``)."""
-    spellings = {f"--{name}", f"--{name.replace('_', '-')}"}
-    value = None
-    for i, arg in enumerate(args):
-        flag, sep, rest = arg.partition("=")
-        if flag in spellings:
-            value = rest if sep else (args[i + 1] if i + 1 < len(args) else "")
-    return value
-
-
 def parse_gpu_ids(value: str) -> tuple[str, ...]:
     """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one.
 
@@ -402,8 +422,6 @@ def _validate(s: LaunchSpec) -> None:
     _validate_text(s)
     if s.rl_library is not None and s.rl_library not in RL_LIBRARIES:
         raise UsageError(f"--rl_library {s.rl_library!r} is not supported; choose rsl_rl, skrl or rl_games")
-    if s.library == "rl_games" and s.builtin_worker and not _names_isaac_task(s.training_args):
-        raise UsageError("--rl_library rl_games trains Isaac Lab tasks only; add --task Isaac-<task id>")
     if s.ml_framework is not None and s.ml_framework not in ML_FRAMEWORKS:
         raise UsageError(f"--ml_framework {s.ml_framework!r} is unknown; choose torch or jax")
     if s.ml_framework is not None and s.library != "skrl" and s.builtin_worker:
@@ -424,9 +442,6 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
     if s.gpu_ids is not None:
         _validate_gpu_ids(s, nproc)
-    isaac_task = (training_option(s.training_args, "task") or "").startswith("Isaac-")
-    if s.logger is not None and s.logger not in LOGGERS and not isaac_task:  # Isaac Lab's: isaac/
-        raise UsageError(f"--logger {s.logger!r} is unknown; choose tensorboard (default), wandb or none")
 
     _validate_nodes(s)
 
@@ -542,16 +557,8 @@ def _validate_text(s: LaunchSpec) -> None:
                     f"{spelling(f.name)} {v!r} holds a control character (a pasted newline?); "
                     "retype the value on one line"
                 )
-    if not s.builtin_worker:
-        return  # a user program's own options are its own business
-    log_root = training_option(s.training_args, "log_root")
-    if log_root is not None and has_control(log_root):
-        raise UsageError(f"--log_root {log_root!r} holds a control character; retype it on one line")
-    for name in ("experiment_name", "run_name"):
-        value = training_option(s.training_args, name)
-        problem = None if value is None else name_problem(value)
-        if problem is not None:
-            raise UsageError(f"--{name} {value!r} {problem}; use --log_root to choose where runs go")
+    # The worker's own arguments (--log_root, --run_name, --task with rl_games, --logger) are its
+    # parser's to judge: isaaclab_mgpu.launcher.forwarded runs it before anything is spawned.
 
 
 def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
@@ -572,14 +579,6 @@ def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
             f"--num_gpus {nproc} but --gpu_ids {shown} names {len(ids)} GPU(s); one rank runs per "
             "GPU, so leave out --num_gpus (it defaults to the number of ids)"
         )
-
-
-def _names_isaac_task(args: tuple[str, ...]) -> bool:
-    for i, a in enumerate(args):
-        task = args[i + 1] if a == "--task" and i + 1 < len(args) else a.partition("--task=")[2]
-        if task.split(":")[-1].startswith("Isaac-"):
-            return True
-    return False
 
 
 def _validate_nodes(s: LaunchSpec) -> None:

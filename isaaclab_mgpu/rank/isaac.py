@@ -87,20 +87,6 @@ def logger_argv(library: str, logger: str | None) -> list[str]:
     raise UsageError(f"--logger {logger}: Isaac Lab's {library} back-end has no such logger setting")
 
 
-def _pop_logger(isaac_args: tuple[str, ...]) -> tuple[list[str], str | None]:
-    rest: list[str] = []
-    logger = None
-    it = iter(isaac_args)
-    for item in it:
-        if item == "--logger":
-            logger = next(it, None)
-        elif item.startswith("--logger="):
-            logger = item.split("=", 1)[1]
-        else:
-            rest.append(item)
-    return rest, logger
-
-
 def train_argv(args: WorkerArgs, ctx: RankContext, cont: Continuation) -> list[str]:
     """Isaac Lab's training command line for this rank (what ``run_train_cli`` parses)."""
     argv = ["--rl_library", args.rl_library, "--task", args.task, "--device", ctx.device]
@@ -122,9 +108,7 @@ def train_argv(args: WorkerArgs, ctx: RankContext, cont: Continuation) -> list[s
         argv += ["--checkpoint", cont.local]
     if ctx.distributed:
         argv.append("--distributed")
-    isaac_args, logger = _pop_logger(args.isaac_args)
-    logger = logger or getattr(args, "logger", None)  # the worker's own --logger, where it has one
-    log = logger_argv(args.rl_library, logger)
+    isaac_args, log = list(args.isaac_args), logger_argv(args.rl_library, args.logger)
     # Hydra items (skrl's) go last; options keep their values (rsl_rl's ``--logger wandb``).
     log_items = [a for a in log if "=" in a and not a.startswith("-")]
     log_options = [a for a in log if a not in log_items]

@@ -198,10 +198,8 @@ def _to_target(r: PointResult) -> str:
 
 
 def title(plan: ScalePlan) -> str:
-    from isaaclab_mgpu.launcher.spec import training_option
-
     spec = plan.spec
-    task = training_option(spec.training_args, "task") or "cartpole"
+    task = spec.task
     lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
     return (
         f"mgpu scale: {lib} on {task}, {spec.device}, {plan.options.iterations} iterations per point "

@@ -32,7 +32,7 @@ from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.launcher import workarounds
 from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts
 from isaaclab_mgpu.launcher.nvml import GpuFacts, gpu_facts
-from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port, training_option
+from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port
 
 #: Distributions whose versions are reported (``nvidia-nccl-*`` and ``jax-cuda*`` are found by prefix).
 PACKAGES = ("torch", "rsl-rl-lib", "skrl", "jax", "jaxlib", "warp-lang", "isaaclab", "tensordict")
@@ -339,9 +339,8 @@ def disk_facts(spec: LaunchSpec) -> DiskFacts | None:
         return None
     from isaaclab_mgpu.contract import layout, space
 
-    task = training_option(spec.training_args, "task") or ""
-    isaac = task.startswith("Isaac-")
-    root = layout.DEFAULT_LOG_ROOT if isaac else training_option(spec.training_args, "log_root") or "logs"
+    isaac = spec.isaac_task
+    root = layout.DEFAULT_LOG_ROOT if isaac else spec.log_root
     checkpoint = None
     if not isaac:
         with contextlib.suppress(MgpuError, SystemExit, OSError, ValueError):
