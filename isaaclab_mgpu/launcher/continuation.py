@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,11 +153,11 @@ def choose(
     source: str | None = None
     why = ""
     if resolved.slurm_job_id and resolved.slurm_restart_count > 0:
-        folder = _slurm_run(experiment, root, resolved.slurm_job_id)
+        folder = _slurm_run(resume.own_run_folders(experiment, root), resolved.slurm_job_id)
         why = f"SLURM requeued job {resolved.slurm_job_id} (restart {resolved.slurm_restart_count})"
     if folder is None and given in (RESUME_AUTO, RESUME_LATEST):
         # One meaning for both: the newest unfinished run of this task, library and framework.
-        folder = _unfinished_run(experiment, root, ident)
+        folder = _unfinished_run(resume.own_run_folders(experiment, root), ident)
         flag = "--resume auto" if given == RESUME_AUTO else "--resume"
         why = f"{flag}: the newest unfinished run"
         if folder is None and given == RESUME_LATEST:
@@ -263,20 +263,13 @@ def _isaac_run(
         (f for e in experiments for f in resume.own_run_folders(e, root)), key=lambda f: f.name, reverse=True
     )
     job = resolved.slurm_job_id
-    if job and resolved.slurm_restart_count > 0:
-        for folder in folders:
-            found = summaries.read(folder)
-            if found is not None and found.slurm_job_id == job:
-                why = f"SLURM requeued job {job} (restart {resolved.slurm_restart_count})"
-                return folder, (f"{why}: continuing {folder} from its newest checkpoint",)
+    if job and resolved.slurm_restart_count > 0 and (folder := _slurm_run(folders, job)) is not None:
+        why = f"SLURM requeued job {job} (restart {resolved.slurm_restart_count})"
+        return folder, (f"{why}: continuing {folder} from its newest checkpoint",)
     if given != RESUME_AUTO:
         return None, ()
-    for folder in folders:
-        found = summaries.read(folder)
-        if found is None or runs.status_of(found) not in runs.UNFINISHED:
-            continue
-        if (found.backend, found.framework, found.task) == (ident.library, ident.framework, ident.task):
-            return folder, (f"--resume auto: the newest unfinished run: continuing {folder}",)
+    if (folder := _unfinished_run(folders, ident)) is not None:
+        return folder, (f"--resume auto: the newest unfinished run: continuing {folder}",)
     return None, (f"--resume auto: no unfinished {ident.library} run of {ident.task} under {library}; "
                   "starting a new one",)  # fmt: skip
 
@@ -325,16 +318,18 @@ def _check(checkpoint: Path, ident: Identity, world_size: int | None, notes: lis
     return meta.iteration
 
 
-def _slurm_run(experiment: Path, root: Path, job_id: str) -> Path | None:
-    for folder in resume.own_run_folders(experiment, root):
+def _slurm_run(folders: Iterable[Path], job_id: str) -> Path | None:
+    """The first of ``folders`` (newest first) that SLURM job ``job_id`` trained."""
+    for folder in folders:
         found = summaries.read(folder)
         if found is not None and found.slurm_job_id == job_id:
             return folder
     return None
 
 
-def _unfinished_run(experiment: Path, root: Path, ident: Identity) -> Path | None:
-    for folder in resume.own_run_folders(experiment, root):
+def _unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
+    """The first of ``folders`` (newest first) left unfinished by a run of ``ident``'s training."""
+    for folder in folders:
         found = summaries.read(folder)
         # A "running" one is alive (or on another host): never two launches on one run.
         if found is None or runs.status_of(found) not in runs.UNFINISHED:
