@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,13 @@ def test_every_rank_gets_rank_0s_bytes_while_the_others_pass_none(kind, size, tm
     argv = [*LAUNCHERS[kind], "--nproc_per_node", "2", str(WORKER), kind, str(size), str(out)]
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
     # Before the fix a JAX rank receiving into a buffer of its own (empty) size waited forever.
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the ranks too, not only their launcher
+        _, err = proc.communicate()
+        pytest.fail(f"the broadcast did not finish in 60 s:\n{err[-3000:]}")
+    assert proc.returncode == 0, err[-3000:]
     sent = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes()
     assert [(tmp_path / f"got.{r}").read_bytes() == sent for r in (0, 1)] == [True, True]
