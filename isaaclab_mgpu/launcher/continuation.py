@@ -103,7 +103,8 @@ def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
     from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK
     from isaaclab_mgpu.contract.worker_args import parse
 
-    args = parse(list(spec.training_args))
+    # The spec's own parse, cached; a refused one is parsed again here to raise its error.
+    args = spec.worker or parse(list(spec.training_args))
     total = args.max_iterations or DEFAULTS.get(args.task, FALLBACK).max_iterations
     ident = Identity(
         library=spec.library,
