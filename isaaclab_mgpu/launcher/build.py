@@ -236,7 +236,7 @@ def run_name(r: ResolvedSpec) -> str:
         what = f"{s.library}_{s.task}"
     else:
         what = os.path.splitext(os.path.basename(s.script or ""))[0] or (s.module or "run").rsplit(".", 1)[-1]
-    given = s.worker.run_name if s.worker is not None else None
+    given = s.run_name
     name = f"{what}_{given}" if given else what
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip(".") or "run"
 

@@ -242,7 +242,7 @@ def point_spec(
 ) -> LaunchSpec:
     """``spec`` for one point: its ranks per node, environments, iterations and run name (pure)."""
     args = _without(spec.training_args, "run_name")
-    base = (spec.worker.run_name if spec.worker is not None else None) or "scale"
+    base = spec.run_name or "scale"
     name = f"{base}-{point.label}" + (f"-{copy}" if copy is not None else "")
     args += ["--max_iterations", str(iterations), "--run_name", name]
     if point.num_envs is not None:

@@ -262,7 +262,12 @@ class LaunchSpec:
     @property
     def isaac_task(self) -> bool:
         """True when the built-in worker trains an Isaac Lab task."""
-        return worker_args.is_isaac_task(self.task) and self.worker is not None
+        return self.worker is not None and worker_args.is_isaac_task(self.worker.task)
+
+    @property
+    def run_name(self) -> str | None:
+        """The built-in worker's ``--run_name``, or None."""
+        return self.worker.run_name if self.worker is not None else None
 
     @property
     def log_root(self) -> str:
