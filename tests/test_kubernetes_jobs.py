@@ -29,8 +29,10 @@ CRDS = {
     "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
     "TrainingRuntime": "trainer.kubeflow.org_trainingruntimes.yaml",
 }
-#: The port Kubeflow Trainer's torch runtime gives PET_MASTER_PORT.
-TRAINER_PORT = "29400"
+#: The port Kubeflow Trainer v2.3.0's torch plugin gives PET_MASTER_PORT.
+TRAINER_PORT = "29500"
+#: The pod-template label by which Trainer v2.3.0 finds the replicated Job it runs as the trainer.
+ANCESTOR_STEP = ("trainer.kubeflow.org/trainjob-ancestor-step", "trainer")
 GPU_ARGS = ["--num_gpus", "4", "--max_iterations", "50", "--seed", "3", "agent.learning_rate=0.0003"]
 
 
@@ -84,6 +86,42 @@ def emitted(capsys, *argv: str) -> list[dict]:
     return list(yaml.safe_load_all(out))
 
 
+def trainer_pods(runtime: dict, job: dict) -> list[tuple[str, int, dict, dict, dict[str, str]]]:
+    """Every pod Kubeflow Trainer v2.3.0 makes of ``runtime`` and ``job``, by its operator's rules.
+
+    (replicated job, index, pod spec, container, the ``PET_*`` it injects). The rules, as
+    ``../shared/k8s/README.md`` reads them from v2.3.0's ``pkg/runtime/core/trainingruntime.go``
+    (which replicated Job is the trainer: the one whose pod template carries the ancestor-step label;
+    it alone gets ``numNodes`` pods, any other Job its own ``parallelism``, 1 by default) and
+    ``pkg/runtime/framework/plugins/torch/torch.go`` ``EnforceMLPolicy`` (the ``PET_*`` variables
+    and the TrainJob's ``spec.trainer`` go only into the trainer Job's container named ``node``;
+    ``numProcPerNode`` from the TrainJob, else the GPU limit, else the CPU count; the master is
+    ``<trainjob>-node-0-0.<trainjob>`` on 29500; the node rank is the Job completion index).
+    """
+    name, trainer = job["metadata"]["name"], job["spec"].get("trainer", {})
+    nodes = trainer.get("numNodes", runtime["spec"]["mlPolicy"].get("numNodes", 1))
+    found = []
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        labels = rjob["template"].get("metadata", {}).get("labels", {})
+        is_trainer = labels.get(ANCESTOR_STEP[0]) == ANCESTOR_STEP[1]
+        jobspec = rjob["template"]["spec"]
+        count = nodes if is_trainer else jobspec.get("parallelism", 1)
+        pod = jobspec["template"]["spec"]
+        for index in range(rjob.get("replicas", 1) * count):
+            for container in pod["containers"]:
+                env: dict[str, str] = {}
+                if is_trainer and container["name"] == "node":
+                    limits = container.get("resources", {}).get("limits", {})
+                    nproc = trainer.get("numProcPerNode", limits.get("nvidia.com/gpu", "auto"))
+                    env = {
+                        "PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(nproc),
+                        "PET_NODE_RANK": str(index), "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
+                        "PET_MASTER_PORT": TRAINER_PORT,
+                    }  # fmt: skip
+                found.append((rjob["name"], index, pod, container, env))
+    return found
+
+
 def pods(docs: list[dict]) -> list[tuple[int, dict, dict]]:
     """(node rank, pod spec, container) of every pod the manifest makes, node 0 first."""
     found = []
@@ -93,11 +131,8 @@ def pods(docs: list[dict]) -> list[tuple[int, dict, dict]]:
                 spec = replica["template"]["spec"]
                 for i in range(replica["replicas"]):
                     found.append((i + (kind == "Worker"), spec, spec["containers"][0]))
-        elif doc["kind"] == "TrainingRuntime":
-            (job,) = doc["spec"]["template"]["spec"]["replicatedJobs"]
-            spec = job["template"]["spec"]["template"]["spec"]
-            for i in range(doc["spec"]["mlPolicy"]["numNodes"]):
-                found.append((i, spec, spec["containers"][0]))
+    if [d["kind"] for d in docs] == ["TrainingRuntime", "TrainJob"]:
+        found += [(i, pod, c) for _, i, pod, c, env in trainer_pods(*docs) if env]
     return sorted(found, key=lambda p: p[0])
 
 
@@ -194,30 +229,43 @@ def test_each_pytorchjob_pod_dry_runs_into_its_command(capsys, monkeypatch, node
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 4])
-def test_each_trainjob_pod_dry_runs_into_its_command(capsys, monkeypatch, nodes):
-    runtime, _ = emitted(
-        capsys, *GPU_ARGS, "--nnodes", str(nodes), "--emit", "trainjob", "--job_name", "cart"
-    )
-    nproc = runtime["spec"]["mlPolicy"]["torch"]["numProcPerNode"]
-    for rank, _, container in pods([runtime]):
-        assert container["name"] == "trainer"  # where the torch runtime puts its PET_* variables
-        # As Trainer v2's torch runtime sets them (the JobSet's first pod hosts the store).
-        trainer = {
-            "PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(nproc), "PET_NODE_RANK": str(rank),
-            "PET_MASTER_ADDR": "cart-trainer-node-0-0.cart", "PET_MASTER_PORT": TRAINER_PORT,
-            "KUBERNETES_SERVICE_HOST": "10.96.0.1",
-        }  # fmt: skip
-        got = torchrun_line(capsys, monkeypatch, trainer, container["command"][2:])
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_each_trainjob_pod_gets_the_operators_variables_and_dry_runs_into_its_command(
+    capsys, monkeypatch, nodes, device
+):
+    args = [*GPU_ARGS, "--device", device] if device == "cpu" else GPU_ARGS
+    docs = emitted(capsys, *args, "--nnodes", str(nodes), "--emit", "trainjob", "--job_name", "cart")
+    made = trainer_pods(*docs)
+    # One pod per node, every one the operator's trainer with its PET_* variables: a Job or a
+    # container named otherwise would get one pod and none (turn 4's trainer-node/trainer).
+    assert [(job, index, bool(env)) for job, index, _, _, env in made] == [
+        ("node", i, True) for i in range(nodes)
+    ]
+    for _, rank, _, container, pet in made:
+        assert pet["PET_NPROC_PER_NODE"] == "4"  # the TrainJob's numProcPerNode, not the operator's auto
+        got = torchrun_line(capsys, monkeypatch, {**pet, "KUBERNETES_SERVICE_HOST": "10.96.0.1"},
+                            container["command"][2:])  # fmt: skip
+        assert got[got.index("--nproc_per_node") + 1] == "4"
         if nodes == 1:  # one node: a standalone launch, nothing to join
             assert "--standalone" in got and "--node_rank" not in got
             continue
         explicit = [
             *container["command"][2:], "--node_rank", str(rank),
-            "--master_addr", "cart-trainer-node-0-0.cart", "--master_port", TRAINER_PORT,
+            "--master_addr", "cart-node-0-0.cart", "--master_port", TRAINER_PORT,
         ]  # fmt: skip
-        assert got == torchrun_line(capsys, monkeypatch, trainer, explicit)
-        assert got[got.index("--node_rank") + 1] == str(rank)
-        assert got[got.index("--master_addr") + 1] == "cart-trainer-node-0-0.cart"
+        assert got == torchrun_line(capsys, monkeypatch, pet, explicit)
+        assert got[got.index("--nnodes") + 1] == str(nodes) and got[got.index("--node_rank") + 1] == str(rank)
+        assert got[got.index("--master_addr") + 1] == "cart-node-0-0.cart"
+
+
+def test_a_trainjob_pod_takes_its_rank_count_from_the_operator(capsys, monkeypatch):
+    """Without --num_gpus in the command, PET_NPROC_PER_NODE sets the ranks per node."""
+    argv = ["--device", "cpu", "--max_iterations", "5"]
+    pet = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "3", "PET_NODE_RANK": "1",
+           "PET_MASTER_ADDR": "cart-node-0-0.cart", "PET_MASTER_PORT": TRAINER_PORT,
+           "KUBERNETES_SERVICE_HOST": "10.96.0.1"}  # fmt: skip
+    got = torchrun_line(capsys, monkeypatch, pet, argv)
+    assert got[got.index("--nproc_per_node") + 1] == "3" and got[got.index("--node_rank") + 1] == "1"
 
 
 @pytest.mark.parametrize(
@@ -266,7 +314,7 @@ def _pod_env(kind: str, cwd: Path) -> dict[str, str]:
     else:
         env.update(
             PET_NNODES="1", PET_NPROC_PER_NODE="2", PET_NODE_RANK="0",
-            PET_MASTER_ADDR="cart-trainer-node-0-0.cart", PET_MASTER_PORT=TRAINER_PORT,
+            PET_MASTER_ADDR="cart-node-0-0.cart", PET_MASTER_PORT=TRAINER_PORT,
             KUBERNETES_SERVICE_HOST="10.96.0.1",
         )  # fmt: skip
     return env

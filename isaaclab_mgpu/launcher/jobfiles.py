@@ -23,12 +23,16 @@ rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node ru
   ``--nnodes`` − 1 ``Worker`` replicas, ``nprocPerNode``, the container ``pytorch`` with the
   operator's port ``pytorchjob-port``. The operator then sets ``MASTER_ADDR``/``MASTER_PORT``/
   ``RANK``/``WORLD_SIZE`` and ``PET_NNODES``/``PET_NODE_RANK``/``PET_NPROC_PER_NODE`` in each pod.
-- **trainjob**: ``trainer.kubeflow.org/v1alpha1``: a namespaced ``TrainingRuntime`` named
-  ``<job>-runtime`` (``mlPolicy.torch``, a JobSet template with one replicated job
-  ``trainer-node`` whose container ``trainer`` the torch runtime gives ``PET_NNODES``,
-  ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), and the
-  ``TrainJob`` whose ``runtimeRef`` names it; one YAML stream, the runtime first. The restart
-  policy lives in a runtime, not in a TrainJob: hence a runtime of our own.
+- **trainjob**: ``trainer.kubeflow.org/v1alpha1`` as Kubeflow Trainer v2.3.0 runs it: a namespaced
+  ``TrainingRuntime`` named ``<job>-runtime`` (``mlPolicy.torch``, a JobSet template with one
+  replicated job ``node``, its pod template labelled ``trainer.kubeflow.org/trainjob-ancestor-step:
+  trainer``, its container ``node``), and the ``TrainJob`` whose ``runtimeRef`` names it, with
+  ``spec.trainer.numNodes`` and ``numProcPerNode``; one YAML stream, the runtime first. The operator
+  gives only that labelled Job ``numNodes`` pods and only its ``node`` container ``PET_NNODES``,
+  ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT`` (29500);
+  a Job or container named otherwise gets one pod and no variables. ``numProcPerNode`` left the
+  runtime's torch policy in v2.2.0: it is the TrainJob's now. The restart policy lives in a
+  runtime, not in a TrainJob: hence a runtime of our own.
 
 Both Kubernetes kinds make a job that survives a lost pod (:func:`pod_command`, :func:`_pod`):
 
@@ -87,9 +91,11 @@ BACKOFF_LIMIT = 3
 #: train's --grace_period + --kill_after (10 + 5 s by default) plus the launcher's exit; 60 s
 #: leaves room for a rank still starting up.
 TERMINATION_GRACE = 60
-#: What the Trainer v2 torch runtime calls its replicated job and container (it sets ``PET_*`` there).
-TRAINER_JOB, TRAINER_CONTAINER = "trainer-node", "trainer"
+#: Trainer v2.3.0's names: the replicated job and container that get ``numNodes`` pods and the
+#: ``PET_*`` variables, and the pod-template label that marks that job as the trainer.
+TRAINER_JOB, TRAINER_CONTAINER = "node", "node"
 TRAINER_API = "trainer.kubeflow.org"
+TRAINER_STEP_LABEL = (f"{TRAINER_API}/trainjob-ancestor-step", "trainer")
 
 #: Spec fields the job file must not fix: they differ per node and come from the scheduler.
 _PER_NODE = ("node_rank",)
@@ -390,7 +396,7 @@ def trainjob(spec: LaunchSpec, options: JobOptions) -> str:
         "kind": "TrainingRuntime",
         "metadata": {"name": runtime_name},
         "spec": {
-            "mlPolicy": {"numNodes": nodes, "torch": {"numProcPerNode": ranks}},
+            "mlPolicy": {"numNodes": nodes, "torch": {}},
             "template": {
                 "spec": {
                     "failurePolicy": {"maxRestarts": _backoff(options)},
@@ -400,7 +406,10 @@ def trainjob(spec: LaunchSpec, options: JobOptions) -> str:
                             "replicas": 1,
                             # backoffLimit 0: a failed pod fails its Job, and the JobSet then
                             # recreates every pod together (one rendezvous, one resume).
-                            "template": {"spec": {"backoffLimit": 0, "template": {"spec": pod}}},
+                            "template": {
+                                "metadata": {"labels": dict([TRAINER_STEP_LABEL])},
+                                "spec": {"backoffLimit": 0, "template": {"spec": pod}},
+                            },
                         }
                     ],
                 }
@@ -413,15 +422,17 @@ def trainjob(spec: LaunchSpec, options: JobOptions) -> str:
         "metadata": {"name": options.name},
         "spec": {
             "runtimeRef": {"name": runtime_name, "apiGroup": TRAINER_API, "kind": "TrainingRuntime"},
-            "trainer": {"numNodes": nodes},
+            "trainer": {"numNodes": nodes, "numProcPerNode": ranks},
         },
     }
     head = [
         f"# Written by mgpu dry-run --emit trainjob. Apply: kubectl apply -f {options.name}.yaml",
         f"# Kubeflow Trainer v2: the TrainingRuntime {runtime_name} (this job's own: the restart policy",
         f"# lives in a runtime) and the TrainJob {options.name} that names it in runtimeRef.",
-        "# Each pod's mgpu fills --nnodes, --node_rank and the rendezvous from the torch runtime's",
-        "# PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT. Check in a pod:",
+        "# Each pod's mgpu fills --nnodes, --num_gpus, --node_rank and the rendezvous from the torch",
+        "# runtime's PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT,",
+        f"# which the operator sets only in the container {TRAINER_CONTAINER!r} of the replicated job",
+        f"# {TRAINER_JOB!r} labelled {TRAINER_STEP_LABEL[0]}: {TRAINER_STEP_LABEL[1]}. Check in a pod:",
         "# kubectl exec <pod> -- mgpu dry-run <the same arguments>",
         "# Restarts: a pod that exits non-zero or is evicted fails its Job (backoffLimit 0); the JobSet",
         f"# then recreates every pod, up to failurePolicy.maxRestarts ({_backoff(options)}) times.",
