@@ -46,8 +46,6 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
 STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued")
-#: NonNegative between rank 0's refreshes of a running summary.
-REFRESH_S = 30.0
 #: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
 #: every iteration while the file is small (its cost is well under a millisecond), and never more
 #: than 1/50 of the training time once a long run's reward list makes it slower. The built-in

@@ -1,12 +1,25 @@
 """The launcher side: code that runs in the ``mgpu`` process (and in mgpu's JAX launcher).
 
-A launch flows spec → resolve → build → supervise: :mod:`.spec` (the frozen, validated request),
-:mod:`.resolve` (the one place that probes this machine; NVML through :mod:`.nvml`, which
-``check-env`` shares), :mod:`.build` (pure: argv and
-environment), :mod:`.forwarded` (the worker's own parser run before spawning), :mod:`.supervise`
-(the process tree, stalls, shutdown), :mod:`.diagnostics` (``check-env``), :mod:`.probe`
-(``probe-nccl``'s parent side), :mod:`.jaxrun` (the JAX launcher), :mod:`.runs` (reading run
-folders afterwards). Nothing here imports torch, jax, warp, rsl_rl or skrl, and nothing here
-prints: the command layer (:mod:`isaaclab_mgpu.launch`) hands results to
-:mod:`isaaclab_mgpu.report`. The rank side never imports this package.
+A launch flows spec → resolve → build → supervise:
+
+- the request: :mod:`.spec` (the frozen, validated launch spec), :mod:`.forwarded` (the worker's
+  own parser, run before spawning), :mod:`.isaac_preflight` (a bad Isaac Lab request refused
+  before spawning), :mod:`.cluster` (what SLURM's or Kubernetes' variables fill in);
+- this machine: :mod:`.resolve` (the one place that probes it), :mod:`.nvml` (the NVIDIA driver,
+  shared with ``check-env``), :mod:`.workarounds` (NCCL workarounds saved for it);
+- the command: :mod:`.build` (pure: argv and environment), :mod:`.pipeline` (spec → resolve →
+  build as one step), :mod:`.jobfiles` (the same spec as a SLURM or Kubeflow job file);
+- the run: :mod:`.continuation` (new run folder or the run it continues), :mod:`.attempts`
+  (restarts and requeue), :mod:`.supervise` (the process tree, stalls, stragglers, shutdown),
+  :mod:`.peers` (the other nodes' ranks through the rendezvous store), :mod:`.jaxrun` (the JAX
+  launcher);
+- other commands: :mod:`.diagnostics` (``check-env``), :mod:`.probe` (``probe-nccl``'s parent
+  side), :mod:`.scale` and :mod:`.scale_plot` (``mgpu scale``), :mod:`.runs` (reading run folders
+  afterwards), :mod:`.livestacks` (``mgpu stacks``).
+
+torch, jax, warp, rsl_rl and skrl are never imported on the path of ``--help``, ``dry-run`` or
+``check-env``; the one import of torch here is :mod:`.peers`' store client, loaded when a
+multi-node ``mgpu train`` first connects. Nothing here prints: the command layer
+(:mod:`isaaclab_mgpu.launch`) hands results to :mod:`isaaclab_mgpu.report`. The rank side never
+imports this package.
 """

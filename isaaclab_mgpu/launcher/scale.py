@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
 import signal
@@ -56,7 +55,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +68,7 @@ from isaaclab_mgpu.contract.lines import ITERATION
 from isaaclab_mgpu.launcher import jobfiles, nvml
 from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
+from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 
 #: Iterations per point unless ``--iterations`` says otherwise: the first is warm-up.
 DEFAULT_ITERATIONS = 30
@@ -477,24 +477,6 @@ class Progress(Protocol):
         """Point ``index`` ended, measured or not."""
 
 
-@contextlib.contextmanager
-def _stop_signals() -> Iterator[list[int]]:
-    """Record SIGINT/SIGTERM/SIGHUP while the sweep runs (the list fills with what arrived)."""
-    got: list[int] = []
-    wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    if threading.current_thread() is not threading.main_thread():
-        yield got
-        return
-    saved = {s: signal.getsignal(s) for s in wanted}
-    for s in wanted:
-        signal.signal(s, lambda signum, _frame: got.append(signum))
-    try:
-        yield got
-    finally:
-        for s, handler in saved.items():
-            signal.signal(s, handler)
-
-
 def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[PointResult], bool]:
     """Run every point in order; return the results (unrun points ``not run``) and whether a stop
     signal ended the sweep early."""
@@ -504,25 +486,26 @@ def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[P
     env = {**os.environ, **dict(plan.env)}
     env.pop(RUN_STAMP, None)  # each point its own run folder stamp
     stopped = False
-    with _stop_signals() as got:
+    # The launcher side's one signal recorder; the sweep has no checkpoint signal of its own.
+    interrupts = Interrupts(checkpoint_signal=None)
+    with interrupts.installed():
         for i, planned in enumerate(plan.points):
-            if got:
-                stopped = True
+            stopped = stopped or interrupts.stop_asked
             if stopped:
                 results.append(PointResult(planned.point, "not run", reason="the sweep was stopped"))
                 continue
             if progress is not None:
                 progress.point_started(i, planned)
-            result = _run_point(plan, planned, env, logs, got)
+            result = _run_point(plan, planned, env, logs, interrupts)
             results.append(result)
             if progress is not None:
                 progress.point_done(i, result)
-            stopped = stopped or bool(got) or result.status == "interrupted"
+            stopped = stopped or interrupts.stop_asked or result.status == "interrupted"
     return results, stopped
 
 
 def _run_point(
-    plan: ScalePlan, planned: Planned, env: dict[str, str], logs: Path, got: list[int]
+    plan: ScalePlan, planned: Planned, env: dict[str, str], logs: Path, interrupts: Interrupts
 ) -> PointResult:
     """Start the point's children at once, pass on stop signals, wait, read what they measured."""
     point = planned.point
@@ -545,14 +528,16 @@ def _run_point(
         child.reader.start()
         children.append(child)
     sampler = _GpuSampler(planned.gpus, children) if planned.gpus else None
-    forwarded = 0
     timed_out = False
+    stopping = interrupts.stop_asked  # a stop taken by an earlier point: any new signal is a second
     while any(c.proc.poll() is None for c in children):
-        while forwarded < len(got):
+        # The first stop and a deliberate second one reach every child (each in its own session);
+        # the same Ctrl-C delivered twice is passed on once.
+        for _, sig in interrupts.take(stopping):
+            stopping = True
             for c in children:
                 with contextlib.suppress(ProcessLookupError):
-                    c.proc.send_signal(got[forwarded])
-            forwarded += 1
+                    c.proc.send_signal(sig)
         limit = plan.options.point_timeout
         if limit and not timed_out and time.monotonic() - t0 > limit:
             timed_out = True
@@ -567,7 +552,7 @@ def _run_point(
     gpus = sampler.stop() if sampler is not None else ()
     codes = tuple(int(c.proc.returncode) for c in children)
     found = [_summary_of(plan, c) for c in children] if plan.node_rank == 0 else []
-    status, reason = _status(codes, children, timed_out, got, plan.options.point_timeout)
+    status, reason = _status(codes, children, timed_out, interrupts.stop_asked, plan.options.point_timeout)
     base = PointResult(
         point,
         status,
@@ -616,13 +601,13 @@ def _float(text: str) -> float | None:
 
 
 def _status(
-    codes: Sequence[int], children: Sequence[_Child], timed_out: bool, got: Sequence[int], limit: float
+    codes: Sequence[int], children: Sequence[_Child], timed_out: bool, stopped: bool, limit: float
 ) -> tuple[str, str | None]:
     if all(c == 0 for c in codes) and not timed_out:
         return _STATUS_OK, None
     if timed_out:
         return "timed out", f"stopped after --point_timeout {limit:g} s"
-    if got or any(c == EXIT_INTERRUPTED for c in codes):
+    if stopped or any(c == EXIT_INTERRUPTED for c in codes):
         return "interrupted", "stopped by a signal"
     bad = next(i for i, c in enumerate(codes) if c != 0)
     status = "hung" if codes[bad] == EXIT_HANG else "failed"
@@ -921,8 +906,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value != value:  # NaN
         return None
     return value
-
-
-def read_json(path: str | Path) -> dict[str, Any]:
-    """A sweep's JSON as written by :func:`write_json`."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))

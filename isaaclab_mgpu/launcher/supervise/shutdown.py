@@ -23,10 +23,11 @@ deadlines are monotonic clock readings, one per phase. The caller drives the seq
 :meth:`Shutdown.step` from its own loop, between its other duties (reading the launcher's output,
 noticing a second Ctrl-C), so nothing here blocks or sleeps.
 
-Signals themselves are only recorded where they arrive, by the one recorder every loop of mgpu
-reads: :func:`recording` installs handlers that append to an :class:`Interrupts` (``mgpu train``'s
-attempts loop installs them once for all its attempts and hands the same recorder to each
-supervisor; ``probe-nccl`` and the JAX launcher install their own). :meth:`Interrupts.take` tells
+Signals themselves are only recorded where they arrive, by the launcher side's one recorder:
+:func:`recording` installs handlers that only record (``mgpu train``'s attempts loop installs an
+:class:`Interrupts` once for all its attempts and hands it to each supervisor; ``mgpu scale``
+installs one for its sweep, the JAX launcher one for its ranks; ``probe-nccl`` records through
+:func:`recording` into its supervisor). :meth:`Interrupts.take` tells
 the first stop signal from the same Ctrl-C delivered twice (within :data:`SAME_INTERRUPT` seconds:
 the terminal signals the whole foreground group and wrappers such as ``uv run`` forward it once
 more) and from a second, deliberate one. The checkpoint signal (``--requeue_signal``, SIGUSR1 by

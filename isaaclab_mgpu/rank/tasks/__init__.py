@@ -23,12 +23,7 @@ from isaaclab_mgpu.rank.tasks.pendulum import Pendulum
 TASKS: dict[str, type[VecTask]] = {"cartpole": Cartpole, "pendulum": Pendulum}
 DEFAULT_TASK = "cartpole"
 
-__all__ = ["DEFAULT_TASK", "TASKS", "EpisodeStats", "TaskCfg", "VecTask", "is_embedded", "make"]
-
-
-def is_embedded(name: str) -> bool:
-    """True when ``name`` is one of the embedded tasks."""
-    return name in TASKS
+__all__ = ["DEFAULT_TASK", "TASKS", "EpisodeStats", "TaskCfg", "VecTask", "make"]
 
 
 def make(

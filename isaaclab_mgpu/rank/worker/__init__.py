@@ -1,14 +1,14 @@
 """The per-rank training worker: ``python -m isaaclab_mgpu.worker`` (started by torchrun or jaxrun).
 
-Rank side: runs in each training rank (its option parser, :mod:`.args`, needs only the standard
-library, so the launcher runs it before spawning).
+Rank side: runs in each training rank. Its option parser lives in
+:mod:`isaaclab_mgpu.contract.worker_args` (standard library only), which the launcher runs before
+spawning too; :mod:`.args` is the rank's entry to it (a bad argument exits 2 there).
 
 Reaching an entry point of this package (``main``, ``run_argv``, ``train_in_process``; ``python
 -m isaaclab_mgpu.worker`` goes through ``main``) first sets Warp's ``config.enable_backward =
 False``, before any task, back-end or Isaac Lab module can create a Warp module; everything heavy
-is imported afterwards. Importing the package itself, or its pure argument parser
-(:mod:`.args`, which the launcher runs to refuse bad training arguments before spawning), stays
-light: no Warp, no torch.
+is imported afterwards. Importing the package itself, or :mod:`.args`, stays light: no Warp, no
+torch.
 
 Command line (see ``--help`` and ``docs/training.md``)::
 
