@@ -197,3 +197,21 @@ def test_console_plain_lines_off_a_terminal_and_rich_progress_on_one(capsys):
     assert rich._progress is not None
     rich.stop()
     assert "[mgpu] iteration" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("status", "end"), [("stopped", 34), ("interrupted", 34), ("finished", 150)])
+def test_the_final_line_tells_the_records_status_and_the_total(capsys, status, end):
+    """A requeue stop at 34 of 150 is told as stopped, never as finished (issue 33)."""
+    from isaaclab_mgpu.contract.lines import FINAL
+    from isaaclab_mgpu.contract.summary import Rates, Summary
+    from isaaclab_mgpu.rank.console import TrainingConsole
+
+    record = Summary(
+        status=status, interrupted=status == "interrupted", iterations=end, end_iteration=end,
+        total_iterations=150, train_time_s=3.4, s_per_iteration=0.1, world_size=2,
+        env_steps_per_s=Rates(total=100.0, per_rank=(50.0, 50.0)),
+    ).to_json()  # fmt: skip
+    TrainingConsole(0, tty=False).summary(record, "summary.json")
+    (final,) = [m for m in map(FINAL.match, capsys.readouterr().out.splitlines()) if m]
+    assert final.group(1) == status
+    assert (f"to {end} of 150)" in final.string) == (end < 150)

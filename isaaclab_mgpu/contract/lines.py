@@ -15,8 +15,9 @@ import re
 
 #: How every line of the built-in worker's rank 0 starts.
 PREFIX = "[mgpu]"
-#: The ways a training run ends, as :func:`final_line` spells them.
-FINISHED, INTERRUPTED = "finished", "interrupted"
+#: The ways a training run ends, as :func:`final_line` spells them (the summary's statuses):
+#: ``stopped`` saved and stopped on the requeue signal, to be continued.
+FINISHED, INTERRUPTED, STOPPED = "finished", "interrupted", "stopped"
 
 #: An iteration line (:func:`iteration_line`), after an optional launcher prefix.
 ITERATION = re.compile(
@@ -24,7 +25,7 @@ ITERATION = re.compile(
     r"(?P<rate>[\d,.]+) steps/s \| (?P<spi>[\d.]+) s/it"
 )
 #: The end-of-run line (:func:`final_line`): what follows is the summary.
-FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted):")
+FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted|stopped):")
 #: The iteration bar's columns as ``(Rich class name, *arguments)``: the bar a worker run by hand
 #: draws on a terminal (:mod:`isaaclab_mgpu.rank.console`) and the one ``mgpu train`` draws from
 #: rank 0's lines (:mod:`isaaclab_mgpu.report.bar`) are built from this one list.
@@ -55,5 +56,5 @@ def iteration_line(it: int, total: int, info: str) -> str:
 
 
 def final_line(status: str, text: str) -> str:
-    """Rank 0's end-of-run line: :data:`FINISHED` or :data:`INTERRUPTED`, then ``text``."""
+    """Rank 0's end-of-run line: :data:`FINISHED`, :data:`INTERRUPTED` or :data:`STOPPED`, then ``text``."""
     return f"{PREFIX} {status}: {text}"

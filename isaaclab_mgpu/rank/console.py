@@ -21,6 +21,7 @@ from isaaclab_mgpu.contract.lines import (
     FINISHED,
     INTERRUPTED,
     PREFIX,
+    STOPPED,
     final_line,
     iteration_info,
     iteration_line,
@@ -123,7 +124,10 @@ class TrainingConsole:
         self.stop()
         rate = s["env_steps_per_s"]
         per_rank = ", ".join(f"{v:,.0f}" for v in rate["per_rank"])
-        status = INTERRUPTED if s["interrupted"] else FINISHED
+        # The record's status, so a requeue stop is never told as "finished".
+        status = s.get("status") if s.get("status") in (FINISHED, INTERRUPTED, STOPPED) else FINISHED
+        total = s.get("total_iterations")
+        of = f" of {total}" if total and s["end_iteration"] < total else ""
         run = s.get("whole") or {}
         segments = s.get("segments") or ()
         this = f"{s['train_time_s']:.1f} s ({s['s_per_iteration']:.3f} s/it) on {s['world_size']} rank(s)"
@@ -131,11 +135,11 @@ class TrainingConsole:
             # A continued run: the run's iterations with the run's time, then this segment's own.
             last = segments[-1]
             told = (
-                f"{s['end_iteration']} iterations in {run['train_time_s']:.1f} s over {run['segments']} "
+                f"{s['end_iteration']}{of} iterations in {run['train_time_s']:.1f} s over {run['segments']} "
                 f"segments; this one {last['start_iteration'] + 1}..{last['end_iteration']} in {this}"
             )
         else:
-            told = f"{s['iterations']} iterations (to {s['end_iteration']}) in {this}"
+            told = f"{s['iterations']} iterations (to {s['end_iteration']}{of}) in {this}"
         _line(final_line(status, told))
         _line(f"{PREFIX} env-steps/s: total {rate['total']:,.0f}; per rank {per_rank}")
         steady = s.get("steady") or {}
