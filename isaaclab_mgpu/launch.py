@@ -29,6 +29,7 @@ from isaaclab_mgpu.contract.errors import (
     WorkerFailure,
     passed_through,
 )
+from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.pipeline import prepare
@@ -156,7 +157,16 @@ def train(
         report.note(faults.describe(faults.parse(spec.simulate_fault), cmd.world_size))
     if placement.done:
         return 0
-    options = dataclasses.replace(options or SuperviseOptions(), stall=stall_options(spec, cmd))
+    options = options or SuperviseOptions()
+    if options.console:
+        folder = placement.place.run_dir
+        progress.starting(resolved.nproc, cmd.world_size, cmd.launcher, str(folder) if folder else None)
+    # The libraries' start-up printouts stay in the per-rank logs unless every rank's output or
+    # everything (--debug) is asked for. Embedded tasks only: an Isaac Lab task's rank 0 shows the
+    # library's own iteration log, which prints no [mgpu] iteration line to end the quiet.
+    embedded = spec.worker is not None and not is_isaac_task(spec.worker.task)
+    quiet = embedded and not (options.debug or spec.log_all_ranks or spec.local_ranks_filter)
+    options = dataclasses.replace(options, stall=stall_options(spec, cmd), quiet_start=quiet)
     view = None
     if options.console and options.on_stdout is None and sys.stdout.isatty():
         # Only the launcher knows its stdout is a terminal; the ranks always print plain lines.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 
 import pytest
@@ -45,8 +46,21 @@ def test_isaaclab_documented_example():
         "MGPU_RUN_STAMP": "2026-01-02_03-04-05",
         "MGPU_STALL_TIMEOUT": "auto",
         "MGPU_STARTUP_TIMEOUT": "900",
+        "OMP_NUM_THREADS": "1",  # torchrun's own choice for several ranks, stated (no banner then)
     }
     assert cmd.launcher == "torchrun"
+
+
+def test_omp_num_threads_is_set_only_where_torchrun_would_set_it():
+    def omp(spec, environ=None):
+        m = machine(4) if environ is None else dataclasses.replace(machine(4), environ=environ)
+        return cmd_for(spec, m).env.get("OMP_NUM_THREADS")
+
+    assert omp(LaunchSpec(nproc_per_node="2")) == "1"
+    assert omp(LaunchSpec(nproc_per_node="1")) is None  # one rank: torchrun leaves it alone too
+    assert omp(LaunchSpec(nproc_per_node="2"), {"OMP_NUM_THREADS": "4"}) is None  # the user's value stays
+    jax = LaunchSpec(nproc_per_node="2", rl_library="skrl", ml_framework="jax")
+    assert omp(jax) is None  # jaxrun sets it itself
 
 
 def test_distributed_not_duplicated_and_stays_in_place():

@@ -175,6 +175,7 @@ def test_isaaclab_task_without_isaaclab_is_a_usage_error(tmp_path, capsys):
 
 
 def test_console_plain_lines_off_a_terminal_and_rich_progress_on_one(capsys):
+    from isaaclab_mgpu.contract.lines import ITERATION
     from isaaclab_mgpu.rank.console import TrainingConsole
 
     plain = TrainingConsole(0, tty=False)
@@ -183,7 +184,17 @@ def test_console_plain_lines_off_a_terminal_and_rich_progress_on_one(capsys):
     plain.iteration(2, 2, None, 1000.0, 0.5)
     out = capsys.readouterr().out
     assert "[mgpu] iteration 1/2 | reward 12.50 | 1,000 steps/s | 0.50 s/it" in out
-    assert "iteration 2/2 | reward n/a" in out
+    assert "iteration 2/2 | reward 12.50 (last) |" in out  # no episode ended: the last known mean
+    first = TrainingConsole(0, tty=False)
+    first.start("x", 0, 2)
+    first.iteration(1, 2, None, 1.0, 1.0)
+    assert "iteration 1/2 | reward n/a |" in capsys.readouterr().out  # none known yet
+    resumed = TrainingConsole(0, tty=False)
+    resumed.start("x", 34, 150, last_reward=480.5)  # a resumed run: its record's last mean
+    resumed.iteration(35, 150, None, 1.0, 1.0)
+    line = capsys.readouterr().out.splitlines()[-1]
+    m = ITERATION.match(line)
+    assert m is not None and (m["reward"], m["last"]) == ("480.50", " (last)"), line
 
     other = TrainingConsole(1, tty=False)
     other.start("x", 0, 2)

@@ -21,9 +21,13 @@ FINISHED, INTERRUPTED, STOPPED = "finished", "interrupted", "stopped"
 
 #: An iteration line (:func:`iteration_line`), after an optional launcher prefix.
 ITERATION = re.compile(
-    r"^(?:\[[^\]]*\]:)?\[mgpu\] iteration (?P<it>\d+)/(?P<total>\d+) \| reward (?P<reward>\S+) \| "
-    r"(?P<rate>[\d,.]+) steps/s \| (?P<spi>[\d.]+) s/it"
+    r"^(?:\[[^\]]*\]:)?\[mgpu\] iteration (?P<it>\d+)/(?P<total>\d+) \| reward (?P<reward>\S+)"
+    r"(?P<last> \(last\))? \| (?P<rate>[\d,.]+) steps/s \| (?P<spi>[\d.]+) s/it"
 )
+#: How a reward column marks the last known mean when no episode ended in this iteration.
+LAST_KNOWN = " (last)"
+#: Any line of the built-in worker's (rank 0's ``[mgpu]`` lines, every rank's ``[mgpu rank R]`` notes).
+MGPU_LINE = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu[\] ]")
 #: The end-of-run line (:func:`final_line`): what follows is the summary.
 FINAL = re.compile(r"^(?:\[[^\]]*\]:)?\[mgpu\] (finished|interrupted|stopped):")
 #: The iteration bar's columns as ``(Rich class name, *arguments)``: the bar a worker run by hand
@@ -40,14 +44,20 @@ BAR_COLUMNS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def reward_text(value: float | None) -> str:
-    """A mean episode reward as the lines show it (``n/a`` before the first episode ends)."""
-    return "n/a" if value is None else f"{value:.2f}"
+def reward_text(value: float | None, last_known: float | None = None) -> str:
+    """A mean episode reward as the lines show it: ``n/a`` before any episode of the run ended;
+    where none ended in this iteration (after a resume, or in long episodes), the last known mean
+    marked :data:`LAST_KNOWN`."""
+    if value is None:
+        return "n/a" if last_known is None else f"{last_known:.2f}{LAST_KNOWN}"
+    return f"{value:.2f}"
 
 
-def iteration_info(reward: float | None, steps_per_s: float, seconds: float) -> str:
+def iteration_info(
+    reward: float | None, steps_per_s: float, seconds: float, last_known: float | None = None
+) -> str:
     """What an iteration line says after its count: reward, env-steps/s, seconds per iteration."""
-    return f"reward {reward_text(reward)} | {steps_per_s:,.0f} steps/s | {seconds:.2f} s/it"
+    return f"reward {reward_text(reward, last_known)} | {steps_per_s:,.0f} steps/s | {seconds:.2f} s/it"
 
 
 def iteration_line(it: int, total: int, info: str) -> str:

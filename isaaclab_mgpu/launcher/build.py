@@ -188,6 +188,8 @@ def build(r: ResolvedSpec) -> Command:
     }
     if r.cuda_visible_devices is not None:
         env[CUDA_VISIBLE_DEVICES] = r.cuda_visible_devices
+    if r.omp_num_threads is not None:
+        env["OMP_NUM_THREADS"] = r.omp_num_threads
     if s.simulate_fault is not None:
         fault = faults.parse(s.simulate_fault)
         if r.world_size is not None and fault.target(r.world_size) >= r.world_size:

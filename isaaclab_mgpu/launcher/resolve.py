@@ -174,6 +174,11 @@ class ResolvedSpec:
     slurm_restart_count: int = 0
     """``SLURM_RESTART_COUNT``: how often SLURM requeued this job (> 0: continue its run)."""
 
+    omp_num_threads: str | None = None
+    """``OMP_NUM_THREADS`` for the ranks when mgpu sets it: ``1`` for several torchrun ranks on a
+    node and none set here, the value torchrun itself would set (stated in the command, so dry-run
+    shows it and torchrun prints no banner about it); None: the inherited value, or none."""
+
     @property
     def world_size(self) -> int | None:
         """Total ranks across nodes, when known."""
@@ -359,6 +364,14 @@ def resolve(
         cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
         slurm_job_id=job_id,
         slurm_restart_count=int(restarts) if restarts.isdigit() else 0,
+        omp_num_threads=(
+            "1"
+            if not spec.uses_jax
+            and isinstance(nproc, int)
+            and nproc > 1
+            and "OMP_NUM_THREADS" not in machine.environ
+            else None
+        ),
     )
 
 

@@ -586,7 +586,7 @@ def _read(child: _Child, path: Path) -> None:
             m = ITERATION.match(line)
             if m is not None and int(m["it"]) not in seen:  # one line per iteration (rank 0's)
                 seen.add(int(m["it"]))
-                reward = None if m["reward"] == "n/a" else _float(m["reward"])
+                reward = None if m["reward"] == "n/a" or m["last"] else _float(m["reward"])
                 rate = float(m["rate"].replace(",", ""))
                 child.iterations.append((time.monotonic() - child.started, int(m["it"]), reward, rate))
             elif line.strip():

@@ -75,6 +75,7 @@ class TrainingConsole:
         self.tty = sys.stdout.isatty() if tty is None else tty
         self._progress: Any = None
         self._task: Any = None
+        self._last_reward: float | None = None
 
     def note(self, message: str) -> None:
         """One ``[mgpu rank r]`` line (any rank)."""
@@ -84,10 +85,12 @@ class TrainingConsole:
         """Log that this rank's parameters are synchronised, with their checksum."""
         self.note(f"parameters synchronised ({when}): checksum {checksum}")
 
-    def start(self, description: str, first: int, total: int) -> None:
-        """Begin showing progress from iteration ``first`` to ``total``."""
+    def start(self, description: str, first: int, total: int, last_reward: float | None = None) -> None:
+        """Begin showing progress from iteration ``first`` to ``total``; ``last_reward``: the run's
+        last known mean episode reward (a resumed run), shown until this segment's episodes end."""
         if self.rank != 0:
             return
+        self._last_reward = last_reward
         self.note(f"training {description}: iterations {first + 1}..{total}")
         if self.tty:
             self._progress = iteration_bar()
@@ -100,7 +103,8 @@ class TrainingConsole:
         """Show iteration ``it`` (1-based) of ``total``."""
         if self.rank != 0:
             return
-        info = iteration_info(reward, steps_per_s, seconds)
+        info = iteration_info(reward, steps_per_s, seconds, self._last_reward)
+        self._last_reward = reward if reward is not None else self._last_reward
         if self._progress is not None:
             self._progress.update(self._task, completed=it, info=info)
         else:

@@ -73,7 +73,7 @@ class LiveProgress:
     def _update(self, m: re.Match[str]) -> None:
         it, total = int(m["it"]), int(m["total"])
         # The bar's info column is a markup template; the line is whatever a rank printed.
-        info = markup(f"reward {m['reward']} | {m['rate']} env-steps/s | {m['spi']} s/it")
+        info = markup(f"reward {m['reward']}{m['last'] or ''} | {m['rate']} env-steps/s | {m['spi']} s/it")
         if self._progress is None:
             import rich.progress
 

@@ -22,6 +22,14 @@ def log_folder(path: str) -> None:
     note(f"per-rank logs: {path}")
 
 
+def starting(ranks: int | str, world_size: int | None, launcher: str, run_dir: str | None) -> None:
+    """Before the launcher's imports (seconds of silence): how many ranks start here, and where the
+    run is recorded (the run folder, when this node's mgpu knows it before the ranks start)."""
+    world = f" of {world_size}" if world_size is not None and world_size != ranks else ""
+    where = f"; run folder {run_dir}" if run_dir else ""
+    note(f"starting {ranks} rank(s){world} on this node with {launcher}{where}")
+
+
 def run_folder(path: str, host: str) -> None:
     """Multi-node: say on every node which run folder the run writes and who keeps its record."""
     note(f"run folder: {path} (node 0 on {host}, which runs global rank 0, keeps its record)")
@@ -126,10 +134,11 @@ def stall(s: Stall) -> None:
 
 
 def result(r: RunResult) -> None:
-    """Closing lines: the failure, the log folder, and any process that could not be killed."""
+    """Closing lines: the failure, the log folder (again, after a run that did not end well: it was
+    said at the start), and any process that could not be killed."""
     if r.failure is not None and not r.interrupted and r.stall is None:
         failure(r.failure)
-    if r.log_dir:
+    if r.log_dir and (r.exit_code != 0 or r.failure is not None):
         log_folder(r.log_dir)
     if r.survivors:
         warn(f"could not kill process(es) {', '.join(map(str, r.survivors))}; stop them by hand")

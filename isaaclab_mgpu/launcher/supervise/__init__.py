@@ -165,6 +165,10 @@ class SuperviseOptions:
     """Mirror torch elastic's own failure summary (its "Root Cause" block) to the console too;
     mgpu's lines retell it either way (``--debug``)."""
 
+    quiet_start: bool = False
+    """Until rank 0's first iteration, show only the built-in worker's own lines; the libraries'
+    banners and torch elastic's log lines stay in the per-rank logs (:mod:`.output`)."""
+
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
             value = getattr(self, name)
@@ -195,7 +199,10 @@ class Supervisor:
         # Replaced in start(), once the start time and the watchdog's PID are known.
         self._tree = proctree.RunTree(self.run_id, 0.0, frozenset({os.getpid()}))
         self._output = LauncherOutput(
-            self.options.console, self.options.on_stdout, failure_summary=self.options.debug
+            self.options.console,
+            self.options.on_stdout,
+            failure_summary=self.options.debug,
+            quiet_start=self.options.quiet_start,
         )
         self._signals = signals if signals is not None else Interrupts()
         self._shutdown = Shutdown(

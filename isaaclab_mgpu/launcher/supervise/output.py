@@ -1,19 +1,26 @@
 """What the launcher says: its stdout passed on, its stderr mirrored and searched for failures.
 
 The launcher's stdout is passed straight through (or, with ``SuperviseOptions.on_stdout``, handed
-line by line to a live progress view); its stderr is read line by line to find failures (the
-``failed (exitcode: N) local_rank: L`` line and the "Root Cause" summary, parsed by
-:mod:`isaaclab_mgpu.contract.elastic`), and mirrored to the console minus torch elastic's own
-Python traceback, minus its failure summary (the ``====`` block with "Root Cause", which mgpu's
-own lines retell with the rank's reason; shown with ``--debug``, and read here either way) and,
-once mgpu has asked the launcher to stop, minus the launcher's own ``KeyboardInterrupt`` traceback
-(a Ctrl-C during its start-up imports lands in the middle of ``import torch``). Both are read by
-daemon threads, joined before the result.
+line by line to a live progress view). With ``SuperviseOptions.quiet_start`` (the built-in worker
+on an embedded task, unless ``--debug`` or every rank's output is asked for) the
+console keeps, until rank 0's first iteration line, only the worker's own ``[mgpu`` lines: the
+libraries' banners and model printouts stay in the per-rank logs, which keep every line; from
+the first iteration on, everything passes. torch elastic's own log lines (``W1203 … elastic/…``,
+its warnings about the launch) go the same way, in the stderr reader below.
+
+Its stderr is read line by line to find failures (the ``failed (exitcode: N) local_rank: L`` line
+and the "Root Cause" summary, parsed by :mod:`isaaclab_mgpu.contract.elastic`), and mirrored to the
+console minus torch elastic's own Python traceback, minus its failure summary (the ``====`` block
+with "Root Cause", which mgpu's own lines retell with the rank's reason; shown with ``--debug``,
+and read here either way) and, once mgpu has asked the launcher to stop, minus the launcher's own
+``KeyboardInterrupt`` traceback (a Ctrl-C during its start-up imports lands in the middle of
+``import torch``). Both are read by daemon threads, joined before the result.
 """
 
 from __future__ import annotations
 
 import collections
+import re
 import subprocess
 import sys
 import threading
@@ -21,8 +28,12 @@ from collections.abc import Callable
 from typing import IO
 
 from isaaclab_mgpu.contract import elastic
+from isaaclab_mgpu.contract.lines import ITERATION, MGPU_LINE
 
 __all__ = ["LauncherOutput"]
+
+#: A line of torch elastic's own logging (glog style: level, date, time, pid, its source file).
+_ELASTIC_LOG = re.compile(r"^[IWE]\d{4} [\d:.]+ \d+ \S*torch/distributed/(elastic|run)")
 
 _TRACEBACK_STARTS = (
     "Traceback (most recent call last):",
@@ -35,12 +46,21 @@ class LauncherOutput:
     """Reader threads of one launcher's output streams."""
 
     def __init__(
-        self, console: bool, on_stdout: Callable[[bytes], None] | None, *, failure_summary: bool = False
+        self,
+        console: bool,
+        on_stdout: Callable[[bytes], None] | None,
+        *,
+        failure_summary: bool = False,
+        quiet_start: bool = False,
     ) -> None:
         self.console = console
         self.on_stdout = on_stdout
         self.failure_summary = failure_summary
         """Mirror torch elastic's failure summary block too (``--debug``)."""
+        self.quiet_start = quiet_start
+        """Until rank 0's first iteration line, pass only the worker's ``[mgpu`` lines (see above)."""
+        self.training = False
+        """Rank 0's first iteration line has passed."""
         self.lines: collections.deque[str] = collections.deque(maxlen=500)
         """The launcher's last stderr lines that are not rank output (for the failure summary)."""
         self.failed: tuple[int, int, int] | None = None
@@ -53,7 +73,7 @@ class LauncherOutput:
         """What the launcher's stdout should be: the console, a pipe to the view, or nothing."""
         if not self.console:
             return subprocess.DEVNULL
-        return subprocess.PIPE if self.on_stdout is not None else None
+        return subprocess.PIPE if self.on_stdout is not None or self.quiet_start else None
 
     def start(self, proc: subprocess.Popen[bytes]) -> None:
         """Start reading ``proc``'s streams."""
@@ -73,9 +93,13 @@ class LauncherOutput:
             thread.join(timeout=timeout)
 
     def _read_stdout(self, stream: IO[bytes]) -> None:
-        sink = self.on_stdout
-        assert sink is not None
+        sink = self.on_stdout or _passed_on
         for raw in iter(stream.readline, b""):
+            if self.quiet_start and not self.training:
+                line = raw.decode(errors="replace")
+                if not MGPU_LINE.match(line):
+                    continue  # kept in the rank's stdout.log
+                self.training = ITERATION.match(line) is not None
             try:
                 sink(raw)
             except Exception:  # a display problem must never stop the supervision
@@ -94,6 +118,8 @@ class LauncherOutput:
                 if self.failed is None:
                     self.failed = elastic.failed_line(line)
             if out is None:
+                continue
+            if self.quiet_start and (_ELASTIC_LOG.match(line)):
                 continue
             if not self.failure_summary:
                 if in_summary:
@@ -126,6 +152,11 @@ class LauncherOutput:
         if out is not None and (held or rule):
             out.write(b"".join(held) + (rule or b""))
             out.flush()
+
+
+def _passed_on(raw: bytes) -> None:
+    sys.stdout.buffer.write(raw)
+    sys.stdout.flush()
 
 
 def _is_rule(line: str) -> bool:

@@ -425,7 +425,10 @@ def _loop(
     loop.steps_per_iteration = trainer.steps_per_iteration * ctx.world_size
     refreshed, refresh_cost = 0.0, 0.0
     with stop_on_signals() as stop:
-        console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total)
+        # A resumed run shows its last known mean reward until this segment's first episodes end.
+        known = summaries.read(run_dir) if start and ctx.rank == 0 else None
+        last = known.last_mean_reward if known is not None else None
+        console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total, last)
         t0, loop.began = time.perf_counter(), time.time()
         for it in range(start, total):
             t_it = time.perf_counter()
