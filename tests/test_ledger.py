@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from restart_helpers import Run, run_folders, summary_of, train_argv
+from training_helpers import child_env
 
 from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract.layout import EVENTS
@@ -107,3 +116,190 @@ def test_fold_counts_restarts_requeues_and_the_end():
     assert (f.status, f.exit_code, f.launches, f.attempts, len(f.faults)) == ("hung", 4, 2, 3, 2)
     f = ev.fold([*story, ev.Launched(time=99), ev.Finished(time=100, iteration=150)])
     assert (f.status, f.iteration, f.exit_code, f.requeues, f.restarts) == ("finished", 150, 0, 1, 1)
+
+
+# -- real runs: 2 CPU ranks, a few iterations -----------------------------------------------------
+
+#: A short run: 6 iterations of 16 cheap environments, a checkpoint every 2.
+TINY = ("--num_envs", "16", "--max_iterations", "6", "--save_interval", "2", "env.episode_length=16")
+
+
+def _ledger_of(folder: Path) -> list[ev.Event]:
+    ledger = ev.read(folder)
+    assert ledger is not None, f"no {EVENTS} in {folder}"
+    assert ledger.skipped == 0
+    return list(ledger.events)
+
+
+def _kinds(events: list[ev.Event]) -> list[str]:
+    """The kinds in order, each stretch of progress and checkpoint events (their number depends on
+    the machine's pace) as one ``trained``."""
+    out: list[str] = []
+    for e in events:
+        kind = "trained" if e.kind in ("progress", "checkpoint") else e.kind
+        if not (kind == "trained" and out and out[-1] == "trained"):
+            out.append(kind)
+    return out
+
+
+def _agrees_with_summary(folder: Path, events: list[ev.Event]) -> ev.Fold:
+    """What the ledger says (status, iterations reached, restarts) is what summary.json says."""
+    f = ev.fold(events)
+    s = summary_of(folder)
+    assert (f.status, f.iteration, f.restarts) == (s["status"], s["end_iteration"], len(s["restarts"])), (
+        f,
+        s,
+    )
+    assert f.total == s["total_iterations"], (f.total, s)
+    return f
+
+
+def _runs_json(cwd: Path, *args: str) -> object:
+    done = subprocess.run(
+        [sys.executable, "-m", "isaaclab_mgpu", "runs", *args, "--json"],
+        cwd=cwd, env=child_env(cwd), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_a_finished_run_leaves_its_story(tmp_path):
+    code, out = Run(train_argv("rsl_rl", *TINY), tmp_path).finish(240)
+    assert code == 0, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    assert _kinds(events) == ["launched", "attempt_started", "ranks_up", "trained", "finished"], _kinds(
+        events
+    )
+    launched, started, up = events[0], events[1], events[2]
+    assert isinstance(launched, ev.Launched) and launched.essentials["total"] == 6
+    assert launched.essentials["world_size"] == 2 and launched.run_dir == str(folder.relative_to(tmp_path))
+    assert isinstance(started, ev.AttemptStarted) and (started.world_size, started.local_ranks) == (2, (0, 1))
+    assert isinstance(up, ev.RanksUp) and sorted(up.pids) == ["0", "1"] and up.logs
+    progress = [e for e in events if isinstance(e, ev.Progress)]
+    assert progress[-1].iteration == 6 and progress[-1].reward is not None, progress
+    assert [r.rank for r in progress[-1].ranks] == [0, 1], progress[-1]
+    saved = [e for e in events if isinstance(e, ev.Checkpoint)]
+    assert saved and saved[-1].iteration == 6 and saved[-1].bytes and Path(tmp_path, saved[-1].path).is_file()
+    assert {e.attempt for e in events[1:]} == {0} and {e.host for e in events} == {socket.gethostname()}
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.iteration, f.exit_code) == ("finished", 6, 0)
+    # mgpu runs <folder> --json holds every event; the table's row knows the run has a ledger.
+    told = _runs_json(tmp_path, str(folder))
+    assert [e["kind"] for e in told["events"]] == [e.kind for e in events] and told["status"] == "finished"
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["ledger"], row["reached"], row["total"], row["requeues"]) == (True, 6, 6, 0), row
+
+
+@pytest.mark.slow
+def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
+    fault = ("--simulate_fault", "kill@5,rank=1", "--max_restarts", "1")
+    code, out = Run(train_argv("rsl_rl", *fault, *TINY), tmp_path).finish(300)
+    assert code == 0, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    kinds = [k for k in _kinds(events) if k != "straggler"]  # a loaded machine may name one
+    assert kinds == [
+        "launched", "attempt_started", "ranks_up", "trained", "fault",
+        "restart", "attempt_started", "ranks_up", "trained", "finished",
+    ], kinds  # fmt: skip
+    (fault_event,) = [e for e in events if isinstance(e, ev.Fault)]
+    (restart,) = [e for e in events if isinstance(e, ev.Restart)]
+    assert (fault_event.attempt, fault_event.outcome) == (0, "failed"), fault_event
+    # The cause is torchrun's first observed failure: rank 1's SIGKILL, or (loaded) its peer's SIGTERM.
+    assert fault_event.signal in ("SIGKILL", "SIGTERM") and fault_event.reason, fault_event
+    assert fault_event.iteration == 4 and fault_event.lost == 4 - fault_event.checkpoint, fault_event
+    assert (restart.attempt, restart.from_iteration, restart.lost) == (
+        1,
+        fault_event.checkpoint,
+        fault_event.lost,
+    )
+    second = [e for e in events if isinstance(e, ev.AttemptStarted)][1]
+    assert (second.attempt, second.resumes_at) == (1, fault_event.checkpoint), second
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.iteration, f.restarts, f.attempts, len(f.faults)) == ("finished", 6, 1, 2, 1), f
+    summary_restart = summary_of(folder)["restarts"][0]
+    assert (summary_restart["reached"], summary_restart["lost"]) == (fault_event.iteration, fault_event.lost)
+    # The people's view: the fault's reason and its cost on one line, the restart on the next.
+    shown = subprocess.run(
+        [sys.executable, "-m", "isaaclab_mgpu", "runs", str(folder)],
+        cwd=tmp_path, env=child_env(tmp_path), capture_output=True, text=True, timeout=60,
+    ).stdout  # fmt: skip
+    head, *lines = shown.splitlines()
+    assert head.startswith(f"{folder}: finished 6 (1 restart"), shown
+    (said,) = [line for line in lines if line.split()[1:2] == ["fault"]]
+    assert "rank 1" in said and fault_event.reason in said and f"at iteration {fault_event.iteration}" in said
+
+
+_SCRIPT = """
+import time
+from isaaclab_mgpu import progress
+
+for it in range(1, 9):
+    progress.iteration(it)
+    time.sleep(0.3)
+"""
+
+
+@pytest.mark.slow
+def test_a_script_run_keeps_a_ledger_beside_its_logs_that_mgpu_runs_lists(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(_SCRIPT)
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]
+    code, out = Run([*argv, "--script", str(script)], tmp_path).finish(120)
+    assert code == 0, out[-4000:]
+    (folder,) = (tmp_path / "logs" / "mgpu" / "loop").glob("20*")  # beside attempt_0, its per-rank logs
+    events = _ledger_of(folder)
+    kinds = _kinds(events)
+    assert kinds[:3] == ["launched", "attempt_started", "ranks_up"] and kinds[-1] == "finished", kinds
+    assert "trained" in kinds, kinds  # the ranks' progress reports, as the stall watch read them
+    assert events[0].essentials["script"] == str(script) and events[0].essentials["total"] is None
+    assert max(e.iteration for e in events if isinstance(e, ev.Progress)) >= 6, events
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["folder"], row["status"], row["world_size"], row["task"]) == (
+        str(Path("logs") / folder.relative_to(tmp_path / "logs")), "finished", 2, "loop.py",
+    ), row  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_ends_its_ledger_interrupted(tmp_path):
+    run = Run(train_argv("rsl_rl", *TINY[:3], "100", *TINY[4:]), tmp_path)
+    run.wait_for("iteration 3/100", 180)
+    run.proc.send_signal(signal.SIGINT)
+    code, out = run.finish(120)
+    assert code == 130, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    assert _kinds(events)[-1] == "interrupted", _kinds(events)
+    assert events[-1].exit_code == 130 and events[-1].iteration is not None, events[-1]
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.exit_code, f.restarts) == ("interrupted", 130, 0), f
+
+
+def test_stacks_finds_a_continued_run_through_its_ledger(tmp_path):
+    """A resumed or requeued run's ranks carry the later launch's stamp, not the folder's: the
+    folder's ledger names the mgpu now keeping it, and its ranks carry that mgpu's pid."""
+    import time
+
+    from isaaclab_mgpu.contract.errors import UsageError
+    from isaaclab_mgpu.launcher import livestacks
+
+    folder = tmp_path / "2026-01-01_00-00-00"
+    folder.mkdir()
+    later = livestacks.LiveRun(
+        run_id="b", stamp="2026-01-02_00-00-00", started=time.time(), ranks=(), launcher_pid=4242
+    )
+    other = livestacks.LiveRun(
+        run_id="c", stamp="2026-01-03_00-00-00", started=time.time(), ranks=(), launcher_pid=7
+    )
+    with pytest.raises(UsageError, match="no running rank on this machine writes this run"):
+        livestacks.pick([later, other], str(folder))  # no ledger: nothing to go by
+    _write(folder, ev.Launched(time=1.0, host=socket.gethostname(), pid=99))  # the first launch
+    _write(
+        folder, ev.Launched(time=2.0, host=socket.gethostname(), pid=4242, continued_from=34)
+    )  # the requeued job
+    assert livestacks.pick([other, later], str(folder)) is later
+    _write(folder, ev.Launched(time=3.0, host="another-node", pid=7))  # kept from another host now
+    with pytest.raises(UsageError):
+        livestacks.pick([other, later], str(folder))

@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
@@ -69,6 +69,8 @@ __all__ = [
 
 #: The schema's version: a reader skips events of a newer one.
 VERSION = 1
+#: Bytes at the start of a line that hold its kind, as :func:`line` writes it (``{"v":1,"kind":…``).
+_KIND_AT = 48
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +113,13 @@ class Launched(Event):
 
     continued_from: int | None = None
     """The iteration this launch continues the run at (a resume or a requeued job); None: a new run."""
+
+    pid: int | None = None
+    """This ``mgpu``'s process id (with :attr:`pid_started`, how ``mgpu runs`` tells a run whose
+    launcher is gone from one that runs)."""
+
+    pid_started: float | None = None
+    """When that process started (epoch seconds, as the system counts it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -384,18 +393,20 @@ class Ledger:
     """Lines skipped: torn, not JSON, unknown kind, newer version, fields that do not read."""
 
 
-def read(folder: str | Path) -> Ledger | None:
-    """The ledger in run folder ``folder``; None when it has none."""
+def read(folder: str | Path, kinds: Collection[str] | None = None) -> Ledger | None:
+    """The ledger in run folder ``folder``; None when it has none. ``kinds``: only these (a line of
+    another kind, as :func:`line` writes it, is passed over unparsed: a long run's progress lines)."""
     try:
         raw = (Path(folder) / EVENTS).read_bytes()
     except OSError:
         return None
     out: list[Event] = []
     skipped = 0
-    for text in raw.decode("utf-8", errors="replace").splitlines():
-        if not text.strip():
+    passed = [f'"kind":"{k}"'.encode() for k in KINDS if kinds is not None and k not in kinds]
+    for chunk in raw.splitlines():
+        if not chunk.strip() or any(p in chunk[:_KIND_AT] for p in passed):
             continue
-        event = parse(text)
+        event = parse(chunk.decode("utf-8", errors="replace"))
         if event is None:
             skipped += 1
         else:

@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract import summary as summaries
@@ -376,6 +378,8 @@ def for_launch(
         job_restart=resolved.slurm_restart_count if resolved.slurm_job_id else None,
         run_dir=str(folder) if folder is not None else None,
         continued_from=at[0] if at is not None else None,
+        pid=os.getpid(),
+        pid_started=psutil.Process().create_time(),
     )
     return ledger
 
