@@ -232,6 +232,35 @@ def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
     assert "rank 1" in said and fault_event.reason in said and f"at iteration {fault_event.iteration}" in said
 
 
+@pytest.mark.slow
+def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
+    code, out = Run(train_argv("rsl_rl", "--simulate_fault", "requeue@3", *TINY), tmp_path).finish(240)
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    assert _kinds(events)[-1] == "requeue", _kinds(events)
+    stop = events[-1]
+    assert isinstance(stop, ev.Requeue) and not stop.requeued and stop.signal == "SIGUSR1", stop
+    stopped_at = summary_of(folder)["end_iteration"]
+    assert stop.iteration == stopped_at and 3 <= stopped_at < 6, (stop, stopped_at)
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["status"], row["reached"], row["total"], row["requeues"]) == ("stopped", stopped_at, 6, 1), (
+        row
+    )
+    again = train_argv("rsl_rl", "--simulate_fault", "requeue@3", "--resume", "auto", *TINY)
+    code, out = Run(again, tmp_path).finish(240)
+    assert code == 0, out[-4000:]
+    events = _ledger_of(folder)  # the same folder's ledger goes on
+    kinds = _kinds(events)
+    assert kinds.count("launched") == 2 and kinds[-1] == "finished", kinds
+    second = [e for e in events if isinstance(e, ev.Launched)][1]
+    assert second.continued_from == stopped_at, second
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.iteration, f.launches, f.requeues, f.restarts) == ("finished", 6, 2, 1, 0), f
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", 6, 1, 0), row
+
+
 _SCRIPT = """
 import time
 from isaaclab_mgpu import progress
