@@ -332,3 +332,64 @@ def test_stacks_finds_a_continued_run_through_its_ledger(tmp_path):
     _write(folder, ev.Launched(time=3.0, host="another-node", pid=7))  # kept from another host now
     with pytest.raises(UsageError):
         livestacks.pick([other, later], str(folder))
+
+
+def _requeued_run(folder: Path, status: str, reached: int, requeues: int, restarts: int) -> None:
+    """A run folder as mgpu leaves it: rank 0's summary and node 0's ledger."""
+    from isaaclab_mgpu.contract import summary
+
+    folder.mkdir(parents=True)
+    record = {"status": status, "backend": "rsl_rl", "task": "cartpole", "end_iteration": reached,
+              "total_iterations": 150, "restarts": [{"number": 0}] * restarts}  # fmt: skip
+    summary.write(folder, summary.Summary.from_json(record))
+    story = [ev.Launched(time=1.0, host="n", essentials={"total": 150, "world_size": 2})]
+    for k in range(requeues):
+        story += [ev.Requeue(time=2.0 + k, iteration=34 * (k + 1), requeued=True), ev.Launched(time=2.5 + k)]
+    story += [ev.Restart(time=9.0, attempt=1)] * restarts
+    if status == "requeued":
+        story.append(ev.Requeue(time=10.0, iteration=reached, requeued=True))
+    elif status == "finished":
+        story.append(ev.Finished(time=10.0, iteration=reached))
+    _write(folder, *story)
+
+
+def test_the_runs_table_shows_requeues_restarts_and_how_far_against_the_total(tmp_path, capsys, monkeypatch):
+    from isaaclab_mgpu.cli import main
+
+    monkeypatch.setenv("COLUMNS", "160")
+    _requeued_run(tmp_path / "rsl_rl" / "cartpole" / "2026-01-01_00-00-00", "requeued", 34, 0, 0)
+    _requeued_run(tmp_path / "rsl_rl" / "cartpole" / "2026-01-02_00-00-00", "finished", 150, 3, 1)
+    assert main(["runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "requeued 34/150" in out and "finished 150 (3 requeues, 1 restart)" in out, out
+    assert main(["runs", str(tmp_path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["status"], r["reached"], r["total"], r["requeues"], r["restarts"]) for r in rows] == [
+        ("finished", 150, 150, 3, 1),
+        ("requeued", 34, 150, 1, 0),
+    ]
+
+
+def test_a_ledger_whose_mgpu_is_gone_is_lost_and_one_whose_mgpu_runs_is_running(tmp_path):
+    import psutil
+
+    from isaaclab_mgpu.launcher.runs import find_runs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    me = psutil.Process()
+    here = socket.gethostname()
+    for name, pid, started in (
+        ("2026-01-01_00-00-00", gone.pid, 1.0),
+        ("2026-01-02_00-00-00", me.pid, me.create_time()),
+    ):
+        folder = tmp_path / "mgpu" / "loop" / name
+        folder.mkdir(parents=True)
+        _write(
+            folder,
+            ev.Launched(time=1.0, host=here, pid=pid, pid_started=started, essentials={"script": "loop.py"}),
+        )
+    assert [(Path(r.folder).name[:10], r.status, r.task) for r in find_runs(tmp_path)] == [
+        ("2026-01-02", "running", "loop.py"),
+        ("2026-01-01", "lost", "loop.py"),
+    ]

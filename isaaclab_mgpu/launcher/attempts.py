@@ -21,6 +21,10 @@ jaxrun:
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
   started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
   checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.
+- Each attempt's life goes into the run's ledger (``events.jsonl``, :mod:`.ledger`): the loop hands
+  every attempt's supervisor to :meth:`~.ledger.RunLedger.watcher` (attempt started, ranks up,
+  progress, checkpoints, stragglers, read from what the supervisor already reads) and writes the
+  stall verdict, the fault and the restart as the attempt ends; the command layer writes the rest.
 - An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
   which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
   the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`) and writes the launcher's

@@ -122,8 +122,8 @@ def _status(r: RunRow) -> object:
     if r.ledger and r.reached is not None:  # how far it got: ``requeued 34/150``, ``finished 150``
         done = r.status == "finished" or r.total is None
         shown.append_text(cell(f" {r.reached}" if done else f" {r.reached}/{r.total}"))
-    notes = [_plural(r.requeues, "requeue")] if r.requeues else []
-    notes += [_plural(r.restarts, "restart")] if r.restarts else []
+    counts = [_plural(n, word) for n, word in ((r.requeues, "requeue"), (r.restarts, "restart")) if n]
+    notes = [", ".join(counts)] if counts else []
     if r.continues:  # the run goes on from another folder: name the one it continues
         notes.append(f"continues {Path(r.continues).name}")
     if r.continued_in:
