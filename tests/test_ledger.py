@@ -261,6 +261,34 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", 6, 1, 0), row
 
 
+@pytest.mark.slow
+def test_mgpu_stacks_finds_a_resumed_run_by_its_folder_through_the_ledger(tmp_path):
+    """The form docs/commands.md gives, on a run whose ranks carry the resuming launch's stamp."""
+    first = train_argv("rsl_rl", "--simulate_fault", "requeue@2", *TINY)
+    code, out = Run(first, tmp_path).finish(240)
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    resumed = Run(train_argv("rsl_rl", "--resume", "auto", *TINY[:3], "400", *TINY[4:]), tmp_path)
+    resumed.wait_for("iteration 6/400", 180)
+    env = child_env(tmp_path)
+    mgpu = [sys.executable, "-m", "isaaclab_mgpu"]
+    last = subprocess.run([*mgpu, "runs", "--last"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert last.stdout.strip() == str(folder.relative_to(tmp_path)), last
+    stacks = subprocess.run(
+        [*mgpu, "stacks", last.stdout.strip()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    resumed.proc.send_signal(signal.SIGINT)
+    code, out = resumed.finish(120)
+    assert stacks.returncode == 0, stacks.stderr
+    assert "== rank 0" in stacks.stdout and "== rank 1" in stacks.stdout, stacks.stdout[-2000:]
+    assert code == 130 and [e.kind for e in _ledger_of(folder)].count("launched") == 2, out[-2000:]
+
+
 _SCRIPT = """
 import time
 from isaaclab_mgpu import progress
