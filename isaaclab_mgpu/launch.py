@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.attempts import Outcome
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
+    from isaaclab_mgpu.launcher.ledger import RunLedger
     from isaaclab_mgpu.launcher.probe.config import ProbeOptions
     from isaaclab_mgpu.launcher.resolve import ResolvedSpec
     from isaaclab_mgpu.launcher.scale import ScaleOptions
@@ -123,7 +124,7 @@ def train(
 ) -> int:
     """Launch and supervise ``spec`` through its attempts; 0 on success, else raise the error
     carrying the exit code (see :mod:`isaaclab_mgpu.launcher.attempts`)."""
-    from isaaclab_mgpu.launcher import continuation
+    from isaaclab_mgpu.launcher import continuation, ledger
     from isaaclab_mgpu.launcher.attempts import RestartOptions, run_attempts
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions
     from isaaclab_mgpu.report import supervise as progress
@@ -175,6 +176,9 @@ def train(
         view = LiveProgress()
         options = dataclasses.replace(options, on_stdout=view.feed)
     restart = RestartOptions(max_restarts=spec.max_restarts or 0, requeue_signal=spec.requeue_signum)
+    place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
+    trains = (ident.task, ident.total) if ident is not None else None
+    record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
     try:
         outcome = run_attempts(
             cmd,
@@ -185,32 +189,49 @@ def train(
             progress,
             # once the run folder is known (node 0), after what earlier launches of the run recorded
             on_attempt_end=functools.partial(runs.record_attempts, earlier=placement.earlier),
+            ledger=record,
         )
+    except BaseException:
+        record.close()  # mgpu's own error or a second Ctrl-C: the ledger says running, as the summary
+        raise
     finally:
         if view is not None:
             view.close()
     if options.console:
         progress.result(outcome.result)
-    return conclude(resolved, cmd, outcome)
+    try:
+        return conclude(resolved, cmd, outcome, record)
+    finally:
+        record.close()
 
 
-def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
-    """Record how the run ended (node 0), requeue it when asked, and map the outcome to the exit
-    code (0, or raise the error that carries it; one rule: :func:`~.contract.errors.passed_through`)."""
+def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:
+    """Record how the run ended (node 0; in the ledger ``record`` too), requeue it when asked, and map
+    the outcome to the exit code (0, or raise the error that carries it; one rule:
+    :func:`~.contract.errors.passed_through`)."""
+    from isaaclab_mgpu.contract import events
     from isaaclab_mgpu.launcher.attempts import requeue
+    from isaaclab_mgpu.launcher.ledger import RunLedger
 
+    record = record if record is not None else RunLedger(enabled=False)
     spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
     node0 = (resolved.node_rank or 0) == 0
     if folder is not None and node0 and outcome.result.stragglers:
         runs.mark(folder, stragglers=outcome.result.stragglers)  # the ranks wrote theirs already
     if last.outcome == "finished":
+        record.write(
+            events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts)
+        )
         return 0
     if last.outcome == "stopped":
         where = f" at iteration {last.reached}" if last.reached is not None else ""
         signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
+        stop = functools.partial(record.write, events.Requeue, signal=signame, iteration=last.reached,
+                                 job_id=resolved.slurm_job_id)  # fmt: skip
         if spec.requeue and node0 and resolved.slurm_job_id:
             # Everything is recorded and said before scontrol requeue: SLURM then cancels this job
             # step at once (SIGTERM), and a line or a summary written after it may never be.
+            stop(requeued=True)
             if folder is not None:
                 runs.mark(folder, status="requeued", exit_status=EXIT_REQUEUE)
             report.note(
@@ -219,6 +240,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
             )
             ok, said = requeue(resolved.slurm_job_id)
             if not ok:
+                stop(requeued=False, said=said or "no output")
                 if folder is not None:
                     runs.mark(folder, status="stopped", exit_status=EXIT_REQUEUE)
                 raise MgpuError(
@@ -227,6 +249,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
                     exit_code=EXIT_REQUEUE,
                 )
             raise Requeued(f"requeued SLURM job {resolved.slurm_job_id}")
+        stop(requeued=False)
         if folder is not None:
             runs.mark(folder, exit_status=EXIT_REQUEUE)
         if spec.requeue and not node0:
@@ -240,6 +263,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
     try:
         exit_code(outcome.result, cmd, spec)
     except Interrupted as exc:
+        record.write(events.Interrupted, iteration=last.reached, exit_code=exc.exit_code)
         line = _continue_line(resolved, folder)
         if line is None:
             raise
@@ -253,7 +277,9 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
             every = "; ".join(a.describe() for a in outcome.failures)
             used = f"restarts used up ({outcome.restarts} of {spec.max_restarts or 0})"
             message += f"; {used}, every failure in order: {every}"
+        record.write(events.Failed, exit_code=code, reason=message, iteration=last.reached)
         raise type(exc)(message, exit_code=code) from None
+    record.write(events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
     return 0
 
 

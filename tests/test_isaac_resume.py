@@ -344,6 +344,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     from isaaclab_mgpu.launcher import runs
     from isaaclab_mgpu.launcher.attempts import RestartOptions, RunPlace, run_attempts
     from isaaclab_mgpu.launcher.build import Command
+    from isaaclab_mgpu.launcher.ledger import RunLedger
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions
 
     monkeypatch.chdir(tmp_path)
@@ -355,7 +356,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
         world_size=2, rank_devices={0: "cpu", 1: "cpu"}, launcher="jaxrun", log_dir=logs,
     )  # fmt: skip
     keeper = (("launcher_pid", 4242), ("launcher_host", "node0"), ("launcher_started", 1.5e9))
-    said = _Said()
+    said, record = _Said(), RunLedger()  # no folder yet: rank 0 names it
     outcome = run_attempts(
         cmd,
         RunPlace(named_by_rank=True, keeper=keeper),  # what continuation.place gives an Isaac Lab task
@@ -364,7 +365,9 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
         None,
         said,
         on_attempt_end=runs.record_attempts,
+        ledger=record,
     )
+    record.close()
     folder = (tmp_path / "logs" / "rsl_rl" / "standin" / STAMP).resolve()
     assert outcome.run_dir == folder and [a.outcome for a in outcome.attempts] == ["failed", "finished"]
     where = f"rank 1 on {socket.gethostname()}"
@@ -379,6 +382,22 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     assert (restart["checkpoint"], restart["resumed_from"], restart["lost"]) == (2, 2, 1)
     assert [(a["number"], a["outcome"], a["started_at"]) for a in s["attempts"]] == [
         (0, "failed", 0), (1, "finished", 2)]  # fmt: skip
+    # The ledger's events waited for the folder rank 0 named, then went there.
+    from isaaclab_mgpu.contract import events
+
+    kinds = [
+        e.kind for e in events.read(folder).events if e.kind not in ("progress", "checkpoint", "straggler")
+    ]
+    # No stall watch here (SuperviseOptions.stall None): no progress reports read, so no ranks_up.
+    assert kinds == ["attempt_started", "fault", "restart", "attempt_started"], kinds
+    (fault,) = [e for e in events.read(folder).events if isinstance(e, events.Fault)]
+    assert (fault.rank, fault.signal, fault.iteration, fault.checkpoint, fault.lost) == (
+        1,
+        "SIGKILL",
+        3,
+        2,
+        1,
+    )
     (row,) = runs.find_runs(tmp_path / "logs")
     assert (row.folder, row.status, row.restarts, row.iterations) == (
         str(tmp_path / "logs" / "rsl_rl" / "standin" / STAMP), "finished", 1, 4)  # fmt: skip

@@ -51,7 +51,8 @@ def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved
     curves = {n for n in names if n.startswith("events.out.tfevents.")}
     assert len(curves) == 1, names  # TensorBoard, through the library's own writer
     # rsl-rl's logger also stores the git state of the code it runs, as it does under Isaac Lab.
-    assert names - curves - {"git"} == {"summary.json", "rank_1", *models}, names
+    # The run's ledger (events.jsonl) is node 0's mgpu's, beside rank 0's summary.
+    assert names - curves - {"git"} == {"summary.json", "events.jsonl", "rank_1", *models}, names
     assert s["status"] == "finished"
 
 

@@ -167,24 +167,35 @@ def check_env_cmd(
 @app.command("runs")
 def runs_cmd(
     log_root: Annotated[
-        str, typer.Argument(metavar="[LOG_ROOT]", help="Folder holding the runs (the worker's --log_root).")
+        str,
+        typer.Argument(
+            metavar="[LOG_ROOT|RUN_FOLDER]",
+            help="Folder holding the runs (the worker's --log_root), or one run's folder: its story.",
+        ),
     ] = "logs",
-    json: Annotated[bool, typer.Option("--json", help="Print the runs as a JSON list.")] = False,
+    json: Annotated[
+        bool, typer.Option("--json", help="Print the runs as a JSON list (a run folder: every event).")
+    ] = False,
     last: Annotated[bool, typer.Option("--last", help="Print only the newest run's folder.")] = False,
     limit: Annotated[
         int,
         typer.Option("--limit", "-n", metavar="N", click_type=INT, help="Table: the newest N runs (0: all)."),
     ] = 50,
 ) -> int:
-    """List training runs, newest first, from their summary.json files."""
+    """List training runs, newest first, from their summary.json files; or tell one run's story
+    from its ledger (events.jsonl)."""
     from pathlib import Path
 
     from isaaclab_mgpu.contract.errors import UsageError
-    from isaaclab_mgpu.launcher.runs import find_runs, last_folder
+    from isaaclab_mgpu.launcher.runs import find_runs, last_folder, story
     from isaaclab_mgpu.report import runs as report
 
     if not Path(log_root).is_dir():
         raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
+    told = None if last else story(Path(log_root))
+    if told is not None:
+        (report.story_json if json else report.story)(told)
+        return 0
     # One run more than the table shows tells it that there are more.
     wanted = 1 if last else 0 if json or limit <= 0 else limit + 1
     rows = find_runs(Path(log_root), limit=wanted)

@@ -7,6 +7,7 @@ in a run: the launcher (``mgpu``, :mod:`isaaclab_mgpu.launcher`), the ranks
 - :mod:`.errors` — the error hierarchy and the exit codes it maps to;
 - :mod:`.env` — the environment variables the launcher hands to the ranks;
 - :mod:`.layout` — the run folder's layout; :mod:`.summary` — its ``summary.json``, one typed record;
+  :mod:`.events` — its ledger ``events.jsonl``, one typed event per line (node 0's mgpu writes it);
 - :mod:`.records` — the one reader and writer of typed records as JSON (the summary, checkpoint
   metadata, progress reports, the nodes' reports to each other), driven by the dataclasses' fields;
 - :mod:`.files` — the one atomic file write;

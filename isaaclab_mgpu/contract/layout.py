@@ -6,6 +6,7 @@ launcher chooses ``<stamp>`` once (:data:`STAMP_FORMAT`, Isaac Lab's) and hands 
 through :data:`~isaaclab_mgpu.contract.env.RUN_STAMP`, so all ranks name the same folder. Inside it:
 
 - ``summary.json`` (:data:`SUMMARY`, :mod:`.summary`), written by rank 0;
+- ``events.jsonl`` (:data:`EVENTS`, :mod:`.events`), the run's ledger, written by node 0's ``mgpu``;
 - ``model_<N>.pt`` checkpoints after ``N`` completed iterations (:func:`checkpoint_name`);
 - ``rank_<r>/`` for every rank ``r > 0`` (:func:`rank_folder`): rank 0 owns the folder itself.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from isaaclab_mgpu.contract.text import has_control
 
 SUMMARY = "summary.json"
+EVENTS = "events.jsonl"
 DEFAULT_LOG_ROOT = "logs"
 DEFAULT_TASK = "cartpole"
 #: The loggers the built-in worker knows (Isaac Lab tasks take their library's own).

@@ -21,6 +21,10 @@ jaxrun:
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
   started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
   checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.
+- Each attempt's life goes into the run's ledger (``events.jsonl``, :mod:`.ledger`): the loop hands
+  every attempt's supervisor to :meth:`~.ledger.RunLedger.watcher` (attempt started, ranks up,
+  progress, checkpoints, stragglers, read from what the supervisor already reads) and writes the
+  stall verdict, the fault and the restart as the attempt ends; the command layer writes the rest.
 - An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
   which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
   the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`) and writes the launcher's
@@ -73,6 +77,7 @@ from isaaclab_mgpu.contract.env import (
 )
 from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
 from isaaclab_mgpu.launcher.build import Command, for_attempt
+from isaaclab_mgpu.launcher.ledger import RunLedger, newest_checkpoint
 from isaaclab_mgpu.launcher.supervise import (
     Notes,
     RunResult,
@@ -218,6 +223,12 @@ class Outcome:
         return tuple(a for a in self.attempts if a.outcome in ("failed", "hung"))
 
 
+class Watch(Protocol):
+    """What the loop calls with an attempt's supervisor (:meth:`.ledger.RunLedger.watcher`)."""
+
+    def __call__(self, sup: Supervisor, begun: bool, *, final: bool = False) -> None: ...
+
+
 class AttemptsProgress(Protocol):
     """What the loop tells people (``report.supervise`` implements it)."""
 
@@ -255,11 +266,13 @@ def run_attempts(
     progress: Notes | None,
     say: AttemptsProgress,
     on_attempt_end: Callable[[Path, tuple[Attempt, ...], bool], None] | None = None,
+    ledger: RunLedger | None = None,
 ) -> Outcome:
     """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times.
 
     ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
-    folder is known (node 0)."""
+    folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`)."""
+    ledger = ledger if ledger is not None else RunLedger(enabled=False)
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")
@@ -274,12 +287,20 @@ def run_attempts(
                 started = _checkpoint_now(place)
                 t0 = time.monotonic()
                 this = dataclasses.replace(this, env=env)
-                result = _one(this, options, progress, requests, restart, installed, request_file, say)
+                watch = ledger.watcher(number, this, started, place.run_dir, place.named_by_rank)
+                result, sup = _one(
+                    this, options, progress, requests, restart, installed, request_file, say, watch
+                )
                 if place.named_by_rank and place.run_dir is None:
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
                     started = _started_here(place, number) if place.run_dir is not None else None
+                    if place.run_dir is not None:
+                        ledger.open(place.run_dir)
+                        watch = ledger.watcher(number, this, started, place.run_dir, True)
+                watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempts.append(attempt)
+                _tell(ledger, attempt, result)
                 again = attempt.outcome in ("failed", "hung") and attempt.exit_code not in NOT_RETRIED
                 asked = requests.stop_asked or requests.checkpoint_at is not None
                 again = again and number < restart.max_restarts and not asked
@@ -288,6 +309,8 @@ def run_attempts(
                 if not again:
                     return Outcome(tuple(attempts), result, place.run_dir, requests.checkpoint_at)
                 number += 1
+                ledger.restart(number, from_iteration=attempt.checkpoint, lost=attempt.lost,
+                               left=restart.max_restarts - number)  # fmt: skip
                 say.restarting(attempt, number, restart.max_restarts)
     finally:
         shutil.rmtree(request_dir, ignore_errors=True)
@@ -302,9 +325,10 @@ def _one(
     installed: bool,
     request_file: str,
     say: AttemptsProgress,
-) -> RunResult:
+    watch: Watch,
+) -> tuple[RunResult, Supervisor]:
     """One attempt under its own supervisor, reading ``requests``; the requeue request acted on
-    between its polls."""
+    between its polls; ``watch(supervisor, begun)`` called once it started (True), then every poll."""
     sup = Supervisor(cmd, options, progress, signals=requests)
     # The launcher and its helpers inherit SIG_IGN (exec keeps it), so a requeue signal SLURM
     # sends to every process of the step does not kill them; a rank's own handler replaces it.
@@ -314,8 +338,10 @@ def _one(
         sup.start()  # raises when the launcher cannot start: nothing to stop then
     result = None
     try:
+        watch(sup, True)
         asked_at = None
         while (result := sup.wait(timeout=_POLL)) is None:
+            watch(sup, False)
             if requests.checkpoint_at is not None and asked_at is None:
                 Path(request_file).touch()
                 asked_at = time.monotonic()
@@ -326,7 +352,20 @@ def _one(
     finally:
         if result is None:
             result = sup.kill()  # an error inside mgpu itself: the tree must not outlive it
-    return result
+    return result, sup
+
+
+def _tell(ledger: RunLedger, attempt: Attempt, result: RunResult) -> None:
+    """The attempt's end in the ledger: its stall verdict, and its fault when it failed or hung."""
+    f = result.failure
+    if attempt.outcome == "failed" and f is not None:
+        reason = f.why() or attempt.how
+        code, sig = f.exit_code, f.signal
+    else:
+        reason, code, sig = attempt.how, (attempt.exit_code if attempt.outcome == "failed" else None), None
+    ledger.attempt_ended(attempt.outcome, stall=result.stall, rank=attempt.rank, host=attempt.host,
+                         exit_code=code, signal=sig, reason=reason, reached=attempt.reached,
+                         checkpoint=attempt.checkpoint, lost=attempt.lost)  # fmt: skip
 
 
 def _judge(
@@ -376,16 +415,8 @@ def _reached(place: RunPlace) -> int | None:
 
 def _checkpoint_now(place: RunPlace) -> int | None:
     """The newest checkpoint's iteration in the run folder (0: none yet); None off node 0."""
-    if place.run_dir is None:
-        return None
-    if place.named_by_rank:  # the library's own checkpoints: rank 0 recorded the newest one's iteration
-        found = summaries.read(place.run_dir)
-        return (found.checkpoint_iteration if found is not None else None) or 0
-    newest, _ = resume.newest_whole(place.run_dir)  # what a restart resumes from
-    if newest is None:
-        return 0
-    meta = resume.read_meta(newest)
-    return meta.iteration if meta is not None else resume.iteration_of(newest)
+    found = newest_checkpoint(place.run_dir, place.named_by_rank)  # what a restart resumes from
+    return found[0] if found is not None else None
 
 
 def _started_here(place: RunPlace, number: int) -> int | None:

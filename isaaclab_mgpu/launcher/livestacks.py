@@ -11,21 +11,25 @@ number, whose ``/proc/<pid>/status`` shows the stack signal *caught*. The last c
 signal's default action ends a process, so a rank that has not (yet) installed the handler is left
 alone and named as such. Ranks are grouped by run marker; a run folder given on the command line
 selects the run whose ``MGPU_RUN_STAMP`` begins the folder's name (the worker's and Isaac Lab's run
-folders both start with that stamp). Without one, only runs started from this directory count (the
-ranks' working directory, where the log root ``logs/`` lives): another checkout's run of the same
+folders both start with that stamp), else, for a run continued by a later launch (a resume, a
+requeued SLURM job: its ranks carry that launch's stamp), the run whose ranks were started by the
+``mgpu`` the folder's ledger names in its last ``launched`` event (``MGPU_LAUNCHER_PID``). Without
+one, only runs started from this directory count (the ranks' working directory, where the log root
+``logs/`` lives): another checkout's run of the same
 user is never signalled. One such run is taken; several are listed and none is signalled.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from isaaclab_mgpu.contract import elastic, env
+from isaaclab_mgpu.contract import elastic, env, events
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.stacks import STACK_FILE, STACK_SIGNAL
 from isaaclab_mgpu.launcher.supervise import stacks
@@ -72,6 +76,9 @@ class LiveRun:
     cwd: str | None = None
     """The directory it was started from (its ranks' working directory), when readable."""
 
+    launcher_pid: int | None = None
+    """The ``mgpu`` that started it (``MGPU_LAUNCHER_PID``)."""
+
 
 def _caught(pid: int, signum: int) -> bool:
     """True when ``pid`` has a handler for ``signum`` (``SigCgt`` in /proc/<pid>/status)."""
@@ -97,7 +104,7 @@ def _rank(environ: dict[str, str]) -> tuple[int, int] | None:
 def find_runs(processes: Iterable[psutil.Process] | None = None) -> list[LiveRun]:
     """The running launches of this user on this machine, newest first."""
     uid = os.getuid()
-    found: dict[str, list[tuple[float, str | None, LiveRank]]] = {}
+    found: dict[str, list[tuple[float, str | None, LiveRank, str | None, int | None]]] = {}
     for proc in psutil.process_iter() if processes is None else processes:
         try:
             if proc.uids().real != uid:
@@ -112,14 +119,18 @@ def find_runs(processes: Iterable[psutil.Process] | None = None) -> list[LiveRun
             continue
         ready = STACK_SIGNAL is not None and _caught(proc.pid, STACK_SIGNAL)
         rank = LiveRank(where[0], where[1], proc, elastic.beside_error_file(error_file, STACK_FILE), ready)
-        found.setdefault(run_id, []).append((started, environ.get(env.RUN_STAMP), rank, cwd))
+        mgpu = environ.get(env.LAUNCHER_PID, "")
+        found.setdefault(run_id, []).append(
+            (started, environ.get(env.RUN_STAMP), rank, cwd, int(mgpu) if mgpu.isdigit() else None)
+        )
     runs = [
         LiveRun(
             run_id=run_id,
-            stamp=next((stamp for _, stamp, _, _ in members if stamp), None),
+            stamp=next((m[1] for m in members if m[1]), None),
             started=min(m[0] for m in members),
             ranks=tuple(sorted((m[2] for m in members), key=lambda r: r.rank)),
             cwd=members[0][3],
+            launcher_pid=members[0][4],
         )
         for run_id, members in found.items()
     ]
@@ -143,7 +154,19 @@ def pick(runs: list[LiveRun], folder: str | None, here: str | None = None) -> Li
     for run in runs:
         if run.stamp and name.startswith(run.stamp):
             return run
+    launched = _launched(folder)
+    if launched is not None and launched.host == socket.gethostname():
+        for run in runs:
+            if run.launcher_pid is not None and run.launcher_pid == launched.pid:
+                return run
     raise UsageError(f"{folder!r}: no running rank on this machine writes this run; see mgpu runs")
+
+
+def _launched(folder: str) -> events.Launched | None:
+    """The last ``launched`` event of the folder's ledger: the ``mgpu`` now keeping the run."""
+    ledger = events.read(folder, kinds=("launched",))
+    found = [e for e in ledger.events if isinstance(e, events.Launched)] if ledger is not None else []
+    return found[-1] if found else None
 
 
 def dump(run: LiveRun, wait: float = stacks.WAIT_S) -> dict[int, str]:

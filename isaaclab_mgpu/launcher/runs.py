@@ -33,9 +33,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.errors import MgpuError
-from isaaclab_mgpu.contract.layout import STAMP_FORMAT, SUMMARY
+from isaaclab_mgpu.contract.layout import EVENTS, STAMP_FORMAT, SUMMARY
 from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.contract.text import has_control
 
@@ -151,6 +152,18 @@ class RunRow:
     stragglers: tuple[int, ...] = ()
     """Ranks named as stragglers during the run."""
 
+    reached: int | None = None
+    """Iterations the run has completed (its summary's ``end_iteration``, else its ledger's)."""
+
+    total: int | None = None
+    """Iterations the run is to reach, when known (its summary's, else its ledger's)."""
+
+    requeues: int = 0
+    """Stops at a checkpoint on the requeue signal (its ledger's ``requeue`` events)."""
+
+    ledger: bool = False
+    """The run folder holds a ledger (``events.jsonl``: ``mgpu runs <folder>`` tells its story)."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -193,17 +206,37 @@ def status_of(s: Summary) -> str:
 
 def _gone(s: Summary) -> bool:
     """True when the summary names the launcher that keeps it, on this host, and it is gone."""
-    if s.launcher_pid is None or s.launcher_host != socket.gethostname():
+    return _launcher_gone(s.launcher_pid, s.launcher_host, s.launcher_started)
+
+
+def _launcher_gone(pid: int | None, host: str | None, started: float | None) -> bool:
+    """True when ``pid`` on ``host`` (this one), started at ``started``, is gone."""
+    if pid is None or host != socket.gethostname():
         return False
     import psutil
 
     try:
-        started = psutil.Process(s.launcher_pid).create_time()
+        now = psutil.Process(pid).create_time()
     except psutil.NoSuchProcess:
         return True
     except psutil.Error:
         return False
-    return s.launcher_started is not None and abs(started - s.launcher_started) > 1.0
+    return started is not None and abs(now - started) > 1.0
+
+
+def ledger_status(events: Sequence[ev.Event], fold: ev.Fold) -> str:
+    """The run's status by its ledger: the fold's, ``lost`` when it says running but the ``mgpu``
+    that writes it is gone from this host."""
+    if fold.status != "running":
+        return fold.status
+    last = next((e for e in reversed(events) if isinstance(e, ev.Launched)), None)
+    if last is not None and _launcher_gone(last.pid, last.host, last.pid_started):
+        return "lost"
+    return "running"
+
+
+#: The kinds a table row needs from a ledger: the progress and checkpoint lines are passed over.
+_ROW_KINDS = frozenset(ev.KINDS) - {"progress", "checkpoint", "ranks_up"}
 
 
 def _folder_time(folder: Path) -> float:
@@ -217,8 +250,9 @@ def _folder_time(folder: Path) -> float:
     return 0.0
 
 
-def row(folder: Path, s: Summary) -> RunRow:
-    """A :class:`RunRow` from one summary."""
+def row(folder: Path, s: Summary, ledger: ev.Ledger | None = None) -> RunRow:
+    """A :class:`RunRow` from one summary, with its restarts, requeues and total from its ledger
+    when it has one."""
     steady = s.steady or Steady()
     mean = s.env_steps_per_s.total if s.env_steps_per_s else None
     run = s.whole
@@ -227,7 +261,7 @@ def row(folder: Path, s: Summary) -> RunRow:
     else:
         pace = steady.s_per_iteration or s.s_per_iteration
         rate = steady.env_steps_per_s or mean
-    return RunRow(
+    r = RunRow(
         folder=str(folder),
         library=s.backend,
         framework=s.framework,
@@ -251,7 +285,75 @@ def row(folder: Path, s: Summary) -> RunRow:
         train_time_s=run.train_time_s if run is not None else s.train_time_s,
         wait_share=s.timing.collective_share if s.timing is not None else None,
         stragglers=tuple(x.rank for x in s.stragglers),
+        reached=s.end_iteration,
+        total=s.total_iterations,
     )
+    return _with_ledger(r, ledger) if ledger is not None else r
+
+
+def _with_ledger(r: RunRow, ledger: ev.Ledger) -> RunRow:
+    f = ev.fold(ledger.events)
+    reached = r.reached if r.reached is not None else f.iteration
+    return dataclasses.replace(
+        r, restarts=max(r.restarts, f.restarts), requeues=f.requeues, reached=reached,
+        total=r.total if r.total is not None else f.total, ledger=True,
+    )  # fmt: skip
+
+
+def ledger_row(folder: Path, ledger: ev.Ledger) -> RunRow:
+    """A :class:`RunRow` from a ledger alone (a ``--script`` run keeps no summary)."""
+    f = ev.fold(ledger.events)
+    ess = f.essentials
+    program = ess.get("script") or ess.get("module")
+    r = RunRow(
+        folder=str(folder), library=_text(ess.get("library")), framework=_text(ess.get("framework")),
+        task=_text(ess.get("task")) or (Path(program).name if isinstance(program, str) else None),
+        world_size=f.world_size, iterations=None, s_per_iteration=None, env_steps_per_s=None,
+        warmup_s=None, reward_first=None, reward_last=None, checksums_equal=None,
+        status=ledger_status(ledger.events, f),
+        started=f.started if f.started is not None else _folder_time(folder),
+        exit_status=f.exit_code, stragglers=f.stragglers,
+    )  # fmt: skip
+    return _with_ledger(r, ledger)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Story:
+    """One run's ledger, for ``mgpu runs <run folder>``."""
+
+    folder: str
+    events: tuple[ev.Event, ...]
+    """Every event, in order."""
+    skipped: int
+    """Lines of the ledger that did not read (torn, unknown kind, newer version)."""
+    fold: ev.Fold
+    """The figures folded from the events."""
+    status: str
+    """The fold's status, or ``lost`` (see :func:`ledger_status`)."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The story as JSON-ready data: the figures, then every event as its line holds it."""
+        f = self.fold
+        return {
+            "folder": self.folder, "status": self.status, "iteration": f.iteration, "total": f.total,
+            "launches": f.launches, "attempts": f.attempts, "restarts": f.restarts,
+            "requeues": f.requeues, "faults": len(f.faults), "lost_iterations": f.lost,
+            "stragglers": list(f.stragglers), "exit_code": f.exit_code, "skipped": self.skipped,
+            "events": [ev.as_json(e) for e in self.events],
+        }  # fmt: skip
+
+
+def story(folder: Path) -> Story | None:
+    """The story of the run in ``folder`` from its ledger; None when it has none."""
+    ledger = ev.read(folder)
+    if ledger is None:
+        return None
+    f = ev.fold(ledger.events)
+    return Story(str(folder), ledger.events, ledger.skipped, f, ledger_status(ledger.events, f))
 
 
 #: Links :func:`chain_of` follows at most (a chain of continued runs is a few folders long).
@@ -302,12 +404,13 @@ def last_folder(rows: list[RunRow], root: str) -> str:
 
 
 def summary_folders(root: Path, depth: int = 3) -> Iterator[Path]:
-    """Folders under ``root`` (itself included, ``depth`` levels down) that hold a summary.json."""
+    """Folders under ``root`` (itself included, ``depth`` levels down) that hold a summary.json or a
+    ledger (``events.jsonl``: a ``--script`` run keeps no summary)."""
     try:
         entries = list(os.scandir(root))
     except OSError:
         return
-    if any(e.name == SUMMARY and e.is_file() for e in entries):
+    if any(e.name in (SUMMARY, EVENTS) and e.is_file() for e in entries):
         yield Path(root)
         return
     if depth == 0:
@@ -326,10 +429,15 @@ def find_runs(root: Path, limit: int = 0) -> list[RunRow]:
     known: dict[str, Summary] = {}
     for folder in folders:
         found = summaries.read(folder)
+        ledger = ev.read(folder, kinds=_ROW_KINDS)
         if found is not None:
-            rows.append(row(folder, found))
+            rows.append(row(folder, found, ledger))
             if found.continues:
                 known[_key(folder)] = found
-            if limit and len(rows) >= limit:
-                break
+        elif ledger is not None:
+            rows.append(ledger_row(folder, ledger))
+        else:
+            continue
+        if limit and len(rows) >= limit:
+            break
     return linked(rows, known)

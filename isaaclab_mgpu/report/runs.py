@@ -5,9 +5,14 @@ written. A field the summary holds with the wrong type shows as ``?`` (absent: `
 is strict JSON (never ``NaN``); ``--last`` writes the folder's bytes exactly as the file system
 has them.
 
-A run's status carries its history: ``finished (1 restart)``, and for a run Isaac Lab continued in
-a new folder ``continues <folder>`` on the later one and ``continued in <folder>`` on the earlier
-(``--json``: ``restarts``, ``continues``, ``chain`` oldest first, ``continued_in``).
+:func:`story` prints one run's ledger (``mgpu runs <run folder>``) as a timeline: a headline (status,
+iterations reached of the total, restarts, requeues, iterations lost), then one line per event, each
+stretch of progress and checkpoints folded into one; :func:`story_json` prints every event.
+
+A run's status carries its history: ``finished (1 restart)``; with a ledger, how far it got and
+its requeues too (``requeued 34/150``, ``finished 150 (3 requeues, 1 restart)``), and for a run
+Isaac Lab continued in a new folder ``continues <folder>`` on the later one and ``continued in
+<folder>`` on the earlier (``--json``: ``restarts``, ``continues``, ``chain`` oldest first, ``continued_in``).
 
 The table fits the terminal (80 to 120 columns and more): the folder, what a user copies, is always
 printed whole on one line, with the status; the other columns (:data:`_COLUMNS`, most important
@@ -26,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.launcher.runs import RunRow
+from isaaclab_mgpu.launcher.runs import RunRow, Story
 from isaaclab_mgpu.report import out
 from isaaclab_mgpu.report.text import cell
 
@@ -114,7 +119,11 @@ def _wait(r: RunRow) -> str:
 
 def _status(r: RunRow) -> object:
     shown = cell(r.status, _STATUS_STYLE.get(r.status, ""))
-    notes = [f"{r.restarts} restart{'s' if r.restarts > 1 else ''}"] if r.restarts else []
+    if r.ledger and r.reached is not None:  # how far it got: ``requeued 34/150``, ``finished 150``
+        done = r.status == "finished" or r.total is None
+        shown.append_text(cell(f" {r.reached}" if done else f" {r.reached}/{r.total}"))
+    counts = [_plural(n, word) for n, word in ((r.requeues, "requeue"), (r.restarts, "restart")) if n]
+    notes = [", ".join(counts)] if counts else []
     if r.continues:  # the run goes on from another folder: name the one it continues
         notes.append(f"continues {Path(r.continues).name}")
     if r.continued_in:
@@ -188,3 +197,152 @@ def last(folder: str) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(os.fsencode(folder) + b"\n")
     sys.stdout.buffer.flush()
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _headline(st: Story) -> str:
+    f = st.fold
+    reached = "?" if f.iteration is None else str(f.iteration)
+    at = "" if f.iteration is None and f.total is None else f" {reached}"
+    at += f"/{f.total}" if f.total is not None and st.status != "finished" else ""
+    counts = [_plural(n, w) for n, w in ((f.restarts, "restart"), (f.requeues, "requeue")) if n]
+    if f.launches > 1:
+        counts.insert(0, _plural(f.launches, "launch").replace("launchs", "launches"))
+    if f.lost:
+        counts.append(f"{_plural(f.lost, 'iteration')} lost")
+    tail = f" ({', '.join(counts)})" if counts else ""
+    code = f", exit {f.exit_code}" if f.exit_code not in (None, 0) else ""
+    return f"{st.status}{at}{tail}{code}"
+
+
+def _event_line(e: Any) -> tuple[str, str]:
+    """What one event says: (its label, the rest of its line)."""
+    from isaaclab_mgpu.contract import events as ev
+
+    if isinstance(e, ev.Launched):
+        x = e.essentials
+        what = "/".join(str(v) for v in (x.get("library"), x.get("framework")) if v)
+        what = " ".join(str(v) for v in (what, x.get("task") or x.get("script") or x.get("module")) if v)
+        nodes = x.get("nnodes")
+        ranks = f"{x.get('world_size')} ranks" + (f" on {nodes} nodes" if nodes not in (None, "1") else "")
+        goal = f", to iteration {x['total']}" if x.get("total") else ""
+        job = (
+            f", SLURM job {e.job_id}" + (f" (restart {e.job_restart})" if e.job_restart else "")
+            if e.job_id
+            else ""
+        )
+        cont = f", continuing at iteration {e.continued_from}" if e.continued_from is not None else ""
+        return "launched", f"{what}, {ranks} on {e.host} ({x.get('device')}){goal}{job}{cont}"
+    if isinstance(e, ev.AttemptStarted):
+        at = f" from iteration {e.resumes_at}" if e.resumes_at else ""
+        return (
+            f"attempt {e.attempt}",
+            f"{len(e.local_ranks)} local rank(s) of {e.world_size}{at}; logs {e.log_dir}",
+        )
+    if isinstance(e, ev.RanksUp):
+        return "ranks up", f"pids {', '.join(f'{r}:{p}' for r, p in e.pids.items())}; per-rank logs {e.logs}"
+    if isinstance(e, ev.StragglerNamed):
+        slow = f" ({e.slower:.2f}x the others' busy time)" if e.slower else ""
+        return "straggler", f"rank {e.rank}{f' on {e.rank_host}' if e.rank_host else ''}{slow}"
+    if isinstance(e, ev.Stall):
+        return "stall", e.verdict
+    if isinstance(e, ev.Fault):
+        who = f"rank {e.rank}" if e.rank is not None else "a rank"
+        where = f" on {e.rank_host}" if e.rank_host else ""
+        how = e.reason or (f"signal {e.signal}" if e.signal else f"exit code {e.exit_code}")
+        at = f" at iteration {e.iteration}" if e.iteration is not None else ""
+        cost = (
+            f" ({_plural(e.lost, 'iteration')} lost after checkpoint {e.checkpoint or 0})" if e.lost else ""
+        )
+        return "fault" if e.outcome == "failed" else "hung", f"{who}{where}: {how}{at}{cost}"
+    if isinstance(e, ev.Restart):
+        return (
+            "restart",
+            f"attempt {e.attempt} from iteration {e.from_iteration or 0} ({e.restarts_left} left)",
+        )
+    if isinstance(e, ev.Requeue):
+        at = f" at iteration {e.iteration}" if e.iteration is not None else ""
+        if e.requeued:
+            return "requeue", f"stopped at a checkpoint{at} on {e.signal}; SLURM job {e.job_id} requeued"
+        said = f"; scontrol requeue failed: {e.said}" if e.said else "; continue with --resume auto"
+        return "stopped", f"at a checkpoint{at} on {e.signal}{said}"
+    if isinstance(e, ev.Interrupted):
+        return (
+            "interrupted",
+            f"at iteration {e.iteration}, exit {e.exit_code}" if e.iteration is not None else "",
+        )
+    if isinstance(e, ev.Finished):
+        secs = f" in {e.seconds:.0f} s" if e.seconds is not None else ""
+        return "finished", f"{'' if e.iteration is None else f'iteration {e.iteration}'}{secs}".strip()
+    if isinstance(e, ev.Failed):
+        return "failed", f"exit {e.exit_code}: {e.reason}"
+    return e.kind, ""
+
+
+def _trained(events: Sequence[Any]) -> str:
+    """One line for a stretch of progress and checkpoint events."""
+    from isaaclab_mgpu.contract import events as ev
+
+    progress = [e for e in events if isinstance(e, ev.Progress)]
+    saved = [e for e in events if isinstance(e, ev.Checkpoint)]
+    parts = []
+    if progress:
+        first, last = progress[0], progress[-1]
+        span = f"{first.iteration}" if first is last else f"{first.iteration} → {last.iteration}"
+        parts.append(f"iteration {span}")
+        if last.s_per_iteration is not None:
+            parts.append(f"{last.s_per_iteration:.3f} s/it")
+        if last.env_steps_per_s is not None:
+            parts.append(f"{last.env_steps_per_s:,.0f} env-steps/s")
+        rewards = [p.reward for p in progress if p.reward is not None]
+        if rewards:
+            parts.append(f"reward {rewards[0]:.2f}" + (f" → {rewards[-1]:.2f}" if len(rewards) > 1 else ""))
+    if saved:
+        parts.append(f"{_plural(len(saved), 'checkpoint')}, newest {saved[-1].iteration}")
+    return ", ".join(parts)
+
+
+def story(st: Story) -> None:
+    """Print one run's ledger as a short timeline: the headline, then one line per event, each
+    stretch of progress and checkpoints folded into one line."""
+    from rich.console import Console
+
+    from isaaclab_mgpu.contract import events as ev
+
+    console = Console(highlight=False)
+    head = cell(f"{st.folder}: ")
+    head.append_text(cell(_headline(st), _STATUS_STYLE.get(st.status, "")))
+    console.print(head, crop=False, soft_wrap=True)
+    stretch: list[Any] = []
+
+    def flush() -> None:
+        if stretch:
+            console.print(
+                cell(f"  {_clock(stretch[-1].time)}  {'trained':<12} {_trained(stretch)}"), soft_wrap=True
+            )
+            stretch.clear()
+
+    for e in st.events:
+        if isinstance(e, ev.Progress | ev.Checkpoint):
+            stretch.append(e)
+            continue
+        flush()
+        label, text = _event_line(e)
+        console.print(cell(f"  {_clock(e.time)}  {label:<12} {text}"), soft_wrap=True)
+    flush()
+    if st.skipped:
+        console.print(
+            cell(f"  ({_plural(st.skipped, 'line')} of the ledger skipped: torn, unknown or newer)", "dim")
+        )
+
+
+def story_json(st: Story) -> None:
+    """Print the run's figures and every event as one JSON object."""
+    out(json.dumps(st.as_json(), indent=2, allow_nan=False))

@@ -80,6 +80,7 @@ import psutil
 
 from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
+from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher import nvml
 from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
 from isaaclab_mgpu.launcher.supervise import logs
@@ -292,6 +293,24 @@ class Supervisor:
                 break
             time.sleep(_POLL)
         return self._result
+
+    @property
+    def launcher_pid(self) -> int | None:
+        """The launcher's process id, once started."""
+        return self._launcher.pid if self._launcher is not None else None
+
+    @property
+    def log_dir(self) -> str | None:
+        """The folder of the per-rank log folders, once found."""
+        return self._log_dir
+
+    def reports(self) -> dict[int, _stall.Report]:
+        """The local ranks' last progress reports, as the stall watch last read them (no file read)."""
+        return dict(self._watch.monitor.read_already()) if self._watch is not None else {}
+
+    def stragglers(self) -> tuple[Straggler, ...]:
+        """The ranks named as stragglers so far."""
+        return tuple(self._watch.stragglers.named) if self._watch is not None else ()
 
     def descendants(self) -> list[psutil.Process]:
         """Every live process of the tree (launcher included while it runs)."""

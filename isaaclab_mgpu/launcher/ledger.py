@@ -1,0 +1,405 @@
+"""The run's one ledger writer: node 0's ``mgpu train`` appends every event of the run to its
+``events.jsonl`` (the schema: :mod:`isaaclab_mgpu.contract.events`).
+
+``mgpu train`` makes one :class:`RunLedger` per launch (:func:`for_launch`) and hands it down:
+
+- the command layer writes ``launched`` and, in ``conclude``, the end (``finished``, ``requeue`` —
+  before ``scontrol requeue``, which cancels the job step —, ``interrupted``, ``failed``);
+- the attempts loop (:mod:`.attempts`) writes ``attempt_started``, and, from what the attempt's
+  supervisor already reads, ``ranks_up`` (every local rank reported), ``progress`` (every
+  :data:`PROGRESS_S` seconds while the iteration moves, and once as an attempt ends), ``checkpoint``
+  (a new newest checkpoint in the run folder), ``straggler``; then ``stall``, ``fault`` and
+  ``restart`` as an attempt ends.
+
+Progress comes from the ranks' progress reports (:mod:`isaaclab_mgpu.contract.progress`), which
+the supervisor's stall watch reads anyway: the iterations every local rank completed, seconds per
+iteration and each rank's busy and wait seconds per iteration over the window from their timed
+totals; rank 0's ``summary.json`` (which the launcher reads between attempts too) adds the steady
+env-steps/s and the mean reward. No second channel.
+
+Where the ledger goes: the run folder. A built-in worker run's is made before the first attempt;
+an Isaac Lab run's is named by its rank 0 once the first attempt ends, so the events wait in memory
+until then (:meth:`RunLedger.open`). A ``--script`` run has no run folder of its own: node 0's mgpu
+makes one for the ledger beside the program's per-rank logs, ``<--log_dir>/<run name>/<stamp>``
+(:func:`script_folder`; by default ``logs/mgpu/<program>/<stamp>``), where ``mgpu runs`` lists it.
+Only node 0 writes; other nodes' ledgers are off (the one-writer rule: appends from two hosts on a
+shared file system interleave).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from isaaclab_mgpu.contract import events as ev
+from isaaclab_mgpu.contract import resume
+from isaaclab_mgpu.contract import summary as summaries
+from isaaclab_mgpu.contract.layout import EVENTS, STAMP_FORMAT
+from isaaclab_mgpu.contract.progress import DONE
+
+if TYPE_CHECKING:
+    from isaaclab_mgpu.contract.progress import Report
+    from isaaclab_mgpu.contract.summary import Straggler
+    from isaaclab_mgpu.launcher.build import Command
+    from isaaclab_mgpu.launcher.resolve import ResolvedSpec
+    from isaaclab_mgpu.launcher.supervise import Supervisor
+    from isaaclab_mgpu.launcher.supervise.stall import Stall
+
+__all__ = ["PROGRESS_S", "RunLedger", "essentials", "for_launch", "newest_checkpoint", "script_folder"]
+
+#: Seconds between two progress events while the run trains (a long run writes a few a minute).
+PROGRESS_S = 10.0
+#: Seconds between two looks at the run folder's checkpoints and rank 0's summary.
+_LOOK_S = 2.0
+#: Stages after which a rank's reported iteration is complete.
+_ENDED = ("finish", DONE)
+
+
+def script_folder(cmd: Command) -> Path:
+    """The folder holding a ``--script`` program's run folders: its per-rank logs' folder,
+    ``<--log_dir>/<run name>`` (``logs/mgpu/<program>``), beside the attempts' ``attempt_<k>``."""
+    return Path(os.path.dirname(cmd.log_dir))
+
+
+def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int, Path | None] | None:
+    """The newest checkpoint a restart resumes from: its iteration (0: none yet) and file (None: a
+    library's own, known by its iteration alone); None off node 0."""
+    if run_dir is None:
+        return None
+    if named_by_rank:  # the library's own checkpoints: rank 0 recorded the newest one's iteration
+        found = summaries.read(run_dir)
+        return (found.checkpoint_iteration if found is not None else None) or 0, None
+    newest, _ = resume.newest_whole(run_dir)
+    if newest is None:
+        return 0, None
+    meta = resume.read_meta(newest)
+    return (meta.iteration if meta is not None else resume.iteration_of(newest)) or 0, newest
+
+
+class RunLedger:
+    """The run's ledger, written by this ``mgpu`` alone (node 0): events are stamped with the time,
+    this host and the current attempt, and wait in memory until the folder is known."""
+
+    def __init__(self, folder: Path | None = None, *, enabled: bool = True) -> None:
+        """``folder``: the run folder when known now; ``enabled`` False: a node > 0, which writes nothing."""
+        self.enabled = enabled
+        self.folder: Path | None = None
+        self.attempt: int | None = None
+        self.host = socket.gethostname()
+        self._appender: ev.Appender | None = None
+        self._waiting: list[ev.Event] = []
+        self._window: _Window | None = None
+        if folder is not None:
+            self.open(folder)
+
+    def open(self, folder: Path) -> None:
+        """Start writing into ``folder``'s ledger (the events so far first); later calls do nothing."""
+        if not self.enabled or self._appender is not None:
+            return
+        try:
+            self._appender = ev.Appender(Path(folder) / EVENTS)
+        except OSError:
+            self.enabled = False  # the run goes on without its ledger, as with a full disk
+            return
+        self.folder = Path(folder)
+        for event in self._waiting:
+            self._appender.append(event)
+        self._waiting.clear()
+
+    def write(self, kind: type[ev.Event], **fields: Any) -> None:
+        """Append one event of ``kind`` (time, host and attempt added unless given)."""
+        if not self.enabled:
+            return
+        fields.setdefault("attempt", self.attempt)
+        event = kind(time=time.time(), host=self.host, **fields)
+        if self._appender is None:
+            self._waiting.append(event)
+        else:
+            self._appender.append(event)
+
+    def close(self) -> None:
+        """Stop writing (a ledger never opened drops what waited)."""
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None
+        self.enabled = False
+
+    # -- one attempt -------------------------------------------------------------------------
+
+    def attempt_started(
+        self,
+        number: int,
+        *,
+        world_size: int | None,
+        local_ranks: tuple[int, ...],
+        launcher_pid: int | None,
+        resumes_at: int | None,
+        log_dir: str | None,
+    ) -> None:
+        """Attempt ``number`` launched its ranks."""
+        self.attempt = number
+        self.write(
+            ev.AttemptStarted,
+            world_size=world_size,
+            local_ranks=local_ranks,
+            launcher_pid=launcher_pid,
+            resumes_at=resumes_at,
+            log_dir=log_dir,
+        )
+        self._window = _Window(set(local_ranks), resumes_at)
+
+    def watcher(
+        self, number: int, cmd: Command, resumes_at: int | None, run_dir: Path | None, named_by_rank: bool
+    ) -> Callable[..., None]:
+        """What the attempts loop calls with attempt ``number``'s supervisor: once it started
+        (``begun``), then at every poll, and once more when it ended (``final``)."""
+
+        def watch(sup: Supervisor, begun: bool, *, final: bool = False) -> None:
+            if begun:
+                ranks = tuple(sorted(cmd.rank_devices))
+                self.attempt_started(
+                    number,
+                    world_size=cmd.world_size,
+                    local_ranks=ranks,
+                    launcher_pid=sup.launcher_pid,
+                    resumes_at=resumes_at,
+                    log_dir=cmd.log_dir,
+                )
+            else:
+                self.look(sup.reports(), sup.stragglers(), sup.log_dir, run_dir, named_by_rank, final=final)
+
+        return watch
+
+    def look(
+        self,
+        reports: Mapping[int, Report],
+        stragglers: tuple[Straggler, ...],
+        logs: str | None,
+        run_dir: Path | None,
+        named_by_rank: bool,
+        *,
+        final: bool = False,
+    ) -> None:
+        """What the attempt's supervisor read since the last look, as events (called every poll;
+        ``final``: the attempt ended, write the last progress now)."""
+        w = self._window
+        if not self.enabled or w is None:
+            return
+        # A run folder that cannot be read now is read at the next look: the run goes on.
+        with contextlib.suppress(OSError):
+            self._look(w, reports, stragglers, logs, run_dir, named_by_rank, final)
+
+    def _look(
+        self,
+        w: _Window,
+        reports: Mapping[int, Report],
+        stragglers: tuple[Straggler, ...],
+        logs: str | None,
+        run_dir: Path | None,
+        named_by_rank: bool,
+        final: bool,
+    ) -> None:
+        now = time.monotonic()
+        if not w.up and w.ranks and w.ranks <= set(reports):
+            w.up = True
+            pids = {str(r): rep.pid for r, rep in sorted(reports.items()) if rep.pid is not None}
+            self.write(ev.RanksUp, pids=pids, logs=logs)
+        for s in stragglers:
+            if s.rank not in w.stragglers:
+                w.stragglers.add(s.rank)
+                last = s.iterations[-1] if s.iterations else None
+                self.write(ev.StragglerNamed, rank=s.rank, rank_host=s.host, slower=s.slower, iteration=last)
+        if not final and now < w.next_look:
+            return
+        w.next_look = now + _LOOK_S
+        found = newest_checkpoint(run_dir, named_by_rank)
+        if found is not None and found[0] > 0 and found[0] != w.checkpoint:
+            w.checkpoint = found[0]
+            path = found[1]
+            size = _size(path)
+            self.write(ev.Checkpoint, iteration=found[0], path=str(path) if path else None, bytes=size)
+        if final or now >= w.next_progress:
+            self._progress(w, reports, run_dir, now)
+
+    def _progress(self, w: _Window, reports: Mapping[int, Report], run_dir: Path | None, now: float) -> None:
+        done = [_completed(r) for r in reports.values() if r.iteration is not None]
+        if not done:
+            return
+        iteration = min(done)
+        s = summaries.read(run_dir) if run_dir is not None else None
+        if s is not None and s.end_iteration is not None and s.attempt == self.attempt:
+            iteration = max(iteration, s.end_iteration)
+        if w.iteration is not None and iteration <= w.iteration:
+            return
+        w.next_progress = now + PROGRESS_S
+        paces = tuple(p for r in sorted(reports) if (p := w.pace(reports[r])) is not None)
+        lead = min(reports)
+        s_it = w.s_per_iteration(reports[lead], iteration, now)
+        rate = reward = None
+        if s is not None:
+            steady = s.steady.env_steps_per_s if s.steady is not None else None
+            rate = steady or (s.env_steps_per_s.total if s.env_steps_per_s is not None else None)
+            reward = s.last_mean_reward
+        w.iteration, w.at = iteration, now
+        w.totals = {r: (rep.timed, rep.busy_s, rep.wait_s, rep.wall_s) for r, rep in reports.items()}
+        self.write(
+            ev.Progress,
+            iteration=iteration,
+            s_per_iteration=s_it,
+            env_steps_per_s=rate,
+            reward=reward,
+            ranks=paces,
+        )
+
+    def attempt_ended(
+        self,
+        outcome: str,
+        *,
+        stall: Stall | None,
+        rank: int | None,
+        host: str | None,
+        exit_code: int | None,
+        signal: str | None,
+        reason: str | None,
+        reached: int | None,
+        checkpoint: int | None,
+        lost: int | None,
+    ) -> None:
+        """The attempt ended: its stall verdict and its fault, when it failed or hung."""
+        self._window = None
+        if stall is not None:
+            culprits = tuple(sorted(stall.culprits or ()))
+            self.write(ev.Stall, verdict=stall.headline(), ranks=culprits, phase=stall.phase)
+        if outcome in ("failed", "hung"):
+            self.write(
+                ev.Fault,
+                outcome=outcome,
+                rank=rank,
+                rank_host=host,
+                exit_code=exit_code,
+                signal=signal,
+                reason=reason,
+                iteration=reached,
+                checkpoint=checkpoint,
+                lost=lost,
+            )
+
+    def restart(self, number: int, *, from_iteration: int | None, lost: int | None, left: int) -> None:
+        """mgpu restarts the run as attempt ``number``."""
+        self.attempt = number
+        self.write(ev.Restart, from_iteration=from_iteration, lost=lost, restarts_left=left)
+
+
+class _Window:
+    """What the last progress event covered, and what has been written in this attempt."""
+
+    def __init__(self, ranks: set[int], resumes_at: int | None) -> None:
+        self.ranks = ranks
+        self.up = False
+        self.stragglers: set[int] = set()
+        self.checkpoint: int | None = resumes_at
+        self.iteration: int | None = None
+        self.at = time.monotonic()
+        self.totals: dict[int, tuple[Any, ...]] = {}
+        self.next_look = 0.0
+        self.next_progress = 0.0
+
+    def pace(self, rep: Report) -> ev.RankPace | None:
+        """The rank's busy and wait seconds per timed iteration since the last progress event."""
+        timed0, busy0, wait0, _ = self.totals.get(rep.rank, (0, 0.0, 0.0, 0.0))
+        if rep.timed is None or rep.busy_s is None or rep.wait_s is None or rep.timed <= (timed0 or 0):
+            return None
+        n = rep.timed - (timed0 or 0)
+        return ev.RankPace(rep.rank, (rep.busy_s - (busy0 or 0.0)) / n, (rep.wait_s - (wait0 or 0.0)) / n)
+
+    def s_per_iteration(self, rep: Report, iteration: int, now: float) -> float | None:
+        """Seconds per iteration since the last progress event: the lead rank's timed wall seconds,
+        else the clock over the iterations."""
+        timed0, _, _, wall0 = self.totals.get(rep.rank, (0, 0.0, 0.0, 0.0))
+        if rep.timed is not None and rep.wall_s is not None and rep.timed > (timed0 or 0):
+            return (rep.wall_s - (wall0 or 0.0)) / (rep.timed - (timed0 or 0))
+        if self.iteration is not None and iteration > self.iteration:
+            return (now - self.at) / (iteration - self.iteration)
+        return None
+
+
+def _completed(rep: Report) -> int:
+    """Iterations a rank completed: its report names the iteration that began, until it finishes."""
+    assert rep.iteration is not None
+    return rep.iteration if rep.stage in _ENDED else max(0, rep.iteration - 1)
+
+
+def _size(path: Path | None) -> int | None:
+    if path is None:
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def for_launch(
+    resolved: ResolvedSpec,
+    cmd: Command,
+    run_dir: Path | None,
+    named_by_rank: bool,
+    continued: bool,
+    trains: tuple[str, int | None] | None,
+) -> RunLedger:
+    """This launch's ledger, its ``launched`` event written: into the run folder (made here for a
+    ``--script`` run), or waiting for it (Isaac Lab's); off on a node other than node 0.
+    ``trains``: the built-in worker's task and the iterations it is to reach."""
+    from isaaclab_mgpu.launcher.runs import create_run_folder
+
+    spec = resolved.spec
+    if (resolved.node_rank or 0) != 0:
+        return RunLedger(enabled=False)
+    folder = run_dir
+    if folder is None and not spec.builtin_worker:
+        stamp = resolved.run_stamp or time.strftime(STAMP_FORMAT)
+        try:
+            folder = create_run_folder(script_folder(cmd), stamp, None)
+        except OSError:
+            return RunLedger(enabled=False)  # no ledger where none can be made; the run goes on
+    ledger = RunLedger(folder)
+    at = newest_checkpoint(run_dir, named_by_rank) if continued else None
+    ledger.write(
+        ev.Launched,
+        argv=spec.command_line,
+        essentials=essentials(resolved, cmd, trains),
+        job_id=resolved.slurm_job_id,
+        job_restart=resolved.slurm_restart_count if resolved.slurm_job_id else None,
+        run_dir=str(folder) if folder is not None else None,
+        continued_from=at[0] if at is not None else None,
+        pid=os.getpid(),
+        pid_started=psutil.Process().create_time(),
+    )
+    return ledger
+
+
+def essentials(resolved: ResolvedSpec, cmd: Command, trains: tuple[str, int | None] | None) -> dict[str, Any]:
+    """What a person needs to know of the resolved launch, in the ``launched`` event."""
+    spec = resolved.spec
+    out: dict[str, Any] = {
+        "library": spec.library if spec.builtin_worker else None,
+        "framework": spec.framework if spec.builtin_worker else None,
+        "task": trains[0] if trains else None,
+        "script": spec.script,
+        "module": spec.module,
+        "world_size": cmd.world_size,
+        "nnodes": resolved.nnodes,
+        "nproc_per_node": resolved.nproc,
+        "device": spec.device,
+        "total": trains[1] if trains else None,
+        "max_restarts": spec.max_restarts or 0,
+        "requeue": spec.requeue,
+        "launcher": cmd.launcher,
+    }
+    return out

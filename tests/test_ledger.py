@@ -1,0 +1,423 @@
+"""The run ledger (``events.jsonl``): its schema, reader and writer, and the events real runs leave."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from restart_helpers import Run, run_folders, summary_of, train_argv
+from training_helpers import child_env
+
+from isaaclab_mgpu.contract import events as ev
+from isaaclab_mgpu.contract.layout import EVENTS
+
+
+def _write(folder, *events):
+    appender = ev.Appender(folder / EVENTS)
+    for e in events:
+        assert appender.append(e)
+    appender.close()
+
+
+def test_every_event_reads_back_as_written(tmp_path):
+    written = [
+        ev.Launched(time=1.0, host="n0", argv=("mgpu", "train"), essentials={"total": 6}, job_id="42"),
+        ev.AttemptStarted(time=2.0, host="n0", attempt=0, world_size=2, local_ranks=(0, 1), resumes_at=0),
+        ev.RanksUp(time=2.5, host="n0", attempt=0, pids={"0": 11, "1": 12}, logs="/l"),
+        ev.Progress(
+            time=3.0,
+            host="n0",
+            attempt=0,
+            iteration=3,
+            s_per_iteration=0.5,
+            ranks=(ev.RankPace(0, 0.4, 0.1), ev.RankPace(1, 0.3, 0.2)),
+        ),
+        ev.Checkpoint(time=3.1, host="n0", attempt=0, iteration=2, path="/r/model_2.pt", bytes=100),
+        ev.StragglerNamed(time=3.2, host="n0", attempt=0, rank=1, slower=1.8),
+        ev.Fault(
+            time=4.0,
+            host="n0",
+            attempt=0,
+            rank=1,
+            signal="SIGKILL",
+            reason="signal SIGKILL",
+            iteration=4,
+            checkpoint=2,
+            lost=2,
+        ),
+        ev.Restart(time=4.1, host="n0", attempt=1, from_iteration=2, lost=2, restarts_left=0),
+        ev.Finished(time=9.0, host="n0", attempt=1, iteration=6, seconds=8.0),
+    ]
+    _write(tmp_path, *written)
+    ledger = ev.read(tmp_path)
+    assert ledger is not None and ledger.skipped == 0
+    assert list(ledger.events) == written
+    first = json.loads((tmp_path / EVENTS).read_text().splitlines()[0])
+    assert (first["v"], first["kind"]) == (ev.VERSION, "launched")
+
+
+def test_torn_last_line_unknown_kinds_and_newer_versions_are_skipped(tmp_path):
+    _write(tmp_path, ev.Launched(time=1.0, essentials={"total": 6}))
+    with open(tmp_path / EVENTS, "a") as f:
+        f.write(json.dumps({"v": 1, "kind": "teleported", "time": 2.0}) + "\n")  # a kind we do not know
+        f.write(json.dumps({"v": ev.VERSION + 1, "kind": "finished", "time": 3.0}) + "\n")  # newer schema
+        f.write(json.dumps({"v": 1, "kind": "finished", "time": "soon"}) + "\n")  # a field that does not read
+        f.write(json.dumps({"v": 1, "kind": "progress", "time": 4.0, "iteration": 2, "new": 1}) + "\n")
+        f.write('{"v": 1, "kind": "finished", "ti')  # the writer killed mid-line
+    ledger = ev.read(tmp_path)
+    assert ledger is not None
+    assert [e.kind for e in ledger.events] == ["launched", "progress"]
+    assert ledger.skipped == 4
+    assert ev.fold(ledger.events).status == "running"  # the torn "finished" did not count
+
+
+def test_no_ledger_reads_as_none(tmp_path):
+    assert ev.read(tmp_path) is None
+
+
+def test_one_write_per_event_on_an_append_fd(tmp_path, monkeypatch):
+    writes = []
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: writes.append(data) or real(fd, data))
+    _write(tmp_path, ev.Finished(time=1.0, iteration=3), ev.Failed(time=2.0, exit_code=1, reason="x"))
+    assert [w.count(b"\n") for w in writes] == [1, 1] and all(w.endswith(b"\n") for w in writes)
+    # Appending: a second writer object (a requeued job's mgpu) adds after the first's lines.
+    _write(tmp_path, ev.Launched(time=3.0))
+    assert [e.kind for e in ev.read(tmp_path).events] == ["finished", "failed", "launched"]
+
+
+def test_fold_counts_restarts_requeues_and_the_end():
+    t = iter(range(100))
+    story = [
+        ev.Launched(time=next(t), essentials={"total": 150, "world_size": 2}),
+        ev.AttemptStarted(time=next(t), attempt=0, world_size=2),
+        ev.Progress(time=next(t), attempt=0, iteration=20),
+        ev.Fault(time=next(t), attempt=0, rank=1, reason="SIGKILL", iteration=22, checkpoint=20, lost=2),
+        ev.Restart(time=next(t), attempt=1, from_iteration=20, lost=2),
+        ev.AttemptStarted(time=next(t), attempt=1, world_size=2),
+        ev.Requeue(time=next(t), attempt=1, iteration=34, requeued=True, job_id="7"),
+    ]
+    f = ev.fold(story)
+    assert (f.status, f.iteration, f.total, f.restarts, f.requeues, f.lost) == ("requeued", 34, 150, 1, 1, 2)
+    story += [
+        ev.Launched(time=next(t), essentials={"total": 150}, job_id="7", continued_from=34),
+        ev.AttemptStarted(time=next(t), attempt=0),
+        ev.Stall(time=next(t), attempt=0, verdict="rank 0 stalled", ranks=(0,)),
+        ev.Fault(time=next(t), attempt=0, outcome="hung", rank=0, iteration=40),
+        ev.Failed(time=next(t), exit_code=4, reason="hang", iteration=40),
+    ]
+    f = ev.fold(story)
+    assert (f.status, f.exit_code, f.launches, f.attempts, len(f.faults)) == ("hung", 4, 2, 3, 2)
+    f = ev.fold([*story, ev.Launched(time=99), ev.Finished(time=100, iteration=150)])
+    assert (f.status, f.iteration, f.exit_code, f.requeues, f.restarts) == ("finished", 150, 0, 1, 1)
+
+
+# -- real runs: 2 CPU ranks, a few iterations -----------------------------------------------------
+
+#: A short run: 6 iterations of 16 cheap environments, a checkpoint every 2.
+TINY = ("--num_envs", "16", "--max_iterations", "6", "--save_interval", "2", "env.episode_length=16")
+
+
+def _ledger_of(folder: Path) -> list[ev.Event]:
+    ledger = ev.read(folder)
+    assert ledger is not None, f"no {EVENTS} in {folder}"
+    assert ledger.skipped == 0
+    return list(ledger.events)
+
+
+def _kinds(events: list[ev.Event]) -> list[str]:
+    """The kinds in order, each stretch of progress and checkpoint events (their number depends on
+    the machine's pace) as one ``trained``."""
+    out: list[str] = []
+    for e in events:
+        kind = "trained" if e.kind in ("progress", "checkpoint") else e.kind
+        if not (kind == "trained" and out and out[-1] == "trained"):
+            out.append(kind)
+    return out
+
+
+def _agrees_with_summary(folder: Path, events: list[ev.Event]) -> ev.Fold:
+    """What the ledger says (status, iterations reached, restarts) is what summary.json says."""
+    f = ev.fold(events)
+    s = summary_of(folder)
+    assert (f.status, f.iteration, f.restarts) == (s["status"], s["end_iteration"], len(s["restarts"])), (
+        f,
+        s,
+    )
+    assert f.total == s["total_iterations"], (f.total, s)
+    return f
+
+
+def _runs_json(cwd: Path, *args: str) -> object:
+    done = subprocess.run(
+        [sys.executable, "-m", "isaaclab_mgpu", "runs", *args, "--json"],
+        cwd=cwd, env=child_env(cwd), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_a_finished_run_leaves_its_story(tmp_path):
+    code, out = Run(train_argv("rsl_rl", *TINY), tmp_path).finish(240)
+    assert code == 0, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    assert _kinds(events) == ["launched", "attempt_started", "ranks_up", "trained", "finished"], _kinds(
+        events
+    )
+    launched, started, up = events[0], events[1], events[2]
+    assert isinstance(launched, ev.Launched) and launched.essentials["total"] == 6
+    assert launched.essentials["world_size"] == 2 and launched.run_dir == str(folder.relative_to(tmp_path))
+    assert isinstance(started, ev.AttemptStarted) and (started.world_size, started.local_ranks) == (2, (0, 1))
+    assert isinstance(up, ev.RanksUp) and sorted(up.pids) == ["0", "1"] and up.logs
+    progress = [e for e in events if isinstance(e, ev.Progress)]
+    assert progress[-1].iteration == 6 and progress[-1].reward is not None, progress
+    assert [r.rank for r in progress[-1].ranks] == [0, 1], progress[-1]
+    saved = [e for e in events if isinstance(e, ev.Checkpoint)]
+    assert saved and saved[-1].iteration == 6 and saved[-1].bytes and Path(tmp_path, saved[-1].path).is_file()
+    assert {e.attempt for e in events[1:]} == {0} and {e.host for e in events} == {socket.gethostname()}
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.iteration, f.exit_code) == ("finished", 6, 0)
+    # mgpu runs <folder> --json holds every event; the table's row knows the run has a ledger.
+    told = _runs_json(tmp_path, str(folder))
+    assert [e["kind"] for e in told["events"]] == [e.kind for e in events] and told["status"] == "finished"
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["ledger"], row["reached"], row["total"], row["requeues"]) == (True, 6, 6, 0), row
+
+
+@pytest.mark.slow
+def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
+    fault = ("--simulate_fault", "kill@5,rank=1", "--max_restarts", "1")
+    code, out = Run(train_argv("rsl_rl", *fault, *TINY), tmp_path).finish(300)
+    assert code == 0, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    kinds = [k for k in _kinds(events) if k != "straggler"]  # a loaded machine may name one
+    assert kinds == [
+        "launched", "attempt_started", "ranks_up", "trained", "fault",
+        "restart", "attempt_started", "ranks_up", "trained", "finished",
+    ], kinds  # fmt: skip
+    (fault_event,) = [e for e in events if isinstance(e, ev.Fault)]
+    (restart,) = [e for e in events if isinstance(e, ev.Restart)]
+    assert (fault_event.attempt, fault_event.outcome) == (0, "failed"), fault_event
+    # The cause is torchrun's first observed failure: rank 1's SIGKILL, or (loaded) its peer's SIGTERM.
+    assert fault_event.signal in ("SIGKILL", "SIGTERM") and fault_event.reason, fault_event
+    assert fault_event.iteration == 4 and fault_event.lost == 4 - fault_event.checkpoint, fault_event
+    assert (restart.attempt, restart.from_iteration, restart.lost) == (
+        1,
+        fault_event.checkpoint,
+        fault_event.lost,
+    )
+    second = [e for e in events if isinstance(e, ev.AttemptStarted)][1]
+    assert (second.attempt, second.resumes_at) == (1, fault_event.checkpoint), second
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.iteration, f.restarts, f.attempts, len(f.faults)) == ("finished", 6, 1, 2, 1), f
+    summary_restart = summary_of(folder)["restarts"][0]
+    assert (summary_restart["reached"], summary_restart["lost"]) == (fault_event.iteration, fault_event.lost)
+    # The people's view: the fault's reason and its cost on one line, the restart on the next.
+    shown = subprocess.run(
+        [sys.executable, "-m", "isaaclab_mgpu", "runs", str(folder)],
+        cwd=tmp_path, env=child_env(tmp_path), capture_output=True, text=True, timeout=60,
+    ).stdout  # fmt: skip
+    head, *lines = shown.splitlines()
+    assert head.startswith(f"{folder}: finished 6 (1 restart"), shown
+    (said,) = [line for line in lines if line.split()[1:2] == ["fault"]]
+    assert "rank 1" in said and fault_event.reason in said and f"at iteration {fault_event.iteration}" in said
+
+
+@pytest.mark.slow
+def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
+    code, out = Run(train_argv("rsl_rl", "--simulate_fault", "requeue@3", *TINY), tmp_path).finish(240)
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    assert _kinds(events)[-1] == "requeue", _kinds(events)
+    stop = events[-1]
+    assert isinstance(stop, ev.Requeue) and not stop.requeued and stop.signal == "SIGUSR1", stop
+    stopped_at = summary_of(folder)["end_iteration"]
+    assert stop.iteration == stopped_at and 3 <= stopped_at < 6, (stop, stopped_at)
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["status"], row["reached"], row["total"], row["requeues"]) == ("stopped", stopped_at, 6, 1), (
+        row
+    )
+    again = train_argv("rsl_rl", "--simulate_fault", "requeue@3", "--resume", "auto", *TINY)
+    code, out = Run(again, tmp_path).finish(240)
+    assert code == 0, out[-4000:]
+    events = _ledger_of(folder)  # the same folder's ledger goes on
+    kinds = _kinds(events)
+    assert kinds.count("launched") == 2 and kinds[-1] == "finished", kinds
+    second = [e for e in events if isinstance(e, ev.Launched)][1]
+    assert second.continued_from == stopped_at, second
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.iteration, f.launches, f.requeues, f.restarts) == ("finished", 6, 2, 1, 0), f
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", 6, 1, 0), row
+
+
+@pytest.mark.slow
+def test_mgpu_stacks_finds_a_resumed_run_by_its_folder_through_the_ledger(tmp_path):
+    """The form docs/commands.md gives, on a run whose ranks carry the resuming launch's stamp."""
+    first = train_argv("rsl_rl", "--simulate_fault", "requeue@2", *TINY)
+    code, out = Run(first, tmp_path).finish(240)
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    resumed = Run(train_argv("rsl_rl", "--resume", "auto", *TINY[:3], "400", *TINY[4:]), tmp_path)
+    resumed.wait_for("iteration 6/400", 180)
+    env = child_env(tmp_path)
+    mgpu = [sys.executable, "-m", "isaaclab_mgpu"]
+    last = subprocess.run([*mgpu, "runs", "--last"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert last.stdout.strip() == str(folder.relative_to(tmp_path)), last
+    stacks = subprocess.run(
+        [*mgpu, "stacks", last.stdout.strip()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    resumed.proc.send_signal(signal.SIGINT)
+    code, out = resumed.finish(120)
+    assert stacks.returncode == 0, stacks.stderr
+    assert "== rank 0" in stacks.stdout and "== rank 1" in stacks.stdout, stacks.stdout[-2000:]
+    assert code == 130 and [e.kind for e in _ledger_of(folder)].count("launched") == 2, out[-2000:]
+
+
+_SCRIPT = """
+import time
+from isaaclab_mgpu import progress
+
+for it in range(1, 9):
+    progress.iteration(it)
+    time.sleep(0.3)
+"""
+
+
+@pytest.mark.slow
+def test_a_script_run_keeps_a_ledger_beside_its_logs_that_mgpu_runs_lists(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(_SCRIPT)
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]
+    code, out = Run([*argv, "--script", str(script)], tmp_path).finish(120)
+    assert code == 0, out[-4000:]
+    (folder,) = (tmp_path / "logs" / "mgpu" / "loop").glob("20*")  # beside attempt_0, its per-rank logs
+    events = _ledger_of(folder)
+    kinds = _kinds(events)
+    assert kinds[:3] == ["launched", "attempt_started", "ranks_up"] and kinds[-1] == "finished", kinds
+    assert "trained" in kinds, kinds  # the ranks' progress reports, as the stall watch read them
+    assert events[0].essentials["script"] == str(script) and events[0].essentials["total"] is None
+    assert max(e.iteration for e in events if isinstance(e, ev.Progress)) >= 6, events
+    (row,) = _runs_json(tmp_path, "logs")
+    assert (row["folder"], row["status"], row["world_size"], row["task"]) == (
+        str(Path("logs") / folder.relative_to(tmp_path / "logs")), "finished", 2, "loop.py",
+    ), row  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_ends_its_ledger_interrupted(tmp_path):
+    run = Run(train_argv("rsl_rl", *TINY[:3], "100", *TINY[4:]), tmp_path)
+    run.wait_for("iteration 3/100", 180)
+    run.proc.send_signal(signal.SIGINT)
+    code, out = run.finish(120)
+    assert code == 130, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    assert _kinds(events)[-1] == "interrupted", _kinds(events)
+    assert events[-1].exit_code == 130 and events[-1].iteration is not None, events[-1]
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.exit_code, f.restarts) == ("interrupted", 130, 0), f
+
+
+def test_stacks_finds_a_continued_run_through_its_ledger(tmp_path):
+    """A resumed or requeued run's ranks carry the later launch's stamp, not the folder's: the
+    folder's ledger names the mgpu now keeping it, and its ranks carry that mgpu's pid."""
+    import time
+
+    from isaaclab_mgpu.contract.errors import UsageError
+    from isaaclab_mgpu.launcher import livestacks
+
+    folder = tmp_path / "2026-01-01_00-00-00"
+    folder.mkdir()
+    later = livestacks.LiveRun(
+        run_id="b", stamp="2026-01-02_00-00-00", started=time.time(), ranks=(), launcher_pid=4242
+    )
+    other = livestacks.LiveRun(
+        run_id="c", stamp="2026-01-03_00-00-00", started=time.time(), ranks=(), launcher_pid=7
+    )
+    with pytest.raises(UsageError, match="no running rank on this machine writes this run"):
+        livestacks.pick([later, other], str(folder))  # no ledger: nothing to go by
+    _write(folder, ev.Launched(time=1.0, host=socket.gethostname(), pid=99))  # the first launch
+    _write(
+        folder, ev.Launched(time=2.0, host=socket.gethostname(), pid=4242, continued_from=34)
+    )  # the requeued job
+    assert livestacks.pick([other, later], str(folder)) is later
+    _write(folder, ev.Launched(time=3.0, host="another-node", pid=7))  # kept from another host now
+    with pytest.raises(UsageError):
+        livestacks.pick([other, later], str(folder))
+
+
+def _requeued_run(folder: Path, status: str, reached: int, requeues: int, restarts: int) -> None:
+    """A run folder as mgpu leaves it: rank 0's summary and node 0's ledger."""
+    from isaaclab_mgpu.contract import summary
+
+    folder.mkdir(parents=True)
+    record = {"status": status, "backend": "rsl_rl", "task": "cartpole", "end_iteration": reached,
+              "total_iterations": 150, "restarts": [{"number": 0}] * restarts}  # fmt: skip
+    summary.write(folder, summary.Summary.from_json(record))
+    story = [ev.Launched(time=1.0, host="n", essentials={"total": 150, "world_size": 2})]
+    for k in range(requeues):
+        story += [ev.Requeue(time=2.0 + k, iteration=34 * (k + 1), requeued=True), ev.Launched(time=2.5 + k)]
+    story += [ev.Restart(time=9.0, attempt=1)] * restarts
+    if status == "requeued":
+        story.append(ev.Requeue(time=10.0, iteration=reached, requeued=True))
+    elif status == "finished":
+        story.append(ev.Finished(time=10.0, iteration=reached))
+    _write(folder, *story)
+
+
+def test_the_runs_table_shows_requeues_restarts_and_how_far_against_the_total(tmp_path, capsys, monkeypatch):
+    from isaaclab_mgpu.cli import main
+
+    monkeypatch.setenv("COLUMNS", "160")
+    _requeued_run(tmp_path / "rsl_rl" / "cartpole" / "2026-01-01_00-00-00", "requeued", 34, 0, 0)
+    _requeued_run(tmp_path / "rsl_rl" / "cartpole" / "2026-01-02_00-00-00", "finished", 150, 3, 1)
+    assert main(["runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "requeued 34/150" in out and "finished 150 (3 requeues, 1 restart)" in out, out
+    assert main(["runs", str(tmp_path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["status"], r["reached"], r["total"], r["requeues"], r["restarts"]) for r in rows] == [
+        ("finished", 150, 150, 3, 1),
+        ("requeued", 34, 150, 1, 0),
+    ]
+
+
+def test_a_ledger_whose_mgpu_is_gone_is_lost_and_one_whose_mgpu_runs_is_running(tmp_path):
+    import psutil
+
+    from isaaclab_mgpu.launcher.runs import find_runs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    me = psutil.Process()
+    here = socket.gethostname()
+    for name, pid, started in (
+        ("2026-01-01_00-00-00", gone.pid, 1.0),
+        ("2026-01-02_00-00-00", me.pid, me.create_time()),
+    ):
+        folder = tmp_path / "mgpu" / "loop" / name
+        folder.mkdir(parents=True)
+        _write(
+            folder,
+            ev.Launched(time=1.0, host=here, pid=pid, pid_started=started, essentials={"script": "loop.py"}),
+        )
+    assert [(Path(r.folder).name[:10], r.status, r.task) for r in find_runs(tmp_path)] == [
+        ("2026-01-02", "running", "loop.py"),
+        ("2026-01-01", "lost", "loop.py"),
+    ]
