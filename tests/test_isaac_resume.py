@@ -328,7 +328,7 @@ class _Said:
     def __init__(self) -> None:
         self.restarts: list[str] = []
 
-    def restarting(self, ended, number: int, max_restarts: int) -> None:
+    def restarting(self, ended, number: int, max_restarts: int, from_checkpoint: bool) -> None:
         self.restarts.append(f"{ended.describe()}; restart {number} of {max_restarts}")
 
     def checkpoint_requested(self, signal_name: str, window: float) -> None:
