@@ -2,7 +2,8 @@
 
 For the embedded tasks an override is ``env.<field>=value`` (a field of the task's configuration:
 :class:`TaskCfg` and its per-task subclasses, :data:`TASK_CONFIGS`) or ``agent.<field>=value`` (a
-field of :class:`PPOSettings`); the value is converted like the field's default. The task modules
+field of :class:`PPOSettings`); the value is converted like the field's default and must make sense
+(:data:`LIMITS`: ``env.episode_length=-1`` or ``agent.gamma=1.5`` is refused). The task modules
 and the back-ends take their configuration classes from here, and the worker's parser
 (:func:`isaaclab_mgpu.contract.worker_args.parse`) runs :func:`check_overrides` on every override, so the
 launcher, which runs that parser before spawning, refuses a misspelt key or a bad value with the
