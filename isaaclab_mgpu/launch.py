@@ -249,8 +249,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
         if len(outcome.attempts) > 1:
             every = "; ".join(a.describe() for a in outcome.failures)
             most = spec.max_restarts or 0
-            used = f"restarts used up ({outcome.restarts} of {most})" if outcome.restarts >= most else (
-                f"{outcome.restarts} of {most} restarts used")  # fmt: skip
+            if outcome.restarts >= most:
+                used = f"restarts used up ({outcome.restarts} of {most})"
+            else:  # the verdict stopped it: the rest are not spent on a failure they cannot mend
+                used = f"{outcome.restarts} of {most} restarts used"
             message += f"; {used}, every failure in order: {every}"
         kind = NotRestartable if code == EXIT_NOT_RESTARTABLE else type(exc)
         raise kind(message, exit_code=code) from None

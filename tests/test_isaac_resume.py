@@ -377,6 +377,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     assert (restart["rank"], restart["how"], restart["started_at"], restart["reached"]) == (
         1, "signal SIGKILL", 0, 3)  # fmt: skip
     assert (restart["checkpoint"], restart["resumed_from"], restart["lost"]) == (2, 2, 1)
+    assert restart["verdict"]["restart"] is True, restart  # a SIGKILLed rank: a restart may mend it
     assert [(a["number"], a["outcome"], a["started_at"]) for a in s["attempts"]] == [
         (0, "failed", 0), (1, "finished", 2)]  # fmt: skip
     (row,) = runs.find_runs(tmp_path / "logs")
