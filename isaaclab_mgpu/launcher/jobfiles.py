@@ -348,9 +348,10 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
 
 def _no_requeue_on_93() -> list[str]:
     """The job script's rule for mgpu's "no restart can mend this" exit (93, as NVIDIA's resiliency
-    launcher uses it): the job is made not requeueable before it ends, so SLURM does not run the
-    same failure again (it requeues a requeueable job after a node failure; a site may requeue on
-    exit codes too). The trap keeps the script's exit status."""
+    launcher uses it): the job is made not requeueable before it ends (``Requeue=0``: no requeue
+    after a node failure, e.g. one that fails while srun ends the other nodes), so the same
+    failure does not come round again. A site's ``RequeueExit`` list is its own and must leave 93
+    out. The trap keeps the script's exit status."""
     return [
         f"# mgpu exits {EXIT_NOT_RESTARTABLE} when no restart can mend the failure (the same error again,",
         "# a bad configuration): then this job is made not requeueable, so SLURM does not run it again.",
