@@ -266,3 +266,22 @@ def test_a_built_in_run_failing_before_its_first_iteration_twice_records_both_ve
     assert [r["verdict"]["kind"] for r in s["restarts"]] == ["other"], s["restarts"]
     last = out.strip().splitlines()[-1]
     assert "deterministic:" in last and "before its first iteration" in last, last
+
+
+def test_the_restart_line_says_the_class_and_what_really_resumes(capsys):
+    from isaaclab_mgpu.report.supervise import restarting
+
+    verdict = classify(failed(OOM))
+    ended = Attempt(number=0, outcome="failed", exit_code=1, rank=1, how="exit code 1", verdict=verdict)
+    restarting(ended, 1, 3, from_checkpoint=False)
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(
+        "mgpu: attempt 0: rank 1 failed with exit code 1 (cuda_oom: RuntimeError: CUDA out"
+    ), line
+    assert line.endswith(
+        "restart 1 of 3: from the beginning: this program writes no checkpoint mgpu knows"
+    ), line
+    saved = Attempt(number=0, outcome="failed", exit_code=1, rank=1, reached=7, checkpoint=6, verdict=verdict)
+    restarting(saved, 1, 3, from_checkpoint=True)
+    line = capsys.readouterr().err.strip()
+    assert line.endswith("restart 1 of 3: resuming at iteration 6, 1 iteration(s) lost"), line

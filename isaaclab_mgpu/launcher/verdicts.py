@@ -280,7 +280,7 @@ def classify(failure: Failure, before: Verdict | None = None, before_number: int
             f"{who} failed with the same error as attempt {before_number}",
             before_number,
         )
-    return verdict("other", True, f"{who} failed with {how}")
+    return verdict("other", True, "of no known class: a restart may mend it")
 
 
 def _same_place(failure: Failure, before: Verdict) -> bool:
