@@ -20,20 +20,23 @@ from isaaclab_mgpu import report
 from isaaclab_mgpu.contract import summary
 from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
+    EXIT_NOT_RESTARTABLE,
     EXIT_REQUEUE,
     Hang,
     Interrupted,
     MgpuError,
+    NotRestartable,
     Requeued,
     UsageError,
     WorkerFailure,
-    passed_through,
+    failed_run_code,
 )
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.pipeline import prepare
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
+from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.attempts import Outcome
@@ -45,8 +48,6 @@ if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.scale import ScaleOptions
     from isaaclab_mgpu.launcher.supervise import RunResult, StallOptions, SuperviseOptions
 
-#: What gloo and NCCL say when the peer's process went away (its node stopped or died).
-_PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
 #: Launch options ``probe-nccl`` takes as ``train`` does, in the order they are suggested.
 _PROBE_OPTIONS = (*RENDEZVOUS_OPTIONS, "gpu_ids")
 
@@ -175,7 +176,11 @@ def train(
 
         view = LiveProgress()
         options = dataclasses.replace(options, on_stdout=view.feed)
-    restart = RestartOptions(max_restarts=spec.max_restarts or 0, requeue_signal=spec.requeue_signum)
+    restart = RestartOptions(
+        max_restarts=spec.max_restarts or 0,
+        requeue_signal=spec.requeue_signum,
+        checkpoints=spec.builtin_worker,  # a --script's restart runs it again from its beginning
+    )
     place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
     trains = (ident.task, ident.total) if ident is not None else None
     record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
@@ -208,7 +213,7 @@ def train(
 def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:
     """Record how the run ended (node 0; in the ledger ``record`` too), requeue it when asked, and map
     the outcome to the exit code (0, or raise the error that carries it; one rule:
-    :func:`~.contract.errors.passed_through`)."""
+    :func:`~.contract.errors.failed_run_code`)."""
     from isaaclab_mgpu.contract import events
     from isaaclab_mgpu.launcher.attempts import requeue
     from isaaclab_mgpu.launcher.ledger import RunLedger
@@ -269,18 +274,31 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             raise
         raise Interrupted(f"{exc}; to continue: {line}", exit_code=exc.exit_code) from None
     except MgpuError as exc:
-        code = exc.exit_code
+        code, verdict = exc.exit_code, last.verdict
         if isinstance(exc, WorkerFailure):
-            code = passed_through(code)
+            code = failed_run_code(code, _mendable(outcome))
         message = str(exc)
+        if verdict is not None:
+            message += f"; {verdict.text()}"  # the class, its cause and fix, and why no restart follows
         if len(outcome.attempts) > 1:
             every = "; ".join(a.describe() for a in outcome.failures)
-            used = f"restarts used up ({outcome.restarts} of {spec.max_restarts or 0})"
+            most = spec.max_restarts or 0
+            if outcome.restarts >= most:
+                used = f"restarts used up ({outcome.restarts} of {most})"
+            else:  # the verdict stopped it: the rest are not spent on a failure they cannot mend
+                used = f"{outcome.restarts} of {most} restarts used"
             message += f"; {used}, every failure in order: {every}"
         record.write(events.Failed, exit_code=code, reason=message, iteration=last.reached)
-        raise type(exc)(message, exit_code=code) from None
+        kind = NotRestartable if code == EXIT_NOT_RESTARTABLE else type(exc)
+        raise kind(message, exit_code=code) from None
     record.write(events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
     return 0
+
+
+def _mendable(outcome: Outcome) -> bool:
+    """False when the last attempt failed in a way mgpu judged no restart can mend (:mod:`.verdicts`)."""
+    verdict = outcome.last.verdict
+    return verdict is None or verdict.restart
 
 
 def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
@@ -320,7 +338,7 @@ def settle_run(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> None:
         "task": spec.task,
         "world_size": cmd.world_size,
     }
-    code = passed_through(result.exit_code) if status == "failed" else result.exit_code
+    code = failed_run_code(result.exit_code, _mendable(outcome)) if status == "failed" else result.exit_code
     summary.settle(folder, status, code, identity)
     if status == "failed" and code != result.exit_code:
         runs.mark(folder, rank_exit_code=result.exit_code)
@@ -430,7 +448,7 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
                 exit_code=result.exit_code,
             )
         broke = ""
-        if _multi_node(cmd) and any(m in (f.traceback or f.stderr_tail or "") for m in _PEER_GONE):
+        if _multi_node(cmd) and any(m in (f.traceback or f.stderr_tail or "") for m in PEER_GONE):
             seen = result.elsewhere or "that node stopped or died"
             broke = f"; its connection to a rank on another node broke: {seen}"
         why = f.why()

@@ -245,8 +245,19 @@ def spawned(monkeypatch, tmp_path):
     done = supervise.RunResult(
         exit_code=0, interrupted=False, killed_after_grace=False, failure=None, log_dir=None, survivors=()
     )
+    class Idle:
+        """What the ledger reads of a supervisor that started nothing."""
+
+        launcher_pid, log_dir = None, None
+
+        def reports(self):
+            return {}
+
+        def stragglers(self):
+            return ()
+
     # attempts._one is where an attempt's process tree would start.
-    monkeypatch.setattr(attempts, "_one", lambda cmd, *a, **k: calls.append(cmd) or done)
+    monkeypatch.setattr(attempts, "_one", lambda cmd, *a, **k: calls.append(cmd) or (done, Idle()))
     return calls
 
 

@@ -328,7 +328,7 @@ class _Said:
     def __init__(self) -> None:
         self.restarts: list[str] = []
 
-    def restarting(self, ended, number: int, max_restarts: int) -> None:
+    def restarting(self, ended, number: int, max_restarts: int, from_checkpoint: bool) -> None:
         self.restarts.append(f"{ended.describe()}; restart {number} of {max_restarts}")
 
     def checkpoint_requested(self, signal_name: str, window: float) -> None:
@@ -380,6 +380,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     assert (restart["rank"], restart["how"], restart["started_at"], restart["reached"]) == (
         1, "signal SIGKILL", 0, 3)  # fmt: skip
     assert (restart["checkpoint"], restart["resumed_from"], restart["lost"]) == (2, 2, 1)
+    assert restart["verdict"]["restart"] is True, restart  # a SIGKILLed rank: a restart may mend it
     assert [(a["number"], a["outcome"], a["started_at"]) for a in s["attempts"]] == [
         (0, "failed", 0), (1, "finished", 2)]  # fmt: skip
     # The ledger's events waited for the folder rank 0 named, then went there.

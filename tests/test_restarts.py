@@ -19,6 +19,8 @@ import pytest
 from restart_helpers import SHORT, Run, run_folders, summary_of, tensorboard_steps, train_argv
 from training_helpers import child_env
 
+from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE
+
 #: The mean-reward step axis of each back-end: rsl-rl counts iterations from 0, skrl environment
 #: steps (16 per iteration here).
 STEP = {"rsl_rl": (0, 1), "skrl_torch": (16, 16), "skrl_jax": (16, 16)}
@@ -253,9 +255,9 @@ def test_crafted_checkpoint_is_refused_and_nothing_in_it_runs(tmp_path):
     run = Run(train_argv("rsl_rl", "--resume", str(path), *SHORT), tmp_path)
     code, out = run.finish(120)
     assert not planted.exists()
-    assert code == 1, out[-3000:]  # rank 0's bad-input 2 is reserved: mgpu exits 1
+    assert code == EXIT_NOT_RESTARTABLE, out[-3000:]  # rank 0's bad input: no restart can mend it
     assert f"checkpoint {path} refused" in out and "nothing in it was run" in out, out[-3000:]
-    assert "restart" not in out  # bad input is not retried
+    assert "restart 1 of" not in out  # bad input is not retried
     # The reason is the last line; torchrun's own failure summary stays out of the console.
     last = [ln for ln in out.splitlines() if ln.strip()][-1]
     assert last.startswith("mgpu: error: rank 0 on ") and f"checkpoint {path} refused" in last, out[-3000:]
@@ -303,9 +305,9 @@ def test_requeue_outside_slurm_is_bad_input(capsys):
 def test_exit_code_rule():
     from isaaclab_mgpu.contract.errors import RESERVED, passed_through
 
-    assert RESERVED == (2, 4, 75, 124, 130)
-    codes = (1, 2, 3, 4, 75, 124, 130, 137, 139)
-    assert [passed_through(c) for c in codes] == [1, 1, 3, 1, 1, 1, 1, 137, 139]
+    assert RESERVED == (2, 4, 75, 93, 124, 130)
+    codes = (1, 2, 3, 4, 75, 93, 124, 130, 137, 139)
+    assert [passed_through(c) for c in codes] == [1, 1, 3, 1, 1, 1, 1, 1, 137, 139]
 
 
 def test_two_runs_in_the_same_second_get_two_folders(tmp_path):
@@ -419,6 +421,10 @@ def test_a_simulated_kill_is_met_once_and_the_restart_finishes_the_run(tmp_path)
     s = _one_resumed_run(tmp_path, "rsl_rl", 4)  # one restart: met once, the restart goes past it
     assert s["restarts"][0]["how"] in ("signal SIGKILL", "signal SIGTERM"), s["restarts"]
     assert s["restarts"][0]["reached"] == 4, s["restarts"]
+    # A killed rank is a transient fault: judged one a restart can mend (the survivor's broken
+    # connection, when it is seen first, is a transport failure).
+    verdict = s["restarts"][0]["verdict"]
+    assert verdict["restart"] is True and verdict["kind"] in ("other", "transport"), verdict
     # Each attempt logs into a folder named by what the run trains and the attempt, and
     # summary.json points to both.
     logs = [Path(a["logs"]) for a in s["attempts"]]

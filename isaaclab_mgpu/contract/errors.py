@@ -24,6 +24,12 @@ Exit codes (also in ``docs/commands.md``):
 75     ``train``: stopped at a checkpoint on the requeue signal (``--requeue_signal``, SLURM's
        ``--signal=USR1@90``), to be continued (sysexits' ``EX_TEMPFAIL``); with ``--requeue``
        the job was requeued
+93     ``train``: a rank failed in a way no restart can mend (mgpu's verdict,
+       :mod:`isaaclab_mgpu.launcher.verdicts`): the same failure as the attempt before, a
+       configuration it refused before its first iteration, a second CUDA or host out-of-memory;
+       restarts that were left are not spent, and the emitted ``sbatch`` file does not let SLURM
+       requeue the job (:class:`NotRestartable`). 93 is what NVIDIA's resiliency launcher exits
+       with to tell a job script the same thing, so one job-script rule serves both
 124    ``train``: stopped, and some process had to be SIGKILLed after the grace period
 128+N  ``train``: the last failed rank died of signal N (139: SIGSEGV, 134: SIGABRT)
 130    ``train``: interrupted (Ctrl-C, SIGTERM, SIGHUP) and every process ended in time;
@@ -31,12 +37,13 @@ Exit codes (also in ``docs/commands.md``):
 =====  ==============================================================
 
 **One rule for a rank's own code.** mgpu's verdicts keep the reserved codes
-(:data:`RESERVED`: 2, 4, 75, 124, 130). A failed rank's code (its exit code, or 128+N for signal
+(:data:`RESERVED`: 2, 4, 75, 93, 124, 130). A failed rank's code (its exit code, or 128+N for signal
 N) passes through unless it equals one of them; then ``train`` exits 1 and the rank's own code is
 kept in ``summary.json`` (``rank_exit_code`` of the failure) and in ``mgpu runs --json``
 (:func:`passed_through`). With ``--max_restarts`` the run ends with the last failure's code.
-Two codes of a rank are never restarted, as they would fail the same way again: 2 (bad input)
-and 74 (:data:`EXIT_NO_SPACE`, disk full; it passes through, so ``train`` exits 74).
+A failure no restart can mend is never restarted and ends with 93 (:func:`failed_run_code`, the
+one place that chooses between them), except a full disk, which keeps its 74
+(:data:`EXIT_NO_SPACE`; it passes through).
 
 124 is GNU ``timeout``'s "time ran out, the command was killed": no signal's 128+N, and unlike
 137 (128+SIGKILL) it cannot be confused with a rank that was itself killed by SIGKILL (e.g. by the
@@ -62,13 +69,32 @@ EXIT_REQUEUE = 75
 #: train: a rank's file system was full (or over quota) while it wrote; a rank's verdict, passed
 #: through (not in :data:`RESERVED`), and never restarted (sysexits' EX_IOERR).
 EXIT_NO_SPACE = 74
+#: train: a rank failed in a way no restart can mend; do not restart or requeue. NVIDIA's
+#: resiliency launcher (nvidia-resiliency-ext) exits 93 for the same meaning, so a job script's
+#: "do not requeue on 93" rule serves both; no signal's 128+N, no sysexits code.
+EXIT_NOT_RESTARTABLE = 93
 #: Codes that are mgpu's own verdicts; a rank's code equal to one becomes 1 (:func:`passed_through`).
-RESERVED = (EXIT_USAGE, EXIT_HANG, EXIT_REQUEUE, EXIT_KILLED_AFTER_GRACE, EXIT_INTERRUPTED)
+RESERVED = (
+    EXIT_USAGE,
+    EXIT_HANG,
+    EXIT_REQUEUE,
+    EXIT_NOT_RESTARTABLE,
+    EXIT_KILLED_AFTER_GRACE,
+    EXIT_INTERRUPTED,
+)
 
 
 def passed_through(rank_code: int) -> int:
     """What ``train`` exits with for a failed rank's own ``rank_code``: itself, or 1 when reserved."""
     return 1 if rank_code in RESERVED or rank_code == 0 else rank_code
+
+
+def failed_run_code(rank_code: int, mendable: bool) -> int:
+    """What ``train`` exits with when its last attempt failed with ``rank_code``: 93 when mgpu judged
+    that no restart can mend it (``mendable`` False), a full disk's 74 kept; else :func:`passed_through`."""
+    if not mendable and rank_code != EXIT_NO_SPACE:
+        return EXIT_NOT_RESTARTABLE
+    return passed_through(rank_code)
 
 
 class MgpuError(Exception):
@@ -100,6 +126,12 @@ class DiskFull(MgpuError):
     """A rank could not write a file: no space left on its file system, or the quota spent."""
 
     exit_code = EXIT_NO_SPACE
+
+
+class NotRestartable(MgpuError):
+    """A rank failed in a way no restart can mend (mgpu's verdict); a job script must not requeue it."""
+
+    exit_code = EXIT_NOT_RESTARTABLE
 
 
 class Hang(MgpuError):

@@ -270,6 +270,16 @@ class Fault(Event):
     lost: Count | None = None
     """Iterations done after that checkpoint: work a restart repeats."""
 
+    failure_class: str | None = None
+    """The failure's class as mgpu judged it (``deterministic``, ``cuda_oom``, ``transport``, …;
+    :mod:`isaaclab_mgpu.launcher.verdicts`); None for a hang or when not judged."""
+
+    restartable: bool | None = None
+    """Whether a restart can mend it (False: mgpu spends no restart on it)."""
+
+    fix: str | None = None
+    """What to change, when mgpu knows."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Restart(Event):

@@ -2,7 +2,8 @@
 
 For the embedded tasks an override is ``env.<field>=value`` (a field of the task's configuration:
 :class:`TaskCfg` and its per-task subclasses, :data:`TASK_CONFIGS`) or ``agent.<field>=value`` (a
-field of :class:`PPOSettings`); the value is converted like the field's default. The task modules
+field of :class:`PPOSettings`); the value is converted like the field's default and must make sense
+(:data:`LIMITS`: ``env.episode_length=-1`` or ``agent.gamma=1.5`` is refused). The task modules
 and the back-ends take their configuration classes from here, and the worker's parser
 (:func:`isaaclab_mgpu.contract.worker_args.parse`) runs :func:`check_overrides` on every override, so the
 launcher, which runs that parser before spawning, refuses a misspelt key or a bad value with the
@@ -154,8 +155,49 @@ FALLBACK = TaskDefaults(num_envs=1024, max_iterations=100, ppo=PPOSettings(hidde
 # -- overrides -----------------------------------------------------------------------------------
 
 
+#: Values that make no sense for a setting, refused before anything is spawned (a run of them
+#: would train nonsense, e.g. ``env.episode_length=-1`` once trained 1-step episodes and exited 0):
+#: name → (lowest, whether the lowest itself is allowed, highest or None). Every float must be finite.
+#: ``mini_batches`` is left to the library, which splits the batch.
+LIMITS: dict[str, tuple[float, bool, float | None]] = {
+    "episode_length": (1, True, None),
+    "dt": (0, False, None),
+    "force_scale": (0, False, None),
+    "cart_mass": (0, False, None),
+    "pole_mass": (0, False, None),
+    "pole_half_length": (0, False, None),
+    "x_limit": (0, False, None),
+    "theta_limit": (0, False, None),
+    "max_torque": (0, False, None),
+    "max_speed": (0, False, None),
+    "rollout": (1, True, None),
+    "epochs": (1, True, None),
+    "learning_rate": (0, False, None),
+    "desired_kl": (0, False, None),
+    "gamma": (0, True, 1),
+    "lam": (0, True, 1),
+    "clip": (0, False, None),
+    "entropy_coef": (0, True, None),
+    "value_loss_coef": (0, True, None),
+    "max_grad_norm": (0, False, None),
+    "init_std": (0, False, None),
+}
+
+
+def _out_of_range(key: str, value: float) -> str | None:
+    """What is wrong with ``value`` for the setting ``key`` (:data:`LIMITS`), or None."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return "must be a finite number"
+    low, inclusive, high = LIMITS.get(key, (float("-inf"), True, None))
+    if value < low or (value == low and not inclusive) or (high is not None and value > high):
+        above = f"at least {low:g}" if inclusive else f"above {low:g}"
+        return f"must be {above}" + (f" and at most {high:g}" if high is not None else "")
+    return None
+
+
 def _replace(cfg: Any, prefix: str, what: str, overrides: Mapping[str, str]) -> Any:
-    """``cfg`` with ``overrides`` applied, each value typed like the field's default."""
+    """``cfg`` with ``overrides`` applied, each value typed like the field's default and within
+    its :data:`LIMITS`."""
     fields = [f.name for f in dataclasses.fields(cfg)]
     values: dict[str, Any] = {}
     for key, raw in overrides.items():
@@ -168,6 +210,9 @@ def _replace(cfg: Any, prefix: str, what: str, overrides: Mapping[str, str]) -> 
             values[key] = kind(raw)
         except ValueError:
             raise ValueError(f"{prefix}.{key}={raw}: the value must be {kind.__name__}") from None
+        wrong = _out_of_range(key, values[key]) if kind in (int, float) else None
+        if wrong:
+            raise ValueError(f"{prefix}.{key}={raw}: the value {wrong}")
     return dataclasses.replace(cfg, **values)
 
 

@@ -11,10 +11,11 @@ jaxrun:
   folder's newest checkpoint) and the file that asks for a checkpoint.
 - An attempt ends in one of: ``finished``; ``failed`` (a rank failed) or ``hung`` (the stall
   watch's verdict; the supervisor dumped the stacks first) — both restart while restarts are left,
-  except a rank's bad-input exit 2 and its disk-full exit 74
-  (:data:`~isaaclab_mgpu.contract.errors.EXIT_NO_SPACE`), which would fail the same way again; ``interrupted``
-  (Ctrl-C, SIGTERM, SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a
-  checkpoint and stopped on the requeue signal).
+  except a failure :mod:`.verdicts` judges no restart can mend (a bad-input exit 2, a full disk's
+  74, the same failure as the attempt before, a second CUDA out-of-memory: its
+  :class:`~.verdicts.Verdict`, kept in the attempt's record); ``interrupted`` (Ctrl-C, SIGTERM,
+  SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a checkpoint and stopped
+  on the requeue signal).
 - Each attempt's launcher logs into its own folder, ``<log root>/<run name>/attempt_<k>``
   (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
   (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
@@ -75,7 +76,7 @@ from isaaclab_mgpu.contract.env import (
     RUN_DIR_REPORT,
     RUN_KEEPER,
 )
-from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
+from isaaclab_mgpu.launcher import verdicts
 from isaaclab_mgpu.launcher.build import Command, for_attempt
 from isaaclab_mgpu.launcher.ledger import RunLedger, newest_checkpoint
 from isaaclab_mgpu.launcher.supervise import (
@@ -91,8 +92,6 @@ from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, ignored
 STOP_WINDOW = 60.0
 _POLL = 0.25
 OUTCOMES = ("finished", "failed", "hung", "interrupted", "stopped")
-#: A rank's codes a restart would only meet again: bad input (2) and a full disk (74).
-NOT_RETRIED = (EXIT_USAGE, EXIT_NO_SPACE)
 
 
 @dataclass(frozen=True)
@@ -133,6 +132,10 @@ class Attempt:
     """This node's per-rank log folders of the attempt: ``<local_rank>/stdout.log``, ``stderr.log``
     (``<log root>/<run name>/attempt_<k>/<run_id>_<rand>/attempt_0``); None when none was made."""
 
+    verdict: verdicts.Verdict | None = None
+    """A failed attempt's class, reason line and whether a restart can mend it (:mod:`.verdicts`);
+    None for any other outcome."""
+
     @property
     def lost(self) -> int | None:
         """Iterations done after the newest checkpoint: work a restart repeats."""
@@ -170,6 +173,10 @@ class RestartOptions:
 
     stop_window: float = STOP_WINDOW
     """Seconds between the checkpoint request and a stop as on SIGTERM."""
+
+    checkpoints: bool = True
+    """The program writes checkpoints mgpu knows (the built-in worker's); False: a ``--script``,
+    which a restart runs again from its beginning."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +239,7 @@ class Watch(Protocol):
 class AttemptsProgress(Protocol):
     """What the loop tells people (``report.supervise`` implements it)."""
 
-    def restarting(self, ended: Attempt, number: int, max_restarts: int) -> None: ...
+    def restarting(self, ended: Attempt, number: int, max_restarts: int, from_checkpoint: bool) -> None: ...
 
     def checkpoint_requested(self, signal_name: str, window: float) -> None: ...
 
@@ -285,6 +292,7 @@ def run_attempts(
                 this = for_attempt(cmd, number)
                 env = {**cmd.env, **attempt_env(this, place, number, request_file, report_file)}
                 started = _checkpoint_now(place)
+                kills = verdicts.oom_kills()
                 t0 = time.monotonic()
                 this = dataclasses.replace(this, env=env)
                 watch = ledger.watcher(number, this, started, place.run_dir, place.named_by_rank)
@@ -299,9 +307,11 @@ def run_attempts(
                         watch = ledger.watcher(number, this, started, place.run_dir, True)
                 watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
+                attempt = _classified(attempt, result, attempts[-1] if attempts else None, kills)
                 attempts.append(attempt)
                 _tell(ledger, attempt, result)
-                again = attempt.outcome in ("failed", "hung") and attempt.exit_code not in NOT_RETRIED
+                mendable = attempt.verdict is None or attempt.verdict.restart
+                again = attempt.outcome in ("failed", "hung") and mendable
                 asked = requests.stop_asked or requests.checkpoint_at is not None
                 again = again and number < restart.max_restarts and not asked
                 if on_attempt_end is not None and place.run_dir is not None:
@@ -311,7 +321,7 @@ def run_attempts(
                 number += 1
                 ledger.restart(number, from_iteration=attempt.checkpoint, lost=attempt.lost,
                                left=restart.max_restarts - number)  # fmt: skip
-                say.restarting(attempt, number, restart.max_restarts)
+                say.restarting(attempt, number, restart.max_restarts, restart.checkpoints)
     finally:
         shutil.rmtree(request_dir, ignore_errors=True)
 
@@ -363,9 +373,12 @@ def _tell(ledger: RunLedger, attempt: Attempt, result: RunResult) -> None:
         code, sig = f.exit_code, f.signal
     else:
         reason, code, sig = attempt.how, (attempt.exit_code if attempt.outcome == "failed" else None), None
+    v = attempt.verdict
+    judged = (v.kind, v.restart, v.fix) if v is not None else None
     ledger.attempt_ended(attempt.outcome, stall=result.stall, rank=attempt.rank, host=attempt.host,
-                         exit_code=code, signal=sig, reason=reason, reached=attempt.reached,
-                         checkpoint=attempt.checkpoint, lost=attempt.lost)  # fmt: skip
+                         exit_code=code, signal=sig, reason=v.reason if v is not None else reason,
+                         reached=attempt.reached, checkpoint=attempt.checkpoint, lost=attempt.lost,
+                         judged=judged)  # fmt: skip
 
 
 def _judge(
@@ -394,6 +407,32 @@ def _judge(
     asked = requests.checkpoint_at is not None
     stopped = summary.status == "stopped" if summary is not None else asked
     return Attempt(outcome="stopped" if stopped else "finished", **common)
+
+
+def _classified(attempt: Attempt, result: RunResult, before: Attempt | None, kills: int) -> Attempt:
+    """``attempt`` with its :class:`~.verdicts.Verdict` when it failed (``kills``: the cgroup's OOM
+    kills counted before it started), judged against the attempt ``before`` it."""
+    if attempt.outcome != "failed":
+        return attempt
+    f = result.failure
+    exception = verdicts.exception_line(f.traceback, f.stderr_tail) if f is not None else None
+    text = "\n".join(filter(None, (f.traceback, f.stderr_tail))) if f is not None else ""
+    oom = verdicts.is_cuda_oom(" ".join(filter(None, (f.reason if f else None, text))))
+    failure = verdicts.Failure(
+        rank=attempt.rank,
+        exit_code=f.exit_code if f is not None else attempt.exit_code,
+        signal=f.signal if f is not None else None,
+        reason=f.reason if f is not None else None,
+        exception=exception,
+        text=text,
+        started_at=attempt.started_at,
+        reached=attempt.reached,
+        oom_kills=max(0, verdicts.oom_kills() - kills),
+        gpu_holders=verdicts.gpu_holders() if oom else (),  # NVML is asked only about a CUDA OOM
+    )
+    previous = before.verdict if before is not None and before.outcome == "failed" else None
+    verdict = verdicts.classify(failure, previous, before.number if previous is not None else None)
+    return dataclasses.replace(attempt, verdict=verdict)
 
 
 def _ranks_folder(result: RunResult) -> str | None:

@@ -18,7 +18,8 @@ rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node ru
   time-out by itself). ``srun --kill-on-bad-exit=1`` ends the other nodes when one node's mgpu
   fails. The rendezvous port is fixed in the script: ``--master_port`` when given, else one derived
   from the job id (two jobs sharing a first node then rarely collide); the first host of the
-  allocation hosts torchrun's store there.
+  allocation hosts torchrun's store there. An ``EXIT`` trap makes the job not requeueable
+  (``scontrol update … Requeue=0``) when mgpu exits 93, its "no restart can mend this" code.
 - **pytorchjob**: ``kubeflow.org/v1`` ``PyTorchJob``, one ``Master`` replica (node 0) and
   ``--nnodes`` − 1 ``Worker`` replicas, ``nprocPerNode``, the container ``pytorch`` with the
   operator's port ``pytorchjob-port``. The operator then sets ``MASTER_ADDR``/``MASTER_PORT``/
@@ -67,7 +68,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE, UsageError
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
 
@@ -338,10 +339,25 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     else:
         lines.append("")
         tail = ""
+    lines += _no_requeue_on_93()
     # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
     srun = f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus}"
     lines.append(f"{srun} {_shell(argv[:2])}{tail} {_shell(argv[2:])}".rstrip())
     return "\n".join(lines) + "\n"
+
+
+def _no_requeue_on_93() -> list[str]:
+    """The job script's rule for mgpu's "no restart can mend this" exit (93, as NVIDIA's resiliency
+    launcher uses it): the job is made not requeueable before it ends (``Requeue=0``: no requeue
+    after a node failure, e.g. one that fails while srun ends the other nodes), so the same
+    failure does not come round again. A site's ``RequeueExit`` list is its own and must leave 93
+    out. The trap keeps the script's exit status."""
+    return [
+        f"# mgpu exits {EXIT_NOT_RESTARTABLE} when no restart can mend the failure (the same error again,",
+        "# a bad configuration): then this job is made not requeueable, so SLURM does not run it again.",
+        f'trap \'status=$?; if [ "$status" -eq {EXIT_NOT_RESTARTABLE} ]; then '
+        'scontrol update JobId="$SLURM_JOB_ID" Requeue=0 || true; fi\' EXIT',
+    ]
 
 
 def pytorchjob(spec: LaunchSpec, options: JobOptions) -> str:

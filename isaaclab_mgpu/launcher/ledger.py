@@ -271,8 +271,10 @@ class RunLedger:
         reached: int | None,
         checkpoint: int | None,
         lost: int | None,
+        judged: tuple[str, bool, str | None] | None = None,
     ) -> None:
-        """The attempt ended: its stall verdict and its fault, when it failed or hung."""
+        """The attempt ended: its stall verdict and its fault, when it failed or hung; ``judged``:
+        the failure's class, whether a restart can mend it, and the fix."""
         self._window = None
         if stall is not None:
             culprits = tuple(sorted(stall.culprits or ()))
@@ -289,6 +291,7 @@ class RunLedger:
                 iteration=reached,
                 checkpoint=checkpoint,
                 lost=lost,
+                **(dict(zip(("failure_class", "restartable", "fix"), judged, strict=True)) if judged else {}),
             )
 
     def restart(self, number: int, *, from_iteration: int | None, lost: int | None, left: int) -> None:

@@ -261,7 +261,12 @@ def _event_line(e: Any) -> tuple[str, str]:
         cost = (
             f" ({_plural(e.lost, 'iteration')} lost after checkpoint {e.checkpoint or 0})" if e.lost else ""
         )
-        return "fault" if e.outcome == "failed" else "hung", f"{who}{where}: {how}{at}{cost}"
+        judged = ""
+        if e.failure_class is not None:
+            judged = (
+                f" [{e.failure_class}{'' if e.restartable in (None, True) else ': no restart can mend it'}]"
+            )
+        return "fault" if e.outcome == "failed" else "hung", f"{who}{where}: {how}{at}{cost}{judged}"
     if isinstance(e, ev.Restart):
         return (
             "restart",

@@ -144,14 +144,19 @@ def result(r: RunResult) -> None:
         warn(f"could not kill process(es) {', '.join(map(str, r.survivors))}; stop them by hand")
 
 
-def restarting(ended: Attempt, number: int, max_restarts: int) -> None:
-    """An attempt failed or hung and mgpu starts the next one, resuming from the newest checkpoint."""
-    if ended.checkpoint is not None:
+def restarting(ended: Attempt, number: int, max_restarts: int, from_checkpoint: bool) -> None:
+    """An attempt failed or hung and mgpu starts the next one: the failure's class and reason line,
+    and what really resumes (the checkpoint and the iterations lost, or the program's beginning)."""
+    if not from_checkpoint:
+        where = "from the beginning: this program writes no checkpoint mgpu knows"
+    elif ended.checkpoint is not None:
         lost = f", {ended.lost} iteration(s) lost" if ended.lost is not None else ""
         where = f"resuming at iteration {ended.checkpoint}{lost}"
     else:
         where = "rank 0 resumes from the run's newest checkpoint"
-    note(f"{ended.describe()}; restart {number} of {max_restarts}: {where}")
+    v = ended.verdict
+    judged = f" ({v.kind}: {v.reason})" if v is not None else ""
+    note(f"{ended.describe()}{judged}; restart {number} of {max_restarts}: {where}")
 
 
 def checkpoint_requested(signal_name: str, window: float) -> None:

@@ -1,0 +1,338 @@
+"""Why an attempt failed, and whether a restart can mend it: one :class:`Verdict` per failed attempt.
+
+mgpu restarts a failed attempt (``--max_restarts``) from the run's newest checkpoint. That helps a
+transient fault (a killed rank, a broken connection, memory another process held for a while) and
+never a deterministic one: the same exception at the same iteration again, a configuration that
+fails before any iteration, a second CUDA out-of-memory. :func:`classify` judges a failure from
+what mgpu already reads of it (:class:`Failure`: the failed rank's exit code or signal, its reason
+line, the last line of its traceback, the iterations it reached) and the verdict on the attempt
+before, into one of :data:`KINDS`:
+
+- ``disk_full``: the rank's exit 74 (:data:`~isaaclab_mgpu.contract.errors.EXIT_NO_SPACE`); never
+  restarted, ``train`` exits 74;
+- ``config``: a rank's bad-input exit 2 (a refused checkpoint, an argument it refused), or a
+  ``ValueError``/``KeyError``/``TypeError`` (or a Hydra/OmegaConf configuration error) before the
+  attempt's first iteration: never restarted;
+- ``cuda_oom``: "CUDA out of memory" (``torch.OutOfMemoryError``, JAX's ``RESOURCE_EXHAUSTED``): the
+  first is restarted (another process may have held the memory; the verdict names the GPUs' other
+  processes, from NVML, when there are any), a second in a row is not;
+- ``host_oom``: a rank SIGKILLed while the cgroup's OOM killer recorded a kill (``memory.events``
+  or ``memory.oom_control``: :func:`oom_kills`); as ``cuda_oom``, the first is restarted;
+- ``transport``: gloo or NCCL lost a connection, a peer process went away: restarted, whatever came
+  before (the fault is the peer's, and transient);
+- ``deterministic``: any other failure whose exception type and message (numbers, hex addresses and
+  sizes masked: :func:`signature`) are the attempt before's, at the same iteration or, in both,
+  before the attempt's first iteration: a restart would only meet it again. A failure with no
+  message (a signal) is never judged deterministic: nothing says it would repeat;
+- ``other``: anything else, restarted as ever.
+
+A ``--script`` run's iterations are unknown to mgpu: there the same message twice is enough.
+:func:`classify` is pure; :func:`oom_kills` and :func:`gpu_holders` are the two reads it is given
+(the cgroup's file, NVML), both answering "none" where they cannot (no cgroup file, no GPU).
+What the verdict decides: :mod:`.attempts` restarts only on :attr:`Verdict.restart`, records the
+verdict in the attempt's record (``attempts[].verdict`` in ``summary.json``), and ``train`` exits
+93 (:data:`~isaaclab_mgpu.contract.errors.EXIT_NOT_RESTARTABLE`) when it says no restart can mend
+the failure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from isaaclab_mgpu.contract.errors import EXIT_NO_SPACE, EXIT_USAGE
+
+__all__ = [
+    "KINDS",
+    "PEER_GONE",
+    "Failure",
+    "Verdict",
+    "classify",
+    "exception_line",
+    "gpu_holders",
+    "is_cuda_oom",
+    "oom_kills",
+    "signature",
+]
+
+KINDS = ("deterministic", "cuda_oom", "host_oom", "disk_full", "transport", "config", "other")
+#: What gloo and NCCL say when the peer's process went away (its node stopped or died).
+PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
+#: What gloo, NCCL and torch's c10d say when a collective's transport failed.
+_TRANSPORT = (
+    *PEER_GONE,
+    "ncclRemoteError",
+    "ncclSystemError",
+    "NCCL communicator was aborted",
+    "DistNetworkError",
+    "Gloo connectFullMesh failed",
+    "gloo::IoException",
+    "[../third_party/gloo",
+)
+_CUDA_OOM = (
+    "CUDA out of memory",
+    "OutOfMemoryError",
+    "CUDA error: out of memory",
+    "RESOURCE_EXHAUSTED: Out of memory",
+)
+#: Exception types that, before the first iteration, say the configuration is wrong.
+_CONFIG_ERRORS = frozenset(
+    {"ValueError", "KeyError", "TypeError", "ConfigAttributeError", "ConfigKeyError", "ConfigTypeError",
+     "ValidationError", "MissingMandatoryValue", "InstantiationException"}
+)  # fmt: skip
+#: A Python exception's last traceback line: ``[module.]NameError[: message]``.
+_EXCEPTION = re.compile(r"^(?:\w+\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?.*)?$")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: Longest reason line a verdict keeps.
+_MAX_LINE = 300
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What mgpu read of one failed attempt: :func:`classify`'s input."""
+
+    rank: int | None = None
+    """The first failed rank, when known."""
+
+    exit_code: int | None = None
+    """Its exit code, when it exited (the launcher's, when no rank was named)."""
+
+    signal: str | None = None
+    """The signal that killed it (``SIGKILL``), when one did."""
+
+    reason: str | None = None
+    """The one line the rank gave for ending (:mod:`isaaclab_mgpu.contract.reasons`)."""
+
+    exception: str | None = None
+    """The last line of its traceback (``RuntimeError: CUDA out of memory. …``), when one was read."""
+
+    text: str = ""
+    """Its traceback or the tail of its stderr, searched for the known classes' words."""
+
+    started_at: int | None = None
+    """The iteration the attempt resumed from (0: the first); None when unknown (``--script``)."""
+
+    reached: int | None = None
+    """The iterations the run had completed when the attempt ended; None when unknown."""
+
+    oom_kills: int = 0
+    """Kills the cgroup's OOM killer recorded while the attempt ran (:func:`oom_kills`)."""
+
+    gpu_holders: tuple[str, ...] = ()
+    """Other processes holding GPU memory after the attempt (:func:`gpu_holders`), described."""
+
+    @property
+    def progressed(self) -> bool | None:
+        """Whether the attempt completed an iteration of its own; None when unknown."""
+        if self.reached is None or self.started_at is None:
+            return None
+        return self.reached > self.started_at
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A failed attempt, judged: its class, whether a restart can mend it, and what to do."""
+
+    kind: str
+    """One of :data:`KINDS`."""
+
+    restart: bool
+    """A restart can mend it (restarts are spent on it while any are left)."""
+
+    reason: str
+    """The failure's one line: the rank's reason, else its exception, else how it ended."""
+
+    cause: str
+    """What happened, in one line."""
+
+    fix: str | None = None
+    """What to change, when mgpu knows; None when a restart is the remedy."""
+
+    repeats: int | None = None
+    """The attempt whose failure this one repeats (then it is not restarted), else None."""
+
+    signature: str | None = None
+    """The exception with numbers and addresses masked (:func:`signature`): what a repeat matches."""
+
+    iteration: int | None = None
+    """The iterations the run had completed when it failed; None when unknown."""
+
+    progressed: bool | None = None
+    """Whether the attempt completed an iteration of its own; None when unknown."""
+
+    def why_not(self) -> str | None:
+        """Why no restart follows, in one phrase; None when one may."""
+        if self.restart:
+            return None
+        if self.repeats is not None and self.kind in ("cuda_oom", "host_oom"):
+            return f"attempt {self.repeats} ran out of memory too: the run's own need, not another process's"
+        if self.repeats is not None:
+            if self.progressed is False:
+                where = "before its first iteration, as there"
+            elif self.iteration is not None:
+                where = f"at the same iteration ({self.iteration})"
+            else:
+                where = "at a point mgpu cannot tell apart (this program reports no iterations)"
+            return f"the same failure as attempt {self.repeats}, {where}: a restart would meet it again"
+        return "a restart would meet it again"
+
+    def text(self) -> str:
+        """``kind: cause; fix: …`` and, when no restart follows, why."""
+        fix = f"; fix: {self.fix}" if self.fix else ""
+        why = self.why_not()
+        return f"{self.kind}: {self.cause}{fix}" + (f"; not restarted: {why}" if why else "")
+
+
+def signature(line: str | None) -> str | None:
+    """``line`` with hex addresses, numbers and sizes masked (``Tried to allocate #`` for
+    ``Tried to allocate 2.00 GiB``), so two failures that differ only there match; None for none."""
+    if not line or not line.strip():
+        return None
+    masked = _NUMBER.sub("#", _HEX.sub("<addr>", " ".join(line.split())))
+    return re.sub(r"# ?(?:[KMGT]i?B|bytes)\b", "#", masked)
+
+
+def exception_line(traceback: str | None, stderr_tail: str | None = None) -> str | None:
+    """The exception a rank died of (``RuntimeError: …``): the last such line of its traceback, else
+    of its stderr's tail; None when neither has one."""
+    for text in (traceback, stderr_tail):
+        for line in reversed((text or "").splitlines()):
+            line = line.strip()
+            if _EXCEPTION.match(line):
+                return line[:_MAX_LINE]
+    return None
+
+
+def _type_of(line: str | None) -> str | None:
+    m = _EXCEPTION.match(line.strip()) if line else None
+    return m["name"] if m else None
+
+
+def is_cuda_oom(text: str) -> bool:
+    """True when ``text`` (a traceback, a reason) says the GPU ran out of memory."""
+    return any(marker in text for marker in _CUDA_OOM)
+
+
+#: What to change, by class (None: a restart is the remedy).
+FIXES = {
+    "disk_full": "free space on that file system (or move the log root), then continue with --resume",
+    "config": "correct what the error names",
+    "cuda_oom": "lower --num_envs (the environments of the ranks sharing a GPU fill its memory), or free "
+    "the GPU of other processes (mgpu check-env lists them)",
+    "host_oom": "lower --num_envs or the ranks per node (--nproc_per_node), or ask for more memory "
+    "(SLURM --mem, a pod's memory limit)",
+    "deterministic": "fix what the error names; a restart cannot",
+}
+
+
+def classify(failure: Failure, before: Verdict | None = None, before_number: int | None = None) -> Verdict:
+    """The verdict on ``failure``, given the verdict ``before`` on the attempt just before it
+    (attempt ``before_number``; None for the first attempt or after one that did not fail)."""
+    how = f"signal {failure.signal}" if failure.signal else f"exit code {failure.exit_code}"
+    line = failure.reason or failure.exception
+    sig = signature(line)
+    text = " ".join(filter(None, (failure.reason, failure.exception, failure.text)))
+    who = f"rank {failure.rank}" if failure.rank is not None else "a rank"
+    earlier = before.kind if before is not None else None
+
+    def verdict(kind: str, restart: bool, cause: str, repeats: int | None = None) -> Verdict:
+        return Verdict(
+            kind, restart, (line or how)[:_MAX_LINE], cause, FIXES.get(kind), repeats, sig,
+            failure.reached, failure.progressed,
+        )  # fmt: skip
+
+    exited = failure.signal is None
+    if exited and failure.exit_code == EXIT_NO_SPACE:
+        return verdict(
+            "disk_full", False, f"{who} could not write: its file system is full (or the quota spent)"
+        )
+    if exited and failure.exit_code == EXIT_USAGE:
+        return verdict("config", False, f"{who} refused its input (exit 2)")
+    if is_cuda_oom(text):
+        others = (
+            f"; other processes on the GPUs: {', '.join(failure.gpu_holders)}" if failure.gpu_holders else ""
+        )
+        again = earlier == "cuda_oom"  # the first may be another process's memory; the second is not
+        return verdict(
+            "cuda_oom", not again, f"{who} ran out of GPU memory{others}", before_number if again else None
+        )
+    if failure.signal == "SIGKILL" and failure.oom_kills > 0:
+        again = earlier == "host_oom"
+        cause = (
+            f"{who} was SIGKILLed by the out-of-memory killer (its cgroup recorded {failure.oom_kills} OOM "
+            "kill(s) during the attempt): the host ran out of memory"
+        )
+        return verdict("host_oom", not again, cause, before_number if again else None)
+    if any(marker in text for marker in _TRANSPORT):
+        return verdict(
+            "transport",
+            True,
+            f"{who} lost its connection to another rank (a peer died or the network failed)",
+        )
+    if failure.progressed is False and _type_of(line) in _CONFIG_ERRORS:
+        return verdict("config", False, f"{who} failed on its configuration before its first iteration")
+    if before is not None and sig is not None and before.signature == sig and _same_place(failure, before):
+        return verdict(
+            "deterministic",
+            False,
+            f"{who} failed with the same error as attempt {before_number}",
+            before_number,
+        )
+    return verdict("other", True, "of no known class: a restart may mend it")
+
+
+def _same_place(failure: Failure, before: Verdict) -> bool:
+    """At the same iteration (both unknown counts as the same: a program that reports none), or
+    before the first iteration of both attempts."""
+    if failure.progressed is False and before.progressed is False:
+        return True
+    return failure.reached == before.iteration
+
+
+# -- the reads classify is given (I/O: never raise) ------------------------------------------------
+
+
+def oom_kills(proc: str | Path = "/proc/self/cgroup", root: str | Path = "/sys/fs/cgroup") -> int:
+    """The OOM kills this process's memory cgroup has recorded so far: cgroup v2's ``memory.events``
+    (``oom_kill``), else v1's ``memory.oom_control``; 0 where neither can be read. Read before and
+    after an attempt, the difference says the kernel killed something of it for memory."""
+    try:
+        lines = Path(proc).read_text().splitlines()
+    except OSError:
+        return 0
+    candidates: list[Path] = []
+    for line in lines:
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
+        rel = path.strip().lstrip("/")
+        if controllers == "":
+            candidates += [Path(root) / rel / "memory.events", Path(root) / "unified" / rel / "memory.events"]
+        elif "memory" in controllers.split(","):
+            candidates.append(Path(root) / "memory" / rel / "memory.oom_control")
+    # A container often sees its own cgroup mounted as the root: the root's file is the same one.
+    candidates += [Path(root) / "memory.events", Path(root) / "memory" / "memory.oom_control"]
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for row in text.splitlines():
+            key, _, value = row.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value.strip())
+    return 0
+
+
+def gpu_holders() -> tuple[str, ...]:
+    """Every process holding GPU memory now, as ``PID NAME (N MiB, GPU i)`` (NVML); empty without a
+    GPU or NVML. Asked once an attempt has ended, when its own ranks are gone."""
+    from isaaclab_mgpu.launcher.nvml import gpu_facts
+
+    facts = gpu_facts()
+    found = []
+    for gpu in facts.gpus:
+        for p in gpu.processes:
+            mib = f"{p.used_mib} MiB, " if p.used_mib is not None else ""
+            found.append(f"{p.pid} {p.name or '?'} ({mib}GPU {gpu.index})")
+    return tuple(found)
