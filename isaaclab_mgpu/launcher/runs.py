@@ -40,7 +40,7 @@ from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.contract.text import has_control
 
 #: Statuses of a run that stopped before its total and may be continued (``--resume auto``).
-UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost")
+UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost", "drifted")
 
 
 def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) -> Path:
@@ -151,6 +151,9 @@ class RunRow:
     stragglers: tuple[int, ...] = ()
     """Ranks named as stragglers during the run."""
 
+    drift: str | None = None
+    """The first drift between the ranks, short: ``rank 1 normalizer @20`` (its summary's ``drift``)."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -172,6 +175,7 @@ _ROW_FIELDS = {
     "started": "started_at",
     "wait_share": "timing",
     "stragglers": "stragglers",
+    "drift": "drift",
 }
 
 
@@ -251,6 +255,7 @@ def row(folder: Path, s: Summary) -> RunRow:
         train_time_s=run.train_time_s if run is not None else s.train_time_s,
         wait_share=s.timing.collective_share if s.timing is not None else None,
         stragglers=tuple(x.rank for x in s.stragglers),
+        drift=f"rank {s.drift.rank} {s.drift.component} @{s.drift.found_at}" if s.drift is not None else None,
     )
 
 
