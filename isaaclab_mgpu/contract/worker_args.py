@@ -212,7 +212,7 @@ def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
         "on_drift",
         choices=DRIFT_ACTIONS,
         default="warn",
-        help="When the ranks drift apart: warn (go on) or stop (save and end the run, exit 65).",
+        help="When the ranks drift apart: warn (go on) or stop (all stop, rank 0 saves; mgpu exits 65).",
     )
     add(
         "resume",
