@@ -226,3 +226,11 @@ def test_on_drift_stop_saves_stops_every_rank_and_exits_65_without_a_restart(tmp
     assert (s["status"], s["exit_status"], s["end_iteration"]) == ("drifted", EXIT_DRIFT, at), s
     assert (folder / f"model_{at}.pt").is_file()  # rank 0's state, for --resume auto
     assert [a["outcome"] for a in s["attempts"]] == ["drifted"], s["attempts"]  # no restart
+    # Going on loads rank 0's state on every rank: equal again, to the end, the drift still on record.
+    again = [a for a in DRIFT_RUN if a not in ("--simulate_fault", "drift@10")]
+    resumed = Run(train_argv("skrl_torch", *again, "--resume", "auto"), tmp_path)
+    code, out = resumed.finish(LIMIT["skrl_torch"])
+    assert code == 0, out[-4000:]
+    s = summary_of(folder)
+    assert (s["status"], s["end_iteration"], s["checksums_equal"]) == ("finished", 20, True), s
+    assert s["drift"]["found_at"] == at, s["drift"]
