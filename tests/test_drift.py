@@ -167,6 +167,38 @@ def test_the_options_and_the_simulated_fault():
     assert EXIT_DRIFT == 65 and EXIT_DRIFT in RESERVED
 
 
+def test_obs_normalization_is_a_boolean_setting():
+    from isaaclab_mgpu.contract.settings import PPOSettings, settings_with
+
+    assert settings_with(PPOSettings(), {"obs_normalization": "true"}).obs_normalization is True
+    assert settings_with(PPOSettings(), {"obs_normalization": "0"}).obs_normalization is False
+    with pytest.raises(ValueError, match="must be bool"):
+        settings_with(PPOSettings(), {"obs_normalization": "maybe"})
+    assert parse(["agent.obs_normalization=yes"]).overrides == (("agent.obs_normalization", "yes"),)
+
+
+def test_a_skrl_checkpoint_keeps_the_running_standard_scaler(tmp_path):
+    from isaaclab_mgpu.contract.settings import PPOSettings
+    from isaaclab_mgpu.rank import backends, tasks
+    from isaaclab_mgpu.rank.worker.rank import RankContext
+
+    ctx = RankContext(rank=0, local_rank=0, world_size=1, device="cpu", seed=1)
+    ppo = PPOSettings(obs_normalization=True)
+
+    def trainer():
+        env = tasks.make("cartpole", 8, "cpu", 1, {})
+        return backends.create("skrl", "torch", env, ppo, ctx, str(tmp_path))
+
+    first, second = trainer(), trainer()
+    first.iterate()
+    stats = drift.digest(first.component_arrays()["normalizer"])
+    assert stats != drift.digest(second.component_arrays()["normalizer"])  # it learned from observations
+    second.load_state_dict(first.state_dict())
+    assert drift.digest(second.component_arrays()["normalizer"]) == stats
+    first.close()
+    second.close()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -187,25 +219,48 @@ DRIFT_RUN = ("--num_envs", "16", "--max_iterations", "20", "--save_interval", "0
 LIMIT = {"rsl_rl": 240, "skrl_torch": 240, "skrl_jax": 480}
 
 
-def _drift_of(folder) -> dict:
+def _drift_of(folder, component: str = "policy") -> dict:
     s = summary_of(folder)
     d = s["drift"]
-    assert (d["rank"], d["component"]) == (1, "policy"), d  # no normalizer in these back-ends' configs
+    assert (d["rank"], d["component"]) == (1, component), d
     assert 10 <= d["found_at"] <= 10 + 2 * 5 and d["since_iteration"] < 10 <= d["found_at"], d
     return s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_jax"])
-def test_a_drifting_rank_is_named_and_the_run_goes_on(backend, tmp_path):
-    code, out = Run(train_argv(backend, *DRIFT_RUN), tmp_path).finish(LIMIT[backend])
+@pytest.mark.parametrize(
+    ("backend", "extra", "component"),
+    [
+        # rsl-rl's empirical normalizer (synchronised by rsl-rl): the fault nudges its statistics.
+        ("rsl_rl", ("agent.obs_normalization=true",), "normalizer"),
+        ("skrl_jax", (), "policy"),  # no normalizer: the fault nudges a parameter
+    ],
+)
+def test_a_drifting_rank_is_named_and_the_run_goes_on(backend, extra, component, tmp_path):
+    code, out = Run(train_argv(backend, *DRIFT_RUN, *extra), tmp_path).finish(LIMIT[backend])
     assert code == 0, out[-4000:]
     (folder,) = run_folders(tmp_path, backend)
-    s = _drift_of(folder)
+    s = _drift_of(folder, component)
     assert (s["status"], s["end_iteration"], s["checksums_equal"]) == ("finished", 20, False), s
     assert out.count("mgpu: warning: drift: rank 1") == 1, out[-4000:]  # named once, by mgpu
     listed = json.loads(cli_json(tmp_path))
-    assert listed[0]["drift"] == f"rank 1 policy @{s['drift']['found_at']}", listed
+    assert listed[0]["drift"] == f"rank 1 {component} @{s['drift']['found_at']}", listed
+
+
+@pytest.mark.slow
+def test_skrl_running_standard_scaler_is_rank_local_and_named_at_the_first_check(tmp_path):
+    """skrl keeps its scaler per rank (each updates it from its own environments): no fault needed.
+    The end's parameter checksums stay equal, so only the drift check says it."""
+    argv = train_argv("skrl_torch", "--num_envs", "16", "--max_iterations", "4", "env.episode_length=16",
+                      "--drift_interval", "2", "agent.obs_normalization=true")  # fmt: skip
+    code, out = Run(argv, tmp_path).finish(LIMIT["skrl_torch"])
+    assert code == 0, out[-4000:]
+    (folder,) = run_folders(tmp_path, "skrl_torch")
+    s = summary_of(folder)
+    assert s["checksums_equal"] is True, s
+    d = s["drift"]
+    assert (d["component"], d["components"], d["since_iteration"], d["found_at"]) == (
+        "normalizer", ["normalizer"], 0, 2), d  # fmt: skip
 
 
 def cli_json(cwd) -> str:

@@ -147,6 +147,17 @@ def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str, logger: str 
     }
 
 
+def skrl_scaler(
+    cfg: dict[str, Any], ppo: PPOSettings, scaler: type, space: Any, device: Any
+) -> dict[str, Any]:
+    """``cfg`` (:func:`skrl_ppo_cfg`'s) with skrl's running standard scaler on the observations when
+    ``agent.obs_normalization`` asks for one (skrl keeps it per rank: it does not synchronise it)."""
+    if ppo.obs_normalization:
+        cfg.update(observation_preprocessor=scaler,
+                   observation_preprocessor_kwargs={"size": space, "device": device})  # fmt: skip
+    return cfg
+
+
 def skrl_network(ppo: PPOSettings) -> list[dict[str, Any]]:
     """skrl model-instantiator network spec for the hidden layers of :class:`PPOSettings`."""
     return [{"name": "net", "input": "OBSERVATIONS", "layers": ppo.hidden_dims, "activations": "elu"}]

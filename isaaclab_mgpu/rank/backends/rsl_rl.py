@@ -123,7 +123,8 @@ def logger_cfg(logger: str, cfg: Mapping[str, Any]) -> Any:
 
 def train_cfg(ppo: PPOSettings) -> dict[str, Any]:
     """rsl-rl 5.5's runner configuration for :class:`PPOSettings`."""
-    mlp = {"class_name": "MLPModel", "hidden_dims": ppo.hidden_dims, "activation": "elu"}
+    mlp = {"class_name": "MLPModel", "hidden_dims": ppo.hidden_dims, "activation": "elu",
+           "obs_normalization": ppo.obs_normalization}  # fmt: skip
     return {
         "num_steps_per_env": ppo.rollout,
         "save_interval": 0,
