@@ -52,7 +52,7 @@ from isaaclab_mgpu.contract import faults, progress, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.contract.summary import Checksums, Drift, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
 from isaaclab_mgpu.rank.worker import checkpoint, drift, metrics, wandb_run
@@ -487,7 +487,7 @@ def _loop(
     return loop
 
 
-def _tell_drift(found: Any, console: TrainingConsole) -> None:
+def _tell_drift(found: Drift, console: TrainingConsole) -> None:
     """Rank 0: hand the drift to mgpu (its progress report; mgpu names it once), or, run by hand
     without mgpu, say it."""
     reporter = progress.reporter()
