@@ -16,7 +16,7 @@ import time
 
 from .common import Refused, begin, write_markdown
 
-ALL = ("startup", "launch", "shutdown", "probe", "training", "stages", "stall", "timers", "restart")
+ALL = ("startup", "launch", "shutdown", "probe", "training", "stages", "stall", "timers", "drift", "restart")
 #: Benchmarks run only when named (Isaac Lab needs its own Python 3.12 environment; the CPU ceiling
 #: takes about ten minutes and wants a quiet box).
 EXTRA = ("isaac", "ceiling")

@@ -2,7 +2,7 @@
 # GPU checks and benchmarks for a lent GPU machine (H100/H200 class). Never part of CI.
 #
 #   benchmarks/gpu.sh --fetch-wheels   # on a connected machine: download the wheels to carry into .whl/
-#   benchmarks/gpu.sh [STEP ...]       # on the GPU machine; steps: gputests checks bench scale pytest isaac
+#   benchmarks/gpu.sh [STEP ...]       # on the GPU machine; steps: gputests checks drift bench scale pytest isaac
 #                                      # (default: all, in that order)
 #
 # Python: the checkout's .venv when it exists and sees a GPU (a `uv sync` done on a connected GPU
@@ -19,6 +19,9 @@
 #           (NVML), one GPU rank per back-end, probe-nccl on NCCL
 #   checks  nvidia-smi; mgpu check-env --deep; mgpu probe-nccl --world-size 1 (NCCL); mgpu train with
 #           one GPU rank for a few iterations of rsl-rl, skrl torch and skrl JAX
+#   drift   where there are 2 GPUs or more: 2 NCCL ranks of rsl-rl with its empirical normalizer, rank
+#           1 nudged at iteration 10 (--simulate_fault drift@10, --drift_interval 5): mgpu runs --json
+#           must name the drift; one GPU: logged as SKIP (NCCL takes one rank per GPU), not a failure
 #   bench   python -m benchmarks launch probe training --device cuda --repeats $REPEATS (default 3; fewer are refused),
 #           then shutdown --repeats 1; JSON + README.md into $OUT/results (or benchmarks/results/gpu/)
 #   scale   mgpu scale of rsl-rl's embedded cartpole on the GPUs there are (world sizes 1, 2, 4, … up
@@ -149,7 +152,7 @@ print("cuda available:", torch.cuda.is_available(), "devices:", torch.cuda.devic
 EOF
 
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(gputests checks bench scale pytest isaac)
+((${#STEPS[@]})) || STEPS=(gputests checks drift bench scale pytest isaac)
 TRAIN_DIR="$(mktemp -d)"
 
 for s in "${STEPS[@]}"; do
@@ -163,6 +166,15 @@ for s in "${STEPS[@]}"; do
             step "train-1gpu-${lib// /-}" 150 bash -c \
                 "cd '$TRAIN_DIR' && mgpu train --nproc_per_node 1 --rl_library $lib --max_iterations 5 --num_envs 4096"
         done
+        ;;
+    drift)
+        if (($(nvidia-smi -L | grep -c '^GPU') < 2)); then
+            log "SKIP drift: one GPU here, and NCCL takes one rank per GPU (not a failure)"
+            continue
+        fi
+        step drift-2gpu-nccl 200 bash -c "mkdir -p '$TRAIN_DIR/drift' && cd '$TRAIN_DIR/drift' && mgpu train --nproc_per_node 2 --max_iterations 20 --num_envs 4096 \
+            --drift_interval 5 --simulate_fault drift@10 agent.obs_normalization=true && mgpu runs --json | \
+            '$PY' -c 'import json, sys; r = json.load(sys.stdin)[0]; print(r[\"drift\"]); sys.exit(not r[\"drift\"])'"
         ;;
     bench)
         step benchmarks 360 "$PY" -m benchmarks launch probe training --device cuda \
@@ -198,7 +210,7 @@ for s in "${STEPS[@]}"; do
         step benchmark-isaac 400 "$PY" -m benchmarks isaac --repeats 1 --results "$RESULTS"
         ;;
     *)
-        log "unknown step $s (use gputests, checks, bench, scale, pytest, isaac)"; FAILED=$((FAILED + 1))
+        log "unknown step $s (use gputests, checks, drift, bench, scale, pytest, isaac)"; FAILED=$((FAILED + 1))
         ;;
     esac
 done

@@ -22,6 +22,7 @@ from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
     EXIT_NOT_RESTARTABLE,
     EXIT_REQUEUE,
+    Drifted,
     Hang,
     Interrupted,
     MgpuError,
@@ -223,11 +224,26 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
     node0 = (resolved.node_rank or 0) == 0
     if folder is not None and node0 and outcome.result.stragglers:
         runs.mark(folder, stragglers=outcome.result.stragglers)  # the ranks wrote theirs already
+    drift = outcome.result.drift
+    if folder is not None and node0 and drift is not None:
+        runs.mark(folder, drift=drift)
+        record.write(events.DriftNamed, rank=drift.rank, component=drift.component,
+                     since_iteration=drift.since_iteration, found_at=drift.found_at,
+                     stopped=last.outcome == "drifted")  # fmt: skip
     if last.outcome == "finished":
         record.write(
             events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts)
         )
         return 0
+    if last.outcome == "drifted":
+        if folder is not None:
+            runs.mark(folder, exit_status=Drifted.exit_code)
+        what = drift.describe() if drift is not None else "the ranks drifted apart"
+        at = f" at iteration {last.reached}" if last.reached is not None else ""
+        raise Drifted(
+            f"stopped{at} (--on_drift stop): {what}; rank 0's state is saved: --resume auto continues "
+            "from it on every rank"
+        )
     if last.outcome == "stopped":
         where = f" at iteration {last.reached}" if last.reached is not None else ""
         signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"

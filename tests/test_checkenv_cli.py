@@ -245,6 +245,7 @@ def spawned(monkeypatch, tmp_path):
     done = supervise.RunResult(
         exit_code=0, interrupted=False, killed_after_grace=False, failure=None, log_dir=None, survivors=()
     )
+
     class Idle:
         """What the ledger reads of a supervisor that started nothing."""
 

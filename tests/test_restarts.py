@@ -305,9 +305,9 @@ def test_requeue_outside_slurm_is_bad_input(capsys):
 def test_exit_code_rule():
     from isaaclab_mgpu.contract.errors import RESERVED, passed_through
 
-    assert RESERVED == (2, 4, 75, 93, 124, 130)
-    codes = (1, 2, 3, 4, 75, 93, 124, 130, 137, 139)
-    assert [passed_through(c) for c in codes] == [1, 1, 3, 1, 1, 1, 1, 1, 137, 139]
+    assert RESERVED == (2, 4, 65, 75, 93, 124, 130)
+    codes = (1, 2, 3, 4, 65, 75, 93, 124, 130, 137, 139)
+    assert [passed_through(c) for c in codes] == [1, 1, 3, 1, 1, 1, 1, 1, 1, 137, 139]
 
 
 def test_two_runs_in_the_same_second_get_two_folders(tmp_path):

@@ -17,6 +17,10 @@ Exit codes (also in ``docs/commands.md``):
 4      a hang: ``train``: a rank made no progress for ``--stall_timeout`` seconds (or start-up
        none for ``--startup_timeout``) and the tree was stopped; ``probe-nccl``: a launch hung
        past ``--timeout`` (the worst outcome of a sweep wins)
+65     ``train``: the ranks drifted apart under ``--on_drift stop`` (the worker's drift check found
+       a rank whose parameters, optimizer state or normalizer statistics differ); every rank
+       stopped at that iteration and rank 0 saved a checkpoint (sysexits' ``EX_DATAERR``). Never
+       restarted: ``--resume auto`` continues from rank 0's state, which every rank then loads
 74     ``train``: a rank could not write a checkpoint, summary or log: its file system is full
        (or the user's quota spent; sysexits' ``EX_IOERR``). Never restarted: a restart would
        meet the same full disk. The rank's one line names the file system, its free space, the
@@ -37,7 +41,7 @@ Exit codes (also in ``docs/commands.md``):
 =====  ==============================================================
 
 **One rule for a rank's own code.** mgpu's verdicts keep the reserved codes
-(:data:`RESERVED`: 2, 4, 75, 93, 124, 130). A failed rank's code (its exit code, or 128+N for signal
+(:data:`RESERVED`: 2, 4, 65, 75, 93, 124, 130). A failed rank's code (its exit code, or 128+N for signal
 N) passes through unless it equals one of them; then ``train`` exits 1 and the rank's own code is
 kept in ``summary.json`` (``rank_exit_code`` of the failure) and in ``mgpu runs --json``
 (:func:`passed_through`). With ``--max_restarts`` the run ends with the last failure's code.
@@ -73,10 +77,13 @@ EXIT_NO_SPACE = 74
 #: resiliency launcher (nvidia-resiliency-ext) exits 93 for the same meaning, so a job script's
 #: "do not requeue on 93" rule serves both; no signal's 128+N, no sysexits code.
 EXIT_NOT_RESTARTABLE = 93
+#: train: the ranks drifted apart and stopped at a checkpoint (``--on_drift stop``; sysexits' EX_DATAERR).
+EXIT_DRIFT = 65
 #: Codes that are mgpu's own verdicts; a rank's code equal to one becomes 1 (:func:`passed_through`).
 RESERVED = (
     EXIT_USAGE,
     EXIT_HANG,
+    EXIT_DRIFT,
     EXIT_REQUEUE,
     EXIT_NOT_RESTARTABLE,
     EXIT_KILLED_AFTER_GRACE,
@@ -138,6 +145,12 @@ class Hang(MgpuError):
     """The run made no progress within its bound and was stopped."""
 
     exit_code = EXIT_HANG
+
+
+class Drifted(MgpuError):
+    """The ranks drifted apart and stopped at a checkpoint (``--on_drift stop``)."""
+
+    exit_code = EXIT_DRIFT
 
 
 class Interrupted(MgpuError):

@@ -333,6 +333,28 @@ class Interrupted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DriftNamed(Event):
+    """The ranks' states stopped matching (the worker's drift check, ``--drift_interval``)."""
+
+    kind: ClassVar[str] = "drift"
+
+    rank: Count
+    """The rank whose state differs."""
+
+    component: str
+    """What differs first: ``policy``, ``optimizer`` or ``normalizer``."""
+
+    since_iteration: Count | None = None
+    """The last check that found every rank equal."""
+
+    found_at: Count | None = None
+    """The iteration whose check found it."""
+
+    stopped: bool = False
+    """The run stopped on it (``--on_drift stop``: a checkpoint saved, exit 65)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finished(Event):
     """The run reached its end."""
 
@@ -366,7 +388,7 @@ KINDS: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         Launched, AttemptStarted, RanksUp, Progress, Checkpoint, StragglerNamed, Stall, Fault,
-        Restart, Requeue, Interrupted, Finished, Failed,
+        Restart, Requeue, DriftNamed, Interrupted, Finished, Failed,
     )
 }  # fmt: skip
 
@@ -462,7 +484,8 @@ class Fold:
     """A run's story in figures, folded from its events (:func:`fold`)."""
 
     status: str = "running"
-    """``running``, ``finished``, ``failed``, ``hung``, ``interrupted``, ``requeued`` or ``stopped``."""
+    """``running``, ``finished``, ``failed``, ``hung``, ``interrupted``, ``requeued``, ``stopped`` or
+    ``drifted``."""
 
     iteration: int | None = None
     """Iterations the run has completed, as far as the events say."""
@@ -487,6 +510,9 @@ class Fold:
 
     stragglers: tuple[int, ...] = ()
     """Ranks named as stragglers."""
+
+    drift: DriftNamed | None = None
+    """The first drift between the ranks, when one was named."""
 
     lost: int = 0
     """Iterations repeated by restarts."""
@@ -538,6 +564,10 @@ def fold(events: Iterable[Event]) -> Fold:
         elif isinstance(e, StragglerNamed):
             if e.rank not in stragglers:
                 stragglers.append(e.rank)
+        elif isinstance(e, DriftNamed):
+            changes["drift"] = f.drift or e
+            if e.stopped:
+                changes.update(status="drifted", exit_code=65)
         elif isinstance(e, Requeue):
             changes.update(requeues=f.requeues + 1, status="requeued" if e.requeued else "stopped")
             changes["exit_code"] = 75

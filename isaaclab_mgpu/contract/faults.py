@@ -13,11 +13,16 @@ iteration itself: a restart, a requeued job or a ``--resume`` that starts past i
 - ``requeue``: the rank sends its node's ``mgpu`` the requeue signal (``--requeue_signal``, SLURM's
   ``--signal=USR1@90`` warning): the ranks save at the next iteration and stop; under SLURM with
   ``--requeue`` node 0 requeues the job, elsewhere ``mgpu`` exits 75 to be continued with
-  ``--resume auto``.
+  ``--resume auto``;
+- ``drift``: the rank nudges its own state out of step with the others (its normalizer
+  statistics where its back-end keeps any, else one policy parameter), which the worker's
+  periodic drift check (``--drift_interval``) must name.
 
 Without ``rank=`` a kill or a hang picks the highest rank, a requeue rank 0 (node 0, whose ``mgpu``
-requeues). The launcher checks the value and hands it to the ranks in ``MGPU_SIMULATE_FAULT``;
-each rank's progress reporter (:mod:`.progress`) fires it on the first report of that iteration.
+requeues), a drift rank 1. The launcher checks the value and hands it to the ranks in
+``MGPU_SIMULATE_FAULT``; each rank's progress reporter (:mod:`.progress`) fires a kill, a hang or a
+requeue on the first report of that iteration; the built-in worker makes a drift itself, at the
+start of that iteration (it alone holds the trainer's state).
 
 Standard library only: both processes import it.
 """
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 
 from isaaclab_mgpu.contract import env
 
-KINDS = ("kill", "hang", "requeue")
+KINDS = ("kill", "hang", "requeue", "drift")
 _SHAPE = re.compile(r"^(?P<kind>[a-z]+)@(?P<it>\d+)(?:[, ]+rank=(?P<rank>\d+))?$")
 
 
@@ -43,13 +48,13 @@ class Fault:
     """One rehearsed fault."""
 
     kind: str
-    """``kill``, ``hang`` or ``requeue``."""
+    """``kill``, ``hang``, ``requeue`` or ``drift``."""
 
     iteration: int
     """The iteration (1-based) at whose start it happens."""
 
     rank: int | None = None
-    """The global rank it happens to; None: the highest (kill, hang) or 0 (requeue)."""
+    """The global rank it happens to; None: the highest (kill, hang), 0 (requeue) or 1 (drift)."""
 
     def text(self) -> str:
         """The canonical spelling (``kill@5,rank=1``), as ``MGPU_SIMULATE_FAULT`` carries it."""
@@ -59,6 +64,8 @@ class Fault:
         """The rank it happens to in a run of ``world_size`` ranks."""
         if self.rank is not None:
             return self.rank
+        if self.kind == "drift":
+            return min(1, max(world_size - 1, 0))
         return 0 if self.kind == "requeue" else max(world_size - 1, 0)
 
 
@@ -66,6 +73,7 @@ _WHAT = {
     "kill": "SIGKILLs itself",
     "hang": "freezes (only the stall watch ends it)",
     "requeue": "sends its mgpu the requeue signal",
+    "drift": "nudges its normalizer statistics (or a policy parameter) out of step",
 }
 
 
@@ -106,10 +114,13 @@ def for_this_rank(environ: Mapping[str, str]) -> Fault | None:
 
 
 def fire(fault: Fault, environ: Mapping[str, str]) -> None:
-    """Meet ``fault`` now (a kill or a hang does not return)."""
+    """Meet ``fault`` now (a kill or a hang does not return; a drift is only told here: the worker
+    perturbs its trainer's state itself)."""
     rank = environ.get("RANK", environ.get("JAX_RANK", "0"))
     sys.stderr.write(f"[mgpu rank {rank}] simulated fault: {fault.kind} at iteration {fault.iteration}\n")
     sys.stderr.flush()
+    if fault.kind == "drift":
+        return
     if fault.kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif fault.kind == "hang":

@@ -83,6 +83,7 @@ from typing import Annotated, Any
 
 from isaaclab_mgpu.contract import elastic, env, faults, records, stacks
 from isaaclab_mgpu.contract.records import Count, NonNegative, Range
+from isaaclab_mgpu.contract.summary import Drift
 
 __all__ = [
     "ITERATION_STAGES",
@@ -187,6 +188,10 @@ class Report:
 
     phase: str | None = None
     """``probe-nccl``'s collective stage: ``warmup``, ``timed`` or ``check``."""
+
+    drift: Drift | None = None
+    """The first divergence between the ranks the worker's drift check found (rank 0 reports it,
+    in every report from then on); None: none found."""
 
 
 def read_report(path: str | Path) -> Report | None:
@@ -297,7 +302,9 @@ class Reporter:
         self.iteration_number: int | None = None
         self._iterations = 0
         self._environ = values
-        self._fault = faults.for_this_rank(values) if values.get(env.RUN_ID) else None
+        fault = faults.for_this_rank(values) if values.get(env.RUN_ID) else None
+        # A drift perturbs the trainer's state: the worker meets that one itself.
+        self._fault = fault if fault is not None and fault.kind != "drift" else None
         # Busy/wait accounting (see the module docstring): a few clock reads per iteration.
         self._stage: str | None = None
         self._stage_t = 0.0
@@ -308,6 +315,7 @@ class Reporter:
         self._busy = self._wait = self._wall = 0.0
         self._timed = self._calls = 0
         self._timing = ""
+        self._drift = ""
         self._flushers: list[Any] = []
         if values.get(env.RUN_ID):
             record_stop_requests()
@@ -342,7 +350,7 @@ class Reporter:
         warm = "true" if self._iterations <= 1 else "false"
         self._channel.put(  # type: ignore[union-attr]
             f'"stage": {text}, "iteration": {self.iteration_number or "null"}, '
-            f'"warmup": {warm}, {self._timing}"time": {time.time()!r}'
+            f'"warmup": {warm}, {self._timing}{self._drift}"time": {time.time()!r}'
         )
         if self._fault is not None:
             self._meet_fault()  # after the report that names the iteration: the watch sees where
@@ -362,6 +370,10 @@ class Reporter:
         """Add ``seconds`` spent in one collective to this iteration's wait."""
         self._wait_it += seconds
         self._calls_it += 1
+
+    def drift(self, found: Drift) -> None:
+        """Carry ``found`` in every report from the next one on (the supervisor names it once)."""
+        self._drift = f'"drift": {json.dumps(records.plain(found))}, '
 
     def on_iteration_end(self, flush: Any) -> None:
         """Call ``flush()`` as each iteration ends; it returns collective seconds measured late

@@ -121,6 +121,10 @@ class PPOSettings:
     init_std: float = 1.0
     """Initial action standard deviation."""
 
+    obs_normalization: bool = False
+    """Normalize observations with running statistics: rsl-rl's empirical normalizer (synchronised
+    across ranks by rsl-rl), skrl's running standard scaler (rank-local: each rank keeps its own)."""
+
     @property
     def hidden_dims(self) -> list[int]:
         """``hidden`` as a list of ints."""
@@ -207,13 +211,23 @@ def _replace(cfg: Any, prefix: str, what: str, overrides: Mapping[str, str]) -> 
             raise ValueError(f"{prefix}.{key} is not {what}; {hint}")
         kind = type(getattr(cfg, key))
         try:
-            values[key] = kind(raw)
+            values[key] = _boolean(raw) if kind is bool else kind(raw)
         except ValueError:
             raise ValueError(f"{prefix}.{key}={raw}: the value must be {kind.__name__}") from None
         wrong = _out_of_range(key, values[key]) if kind in (int, float) else None
         if wrong:
             raise ValueError(f"{prefix}.{key}={raw}: the value {wrong}")
     return dataclasses.replace(cfg, **values)
+
+
+def _boolean(raw: str) -> bool:
+    """``true``/``false`` (also ``1``/``0``, ``yes``/``no``), as Hydra spells booleans."""
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ValueError(raw)
 
 
 def apply_overrides(cfg: TaskCfg, overrides: Mapping[str, str]) -> TaskCfg:

@@ -19,10 +19,13 @@ over all segments, steady seconds per iteration = steady time ÷ steady iteratio
 warm-up left out), env-steps/s from those. :class:`Timing` (``timing``,
 rank 0 at the end) gives each rank's busy and wait seconds per steady iteration and the
 collectives' share; ``stragglers`` (:class:`Straggler`, written by node 0's ``mgpu train``) the
-ranks named as holding the others back.
+ranks named as holding the others back; ``drift`` (:class:`Drift`, node 0's ``mgpu train``, from
+rank 0's progress report) the first rank whose parameters, optimizer state or normalizer
+statistics stopped matching rank 0's.
 
-Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted`` or ``stopped`` (saved and
-stopped on the requeue signal, to be continued) when rank 0 ends; the launcher settles a summary
+Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted``, ``stopped`` (saved and
+stopped on the requeue signal, to be continued) or ``drifted`` (saved and stopped because the ranks
+drifted apart under ``--on_drift stop``) when rank 0 ends; the launcher settles a summary
 still ``running`` once every process is gone: ``failed``, ``hung`` or ``interrupted``, and marks a
 requeued one ``requeued``. One run keeps one summary across mgpu's restarts and SLURM's requeues:
 ``attempts`` and ``restarts`` record each launch, ``launcher_*`` who keeps the file (so ``mgpu runs``
@@ -45,7 +48,7 @@ from isaaclab_mgpu.contract import files, records
 from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
-STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued")
+STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued", "drifted")
 #: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
 #: every iteration while the file is small (its cost is well under a millisecond), and never more
 #: than 1/50 of the training time once a long run's reward list makes it slower. The built-in
@@ -284,6 +287,45 @@ class Straggler:
 
 
 @dataclass(frozen=True)
+class Drift:
+    """The first divergence between the ranks, found by the worker's periodic check (``--drift_interval``)."""
+
+    rank: Count
+    """The rank whose state differs (from the majority of ranks; on a tie, from rank 0's)."""
+
+    component: str
+    """What differs first, in the order :data:`DRIFT_COMPONENTS` lists them."""
+
+    since_iteration: Count
+    """The last check that found every rank equal (the run's start when none did): the drift
+    happened after this iteration."""
+
+    found_at: Count
+    """The iteration whose check found it."""
+
+    components: tuple[str, ...] = ()
+    """Every component that differed at that check."""
+
+    def describe(self) -> str:
+        """One phrase: ``rank 1's policy parameters differ (equal at iteration 0, different at 10)``."""
+        what = DRIFT_COMPONENTS.get(self.component, self.component)
+        others = [c for c in self.components if c != self.component]
+        also = f" (and its {', '.join(DRIFT_COMPONENTS.get(c, c) for c in others)})" if others else ""
+        return (
+            f"rank {self.rank}'s {what}{also} differ from the other ranks': equal at iteration "
+            f"{self.since_iteration}, different at iteration {self.found_at}"
+        )
+
+
+#: What the drift check hashes on every rank, in the order a divergence is named.
+DRIFT_COMPONENTS = {
+    "policy": "policy and value parameters",
+    "optimizer": "optimizer state",
+    "normalizer": "normalizer statistics",
+}
+
+
+@dataclass(frozen=True)
 class Summary:
     """One run's ``summary.json``."""
 
@@ -431,6 +473,9 @@ class Summary:
 
     stragglers: tuple[Straggler, ...] = ()
     """Ranks the supervisor named as stragglers during the run (node 0's mgpu writes it)."""
+
+    drift: Drift | None = None
+    """The first divergence between the ranks' states (node 0's mgpu writes it); None: none found."""
 
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Keys this version does not know, kept as read."""

@@ -34,6 +34,8 @@ LIBRARIES = ("rsl_rl", "skrl", "rl_games")
 #: Libraries the embedded tasks train with (rl_games runs Isaac Lab tasks only).
 EMBEDDED_LIBRARIES = ("rsl_rl", "skrl")
 FRAMEWORKS = ("torch", "jax")
+#: ``--on_drift``: name a drift and go on, or stop the run at a checkpoint.
+DRIFT_ACTIONS = ("warn", "stop")
 #: ``--resume`` without a path: the newest checkpoint of the newest earlier run of this experiment.
 RESUME_LATEST = "latest"
 #: The embedded tasks by name (``isaaclab_mgpu.rank.tasks.TASKS`` has their classes; a test keeps both equal).
@@ -92,6 +94,14 @@ class WorkerArgs:
 
     save_interval: int = 50
     """Rank 0 writes a checkpoint every this many iterations (0: only at the end)."""
+
+    drift_interval: int = 10
+    """Every this many iterations the ranks compare hashes of their parameters, optimizer state and
+    normalizer statistics (0: never; embedded tasks only)."""
+
+    on_drift: str = "warn"
+    """What a drift between the ranks does: ``warn`` (named, training goes on) or ``stop`` (every
+    rank stops at that iteration, rank 0 saves a checkpoint, the run ends ``drifted``)."""
 
     resume: str | None = None
     """None, :data:`RESUME_LATEST`, or a run folder / checkpoint file to continue from."""
@@ -192,6 +202,18 @@ def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
     add("max_iterations", type=int, default=None, help="Training iterations in this run.")
     add("seed", type=int, default=42, help="Base seed (each rank adds its rank).")
     add("save_interval", type=int, default=50, help="Checkpoint every N iterations.")
+    add(
+        "drift_interval",
+        type=int,
+        default=10,
+        help="Compare the ranks' parameters, optimizer state and normalizers every N iterations (0: never).",
+    )
+    add(
+        "on_drift",
+        choices=DRIFT_ACTIONS,
+        default="warn",
+        help="When the ranks drift apart: warn (go on) or stop (all stop, rank 0 saves; mgpu exits 65).",
+    )
     add(
         "resume",
         nargs="?",
@@ -340,8 +362,9 @@ def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
         value = getattr(ns, name)
         if value is not None and value < 1:
             parser.error(f"--{name} {value} must be at least 1")
-    if ns.save_interval < 0:
-        parser.error(f"--save_interval {ns.save_interval} must be 0 or more")
+    for name in ("save_interval", "drift_interval"):
+        if getattr(ns, name) < 0:
+            parser.error(f"--{name} {getattr(ns, name)} must be 0 or more")
     if ns.rl_library != "skrl" and ns.ml_framework != "torch":
         parser.error(f"--ml_framework {ns.ml_framework} applies to skrl only; add --rl_library skrl")
     if ns.device is not None and not (ns.device in ("cpu", "cuda") or ns.device.startswith("cuda:")):
@@ -361,6 +384,8 @@ def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
         max_iterations=ns.max_iterations,
         seed=ns.seed,
         save_interval=ns.save_interval,
+        drift_interval=ns.drift_interval,
+        on_drift=ns.on_drift,
         resume=ns.resume,
         run_name=ns.run_name,
         run_timestamp=ns.run_timestamp,

@@ -91,7 +91,7 @@ from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, ignored
 #: (SLURM's warning comes ``--signal=USR1@<seconds>`` before the time limit: give it 90 or more).
 STOP_WINDOW = 60.0
 _POLL = 0.25
-OUTCOMES = ("finished", "failed", "hung", "interrupted", "stopped")
+OUTCOMES = ("finished", "failed", "hung", "interrupted", "stopped", "drifted")
 
 
 @dataclass(frozen=True)
@@ -406,6 +406,8 @@ def _judge(
     # Another node has no summary: its ranks stopped cleanly after this mgpu asked them to.
     asked = requests.checkpoint_at is not None
     stopped = summary.status == "stopped" if summary is not None else asked
+    if summary is not None and summary.status == "drifted":  # --on_drift stop: saved, never restarted
+        return Attempt(outcome="drifted", **common)
     return Attempt(outcome="stopped" if stopped else "finished", **common)
 
 

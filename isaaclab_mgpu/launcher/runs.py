@@ -41,7 +41,7 @@ from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.contract.text import has_control
 
 #: Statuses of a run that stopped before its total and may be continued (``--resume auto``).
-UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost")
+UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost", "drifted")
 
 
 def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) -> Path:
@@ -164,6 +164,9 @@ class RunRow:
     ledger: bool = False
     """The run folder holds a ledger (``events.jsonl``: ``mgpu runs <folder>`` tells its story)."""
 
+    drift: str | None = None
+    """The first drift between the ranks, short: ``rank 1 normalizer @20`` (its summary's ``drift``)."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -185,6 +188,7 @@ _ROW_FIELDS = {
     "started": "started_at",
     "wait_share": "timing",
     "stragglers": "stragglers",
+    "drift": "drift",
 }
 
 
@@ -287,6 +291,7 @@ def row(folder: Path, s: Summary, ledger: ev.Ledger | None = None) -> RunRow:
         stragglers=tuple(x.rank for x in s.stragglers),
         reached=s.end_iteration,
         total=s.total_iterations,
+        drift=f"rank {s.drift.rank} {s.drift.component} @{s.drift.found_at}" if s.drift is not None else None,
     )
     return _with_ledger(r, ledger) if ledger is not None else r
 

@@ -42,6 +42,7 @@ _STATUS_STYLE = {
     "failed": "bold red",
     "hung": "bold magenta",
     "stopped": "yellow",
+    "drifted": "bold red",
     "requeued": "cyan",
     "lost": "bold red",
 }
@@ -78,10 +79,15 @@ def _reward(r: RunRow) -> str:
     return "-" if first == last == "-" else f"{first} → {last}"
 
 
-def _checks(value: bool | None) -> object:
-    if value is None:
+def _checks(r: RunRow) -> object:
+    """The end's checksums, or the drift the periodic check found (which says more: who, what, when)."""
+    if r.drift is not None:
+        return cell(f"DRIFT {r.drift}", "bold red")
+    if "checksums_equal" in r.invalid:
+        return cell("?", "dim")
+    if r.checksums_equal is None:
         return cell("-")
-    return cell("ok") if value else cell("DIFFER", "bold red")
+    return cell("ok") if r.checksums_equal else cell("DIFFER", "bold red")
 
 
 def _library(r: RunRow) -> object:
@@ -105,7 +111,7 @@ def _cells(r: RunRow) -> dict[str, object]:
         "env-steps/s": field("env_steps_per_s", cell(_num(r.env_steps_per_s, ",.0f"))),
         # The collectives' share of an iteration (summary.json's timing), with the stragglers named.
         "wait %": field("wait_share", cell(_wait(r))),
-        "checksums": field("checksums_equal", _checks(r.checksums_equal)),
+        "checksums": _checks(r),
         "task": field("task", cell(r.task or "-")),
         "started": cell(time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else "-"),
     }
@@ -267,6 +273,12 @@ def _event_line(e: Any) -> tuple[str, str]:
                 f" [{e.failure_class}{'' if e.restartable in (None, True) else ': no restart can mend it'}]"
             )
         return "fault" if e.outcome == "failed" else "hung", f"{who}{where}: {how}{at}{cost}{judged}"
+    if isinstance(e, ev.DriftNamed):
+        stop = "; the run stopped there (--on_drift stop)" if e.stopped else ""
+        return "drift", (
+            f"rank {e.rank}'s {e.component} differs from the other ranks' (equal at iteration "
+            f"{e.since_iteration}, different at {e.found_at}){stop}"
+        )
     if isinstance(e, ev.Restart):
         return (
             "restart",

@@ -12,7 +12,7 @@ from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED
 from isaaclab_mgpu.report import note, warn
 
 if TYPE_CHECKING:
-    from isaaclab_mgpu.contract.summary import Straggler
+    from isaaclab_mgpu.contract.summary import Drift, Straggler
     from isaaclab_mgpu.launcher.attempts import Attempt
     from isaaclab_mgpu.launcher.supervise import RankFailure, RunResult, Stall
 
@@ -178,6 +178,11 @@ def straggler(s: Straggler) -> None:
     )
     if s.gpu:
         note(f"  its GPU: {s.gpu}")
+
+
+def drift(d: Drift) -> None:
+    """The ranks' drift check found them apart (rank 0's progress report): who, what, since when."""
+    warn(f"drift: {d.describe()}; they now train different policies (docs/supervision.md#drift)")
 
 
 def stall_bound(text: str) -> None:

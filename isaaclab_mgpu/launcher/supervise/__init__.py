@@ -48,7 +48,8 @@ Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
     :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. A progress file that is not a report is
     ignored, and said once. From the same reports the straggler watch (:mod:`.straggler`) names,
     once, a rank whose busy time stays well above the others' (``Notes.straggler``; the run's
-    :attr:`RunResult.stragglers`).
+    :attr:`RunResult.stragglers`), and the drift the worker's check reported (``Notes.drift``; the
+    run's :attr:`RunResult.drift`), once.
 
 Result — :mod:`.result`
     :class:`RunResult` keeps the launcher's status and names the first failed rank, read from
@@ -465,6 +466,8 @@ class Supervisor:
             proctree.signal_tree(self._peers, signal.SIGKILL)
         if stall is None and (slow := self._watch.straggler()) is not None:
             self._say.straggler(slow)
+        if (drift := self._watch.drift()) is not None:
+            self._say.drift(drift)
         if (bound := self._watch.monitor.bound_news()) is not None:
             self._say.stall_bound(bound)
         if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
@@ -512,6 +515,9 @@ class Supervisor:
             if self._stall is not None:
                 self._say.stall(self._stall)
         stragglers = self._watch.stragglers.named if self._watch is not None else ()
+        if self._watch is not None and (drift := self._watch.drift(read=True)) is not None:
+            self._say.drift(drift)  # a rank that stopped on it reported it after the last look
+        found_drift = self._watch.drift_found if self._watch is not None else None
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
@@ -531,6 +537,7 @@ class Supervisor:
             stall=self._stall,
             elsewhere=elsewhere,
             stragglers=stragglers,
+            drift=found_drift,
         )
 
     # -- the watchdog and the subreaper attribute ------------------------------------------------

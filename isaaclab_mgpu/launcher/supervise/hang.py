@@ -7,7 +7,8 @@ is a live process of the supervised tree dumps its Python stack (:func:`.stacks.
 read from a progress file is only a key into the tree, never signalled as such. The verdict comes
 back with each rank's innermost frames, and :meth:`HangWatch.hung` names the processes to SIGKILL
 first (the ranks that reported and their children). From the same reports :meth:`HangWatch.straggler`
-feeds the straggler watch (:mod:`.straggler`).
+feeds the straggler watch (:mod:`.straggler`), and :meth:`HangWatch.drift` finds the drift the
+worker's check put into a rank's report.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import replace
 import psutil
 
 from isaaclab_mgpu.contract.env import PROGRESS_DIR
-from isaaclab_mgpu.contract.summary import Straggler
+from isaaclab_mgpu.contract.summary import Drift, Straggler
 from isaaclab_mgpu.launcher import peers
 from isaaclab_mgpu.launcher.build import Rendezvous
 from isaaclab_mgpu.launcher.supervise import stacks
@@ -58,6 +59,8 @@ class HangWatch:
         self.monitor = StallMonitor(options, progress_folder(), ranks, host=host)
         self.stragglers = StragglerWatch(dict(devices or {}), gpu_state or (lambda device: None))
         self._next = 0.0
+        self.drift_found: Drift | None = None
+        """The first drift a report carried (:meth:`drift`)."""
         self.sharer: peers.Sharer | None = None
         if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
             self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir)
@@ -162,6 +165,18 @@ class HangWatch:
                 if peer.timed is not None and peer.busy_s is not None and peer.rank not in totals:
                     totals[peer.rank] = RankTotals(peer.rank, peer.timed, peer.busy_s, peer.iteration, host)
         return self.stragglers.update(totals)
+
+    def drift(self, *, read: bool = False) -> Drift | None:
+        """The drift a local rank's report carries, the first time it is seen; None otherwise.
+
+        From the reports the last :meth:`check` read, or (``read``) read again now: the run's end,
+        when a rank that stopped on it may have reported it after the last look."""
+        if self.drift_found is not None:
+            return None
+        reports = self.monitor.read() if read else self.monitor.read_already()
+        found = next((r.drift for _, r in sorted(reports.items()) if r.drift is not None), None)
+        self.drift_found = found
+        return found
 
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
         """A local rank that died, and the tree's processes of the other local ranks, which wait for

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from isaaclab_mgpu.contract.summary import Straggler
+    from isaaclab_mgpu.contract.summary import Drift, Straggler
     from isaaclab_mgpu.launcher.supervise.stall import Stall
 
 __all__ = ["Notes", "Silent"]
@@ -46,6 +46,8 @@ class Notes(Protocol):
     def stall(self, stall: Stall) -> None: ...
 
     def straggler(self, straggler: Straggler) -> None: ...
+
+    def drift(self, drift: Drift) -> None: ...
 
     def stall_bound(self, text: str) -> None: ...
 

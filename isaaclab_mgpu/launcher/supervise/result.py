@@ -23,7 +23,7 @@ from pathlib import Path
 
 from isaaclab_mgpu.contract import elastic, reasons
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, EXIT_KILLED_AFTER_GRACE
-from isaaclab_mgpu.contract.summary import Straggler
+from isaaclab_mgpu.contract.summary import Drift, Straggler
 from isaaclab_mgpu.launcher.supervise.stall import Stall
 
 __all__ = ["RankFailure", "RunResult", "exit_code", "first_failure"]
@@ -105,6 +105,9 @@ class RunResult:
 
     stragglers: tuple[Straggler, ...] = ()
     """Ranks the straggler watch named during the run (:mod:`.straggler`)."""
+
+    drift: Drift | None = None
+    """The first divergence between the ranks, from rank 0's progress report (the worker's drift check)."""
 
 
 def exit_code(

@@ -3,7 +3,7 @@
 The worker owns the iteration loop (progress, stop agreement, checkpoints, summary); a back-end
 only knows how to run *one* iteration (a rollout of ``rollout`` steps in every environment, then
 the library's own PPO update, whose gradient all-reduce keeps the ranks identical), how to
-fingerprint its parameters, and how to save and load its state.
+fingerprint its parameters, how to show its state to the drift check, and how to save and load it.
 
 :class:`PPOSettings` is one set of hyper-parameters mapped onto each library's own configuration,
 so the three back-ends train the same problem the same way; ``agent.<field>=value`` on the command
@@ -49,6 +49,13 @@ class Trainer(Protocol):
 
     def checksum(self) -> str:
         """Fingerprint of the trained parameters (equal on every rank when synchronised)."""
+
+    def component_arrays(self) -> dict[str, list[Any]]:
+        """The state the drift check hashes, as arrays per component: ``policy``, ``optimizer``,
+        ``normalizer`` (:mod:`isaaclab_mgpu.rank.worker.drift`)."""
+
+    def perturb(self) -> str:
+        """``--simulate_fault drift``: put this rank's state out of step; return the component."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume (picklable; torch tensors or bytes)."""
@@ -138,6 +145,17 @@ def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str, logger: str 
         "value_loss_scale": ppo.value_loss_coef,
         "experiment": experiment,
     }
+
+
+def skrl_scaler(
+    cfg: dict[str, Any], ppo: PPOSettings, scaler: type, space: Any, device: Any
+) -> dict[str, Any]:
+    """``cfg`` (:func:`skrl_ppo_cfg`'s) with skrl's running standard scaler on the observations when
+    ``agent.obs_normalization`` asks for one (skrl keeps it per rank: it does not synchronise it)."""
+    if ppo.obs_normalization:
+        cfg.update(observation_preprocessor=scaler,
+                   observation_preprocessor_kwargs={"size": space, "device": device})  # fmt: skip
+    return cfg
 
 
 def skrl_network(ppo: PPOSettings) -> list[dict[str, Any]]:

@@ -123,7 +123,8 @@ def logger_cfg(logger: str, cfg: Mapping[str, Any]) -> Any:
 
 def train_cfg(ppo: PPOSettings) -> dict[str, Any]:
     """rsl-rl 5.5's runner configuration for :class:`PPOSettings`."""
-    mlp = {"class_name": "MLPModel", "hidden_dims": ppo.hidden_dims, "activation": "elu"}
+    mlp = {"class_name": "MLPModel", "hidden_dims": ppo.hidden_dims, "activation": "elu",
+           "obs_normalization": ppo.obs_normalization}  # fmt: skip
     return {
         "num_steps_per_env": ppo.rollout,
         "save_interval": 0,
@@ -256,6 +257,19 @@ class RslRlTrainer:
             saved[k][name] for k in ("actor_state_dict", "critic_state_dict") for name in sorted(saved[k])
         ]
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
+
+    def component_arrays(self) -> dict[str, list]:
+        """The drift check's components (:mod:`isaaclab_mgpu.rank.worker.drift`): the normalizer is
+        the models' buffers (rsl-rl's empirical normalizer, when the models normalize)."""
+        from isaaclab_mgpu.rank.worker.drift import torch_components
+
+        return torch_components((self.alg._raw_actor, self.alg._raw_critic), self.alg.optimizer)
+
+    def perturb(self) -> str:
+        """``--simulate_fault drift``: nudge this rank's normalizer, else a policy parameter."""
+        from isaaclab_mgpu.rank.worker.drift import perturb_torch
+
+        return perturb_torch((self.alg._raw_actor, self.alg._raw_critic))
 
     def state_dict(self) -> dict[str, Any]:
         return self.alg.save()

@@ -25,6 +25,7 @@ from isaaclab_mgpu.rank.backends.base import (
     checksum,
     skrl_network,
     skrl_ppo_cfg,
+    skrl_scaler,
 )
 from isaaclab_mgpu.rank.backends.skrl_torch import SkrlAgentSteps, skrl_rollout, spaces
 from isaaclab_mgpu.rank.patches.skrl import import_skrl, patch_skrl_jax
@@ -45,6 +46,7 @@ class SkrlJaxTrainer(SkrlAgentSteps):
         import jax
         from skrl.agents.jax.ppo import PPO
         from skrl.memories.jax import RandomMemory
+        from skrl.resources.preprocessors.jax import RunningStandardScaler
         from skrl.resources.schedulers.jax import KLAdaptiveLR
         from skrl.utils.model_instantiators.jax import deterministic_model, gaussian_model
 
@@ -62,6 +64,7 @@ class SkrlJaxTrainer(SkrlAgentSteps):
         for role, model in (("policy", policy), ("value", value)):
             model.init_state_dict(role=role)
         memory = RandomMemory(memory_size=ppo.rollout, num_envs=task.num_envs, device=device)
+        cfg = skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger)
         # The agent broadcasts rank 0's parameters in its constructor when distributed.
         self.agent = PPO(
             models={"policy": policy, "value": value},
@@ -70,7 +73,7 @@ class SkrlJaxTrainer(SkrlAgentSteps):
             action_space=act_space,
             device=device,
             # skrl's Agent.init keeps the writer (and, patched, the W&B run) to rank 0 itself.
-            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger),
+            cfg=skrl_scaler(cfg, ppo, RunningStandardScaler, obs_space, device),
         )
         self.agent.init()
         self.agent.enable_training_mode(True)
@@ -99,6 +102,34 @@ class SkrlJaxTrainer(SkrlAgentSteps):
         ]
         return checksum(leaves)
 
+    def component_arrays(self) -> dict[str, list]:
+        """The drift check's components (:mod:`isaaclab_mgpu.rank.worker.drift`): the optimizers'
+        states and learning rates; skrl's running standard scalers, where configured."""
+        a, leaves = self.agent, self._jax.tree.leaves
+        stats = []
+        for name in ("_observation_preprocessor", "_state_preprocessor", "_value_preprocessor"):
+            scaler = getattr(a, name, None)
+            state = getattr(scaler, "state_dict", None)
+            if isinstance(state, dict):
+                stats += [np.asarray(v) for _, v in sorted(state.items())]
+        rates = np.array([float(a.policy_learning_rate), float(a.value_learning_rate)])
+        return {
+            "policy": [np.asarray(x) for m in (a.policy, a.value) for x in leaves(m.state_dict.params)],
+            "optimizer": [
+                *(np.asarray(x) for o in (a.policy_optimizer, a.value_optimizer) for x in leaves(o.state)),
+                rates,
+            ],
+            "normalizer": stats,
+        }
+
+    def perturb(self) -> str:
+        """``--simulate_fault drift``: nudge one policy parameter (skrl JAX keeps no normalizer here)."""
+        model = self.agent.policy
+        leaves, tree = self._jax.tree.flatten(model.state_dict.params)
+        leaves[0] = leaves[0].at[(0,) * leaves[0].ndim].add(1e-3)
+        model.state_dict = model.state_dict.replace(params=self._jax.tree.unflatten(tree, leaves))
+        return "policy"
+
     def state_dict(self) -> dict[str, Any]:
         import flax
 
@@ -111,7 +142,13 @@ class SkrlJaxTrainer(SkrlAgentSteps):
             "policy_learning_rate": float(a.policy_learning_rate),
             "value_learning_rate": float(a.value_learning_rate),
             "timestep": self.timestep,
+            **({"scaler": flax.serialization.to_bytes(self._scaler().state_dict)} if self._scaler() else {}),
         }
+
+    def _scaler(self) -> Any:
+        """skrl's running standard scaler on the observations, if configured."""
+        scaler = self.agent._observation_preprocessor
+        return scaler if isinstance(getattr(scaler, "state_dict", None), dict) else None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         import flax
@@ -125,4 +162,6 @@ class SkrlJaxTrainer(SkrlAgentSteps):
             opt_state = flax.serialization.from_bytes(opt.state, state[f"{name}_optimizer"])
             setattr(a, f"{name}_optimizer", opt.replace(state=opt_state))
             setattr(a, f"{name}_learning_rate", state[f"{name}_learning_rate"])
+        if (scaler := self._scaler()) is not None and "scaler" in state:
+            scaler.state_dict = flax.serialization.from_bytes(scaler.state_dict, state["scaler"])
         self.timestep = int(state["timestep"])

@@ -30,6 +30,7 @@ from isaaclab_mgpu.rank.backends.base import (
     skrl_network,
     skrl_ppo_cfg,
     skrl_resumed_at,
+    skrl_scaler,
 )
 from isaaclab_mgpu.rank.patches.skrl import import_skrl
 from isaaclab_mgpu.rank.tasks import VecTask
@@ -119,6 +120,7 @@ class SkrlTorchTrainer(SkrlAgentSteps):
         import_skrl(torch_distributed=ctx.distributed, jax_distributed=False, cpu=not ctx.is_cuda)
         from skrl.agents.torch.ppo import PPO
         from skrl.memories.torch import RandomMemory
+        from skrl.resources.preprocessors.torch import RunningStandardScaler
         from skrl.resources.schedulers.torch import KLAdaptiveLR
         from skrl.utils.model_instantiators.torch import deterministic_model, gaussian_model
 
@@ -135,6 +137,7 @@ class SkrlTorchTrainer(SkrlAgentSteps):
         for role, model in (("policy", policy), ("value", value)):
             model.init_state_dict(role=role)  # materialise the lazy layers before the broadcast
         memory = RandomMemory(memory_size=ppo.rollout, num_envs=task.num_envs, device=ctx.device)
+        cfg = skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger)
         # The agent broadcasts rank 0's parameters in its constructor when distributed.
         self.agent = PPO(
             models={"policy": policy, "value": value},
@@ -143,7 +146,7 @@ class SkrlTorchTrainer(SkrlAgentSteps):
             action_space=act_space,
             device=ctx.device,
             # skrl's Agent.init keeps the writer (and, patched, the W&B run) to rank 0 itself.
-            cfg=skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger),
+            cfg=skrl_scaler(cfg, ppo, RunningStandardScaler, obs_space, ctx.device),
         )
         self.agent.init()
         self.agent.enable_training_mode(True)
@@ -161,6 +164,22 @@ class SkrlTorchTrainer(SkrlAgentSteps):
         tensors = [t for m in self._models() for _, t in sorted(m.state_dict().items())]
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
+    def _preprocessors(self) -> list[Any]:
+        # skrl's running standard scalers, where configured (else its no-op preprocessor function).
+        return [getattr(self.agent, f"_{k}_preprocessor", None) for k in ("observation", "state", "value")]
+
+    def component_arrays(self) -> dict[str, list]:
+        """The drift check's components (:mod:`isaaclab_mgpu.rank.worker.drift`)."""
+        from isaaclab_mgpu.rank.worker.drift import torch_components
+
+        return torch_components(self._models(), self.agent.optimizer, self._preprocessors())
+
+    def perturb(self) -> str:
+        """``--simulate_fault drift``: nudge this rank's running standard scaler, else a parameter."""
+        from isaaclab_mgpu.rank.worker.drift import perturb_torch
+
+        return perturb_torch(self._models(), self._preprocessors())
+
     def state_dict(self) -> dict[str, Any]:
         a = self.agent
         return {
@@ -168,11 +187,17 @@ class SkrlTorchTrainer(SkrlAgentSteps):
             "value": a.value.state_dict(),
             "optimizer": a.optimizer.state_dict(),
             "timestep": self.timestep,
+            **({"scaler": a._observation_preprocessor.state_dict()} if self._scaled() else {}),
         }
+
+    def _scaled(self) -> bool:
+        return isinstance(self.agent._observation_preprocessor, torch.nn.Module)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         a = self.agent
         a.policy.load_state_dict(state["policy"])
         a.value.load_state_dict(state["value"])
         a.optimizer.load_state_dict(state["optimizer"])
+        if self._scaled() and "scaler" in state:
+            a._observation_preprocessor.load_state_dict(state["scaler"])
         self.timestep = int(state["timestep"])

@@ -15,6 +15,7 @@ Command line (see ``--help`` and ``docs/training.md``)::
     python -m isaaclab_mgpu.worker --rl_library rsl_rl|skrl [--ml_framework torch|jax]
         [--device cpu|cuda|cuda:N] [--task cartpole|pendulum|Isaac-...] [--num_envs N]
         [--max_iterations N] [--seed S] [--save_interval N] [--resume [PATH]]
+        [--drift_interval N] [--on_drift warn|stop]
         [--run_name X] [--run_timestamp STAMP] [--experiment_name X] [--log_root DIR]
         [env.F=V agent.F=V ...] --distributed
 

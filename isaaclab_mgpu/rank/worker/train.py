@@ -7,10 +7,14 @@ constructor or ``sync`` broadcasts rank 0's parameters) → resume (:func:`_resu
 checksum line. Then the loop (:func:`_loop`): after each iteration every rank contributes its
 episode statistics and its stop flags to one small all-gather, so the mean reward is global and
 all ranks agree on stopping at the same iteration boundary (a rank stopping alone would leave the
-others waiting in a collective). Two requests stop the loop: SIGINT/SIGTERM (a handler only
-records it; the run ends ``interrupted``, 130 on every rank) and mgpu's checkpoint request
-(:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run ends
-``stopped``, 0 on every rank, to be continued).
+others waiting in a collective). Every ``--drift_interval`` iterations the same row carries
+each rank's hashes of its parameters, optimizer state and normalizer statistics
+(:mod:`.drift`); the first divergence goes into rank 0's progress report, from which ``mgpu
+train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM (a
+handler only records it; the run ends ``interrupted``, 130 on every rank), mgpu's checkpoint
+request (:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run
+ends ``stopped``, 0 on every rank, to be continued) and, under ``--on_drift stop``, a drift (the
+run ends ``drifted``, 0 on every rank; ``mgpu train`` exits 65).
 
 **Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
 (``MGPU_RESUME``: a checkpoint, or a run folder's newest one) or, run by hand, from ``--resume``.
@@ -44,14 +48,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from isaaclab_mgpu.contract import progress, resume
+from isaaclab_mgpu.contract import faults, progress, resume
 from isaaclab_mgpu.contract import summary as summaries
-from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR
+from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.contract.summary import Checksums, Drift, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
-from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
+from isaaclab_mgpu.rank.worker import checkpoint, drift, metrics, wandb_run
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
@@ -227,6 +231,8 @@ class _Loop:
     """Environment steps of one iteration, all ranks together (for the steady pace)."""
     iteration_s: list[float] = field(default_factory=list)
     """Rank 0's wall seconds of each iteration of this attempt, for the steady pace."""
+    drift_stop: bool = False
+    """Stopped because the ranks drifted apart (``--on_drift stop``)."""
     began: float = 0.0
     """When this attempt's loop began (seconds since the epoch): names its segment of the run."""
 
@@ -309,6 +315,8 @@ def _train(
 def _status(loop: _Loop) -> str:
     if loop.interrupted:
         return "interrupted"
+    if loop.drift_stop:
+        return "drifted"
     return "stopped" if loop.checkpoint_stop else "finished"
 
 
@@ -424,6 +432,9 @@ def _loop(
     loop = _Loop(start=start, total=total, done=start)
     loop.steps_per_iteration = trainer.steps_per_iteration * ctx.world_size
     refreshed, refresh_cost = 0.0, 0.0
+    check = drift.Check(args.drift_interval, agreed=start)
+    fault = faults.for_this_rank(environ) if RUN_ID in environ else None
+    fault = fault if fault is not None and fault.kind == "drift" else None
     with stop_on_signals() as stop:
         # A resumed run shows its last known mean reward until this segment's first episodes end.
         known = summaries.read(run_dir) if start and ctx.rank == 0 else None
@@ -433,6 +444,10 @@ def _loop(
         for it in range(start, total):
             t_it = time.perf_counter()
             progress.beat("rollout", it + 1)  # the back-end reports "update" itself
+            if fault is not None and it + 1 == fault.iteration:  # --simulate_fault drift@IT
+                faults.fire(fault, environ)
+                trainer.perturb()
+                fault = None
             trainer.iterate()
             loop.steps_local += trainer.steps_per_iteration
             stats = env.pop_stats() if hasattr(env, "pop_stats") else None
@@ -440,9 +455,16 @@ def _loop(
             # A checkpoint request: mgpu's file, or SLURM's SIGUSR1 reaching this rank directly.
             asked = resume.checkpoint_requested(environ) or progress.stop_requested()
             flags = (metrics.STOP if stop.signal is not None else 0) | (metrics.CHECKPOINT if asked else 0)
-            row = metrics.row(flags, stats, own_rate, trainer.checksum())
+            checking = check.due(it + 1, ctx.world_size)
+            hashed = drift.hashes(trainer.component_arrays()) if checking else None
+            mine = metrics.row(flags, stats, own_rate, trainer.checksum())
+            row = np.concatenate([mine, drift.words(hashed)])
             progress.beat("sync")
-            m = metrics.summarize(comm.gather(row if comm.kind != "jax" else row.astype(np.float32)))
+            gathered = comm.gather(row if comm.kind != "jax" else row.astype(np.float32))
+            m = metrics.summarize(gathered[:, : metrics.WIDTH])
+            found = check.judge(gathered[:, metrics.WIDTH :], it + 1) if checking else None
+            if found is not None and ctx.rank == 0:
+                _tell_drift(found, console)
             loop.done = it + 1
             loop.rewards.append(m.mean_reward)
             seconds = time.perf_counter() - t_it
@@ -451,8 +473,10 @@ def _loop(
             console.iteration(loop.done, total, m.mean_reward, rate, seconds)
             warm = len(loop.iteration_s) <= summaries.WARMUP_ITERATIONS
             trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds, warmup=warm))
-            if m.stop or m.checkpoint:
+            halt = found is not None and args.on_drift == "stop"
+            if m.stop or m.checkpoint or halt:
                 loop.interrupted, loop.checkpoint_stop = m.stop, m.checkpoint and not m.stop
+                loop.drift_stop = halt and not m.stop
                 break
             if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
                 progress.beat("checkpoint")
@@ -464,6 +488,16 @@ def _loop(
         loop.train_time = time.perf_counter() - t0
         console.stop()
     return loop
+
+
+def _tell_drift(found: Drift, console: TrainingConsole) -> None:
+    """Rank 0: hand the drift to mgpu (its progress report; mgpu names it once), or, run by hand
+    without mgpu, say it."""
+    reporter = progress.reporter()
+    if reporter.enabled:
+        reporter.drift(found)
+    else:
+        console.note(f"warning: the ranks drifted apart: {found.describe()}")
 
 
 def _gather_checksums(comm: Comm, digest: str, console: TrainingConsole, when: str) -> list[str]:

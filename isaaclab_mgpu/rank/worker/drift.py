@@ -1,0 +1,170 @@
+"""The ranks' drift check: every ``--drift_interval`` iterations each rank hashes its state and the
+ranks compare, so a rank that stopped matching the others is named while it happens, not at the end.
+
+Data-parallel PPO keeps every rank's copy identical only as long as everything that shapes it is
+identical: the parameters (rank 0's broadcast at the start, then all-reduced gradients), the
+optimizer's state (built from those gradients) and the statistics of any observation normalizer
+(which each library must synchronise itself; rsl-rl began to only in 2026). A rank that drifts
+trains a different policy silently. The check:
+
+- each back-end's ``component_arrays()`` gives its state as three :data:`COMPONENTS`: ``policy``
+  (the policy's and value function's parameters), ``optimizer`` (its moments, step counts and
+  learning rates), ``normalizer`` (running statistics: rsl-rl's empirical normalizer, skrl's
+  running standard scaler, any model buffer; none where the back-end keeps none);
+- :func:`hashes` reduces each to 16 hex digits (BLAKE2b over the arrays' raw bytes, in order) and
+  :func:`words` to 16-bit words, exact in JAX's float32 all-gather; they ride in the row of the
+  all-gather the worker already runs every iteration (:mod:`.metrics`), so the check adds no
+  collective, and outside the check's iterations the words are zeros;
+- :func:`compare` names the first divergence: which rank (the one that differs from the
+  majority; on a tie, from rank 0), which component (in :data:`COMPONENTS` order), and since
+  when (:class:`Check` keeps the last iteration at which every rank agreed).
+
+Every rank reaches the same verdict at the same iteration (they compare the same gathered rows),
+so under ``--on_drift stop`` they stop together, at one iteration boundary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from isaaclab_mgpu.contract.summary import DRIFT_COMPONENTS, Drift
+
+#: The components hashed, in the order a divergence names them.
+COMPONENTS = tuple(DRIFT_COMPONENTS)
+#: 16-bit words per component hash (16 hex digits).
+WORDS = 4
+#: Width of this rank's part of the gathered row: a "checked" flag, then the words.
+WIDTH = 1 + WORDS * len(COMPONENTS)
+
+
+def digest(arrays: Iterable[Any]) -> str:
+    """16 hex digits of BLAKE2b over the arrays' raw bytes (shape and dtype included), in order."""
+    h = hashlib.blake2b(digest_size=8)
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def hashes(components: Mapping[str, Iterable[Any]]) -> dict[str, str]:
+    """Each of :data:`COMPONENTS` hashed (a missing one hashes as empty)."""
+    return {name: digest(components.get(name, ())) for name in COMPONENTS}
+
+
+def words(found: Mapping[str, str] | None) -> np.ndarray:
+    """This rank's part of the row: 1 and each component's hash as 16-bit words, or all zeros
+    (``found`` None: not a check iteration)."""
+    out = np.zeros(WIDTH, dtype=np.float64)
+    if found is None:
+        return out
+    out[0] = 1.0
+    for i, name in enumerate(COMPONENTS):
+        text = found[name]
+        out[1 + i * WORDS : 1 + (i + 1) * WORDS] = [int(text[j : j + 4], 16) for j in range(0, 16, 4)]
+    return out
+
+
+def compare(gathered: np.ndarray, since: int, at: int) -> Drift | None:
+    """The divergence in ``gathered`` (one :func:`words` row per rank, in rank order), or None when
+    every rank's every component is equal (or the row holds no check)."""
+    g = np.asarray(gathered, dtype=np.float64)
+    if g.shape[0] < 2 or not (g[:, 0] > 0).all():
+        return None
+    differing: list[str] = []
+    culprit: int | None = None
+    for i, name in enumerate(COMPONENTS):
+        cols = g[:, 1 + i * WORDS : 1 + (i + 1) * WORDS].astype(np.int64)
+        keys = [tuple(row) for row in cols.tolist()]
+        if len(set(keys)) == 1:
+            continue
+        differing.append(name)
+        if culprit is None:
+            culprit = _odd_one(keys)
+    if culprit is None:
+        return None
+    return Drift(rank=culprit, component=differing[0], since_iteration=since, found_at=at,
+                 components=tuple(differing))  # fmt: skip
+
+
+def _odd_one(keys: list[tuple[int, ...]]) -> int:
+    """The first rank whose value is not the majority's (a tie goes to rank 0's value)."""
+    counts: dict[tuple[int, ...], int] = {}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    top = max(counts.values())
+    majority = keys[0] if counts[keys[0]] == top else next(k for k in keys if counts[k] == top)
+    return next(r for r, k in enumerate(keys) if k != majority)
+
+
+@dataclass
+class Check:
+    """One rank's drift check through a run: when to hash, and what was found."""
+
+    interval: int
+    """``--drift_interval``: check after every this many completed iterations (0: never)."""
+
+    agreed: int = 0
+    """The last iteration at which every rank was found equal (the attempt's start until a check)."""
+
+    found: Drift | None = None
+    """The first divergence, once found (then the check stops: it is named once)."""
+
+    def due(self, done: int, world_size: int) -> bool:
+        """True when the iteration that completes ``done`` iterations is a check."""
+        return self.interval > 0 and world_size > 1 and self.found is None and done % self.interval == 0
+
+    def judge(self, gathered: np.ndarray, done: int) -> Drift | None:
+        """Compare the gathered rows of the check at ``done``; the divergence when it is new."""
+        if self.found is not None:
+            return None
+        drift = compare(gathered, self.agreed, done)
+        if drift is None:
+            if (np.asarray(gathered)[:, 0] > 0).all():
+                self.agreed = done
+            return None
+        self.found = drift
+        return drift
+
+
+def torch_components(
+    modules: Iterable[Any], optimizer: Any, preprocessors: Iterable[Any] = ()
+) -> dict[str, list[Any]]:
+    """A torch back-end's :data:`COMPONENTS`: the modules' parameters, the optimizer's state and
+    learning rates, and every buffer of the modules and of ``preprocessors`` (torch modules or None)."""
+    modules = list(modules)
+    stats = [*modules, *(p for p in preprocessors if hasattr(p, "named_buffers"))]
+    opt = optimizer.state_dict()
+    moments = [_host(v) for i in sorted(opt["state"]) for _, v in sorted(opt["state"][i].items())]
+    rates = np.array([float(g.get("lr", 0.0)) for g in opt["param_groups"]], dtype=np.float64)
+    return {
+        "policy": [_host(p) for m in modules for _, p in m.named_parameters()],
+        "optimizer": [*moments, rates],
+        "normalizer": [_host(b) for m in stats for _, b in m.named_buffers()],
+    }
+
+
+def perturb_torch(modules: Iterable[Any], preprocessors: Iterable[Any] = ()) -> str:
+    """``--simulate_fault drift``: nudge the first normalizer statistic (any floating buffer of the
+    preprocessors or modules), else the first parameter; return the component nudged."""
+    import torch
+
+    stats = [p for p in preprocessors if hasattr(p, "named_buffers")]
+    modules = list(modules)
+    buffers = [b for m in (*stats, *modules) for _, b in m.named_buffers() if b.is_floating_point()]
+    target, what = (buffers[0], "normalizer") if buffers else (next(modules[0].parameters()), "policy")
+    with torch.no_grad():
+        target.view(-1)[0] += 1e-3
+    return what
+
+
+def _host(value: Any) -> np.ndarray:
+    """A tensor (or a number) as a host array, in its own dtype."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
