@@ -239,8 +239,16 @@ def test_a_cuda_oom_at_the_same_step_stops_after_the_second_launch(tmp_path):
             "--max_restarts", "3", "--script", str(WORKERS / "cuda_oom.py")]  # fmt: skip
     code, out = Run(argv, tmp_path, env={**child_env(tmp_path), "MGPU_TEST_PIDS": str(pids)}).finish(300)
     assert code == EXIT_NOT_RESTARTABLE, out[-4000:]
-    attempts = sorted(p.name for p in (tmp_path / "logs" / "mgpu" / "cuda_oom").iterdir())
+    logs = tmp_path / "logs" / "mgpu" / "cuda_oom"
+    attempts = sorted(p.name for p in logs.glob("attempt_*"))
     assert attempts == ["attempt_0", "attempt_1"], attempts  # 2 launches, not 4
+    # The script run's ledger (beside its per-rank logs) tells the same: two faults, both judged.
+    from isaaclab_mgpu.contract import events as ev
+
+    (ledger,) = [ev.read(p.parent) for p in logs.glob("*/events.jsonl")]
+    faults = [e for e in ledger.events if isinstance(e, ev.Fault)]
+    assert [(e.failure_class, e.restartable) for e in faults] == [("cuda_oom", True), ("cuda_oom", False)]
+    assert ev.fold(ledger.events).exit_code == EXIT_NOT_RESTARTABLE
     restart = next(line for line in out.splitlines() if "restart 1 of 3" in line)
     assert "(cuda_oom: RuntimeError: CUDA out of memory." in restart, restart
     assert restart.endswith("from the beginning: this program writes no checkpoint mgpu knows"), restart
