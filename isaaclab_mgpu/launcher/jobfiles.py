@@ -98,7 +98,9 @@ TERMINATION_GRACE = 60
 #: processes are gone (up to 10 s measured on a loaded 2-core VM). mgpu's own default grace, 10 s,
 #: was shorter than a stop there: the ranks saved within 2-6 s of the SIGTERM, torchrun then spent
 #: 4-5 s tearing down its interpreter, and one slower iteration made mgpu SIGTERM and SIGKILL the
-#: rest (exit 124) with 50 s of the pod's 60 left.
+#: rest (exit 124) with 50 s of the pod's 60 left. (torchrun itself SIGKILLs its ranks 30 s after
+#: passing them the SIGTERM, a fixed timeout of torch.distributed.elastic: an iteration plus a save
+#: longer than that loses the stop's checkpoint whatever the grace.)
 STOP_RESERVE_S = 20
 #: Trainer v2.3.0's names: the replicated job and container that get ``numNodes`` pods and the
 #: ``PET_*`` variables, and the pod-template label that marks that job as the trainer.
