@@ -152,7 +152,8 @@ def test_pytorchjob_manifest_and_each_pods_command(capsys, monkeypatch):
     for kind, r in replicas.items():
         (container,) = r["template"]["spec"]["containers"]
         assert (container["name"], container["image"]) == ("pytorch", "img:1")
-        assert container["command"] == ["mgpu", "train", *ARGS, "--resume", "auto"]
+        # The pod's grace for the ranks: terminationGracePeriodSeconds (60) less mgpu's reserve.
+        assert container["command"] == ["mgpu", "train", "--grace_period", "40", *ARGS, "--resume", "auto"]
         assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
         assert container["resources"]["requests"] == {"cpu": 16, "memory": "64Gi"}
         assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm"}  # no --pvc

@@ -199,10 +199,14 @@ def test_the_volume_follows_the_log_root_and_the_options_reach_the_pod(capsys, v
     assert (
         spec["volumes"][0]["emptyDir"]["sizeLimit"] == "1Gi" and spec["terminationGracePeriodSeconds"] == 300
     )
+    # mgpu's own grace takes the pod's all but the reserve for --kill_after and mgpu's exit.
+    assert container["command"][2:4] == ["--grace_period", "280"]
     assert doc["spec"]["runPolicy"]["backoffLimit"] == 7
     # A program of your own gets no --resume: it continues from its own checkpoints.
     (doc,) = emitted(capsys, "--num_gpus", "2", "--script", "train.py", "--emit", "pytorchjob")
-    assert pods([doc])[0][2]["command"] == ["mgpu", "train", "--num_gpus", "2", "--script", "train.py"]
+    assert pods([doc])[0][2]["command"] == [
+        "mgpu", "train", "--grace_period", "40", "--num_gpus", "2", "--script", "train.py"
+    ]  # fmt: skip
     # A --resume given is kept as given.
     (doc,) = emitted(capsys, "--num_gpus", "2", "--resume", "logs/rsl_rl/cartpole/x", "--emit", "pytorchjob")
     assert pods([doc])[0][2]["command"][-2:] == ["--resume", "logs/rsl_rl/cartpole/x"]

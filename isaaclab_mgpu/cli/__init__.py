@@ -22,12 +22,13 @@ from isaaclab_mgpu.cli.options import (
     BACKOFF_LIMIT,
     CPUS_PER_RANK,
     EMIT,
-    FLOAT,
+    GRACE_PERIOD,
     IMAGE,
     INT,
     JOB_NAME,
     JOB_REQUEUE,
     JOB_TIME,
+    KILL_AFTER,
     MEMORY,
     NO_SAVED_WORKAROUNDS,
     PARTITION,
@@ -93,8 +94,11 @@ def dry_run_cmd(
     workdir: WORKDIR = None,
     backoff_limit: BACKOFF_LIMIT = None,
     termination_grace: TERMINATION_GRACE = None,
+    grace_period: GRACE_PERIOD = 10.0,
+    kill_after: KILL_AFTER = 5.0,
 ) -> int:
     """Print exactly the command [bold]train[/] would exec; nothing is started."""
+    del grace_period, kill_after  # train's shutdown timings: taken so a job's pod command dry-runs as is
     from isaaclab_mgpu.launch import emit_job, plan
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
 
@@ -118,24 +122,8 @@ def train_cmd(
         bool,
         typer.Option("--no_preflight", help="Skip the check-env checks that run before launching."),
     ] = False,
-    grace_period: Annotated[
-        float,
-        typer.Option(
-            "--grace_period",
-            metavar="SECONDS",
-            click_type=FLOAT,
-            help="After Ctrl-C/SIGTERM: time for the launcher's own shutdown, then SIGTERM to all.",
-        ),
-    ] = 10.0,
-    kill_after: Annotated[
-        float,
-        typer.Option(
-            "--kill_after",
-            metavar="SECONDS",
-            click_type=FLOAT,
-            help="Then SIGKILL whatever survives SIGTERM this long.",
-        ),
-    ] = 5.0,
+    grace_period: GRACE_PERIOD = 10.0,
+    kill_after: KILL_AFTER = 5.0,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
 ) -> int:
     """Launch training on N ranks per node and supervise the whole process tree."""

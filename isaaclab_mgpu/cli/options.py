@@ -203,6 +203,25 @@ TERMINATION_GRACE = Annotated[
     ),
 ]
 
+GRACE_PERIOD = Annotated[
+    float,
+    typer.Option(
+        "--grace_period",
+        metavar="SECONDS",
+        click_type=FLOAT,
+        help="After Ctrl-C/SIGTERM: time for the launcher's own shutdown, then SIGTERM to all.",
+    ),
+]
+KILL_AFTER = Annotated[
+    float,
+    typer.Option(
+        "--kill_after",
+        metavar="SECONDS",
+        click_type=FLOAT,
+        help="Then SIGKILL whatever survives SIGTERM this long.",
+    ),
+]
+
 # name -> (annotation, default); the annotation carries the typer.Option.
 SHARED: dict[str, tuple[Any, Any]] = {
     "nproc_per_node": (

@@ -48,7 +48,11 @@ Both Kubernetes kinds make a job that survives a lost pod (:func:`pod_command`, 
 - the kubelet's SIGTERM reaches mgpu (the container's first process): the ranks save a
   checkpoint at the next iteration boundary and mgpu exits 130, or 124 when something had to be
   SIGKILLed; both are failures to OnFailure and to a Job, so the pod is rerun and resumes.
-  ``terminationGracePeriodSeconds`` (``--termination_grace``) bounds the whole stop;
+  ``terminationGracePeriodSeconds`` (``--termination_grace``) bounds the whole stop, and the pod
+  command's ``--grace_period`` gives the ranks all of it but :data:`STOP_RESERVE_S`
+  (:func:`stop_grace`). SIGTERM to one pod only (an eviction) reaches the other nodes' ranks
+  through the stop flag of the all-gather they share: all stop at the same iteration, rank 0
+  saves, and the pods not signalled exit 1 (the run was stopped on another node);
 - the log root is a volume: ``--pvc NAME`` mounts that claim at the pods' log root (``logs/`` in
   the container's working directory ``--workdir``, or the ``--log_root`` given); without one the
   manifest says that checkpoints die with the pod and a rerun pod starts a new run.
@@ -88,10 +92,17 @@ IMAGE = "isaaclab-mgpu:latest"
 SHM_SIZE = "16Gi"
 WORKDIR = "/workspace"
 BACKOFF_LIMIT = 3
-#: Seconds from the kubelet's SIGTERM to its SIGKILL. mgpu's own stop after SIGTERM takes at most
-#: train's --grace_period + --kill_after (10 + 5 s by default) plus the launcher's exit; 60 s
-#: leaves room for a rank still starting up.
+#: Seconds from the kubelet's SIGTERM to its SIGKILL: the whole stop of a pod (see :data:`STOP_RESERVE_S`).
 TERMINATION_GRACE = 60
+#: Seconds of ``terminationGracePeriodSeconds`` the pod command keeps back from train's
+#: ``--grace_period`` (:func:`stop_grace`): ``--kill_after`` (5 s) and mgpu's own exit once its
+#: processes are gone (up to 10 s measured on a loaded 2-core VM). mgpu's own default grace, 10 s,
+#: was shorter than a stop there: the ranks saved within 2-6 s of the SIGTERM, torchrun then spent
+#: 4-5 s tearing down its interpreter, and one slower iteration made mgpu SIGTERM and SIGKILL the
+#: rest (exit 124) with 50 s of the pod's 60 left. (torchrun itself SIGKILLs its ranks 30 s after
+#: passing them the SIGTERM, a fixed timeout of torch.distributed.elastic: an iteration plus a save
+#: longer than that loses the stop's checkpoint whatever the grace.)
+STOP_RESERVE_S = 20
 #: Trainer v2.3.0's names: the replicated job and container that get ``numNodes`` pods and the
 #: ``PET_*`` variables, and the pod-template label that marks that job as the trainer.
 TRAINER_JOB, TRAINER_CONTAINER = "node", "node"
@@ -251,13 +262,21 @@ def train_argv(spec: LaunchSpec) -> list[str]:
     return [*argv, *spec.training_args]
 
 
-def pod_command(spec: LaunchSpec) -> list[str]:
-    """A pod's command: :func:`train_argv`, plus ``--resume auto`` for the built-in worker unless a
-    ``--resume`` is given, so a rerun pod continues the run the first one started."""
-    argv = train_argv(spec)
+def pod_command(spec: LaunchSpec, termination_grace: int = TERMINATION_GRACE) -> list[str]:
+    """A pod's command: :func:`train_argv` with the pod's ``--grace_period`` (:func:`stop_grace`),
+    plus ``--resume auto`` for the built-in worker unless a ``--resume`` is given, so a rerun pod
+    continues the run the first one started."""
+    mgpu, train, *rest = train_argv(spec)
+    argv = [mgpu, train, "--grace_period", str(stop_grace(termination_grace)), *rest]
     if spec.worker is not None and spec.worker.resume is None:
         argv += ["--resume", "auto"]
     return argv
+
+
+def stop_grace(termination_grace: int) -> int:
+    """train's ``--grace_period`` in a pod of ``termination_grace`` seconds: the ranks get all of
+    the kubelet's grace to save and end but :data:`STOP_RESERVE_S` (at least 1 s)."""
+    return max(termination_grace - STOP_RESERVE_S, 1)
 
 
 def emit(spec: LaunchSpec, options: JobOptions) -> str:
@@ -489,7 +508,7 @@ def _pod(
         "name": container,
         "image": options.image or IMAGE,
         "workingDir": options.workdir or WORKDIR,
-        "command": pod_command(spec),
+        "command": pod_command(spec, options.termination_grace or TERMINATION_GRACE),
     }
     if ports:
         main["ports"] = ports
@@ -515,7 +534,9 @@ def _survival(spec: LaunchSpec, options: JobOptions) -> list[str]:
     grace = options.termination_grace or TERMINATION_GRACE
     lines = [
         "# On the kubelet's SIGTERM the ranks save a checkpoint at the next iteration and mgpu exits",
-        f"# 130 (124 if something had to be SIGKILLed), within terminationGracePeriodSeconds ({grace}).",
+        f"# 130 (124 if something had to be SIGKILLed), within terminationGracePeriodSeconds ({grace}),",
+        f"# of which --grace_period {stop_grace(grace)} is the ranks'. SIGTERM to one pod alone (an",
+        "# eviction) stops every node's ranks at the same iteration; the pods not signalled exit 1.",
     ]
     if spec.builtin_worker:
         lines.append("# The rerun pod's --resume auto continues the newest unfinished run (none: a new one).")
