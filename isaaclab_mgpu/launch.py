@@ -106,9 +106,14 @@ def plan(
 
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
-    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
+    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train.
+
+    A SLURM job runs this very mgpu: its interpreter (the probe the pure builder is handed), since a
+    ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``. A pod runs its image's ``mgpu``."""
     from isaaclab_mgpu.launcher.jobfiles import emit
 
+    if options.kind == "sbatch" and sys.executable:
+        options = dataclasses.replace(options, python=sys.executable)
     report.out(emit(spec, options).rstrip("\n"))
     return 0
 
@@ -207,6 +212,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
                 f"stopped at a checkpoint{where} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
                 "the requeued job continues this run"
             )
+            report.note(
+                "expected next, not failures: srun's 'Exited with exit code 75' for each node and "
+                "slurmstepd's '*** STEP … CANCELLED … DUE TO JOB REQUEUE ***'"
+            )
             ok, said = requeue(resolved.slurm_job_id)
             if not ok:
                 if folder is not None:
@@ -221,9 +230,14 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> int:
             runs.mark(folder, exit_status=EXIT_REQUEUE)
         if spec.requeue and not node0:
             raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
+        again = _resubmit_line(resolved)
         raise Requeued(
-            f"stopped at a checkpoint{where} on {signame}; run the same command with --resume auto "
-            "to continue (in a SLURM job: add --requeue)"
+            f"stopped at a checkpoint{where} on {signame}; "
+            + (
+                f"to continue: {again}"
+                if again
+                else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
+            )
         )
     if folder is not None:
         settle_run(resolved, cmd, outcome)
@@ -256,6 +270,8 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     spec = resolved.spec
     if folder is None or not spec.command_line or (resolved.node_rank or 0) != 0:
         return None
+    if resolved.slurm_job_id:  # not this node's command line (its job's port): the job's resubmission
+        return _resubmit_line(resolved)
     run = Path(folder)
     from isaaclab_mgpu.contract import resume
 
@@ -264,7 +280,36 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
         found = known and bool(resume.isaac_checkpoints(spec.library, run))
     else:
         found = resume.latest(run) is not None
-    return continuation.continue_line(spec.command_line, run) if found else None
+    return continuation.continue_line(spec.command_line, run, resolved.invoked_as) if found else None
+
+
+def _resubmit_line(resolved: ResolvedSpec) -> str | None:
+    """In a SLURM batch job: the command that submits it again (it continues the run with its
+    ``--resume auto``; without one, the line says to add it); None outside one or when SLURM
+    does not say."""
+    import subprocess
+
+    from isaaclab_mgpu.launcher.cluster import resubmit_command
+
+    if not resolved.slurm_job_id:
+        return None
+    try:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", "-o", resolved.slurm_job_id],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    argv = resubmit_command(shown)
+    if argv is None:
+        return None
+    worker = resolved.spec.worker
+    if worker is not None and worker.resume != "auto":
+        return f"add --resume auto to the train line of {argv[-1]}, then {shell_join(list(argv))}"
+    return shell_join(list(argv))
 
 
 def settle_run(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> None:
