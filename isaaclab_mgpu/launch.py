@@ -1,7 +1,8 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
-``dry-run`` → :func:`plan`, ``train`` → :func:`train`, ``check-env`` → :func:`check_env`,
-``probe-nccl`` → :func:`probe_nccl`, ``scale`` → :func:`scale`. Each runs the shared core
+``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit`,
+``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
+``scale`` → :func:`scale`. Each runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
 reach :mod:`isaaclab_mgpu.report`. It runs in
@@ -57,6 +58,7 @@ __all__ = [
     "probe_nccl",
     "saved_workarounds",
     "scale",
+    "submit",
     "train",
 ]
 
@@ -115,6 +117,40 @@ def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
     if options.kind == "sbatch" and sys.executable:
         options = dataclasses.replace(options, python=sys.executable)
     report.out(emit(spec, options).rstrip("\n"))
+    return 0
+
+
+def submit(spec: LaunchSpec, options: JobOptions) -> int:
+    """Write the job file ``dry-run --emit sbatch`` prints to ``<log_root>/mgpu/jobs/<name>.sbatch``
+    and submit it from here (``sbatch --parsable``); say the job id, where the run will live and
+    how to follow it. Submitting the same command again continues the run (``--resume auto``)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import continuation
+    from isaaclab_mgpu.launcher.jobfiles import emit
+
+    if shutil.which("sbatch") is None:
+        raise UsageError(
+            "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
+            "node, or print the job file with mgpu dry-run … --emit sbatch"
+        )
+    text = emit(spec, dataclasses.replace(options, python=sys.executable or None))
+    path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.sbatch"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise MgpuError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip() or 'no output'}")
+    job = done.stdout.strip().split(";")[0]
+    report.note(f"submitted SLURM job {job}: {path}")
+    if spec.worker is not None:
+        ident, _ = continuation.identity_of(spec)
+        where = Path(ident.log_root) / ident.library / ident.experiment
+        report.note(f"the run will live under {where}/ (the newest unfinished one there is continued)")
+    report.note(f"follow it: tail -F {options.name}-{job}.out")
+    report.out(job)
     return 0
 
 

@@ -240,7 +240,8 @@ SlurmdTimeout=10
 ReturnToService=2
 # Keep ended jobs visible to scontrol for the whole test session.
 MinJobAge=3600
-KillWait=10
+# SLURM's default: mgpu's own stop (--grace_period 10 s + --kill_after 5 s) must fit before SIGKILL.
+KillWait=30
 {nodes}
 PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """

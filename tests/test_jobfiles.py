@@ -298,3 +298,37 @@ def test_the_continue_line_is_typed_as_this_mgpu_was_started(tmp_path):
         ("train", "--resume", "auto", "--max_iterations", "9"), tmp_path, ("uv", "run", "mgpu")
     )
     assert line == f"uv run mgpu train --max_iterations 9 --resume {tmp_path}"
+
+
+def test_submit_writes_the_job_file_under_the_log_root_and_hands_it_to_sbatch(tmp_path):
+    # A stand-in sbatch records its arguments and answers as sbatch --parsable does (id;cluster).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "sbatch.args"}\necho "77;c"\n'
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "submit", "--device", "cpu", "--nnodes", "2"]
+    argv += ["--num_gpus", "2", "--max_iterations", "5", "--job_name", "cart"]
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": str(bin_dir)}
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "77\n"), done.stderr
+    job_file = work / "logs" / "mgpu" / "jobs" / "cart.sbatch"
+    assert (tmp_path / "sbatch.args").read_text().split() == ["--parsable", "logs/mgpu/jobs/cart.sbatch"]
+    emitted = subprocess.run(
+        [*argv[:3], "dry-run", *argv[4:], "--emit", "sbatch"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert job_file.read_text() == emitted.stdout  # exactly what dry-run --emit sbatch prints
+    assert "the run will live under logs/rsl_rl/cartpole/" in done.stderr
+    assert "follow it: tail -F cart-77.out" in done.stderr
+    # No sbatch here: one line, exit 2, nothing written.
+    (bin_dir / "sbatch").unlink()
+    job_file.unlink()
+    refused = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "needs SLURM's sbatch" in refused.stderr and not job_file.exists()

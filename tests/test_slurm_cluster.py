@@ -14,6 +14,8 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
 - ``scancel`` mid-run: every node's mgpu stops its ranks at a checkpoint, node 0 prints the
   command that submits the job again (``sbatch --chdir DIR FILE``), and that file submitted again
   (its train line ends ``--resume auto``) continues the run to its total in the same folder.
+- ``mgpu submit``: the same options as ``dry-run --emit sbatch``; it writes the job file to
+  ``logs/mgpu/jobs/<name>.sbatch``, submits it, prints the job id, and the job trains to its total.
 - A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
   the node and exits 1 (a failed rank whose peer node is gone), and the job ends (NODE_FAIL);
   once node10 is back the same job file (``--resume auto``) is submitted again and continues the
@@ -263,6 +265,27 @@ def test_scancel_saves_and_the_same_job_file_submitted_again_continues_the_run(c
     )
     assert [a["launch"] for a in s["attempts"]] == [0, 1] and s["attempts"][1]["started_at"] == cut
     assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
+
+
+def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(cluster, tmp_path):
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "submit", *LAUNCH, "--max_iterations", "6"]
+    argv += ["--save_interval", "3", "--job_time", "00:10:00", "--job_name", "sub"]
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=cluster.env(_job_env(tmp_path)), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    job_file = tmp_path / "logs" / "mgpu" / "jobs" / "sub.sbatch"
+    assert job.isdigit() and f"submitted SLURM job {job}: logs/mgpu/jobs/sub.sbatch" in done.stderr
+    assert "the run will live under logs/rsl_rl/cartpole/" in done.stderr
+    assert f"follow it: tail -F sub-{job}.out" in done.stderr
+    assert job_file.read_text().rstrip().endswith("--resume auto")
+    fields = cluster.wait_job(job, ENDED, timeout=300)
+    out = _output(tmp_path, "sub", job)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out[-4000:]
+    _, s = _the_run(tmp_path)
+    assert (s["status"], s["iterations"], s["world_size"], s["checksums_equal"]) == ("finished", 6, 4, True)
+    assert s["slurm_job_id"] == job
 
 
 def _error_line(text: str) -> str | None:
