@@ -1,7 +1,8 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
-``dry-run`` → :func:`plan`, ``train`` → :func:`train`, ``check-env`` → :func:`check_env`,
-``probe-nccl`` → :func:`probe_nccl`, ``scale`` → :func:`scale`. Each runs the shared core
+``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit`,
+``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
+``scale`` → :func:`scale`. Each runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
 reach :mod:`isaaclab_mgpu.report`. It runs in
@@ -61,6 +62,7 @@ __all__ = [
     "probe_nccl",
     "saved_workarounds",
     "scale",
+    "submit",
     "train",
 ]
 
@@ -110,10 +112,49 @@ def plan(
 
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
-    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
+    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train.
+
+    A SLURM job runs this very mgpu: its interpreter (the probe the pure builder is handed), since a
+    ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``. A pod runs its image's ``mgpu``."""
     from isaaclab_mgpu.launcher.jobfiles import emit
 
+    if options.kind == "sbatch" and sys.executable:
+        options = dataclasses.replace(options, python=sys.executable)
     report.out(emit(spec, options).rstrip("\n"))
+    return 0
+
+
+def submit(spec: LaunchSpec, options: JobOptions) -> int:
+    """Write the job file ``dry-run --emit sbatch`` prints to ``<log_root>/mgpu/jobs/<name>.sbatch``
+    and submit it from here (``sbatch --parsable``); say the job id, where the run will live and
+    how to follow it. Submitting the same command again continues the run (``--resume auto``)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import continuation
+    from isaaclab_mgpu.launcher.jobfiles import emit
+
+    if shutil.which("sbatch") is None:
+        raise UsageError(
+            "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
+            "node, or print the job file with mgpu dry-run … --emit sbatch"
+        )
+    text = emit(spec, dataclasses.replace(options, python=sys.executable or None))
+    path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.sbatch"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise MgpuError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip() or 'no output'}")
+    job = done.stdout.strip().split(";")[0]
+    report.note(f"submitted SLURM job {job}: {path}")
+    if spec.worker is not None:
+        ident, _ = continuation.identity_of(spec)
+        where = Path(ident.log_root) / ident.library / ident.experiment
+        report.note(f"the run will live under {where}/ (the newest unfinished one there is continued)")
+    report.note(f"follow it: tail -F {options.name}-{job}.out")
+    report.out(job)
     return 0
 
 
@@ -259,6 +300,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
                 f"stopped at a checkpoint{where} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
                 "the requeued job continues this run"
             )
+            report.note(
+                "expected next, not failures: srun's 'Exited with exit code 75' for each node and "
+                "slurmstepd's '*** STEP … CANCELLED … DUE TO JOB REQUEUE ***'"
+            )
             ok, said = requeue(resolved.slurm_job_id)
             if not ok:
                 stop(requeued=False, said=said or "no output")
@@ -275,9 +320,14 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             runs.mark(folder, exit_status=EXIT_REQUEUE)
         if spec.requeue and not node0:
             raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
+        again = _resubmit_line(resolved)
         raise Requeued(
-            f"stopped at a checkpoint{where} on {signame}; run the same command with --resume auto "
-            "to continue (in a SLURM job: add --requeue)"
+            f"stopped at a checkpoint{where} on {signame}; "
+            + (
+                f"to continue: {again}"
+                if again
+                else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
+            )
         )
     if folder is not None:
         settle_run(resolved, cmd, outcome)
@@ -326,6 +376,8 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     spec = resolved.spec
     if folder is None or not spec.command_line or (resolved.node_rank or 0) != 0:
         return None
+    if resolved.slurm_job_id:  # not this node's command line (its job's port): the job's resubmission
+        return _resubmit_line(resolved)
     run = Path(folder)
     from isaaclab_mgpu.contract import resume
 
@@ -334,7 +386,36 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
         found = known and bool(resume.isaac_checkpoints(spec.library, run))
     else:
         found = resume.latest(run) is not None
-    return continuation.continue_line(spec.command_line, run) if found else None
+    return continuation.continue_line(spec.command_line, run, resolved.invoked_as) if found else None
+
+
+def _resubmit_line(resolved: ResolvedSpec) -> str | None:
+    """In a SLURM batch job: the command that submits it again (it continues the run with its
+    ``--resume auto``; without one, the line says to add it); None outside one or when SLURM
+    does not say."""
+    import subprocess
+
+    from isaaclab_mgpu.launcher.cluster import resubmit_command
+
+    if not resolved.slurm_job_id:
+        return None
+    try:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", "-o", resolved.slurm_job_id],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    argv = resubmit_command(shown)
+    if argv is None:
+        return None
+    worker = resolved.spec.worker
+    if worker is not None and worker.resume != "auto":
+        return f"add --resume auto to the train line of {argv[-1]}, then {shell_join(list(argv))}"
+    return shell_join(list(argv))
 
 
 def settle_run(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> None:

@@ -16,7 +16,18 @@ then fails on ``/sys/fs/cgroup``; ``nsenter --net`` keeps it.
 
 :func:`unavailable` says in one line why the cluster cannot run here (not root, a program missing,
 no namespaces), for the tests to skip with. ``python tests/slurm_cluster.py up DIR`` starts one
-by hand and prints the ``SLURM_CONF`` to export; ``down DIR`` stops it.
+by hand and prints the ``SLURM_CONF`` to export; ``python tests/slurm_cluster.py down`` stops
+whatever a cluster left running, wherever its folder was.
+
+**Nothing is left behind.** Every process of the cluster carries :data:`MARK` in its environment:
+the daemons (munged, slurmctld, each slurmd) are started with it, and jobs inherit it from the
+``sbatch`` of :meth:`Cluster.sbatch` (sbatch exports the submitter's environment). Each node's
+processes (slurmd, job steps, ``srun``, mgpu and its ranks) also live in the node's network
+namespace. :func:`clean_leftovers` SIGKILLs both (the namespaces' processes and every marked
+process), then deletes the namespaces and the bridge; :meth:`Cluster.start` calls it before
+anything else, so a test run killed midway (SIGKILL, a time limit) leaves nothing the next one
+meets, and :meth:`Cluster.stop` and ``down`` end with it. The tests' fixture turns SIGTERM into
+an interrupt, so a run stopped with SIGTERM still tears its cluster down.
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ from pathlib import Path
 
 #: The nodes in SLURM's order (SLURM_NODEID 0, 1) and their last address byte.
 NODES = (("node9", 9), ("node10", 10))
+#: The environment variable every process of a test cluster carries (its value: the cluster's folder).
+MARK = "MGPU_TEST_SLURM_CLUSTER"
 #: The cluster's subnet: the bridge is .1, each node .<its byte>; only our own namespaces live there.
 SUBNET = "10.213.7"
 BRIDGE = "mgpuslurm0"
@@ -101,14 +114,15 @@ class Cluster:
     # -- starting and stopping ------------------------------------------------------------------
     def start(self) -> Cluster:
         """Bring up the bridge and the nodes' namespaces, munge, slurmctld and every slurmd."""
+        clean_leftovers()  # an earlier run killed midway: its daemons, jobs, namespaces, bridge
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # munged refuses a key or socket in a folder others may write
-        _cleanup_network()
         self._network()
         self._munge()
         self._write_conf()
         ctl = subprocess.Popen(
-            ["slurmctld", "-D", "-i", "-f", str(self.conf)],
+            # -c: no job of an earlier cluster in the same folder comes back
+            ["slurmctld", "-D", "-c", "-i", "-f", str(self.conf)],
             env=self.env(),
             stdout=subprocess.DEVNULL,
             stderr=open(self.root / "slurmctld.stderr", "w"),  # noqa: SIM115 (the daemon keeps it)
@@ -120,11 +134,18 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        """Stop every job, daemon and process of the nodes; remove the namespaces and the bridge."""
-        if self.conf.exists():
-            _run("scancel", "--full", "-u", "root", check=False, env=self.env())
+        """Stop every job, daemon and process of the nodes; remove the namespaces and the bridge.
+
+        Each step runs even when one before it fails: a half-stopped cluster is what the next run
+        would meet."""
+        try:
+            if self.conf.exists() and any(p.poll() is None for p in self.daemons):
+                _run("scancel", "--full", "-u", "root", check=False, env=self.env())
+        except (OSError, subprocess.SubprocessError):
+            pass  # the nodes are killed below whatever scancel did
         for name, _ in NODES:
-            self.kill_node(name)
+            with contextlib.suppress(Exception):
+                self.kill_node(name)
         for proc in reversed(self.daemons):
             if proc.poll() is None:
                 proc.terminate()
@@ -134,7 +155,7 @@ class Cluster:
                     proc.kill()
                     proc.wait()
         self.daemons.clear()
-        _cleanup_network()
+        clean_leftovers()
 
     def _network(self) -> None:
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
@@ -162,6 +183,7 @@ class Cluster:
             ["munged", "--foreground", "--force", f"--socket={self.munge_socket}", f"--key-file={key}",
              f"--pid-file={self.root / 'munged.pid'}", f"--log-file={self.root / 'munged.log'}",
              f"--seed-file={self.root / 'munged.seed'}"],
+            env=self.env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -218,7 +240,8 @@ SlurmdTimeout=10
 ReturnToService=2
 # Keep ended jobs visible to scontrol for the whole test session.
 MinJobAge=3600
-KillWait=10
+# SLURM's default: mgpu's own stop (--grace_period 10 s + --kill_after 5 s) must fit before SIGKILL.
+KillWait=30
 {nodes}
 PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
@@ -256,9 +279,11 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubsc
 
     # -- using it -------------------------------------------------------------------------------
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default: this process's environment) with ``SLURM_CONF`` naming this cluster."""
+        """``base`` (default: this process's environment) with ``SLURM_CONF`` naming this cluster and
+        :data:`MARK` (every daemon and job of the cluster carries it)."""
         out = dict(os.environ if base is None else base)
         out["SLURM_CONF"] = str(self.conf)
+        out[MARK] = str(self.root)
         return out
 
     def scontrol(self, *args: str) -> str:
@@ -273,6 +298,10 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubsc
         if out.returncode != 0:
             raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")
         return out.stdout.strip().split(";")[0]
+
+    def scancel(self, job_id: str) -> None:
+        """``scancel JOB``, as a user cancels a job (SIGTERM to every step, then SIGKILL after KillWait)."""
+        _run("scancel", job_id, env=self.env())
 
     def job(self, job_id: str) -> dict[str, str]:
         """The job's fields as ``scontrol show job -o`` prints them (``JobState``, ``Restarts``, ...)."""
@@ -315,13 +344,92 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubsc
             time.sleep(0.3)
 
 
-def _cleanup_network() -> None:
-    """Remove what an earlier cluster left behind: its processes, namespaces and bridge."""
-    for name, byte in NODES:
-        _kill_namespace(_netns(name))
-        _run("ip", "netns", "delete", _netns(name), check=False)
-        _run("ip", "link", "delete", f"mgh{byte}", check=False)  # gone with the namespace, unless held
-    _run("ip", "link", "delete", BRIDGE, check=False)
+def clean_leftovers() -> list[str]:
+    """End whatever a test cluster left on this machine, whoever started it and wherever its folder
+    was: every process in the nodes' namespaces and every process carrying :data:`MARK` (munged,
+    slurmctld, job steps, ``srun``), then the namespaces, veths and bridge. What was found, one
+    line each (empty: nothing was left)."""
+    found: list[str] = []
+    for _ in range(3):  # a dying slurmd or slurmstepd may still start a process: look again
+        pids = {int(p) for name, _ in NODES for p in _namespace_pids(_netns(name))}
+        pids |= _marked_pids()
+        pids -= {os.getpid(), *_ancestors()}
+        if not pids:
+            break
+        for pid in sorted(pids):
+            found.append(f"process {pid} {_cmdline(pid)[:100]}")
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _wait_gone(pids, timeout=10)
+    for name, byte in (*NODES, ("probe", 0)):
+        if Path(f"/var/run/netns/{_netns(name)}").exists():
+            found.append(f"network namespace {_netns(name)}")
+            _run("ip", "netns", "delete", _netns(name), check=False)
+        if byte and Path(f"/sys/class/net/mgh{byte}").exists():
+            _run("ip", "link", "delete", f"mgh{byte}", check=False)  # gone with the namespace, unless held
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        found.append(f"bridge {BRIDGE}")
+        _run("ip", "link", "delete", BRIDGE, check=False)
+    return found
+
+
+def _namespace_pids(ns: str) -> list[str]:
+    if not Path(f"/var/run/netns/{ns}").exists():
+        return []
+    return _run("ip", "netns", "pids", ns, check=False).stdout.split()
+
+
+def _marked_pids() -> set[int]:
+    """Processes whose environment carries :data:`MARK` (read from ``/proc``; root reads them all)."""
+    needle = f"\0{MARK}=".encode()
+    out: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in b"\0" + environ:
+            out.add(int(entry.name))
+    return out
+
+
+def _ancestors() -> set[int]:
+    """This process's ancestors (never killed: a test run under a marked shell stays alive)."""
+    out, pid = set(), os.getppid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _wait_gone(pids: set[int], timeout: float) -> None:
+    """Wait until none of ``pids`` exists (reaped, or a zombie whose parent is gone too)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        if not alive:
+            return
+        time.sleep(0.1)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _fields(text: str) -> dict[str, str]:
@@ -336,21 +444,30 @@ def _fields(text: str) -> dict[str, str]:
 
 def _kill_namespace(ns: str) -> None:
     """SIGKILL every process in the network namespace ``ns`` (as a machine that dies)."""
-    for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split():
+    for pid in _namespace_pids(ns):
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 if __name__ == "__main__":
-    what, folder = sys.argv[1], Path(sys.argv[2]).resolve()
-    cluster = Cluster(folder)
-    if what == "up":
-        cluster.start()
-        print(f"export SLURM_CONF={cluster.conf}")
-        # The daemons are this process's children: stay until interrupted.
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "up" and len(sys.argv) == 3:
+        cluster = Cluster(Path(sys.argv[2]).resolve())
+        signal.signal(signal.SIGTERM, _interrupt)  # kill PID stops it as Ctrl-C does
         try:
-            signal.pause()
+            cluster.start()
+            print(f"export SLURM_CONF={cluster.conf}", flush=True)
+            signal.pause()  # the daemons are this process's children: stay until interrupted
+        except KeyboardInterrupt:
+            pass
         finally:
             cluster.stop()
+    elif what == "down":
+        left = clean_leftovers()
+        print("\n".join(f"ended {line}" for line in left) or "nothing of a test cluster was running")
     else:
-        _cleanup_network()
+        sys.exit("usage: python tests/slurm_cluster.py up DIR | down")

@@ -15,7 +15,7 @@ from isaaclab_mgpu.cli.validate import parse_command_line
 from isaaclab_mgpu.tools.skills_check import check_tree
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ("train", "dry-run", "check-env", "probe-nccl", "scale")
+COMMANDS = ("train", "dry-run", "submit", "check-env", "probe-nccl", "scale")
 #: Isaac Lab's train_multigpu launcher flags (DESIGN.md §3).
 ISAACLAB_FLAGS = (
     "--rl_library", "--num_gpus", "--nproc_per_node", "--nnodes", "--node_rank", "--coordinator_address",

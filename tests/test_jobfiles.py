@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -27,6 +28,10 @@ ARGS = [
     "3",
     "agent.learning_rate=0.0003",
 ]
+
+
+#: How the emitted job starts mgpu: this interpreter, the one dry-run ran in (not ``mgpu`` from PATH).
+PROGRAM = shlex.join([sys.executable, "-m", "isaaclab_mgpu"])
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +71,10 @@ def test_sbatch_holds_the_allocation_and_passes_bash_n(capsys, tmp_path):
     assert "#SBATCH --requeue" not in lines
     srun = [line for line in lines if line.startswith("srun ")]
     prefix = "srun --kill-on-bad-exit=1 --cpus-per-task=16"
-    assert srun == [f'{prefix} mgpu train --master_port "$MGPU_PORT" {shlex.join(ARGS)}']
+    # The job runs the mgpu that wrote it and continues the newest unfinished run when resubmitted.
+    line = f'{prefix} {PROGRAM} train --master_port "$MGPU_PORT" {shlex.join(ARGS)} --resume auto'
+    assert srun == [line]
+    assert "# Submitting it again continues the newest unfinished run (--resume auto)." in lines
     assert (
         "# Shared by every node (and by the nodes of a requeued job, which may be other ones): this" in lines
     )
@@ -102,7 +110,7 @@ def test_sbatch_asks_for_the_cpus_of_its_ranks(capsys, argv, cpus):
     lines = emitted(capsys, *argv, "--emit", "sbatch").splitlines()
     assert f"#SBATCH --cpus-per-task={cpus}" in lines
     (srun,) = [line for line in lines if line.startswith("srun ")]
-    assert srun.startswith(f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus} mgpu train ")
+    assert srun.startswith(f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus} {PROGRAM} train ")
     assert ("#SBATCH --gpus-per-node" in " ".join(lines)) == ("cpu" not in argv)
 
 
@@ -125,12 +133,13 @@ def test_each_node_of_a_2_node_allocation_dry_runs_the_srun_line_into_its_comman
     subprocess.run(["bash", str(path)], env=env, check=True)
     line = (tmp_path / "srun.args").read_text().splitlines()
     port = str(20000 + 4242 % 10000)
-    assert line[:4] == ["mgpu", "train", "--master_port", port]
+    assert line[:6] == [sys.executable, "-m", "isaaclab_mgpu", "train", "--master_port", port]
+    assert line[-2:] == ["--resume", "auto"]
     for node in (0, 1):
-        got = torchrun_line(capsys, monkeypatch, {**allocation, "SLURM_NODEID": str(node)}, line[2:])
+        got = torchrun_line(capsys, monkeypatch, {**allocation, "SLURM_NODEID": str(node)}, line[4:])
         explicit = [
-            *ARGS, "--node_rank", str(node), "--master_port", port, "--master_addr", "gpu07",
-            "--rdzv_id", "4242",
+            *ARGS, "--resume", "auto", "--node_rank", str(node), "--master_port", port,
+            "--master_addr", "gpu07", "--rdzv_id", "4242",
         ]  # fmt: skip
         assert got == torchrun_line(capsys, monkeypatch, {}, explicit)
         assert got[got.index("--node_rank") + 1] == str(node)
@@ -220,3 +229,107 @@ def test_the_job_line_is_the_same_launch(capsys, monkeypatch):
 def test_job_file_refusals(capsys, no_spawn, argv, fragment):
     code, out, err = run(capsys, "dry-run", *argv)
     assert (code, out) == (2, "") and fragment in err, err
+
+
+def test_every_job_file_runs_one_command_and_the_sbatch_names_its_interpreter():
+    from isaaclab_mgpu.launcher.jobfiles import TERMINATION_GRACE, JobOptions, emit, job_command, stop_grace
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
+
+    spec = LaunchSpec(training_args=("--max_iterations", "5"), device="cpu", nnodes="2", nproc_per_node="2")
+    assert job_command(spec)[-2:] == ["--resume", "auto"]
+    pod = yaml.safe_load(emit(spec, JobOptions(kind="pytorchjob", pvc="logs")))
+    container = pod["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["command"] == job_command(spec, stop_grace(TERMINATION_GRACE))  # a pod's grace too
+    named = emit(spec, JobOptions(kind="sbatch", python="/opt/env/bin/python"))
+    assert named == emit(spec, JobOptions(kind="sbatch", python="/opt/env/bin/python"))  # deterministic
+    (srun,) = [line for line in named.splitlines() if line.startswith("srun ")]
+    tail = shlex.split(srun)[shlex.split(srun).index("/opt/env/bin/python") :]
+    assert tail[:4] == ["/opt/env/bin/python", "-m", "isaaclab_mgpu", "train"]
+    assert [t for t in tail[4:] if t != "$MGPU_PORT" and t != "--master_port"] == job_command(spec)[2:]
+    # No interpreter handed in (a builder called from code): mgpu from PATH, and the file says so.
+    plain = emit(spec, JobOptions(kind="sbatch"))
+    assert " mgpu train " in plain and "mgpu must be on PATH on every node" in plain
+    # A --resume given is kept as given; a program of the user's continues by itself.
+    given = LaunchSpec(training_args=("--resume", "logs/r"), device="cpu", nnodes="2")
+    assert job_command(given)[-2:] == ["--resume", "logs/r"] and job_command(given).count("--resume") == 1
+    script = LaunchSpec(script="train.py", device="cpu", nnodes="2")
+    assert "--resume" not in job_command(script)
+    assert "Submitting it again" not in emit(script, JobOptions(kind="sbatch", python="p"))
+
+
+def test_a_requeue_job_file_announces_srun_s_exit_75_lines():
+    from isaaclab_mgpu.launcher.jobfiles import JobOptions, emit
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
+
+    spec = LaunchSpec(device="cpu", nnodes="2", requeue=True)
+    text = emit(spec, JobOptions(kind="sbatch", python="p"))
+    assert "Exited with exit code 75" in text and "CANCELLED" in text
+    assert "Exited with exit code 75" not in emit(
+        LaunchSpec(device="cpu", nnodes="2"), JobOptions(kind="sbatch")
+    )
+
+
+def test_the_resubmit_command_comes_from_scontrol_s_batch_job():
+    from isaaclab_mgpu.launcher.cluster import resubmit_command
+
+    batch = (
+        "JobId=7 JobName=two UserId=root(0) JobState=CANCELLED Restarts=0 BatchFlag=1 "
+        "Command=/shared/exp/two.sbatch WorkDir=/shared/exp StdOut=/shared/exp/two-7.out"
+    )
+    assert resubmit_command(batch) == ("sbatch", "--chdir", "/shared/exp", "/shared/exp/two.sbatch")
+    allocation = "JobId=8 JobName=interactive BatchFlag=0 Command=/bin/bash WorkDir=/home/u"
+    assert resubmit_command(allocation) is None and resubmit_command("") is None
+
+
+def test_the_continue_line_is_typed_as_this_mgpu_was_started(tmp_path):
+    from isaaclab_mgpu.launcher.continuation import continue_line
+    from isaaclab_mgpu.launcher.resolve import Machine, invocation
+
+    venv = tmp_path / "venv" / "bin"
+    uv = Machine(environ={"UV_RUN_RECURSION_DEPTH": "1"}, python=str(venv / "python"), parent="uv")
+    assert invocation(uv) == ("uv", "run", "mgpu")
+    # Under uv run, but started by something else (a test, a job): not uv's child, so not "uv run".
+    inherited = Machine(environ={"UV_RUN_RECURSION_DEPTH": "1"}, python=str(venv / "python"), parent="bash")
+    assert invocation(inherited) == (str(venv / "python"), "-m", "isaaclab_mgpu")
+    on_path = Machine(python=str(venv / "python"), mgpu_on_path=str(venv / "mgpu"))
+    assert invocation(on_path) == ("mgpu",)
+    other = Machine(python=str(venv / "python"), mgpu_on_path="/usr/local/bin/mgpu")
+    assert invocation(other) == (str(venv / "python"), "-m", "isaaclab_mgpu")
+    line = continue_line(
+        ("train", "--resume", "auto", "--max_iterations", "9"), tmp_path, ("uv", "run", "mgpu")
+    )
+    assert line == f"uv run mgpu train --max_iterations 9 --resume {tmp_path}"
+
+
+def test_submit_writes_the_job_file_under_the_log_root_and_hands_it_to_sbatch(tmp_path):
+    # A stand-in sbatch records its arguments and answers as sbatch --parsable does (id;cluster).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "sbatch.args"}\necho "77;c"\n'
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "submit", "--device", "cpu", "--nnodes", "2"]
+    argv += ["--num_gpus", "2", "--max_iterations", "5", "--job_name", "cart"]
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": str(bin_dir)}
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "77\n"), done.stderr
+    job_file = work / "logs" / "mgpu" / "jobs" / "cart.sbatch"
+    assert (tmp_path / "sbatch.args").read_text().split() == ["--parsable", "logs/mgpu/jobs/cart.sbatch"]
+    emitted = subprocess.run(
+        [*argv[:3], "dry-run", *argv[4:], "--emit", "sbatch"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert job_file.read_text() == emitted.stdout  # exactly what dry-run --emit sbatch prints
+    assert "the run will live under logs/rsl_rl/cartpole/" in done.stderr
+    assert "follow it: tail -F cart-77.out" in done.stderr
+    # No sbatch here: one line, exit 2, nothing written.
+    (bin_dir / "sbatch").unlink()
+    job_file.unlink()
+    refused = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "needs SLURM's sbatch" in refused.stderr and not job_file.exists()

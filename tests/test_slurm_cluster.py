@@ -11,6 +11,11 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
 - The time limit: SLURM's USR1 (``--signal=USR1@90``) stops the ranks at a checkpoint, node 0's
   mgpu runs ``scontrol requeue``, and the requeued job continues the same run to its total; the
   record keeps both jobs' attempts.
+- ``scancel`` mid-run: every node's mgpu stops its ranks at a checkpoint, node 0 prints the
+  command that submits the job again (``sbatch --chdir DIR FILE``), and that file submitted again
+  (its train line ends ``--resume auto``) continues the run to its total in the same folder.
+- ``mgpu submit``: the same options as ``dry-run --emit sbatch``; it writes the job file to
+  ``logs/mgpu/jobs/<name>.sbatch``, submits it, prints the job id, and the job trains to its total.
 - A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
   the node and exits 1 (a failed rank whose peer node is gone), and the job ends (NODE_FAIL);
   once node10 is back the same job file (``--resume auto``) is submitted again and continues the
@@ -25,6 +30,9 @@ Nothing else of SLURM is changed.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -47,17 +55,28 @@ def cluster(tmp_path_factory):
     if why is not None:
         pytest.skip(f"no SLURM cluster: {why}")
     c = Cluster(tmp_path_factory.mktemp("slurm"))
+    # A run stopped with SIGTERM (a CI time limit) tears its cluster down as Ctrl-C does; one
+    # SIGKILLed leaves it to the next run's start (Cluster.start cleans leftovers first).
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         c.start()
         yield c
     finally:
         c.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _job_env(tmp: Path) -> dict[str, str]:
-    """What the job sees (sbatch exports the submitter's environment): mgpu on PATH, lean threads."""
+    """What the job sees (sbatch exports the submitter's environment): lean threads, and no ``mgpu``
+    on PATH, as for a user of the README's ``uv`` environment: the job file names the interpreter."""
     env = child_env(tmp)
-    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    ours = os.path.dirname(os.path.abspath(sys.executable))
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != ours)
+    assert shutil.which("mgpu", path=env["PATH"]) is None, env["PATH"]
     return env
 
 
@@ -150,6 +169,9 @@ def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_r
     _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 60)
     first = out()
     assert f"requeueing SLURM job {job}: the requeued job continues this run" in first, first[-4000:]
+    # SLURM's lines on the requeue come after mgpu said they are expected.
+    said = "expected next, not failures: srun's 'Exited with exit code 75'"
+    assert said in first and "Exited with exit code 75" not in first.split(said)[0], first[-4000:]
     _, stopped = _the_run(tmp_path)
     assert stopped["status"] == "requeued" and 0 < stopped["iterations"] < total, stopped
     # Released now (not in two minutes), with room to finish rather than meet the limit again.
@@ -170,17 +192,10 @@ def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_r
 
 def test_a_lost_node_is_named_and_the_resubmitted_job_finishes_the_run(cluster, tmp_path):
     total = 60
-    args = (
-        "--max_iterations",
-        str(total),
-        "--save_interval",
-        "5",
-        "--job_time",
-        "00:10:00",
-        "--resume",
-        "auto",
-    )
+    # No --resume given: the emitted file continues the newest unfinished run by itself.
+    args = ("--max_iterations", str(total), "--save_interval", "5", "--job_time", "00:10:00")
     job_file = _emit(tmp_path, "lost", *args)
+    assert job_file.read_text().rstrip().endswith("--resume auto")
     # --no-requeue: the job ends with the node (SLURM would requeue it under the same job and step
     # ids, and a step of the lost instance was seen signalling the requeued one); the user
     # resubmits the same file, and --resume auto continues the run.
@@ -217,6 +232,60 @@ def test_a_lost_node_is_named_and_the_resubmitted_job_finishes_the_run(cluster, 
     assert outcomes == [(0, "failed"), (1, "finished")], s["attempts"]
     assert s["attempts"][1]["started_at"] == s["attempts"][0]["checkpoint"] >= 10
     assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
+
+
+def test_scancel_saves_and_the_same_job_file_submitted_again_continues_the_run(cluster, tmp_path):
+    total = 40
+    args = ("--max_iterations", str(total), "--save_interval", "5", "--job_time", "00:10:00")
+    job_file = _emit(tmp_path, "again", *args)
+    job = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
+    out = lambda: _output(tmp_path, "again", job)  # noqa: E731
+    _wait("rank 0 at iteration 6", lambda: _reached(tmp_path) >= 6, 300, out)
+    cluster.scancel(job)
+    cluster.wait_job(job, ENDED, timeout=120)
+    # Every node's mgpu heard the stop, the ranks saved, and node 0 said how to go on: the job's
+    # own file submitted again, not a single-node line with this job's --master_port.
+    hint = f"to continue: sbatch --chdir {tmp_path} {job_file}"
+    _wait("node 0's hint to resubmit", lambda: hint in out(), 30, out)
+    assert "--master_port" not in next(line for line in out().splitlines() if hint in line)
+    folder, stopped = _the_run(tmp_path)
+    cut = stopped["iterations"]
+    assert stopped["status"] == "interrupted" and 6 <= cut < total, stopped
+    assert (folder / f"model_{cut}.pt").is_file()
+    again = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
+    fields = cluster.wait_job(again, ENDED, timeout=420)
+    rerun = _output(tmp_path, "again", again)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
+    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
+    same, s = _the_run(tmp_path)
+    assert same == folder and (s["status"], s["iterations"], s["checksums_equal"]) == (
+        "finished",
+        total,
+        True,
+    )
+    assert [a["launch"] for a in s["attempts"]] == [0, 1] and s["attempts"][1]["started_at"] == cut
+    assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
+
+
+def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(cluster, tmp_path):
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "submit", *LAUNCH, "--max_iterations", "6"]
+    argv += ["--save_interval", "3", "--job_time", "00:10:00", "--job_name", "sub"]
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=cluster.env(_job_env(tmp_path)), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    job_file = tmp_path / "logs" / "mgpu" / "jobs" / "sub.sbatch"
+    assert job.isdigit() and f"submitted SLURM job {job}: logs/mgpu/jobs/sub.sbatch" in done.stderr
+    assert "the run will live under logs/rsl_rl/cartpole/" in done.stderr
+    assert f"follow it: tail -F sub-{job}.out" in done.stderr
+    assert job_file.read_text().rstrip().endswith("--resume auto")
+    fields = cluster.wait_job(job, ENDED, timeout=300)
+    out = _output(tmp_path, "sub", job)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), out[-4000:]
+    _, s = _the_run(tmp_path)
+    assert (s["status"], s["iterations"], s["world_size"], s["checksums_equal"]) == ("finished", 6, 4, True)
+    assert s["slurm_job_id"] == job
 
 
 def _error_line(text: str) -> str | None:

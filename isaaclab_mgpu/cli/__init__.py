@@ -112,6 +112,27 @@ def dry_run_cmd(
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
 
+@app.command("submit", cls=LaunchCommand, context_settings=PASSTHROUGH)
+@train_launch_command
+def submit_cmd(
+    spec,
+    job_name: JOB_NAME = None,
+    job_time: JOB_TIME = None,
+    partition: PARTITION = None,
+    rdzv_port: RDZV_PORT = None,
+    cpus_per_rank: CPUS_PER_RANK = None,
+) -> int:
+    """Write the SLURM job file [bold]dry-run --emit sbatch[/] prints under the log root and submit it."""
+    from isaaclab_mgpu.launch import submit
+    from isaaclab_mgpu.launcher.jobfiles import JobOptions
+
+    job = JobOptions(
+        kind="sbatch", job_name=job_name, time=job_time, partition=partition, rdzv_port=rdzv_port,
+        cpus_per_rank=cpus_per_rank,
+    )  # fmt: skip
+    return submit(spec, job)
+
+
 @app.command("train", cls=LaunchCommand, context_settings=PASSTHROUGH)
 @train_launch_command
 def train_cmd(

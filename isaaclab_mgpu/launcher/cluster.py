@@ -42,6 +42,9 @@ command mgpu prints the command that runs: the builder states on torchrun's comm
 rendezvous flag the environment names (:data:`TORCHRUN_DEFAULTS`), and :func:`check_torchrun_env`
 refuses the flags that cannot be undone there (``PET_STANDALONE``, ``PET_MODULE``,
 ``PET_NO_PYTHON``, ``PET_RUN_PATH``).
+
+:func:`resubmit_command` reads, from what ``scontrol show job`` says of a batch job (the command
+layer asks), the one command that submits it again: the hint a stopped SLURM job prints.
 """
 
 from __future__ import annotations
@@ -336,6 +339,16 @@ def first_slurm_host(nodelist: str) -> str:
     first = nodelist[:end].strip()
     # Each bracket group contributes its first element: "a[1-2]b[07,9]" -> "a1b07".
     return re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], first)
+
+
+def resubmit_command(show_job: str) -> tuple[str, ...] | None:
+    """The command that submits a batch job again, from its ``scontrol show job -o`` line: ``sbatch
+    --chdir WORKDIR SCRIPT`` (the script as submitted, run where it ran), or None for a job that is
+    not a batch job (an ``salloc``/``srun`` allocation) or a line without both fields."""
+    fields = dict(re.findall(r"(?:^|\s)(BatchFlag|Command|WorkDir)=(\S+)", show_job))
+    if fields.get("BatchFlag") != "1" or not fields.get("Command") or not fields.get("WorkDir"):
+        return None
+    return ("sbatch", "--chdir", fields["WorkDir"], fields["Command"])
 
 
 def _ascii_int(text: str) -> bool:

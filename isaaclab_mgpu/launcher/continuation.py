@@ -340,9 +340,10 @@ def _unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
     return None
 
 
-def continue_line(command_line: tuple[str, ...], folder: Path) -> str:
-    """The command that continues the run in ``folder``: ``command_line`` with its ``--resume``
-    (bare, with a value, or ``--resume=``) replaced by ``--resume FOLDER``."""
+def continue_line(command_line: tuple[str, ...], folder: Path, program: tuple[str, ...] = ("mgpu",)) -> str:
+    """The command that continues the run in ``folder``: ``program`` (how this mgpu is typed,
+    :attr:`ResolvedSpec.invoked_as`), then ``command_line`` with its ``--resume`` (bare, with a
+    value, or ``--resume=``) replaced by ``--resume FOLDER``."""
     out: list[str] = []
     skip = False
     for i, tok in enumerate(command_line):
@@ -358,7 +359,7 @@ def continue_line(command_line: tuple[str, ...], folder: Path) -> str:
         out.append(tok)
     from isaaclab_mgpu.launcher.build import shell_join
 
-    return shell_join(["mgpu", *out, "--resume", str(folder)])
+    return shell_join([*program, *out, "--resume", str(folder)])
 
 
 def keeper(resolved: ResolvedSpec) -> dict[str, object]:

@@ -2,9 +2,12 @@
 Kubeflow Trainer v2 TrainJob with its TrainingRuntime.
 
 ``mgpu dry-run … --emit sbatch|pytorchjob|trainjob`` prints one of them instead of the torchrun
-command. Every one runs, on every node, the one command :func:`train_argv` renders from the spec:
+command. Every one runs, on every node, the one command :func:`job_command` renders from the spec:
 ``mgpu train`` with the options that were given (and only those) and the training arguments in
-order. Nothing node-specific goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the
+order (:func:`train_argv`), plus ``--resume auto`` for the built-in worker (and the Isaac Lab tasks
+it runs) unless a ``--resume`` is given: with no unfinished run it starts one, so the first job and
+every resubmitted, requeued or rerun one run the same command and continue the newest unfinished
+run. Nothing node-specific goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the
 rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node runs is exactly what
 ``mgpu dry-run`` with the same arguments prints inside the allocation or the pod.
 
@@ -20,6 +23,12 @@ rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node ru
   from the job id (two jobs sharing a first node then rarely collide); the first host of the
   allocation hosts torchrun's store there. An ``EXIT`` trap makes the job not requeueable
   (``scontrol update … Requeue=0``) when mgpu exits 93, its "no restart can mend this" code.
+  The job runs the mgpu that wrote it: ``PYTHON -m
+  isaaclab_mgpu train`` with the interpreter the command layer hands in (:attr:`JobOptions.python`,
+  the one ``dry-run`` ran in: a ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``), or
+  ``mgpu train`` from ``PATH`` without one. A normal requeue ends every node's step with
+  ``srun: error: … Exited with exit code 75`` and ``*** STEP … CANCELLED … DUE TO JOB REQUEUE ***``:
+  the script says so beforehand, and so does node 0's mgpu when it requeues.
 - **pytorchjob**: ``kubeflow.org/v1`` ``PyTorchJob``, one ``Master`` replica (node 0) and
   ``--nnodes`` − 1 ``Worker`` replicas, ``nprocPerNode``, the container ``pytorch`` with the
   operator's port ``pytorchjob-port``. The operator then sets ``MASTER_ADDR``/``MASTER_PORT``/
@@ -35,11 +44,10 @@ rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node ru
   runtime's torch policy in v2.2.0: it is the TrainJob's now. The restart policy lives in a
   runtime, not in a TrainJob: hence a runtime of our own.
 
-Both Kubernetes kinds make a job that survives a lost pod (:func:`pod_command`, :func:`_pod`):
+Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`):
 
-- the pod command continues the run: ``--resume auto`` is added for the built-in worker (and the
-  Isaac Lab tasks it runs) unless a ``--resume`` is given; with no unfinished run it starts one, so
-  the first pod and every restarted one run the same command;
+- the pod command continues the run (``--resume auto``, as above): the first pod and every
+  restarted one run the same command; the image's ``mgpu`` runs it (``--image`` holds mgpu);
 - a failed or evicted pod is rerun: PyTorchJob ``restartPolicy: OnFailure`` with
   ``runPolicy.backoffLimit`` (``--backoff_limit``) and ``cleanPodPolicy: Running`` (pods still
   running when the job ends are deleted, finished ones kept for their logs); TrainJob: pods
@@ -170,6 +178,10 @@ class JobOptions:
     termination_grace: int | None = None
     """Kubernetes: ``terminationGracePeriodSeconds``, SIGTERM to SIGKILL; None: 60."""
 
+    python: str | None = None
+    """sbatch: the interpreter the job runs mgpu with (``PYTHON -m isaaclab_mgpu train``), the one
+    the emitting mgpu runs in; not an option: the command layer fills it. None: ``mgpu`` from PATH."""
+
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in KINDS:
             raise UsageError(
@@ -181,7 +193,7 @@ class JobOptions:
                 "the train line; give --requeue"
             )
         for f in dataclasses.fields(self):
-            if f.name in ("kind", "job_requeue") or getattr(self, f.name) is None:
+            if f.name in ("kind", "job_requeue", "python") or getattr(self, f.name) is None:
                 continue
             kinds = APPLIES[f.name]
             if self.kind is None:
@@ -262,12 +274,13 @@ def train_argv(spec: LaunchSpec) -> list[str]:
     return [*argv, *spec.training_args]
 
 
-def pod_command(spec: LaunchSpec, termination_grace: int = TERMINATION_GRACE) -> list[str]:
-    """A pod's command: :func:`train_argv` with the pod's ``--grace_period`` (:func:`stop_grace`),
-    plus ``--resume auto`` for the built-in worker unless a ``--resume`` is given, so a rerun pod
-    continues the run the first one started."""
+def job_command(spec: LaunchSpec, grace_period: int | None = None) -> list[str]:
+    """What every job runs on every node: :func:`train_argv`, plus ``--resume auto`` for the built-in
+    worker unless a ``--resume`` is given, so a rerun pod, a requeued or a resubmitted job continues
+    the run the first one started; a pod's command also carries its ``--grace_period``
+    (:func:`stop_grace`)."""
     mgpu, train, *rest = train_argv(spec)
-    argv = [mgpu, train, "--grace_period", str(stop_grace(termination_grace)), *rest]
+    argv = [mgpu, train, *(["--grace_period", str(grace_period)] if grace_period is not None else []), *rest]
     if spec.worker is not None and spec.worker.resume is None:
         argv += ["--resume", "auto"]
     return argv
@@ -306,6 +319,7 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     cpus = ranks * (options.cpus_per_rank or CPUS_PER_RANK[spec.device])
     signal, seconds = SLURM_WARNING
     name = options.name
+    program = [options.python, "-m", "isaaclab_mgpu"] if options.python else ["mgpu"]
     lines = [
         "#!/bin/bash",
         f"# Written by mgpu dry-run --emit sbatch. Submit: sbatch {name}.sbatch",
@@ -322,10 +336,20 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     if spec.requeue:
         lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
     lines += [f"#SBATCH --output={name}-%j.out", "", "set -euo pipefail", ""]
+    if spec.worker is not None and spec.worker.resume in (None, "auto"):
+        lines.append("# Submitting it again continues the newest unfinished run (--resume auto).")
     lines += [
         "# One mgpu per node (--ntasks-per-node=1); it starts that node's ranks and supervises them,",
-        f"# with {cpus} CPUs ({ranks} ranks x {cpus // ranks}). mgpu must be on PATH on every node:",
-        "# activate its environment here if needed.",
+        f"# with {cpus} CPUs ({ranks} ranks x {cpus // ranks}).",
+    ]
+    if options.python:
+        lines += [
+            "# The mgpu that wrote this file runs it: its environment's interpreter, which every node",
+            "# must see at this path (python -m isaaclab_mgpu is mgpu).",
+        ]
+    else:
+        lines.append("# mgpu must be on PATH on every node: activate its environment here if needed.")
+    lines += [
         "#",
         "# Each node's mgpu fills what SLURM tells it: --nnodes from SLURM_NNODES, --node_rank from",
         "# SLURM_NODEID, --rdzv_id from SLURM_JOB_ID and --master_addr FIRST_HOST, the first host of",
@@ -336,16 +360,18 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     if spec.requeue:
         lines += [
             "# Then the ranks save a checkpoint and stop, node 0's mgpu runs scontrol requeue and exits",
-            "# 75, and the requeued job runs this script again and continues the same run.",
+            "# 75, and the requeued job runs this script again and continues the same run. Expected then:",
+            "# srun's 'Exited with exit code 75' and slurmstepd's '*** STEP ... CANCELLED ... REQUEUE ***'.",
         ]
     lines += [
         "# Shared by every node (and by the nodes of a requeued job, which may be other ones): this",
         "# directory and its log root (logs/, or the --log_root given: run folders, checkpoints,",
         "# summary.json). A log root on a node's local disk cannot be continued elsewhere.",
         "# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once.",
-        "# Check inside an allocation: srun --ntasks-per-node=1 mgpu dry-run <the same arguments>",
+        "# Check inside an allocation:",
+        f"# srun --ntasks-per-node=1 {_shell(program)} dry-run <the same arguments>",
     ]
-    argv = train_argv(spec)
+    argv = job_command(spec)
     if (
         spec.master_port is None
         and not spec.uses_jax
@@ -361,7 +387,7 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     lines += _no_requeue_on_93()
     # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
     srun = f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus}"
-    lines.append(f"{srun} {_shell(argv[:2])}{tail} {_shell(argv[2:])}".rstrip())
+    lines.append(f"{srun} {_shell([*program, 'train'])}{tail} {_shell(argv[2:])}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -508,7 +534,7 @@ def _pod(
         "name": container,
         "image": options.image or IMAGE,
         "workingDir": options.workdir or WORKDIR,
-        "command": pod_command(spec, options.termination_grace or TERMINATION_GRACE),
+        "command": job_command(spec, stop_grace(options.termination_grace or TERMINATION_GRACE)),
     }
     if ports:
         main["ports"] = ports

@@ -33,6 +33,10 @@ What resolve decides:
   on the rank-0 node. skrl JAX without ``--coordinator_address`` on one node gets 127.0.0.1 and a
   free port.
 
+- **How mgpu is typed here** (:func:`invocation`), for every command mgpu tells the user to run:
+  ``uv run mgpu`` when ``uv run`` started it, ``mgpu`` when that on ``PATH`` is this environment's,
+  else ``PYTHON -m isaaclab_mgpu``.
+
 In ``strict`` mode (``train``) a machine fact that makes the launch impossible raises an
 :class:`~isaaclab_mgpu.contract.errors.EnvironmentProblem`; otherwise (``dry-run``) it becomes a warning
 and the command is still built, so a command can be planned on a login node.
@@ -41,6 +45,7 @@ and the command is still built, so a command can be planned on a login node.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import time
@@ -61,6 +66,7 @@ __all__ = [
     "ResolvedSpec",
     "VisibleDevices",
     "first_slurm_host",
+    "invocation",
     "probe_machine",
     "resolve",
 ]
@@ -94,6 +100,12 @@ class Machine:
 
     run_stamp: str = "1970-01-01_00-00-00"
     """One timestamp for the run folder, shared by every rank."""
+
+    mgpu_on_path: str | None = None
+    """Where ``mgpu`` is found on ``PATH``, or None: not there."""
+
+    parent: str | None = None
+    """The name of the process that started this one (``uv`` under ``uv run``), or None."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,10 @@ class ResolvedSpec:
     node and none set here, the value torchrun itself would set (stated in the command, so dry-run
     shows it and torchrun prints no banner about it); None: the inherited value, or none."""
 
+    invoked_as: tuple[str, ...] = ("mgpu",)
+    """How a user starts this mgpu at a prompt, for the commands mgpu tells them to run
+    (:func:`invocation`): ``uv run mgpu``, ``mgpu``, or ``PYTHON -m isaaclab_mgpu``."""
+
     @property
     def world_size(self) -> int | None:
         """Total ranks across nodes, when known."""
@@ -208,7 +224,30 @@ def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool =
         nvml_gpu_uuids=None if gpus is None else tuple(uuid for _, uuid in gpus),
         cpu_count=os.cpu_count() or 1,
         run_stamp=time.strftime(STAMP_FORMAT),
+        mgpu_on_path=shutil.which("mgpu", path=env.get("PATH")),
+        parent=_parent_name(),
     )
+
+
+def _parent_name() -> str | None:
+    """The parent process's name (Linux ``/proc``), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{os.getppid()}/comm") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def invocation(machine: Machine) -> tuple[str, ...]:
+    """How a user starts this mgpu at a prompt: ``uv run mgpu`` when ``uv run`` started it (its
+    ``mgpu`` is not on a plain shell's ``PATH``), ``mgpu`` when ``PATH``'s is this environment's, else
+    this interpreter with ``-m isaaclab_mgpu``."""
+    if machine.parent == "uv" and machine.environ.get("UV_RUN_RECURSION_DEPTH"):
+        return ("uv", "run", "mgpu")
+    here = os.path.dirname(os.path.abspath(machine.python))
+    if machine.mgpu_on_path and os.path.dirname(os.path.abspath(machine.mgpu_on_path)) == here:
+        return ("mgpu",)
+    return (machine.python, "-m", "isaaclab_mgpu")
 
 
 def visible_devices(machine: Machine) -> VisibleDevices:
@@ -372,6 +411,7 @@ def resolve(
             and "OMP_NUM_THREADS" not in machine.environ
             else None
         ),
+        invoked_as=invocation(machine),
     )
 
 
