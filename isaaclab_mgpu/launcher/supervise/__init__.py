@@ -228,6 +228,7 @@ class Supervisor:
         self._dead_rank: _stall.Report | None = None
         self._stall: _stall.Stall | None = None
         self._log_dir: str | None = None
+        self._log_dir_said = False
         self._next_probe = 0.0
         self._fail_fast = not _restarts(cmd.argv)
         self._subreaper = False
@@ -497,6 +498,7 @@ class Supervisor:
             self._log_dir = logs.from_ranks(self._tree.root)
             if self._log_dir is not None:
                 self._say.log_folder(self._log_dir)
+                self._log_dir_said = True
 
     def _finish(self, rc: int) -> None:
         self._output.join()
@@ -521,6 +523,8 @@ class Supervisor:
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
+        if self._log_dir is not None and not self._log_dir_said:
+            self._say.log_folder(self._log_dir)  # a run too short to be seen running: said once, now
         self._result = RunResult(
             exit_code=exit_code(
                 rc,
