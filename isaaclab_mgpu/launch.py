@@ -597,7 +597,7 @@ def scale(spec: LaunchSpec, options: ScaleOptions, argv: list[str] | None = None
             why = str(exc)
     else:
         why = "no point measured a rate"
-    shown.table(plan, rows, target=options.target_reward)
+    shown.table(plan, rows, target=options.target_reward, verdicts=sweep.verdicts(rows))
     shown.written(json_path, png, why)
     if stopped:
         raise Interrupted(f"stopped by a signal; the points measured so far are in {plan.out}")

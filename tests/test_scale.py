@@ -145,6 +145,31 @@ def test_a_row_says_what_it_means_in_one_sentence():
     assert sentence(rows[1]) == "4 ranks: 3.7× the env-steps/s of one, 92 % efficient"
 
 
+def test_the_verdict_names_the_fastest_world_size_that_pays_else_one_rank_and_why():
+    from isaaclab_mgpu.report.scale import verdict_line
+
+    results = [
+        _ok(1, 1000.0),
+        _ok(2, 1800.0),  # 90 %: pays
+        _ok(4, 3000.0),  # 75 %: pays, and faster
+        _ok(8, 4000.0),  # 50 %: faster still, but most of the added ranks buy nothing
+        _ok(1, 1000.0, envs=32),
+        _ok(2, 1100.0, envs=32),  # 55 %: does not pay
+        _ok(2, 1150.0, envs=32, ceiling=True),  # ... and the box allows only 1.15×: its cores
+    ]
+    by_envs = {v.num_envs: v for v in scale.verdicts(scale.compare(results))}
+    assert by_envs[16].ranks == 4 and by_envs[16].best.speedup == pytest.approx(3.0)
+    assert not by_envs[16].cpu_bound
+    assert by_envs[32].ranks == 1 and by_envs[32].best.result.point.world_size == 2
+    assert by_envs[32].cpu_bound
+    assert verdict_line(by_envs[16]) == "verdict: use 4 ranks at 16 envs/rank: 3.0× one rank, 75 % efficient"
+    said = verdict_line(by_envs[32])
+    assert said.startswith("verdict: 2 ranks: 1.1× one rank, 55 % efficient: not worth it at 32 envs/rank")
+    assert "limit is the CPU" in said
+    # Only one rank measured (or nothing distributed ran): no verdict to give.
+    assert scale.verdicts(scale.compare([_ok(1, 1000.0)])) == []
+
+
 def _summary(rate: float, rewards=(), started_at=None) -> Summary:
     steady = Steady(warmup_iterations=1, warmup_s=2.0, s_per_iteration=0.5, env_steps_per_s=rate)
     return Summary(steady=steady, num_envs_per_rank=16, mean_rewards=tuple(rewards), started_at=started_at)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from training_helpers import BACKENDS, child_env
 
+from isaaclab_mgpu.launcher import scale
+
 pytestmark = pytest.mark.slow
 
 #: Tiny points: 16 envs, episodes cut at one rollout (every iteration ends some), 4 iterations.
@@ -61,6 +63,10 @@ def test_a_two_point_sweep_prints_the_table_and_writes_json_and_png(tmp_path, ba
     one, two = doc["rows"]
     assert one["speedup"] == 1.0 and one["efficiency"] == 1.0
     assert two["speedup"] > 0 and two["efficiency"] == pytest.approx(two["speedup"] / 2)
+    (verdict,) = doc["verdicts"]  # one environment count: one answer, as data and as the last line
+    assert verdict["num_envs"] == 16 and verdict["world_size_judged"] == 2
+    assert verdict["ranks"] == (2 if two["efficiency"] >= scale.WORTH_IT and two["speedup"] > 1 else 1)
+    assert done.stdout.count("verdict: ") == 1
     if ceiling:
         assert two["ceiling_speedup"] > 0 and two["vs_ceiling"] > 0
         assert "ceiling" in done.stdout

@@ -826,6 +826,54 @@ def compare(results: Sequence[PointResult]) -> list[Row]:
     return rows
 
 
+#: Efficiency (speedup ÷ ranks) from which more ranks are called worth it: below it, most of each
+#: added rank's hardware buys nothing.
+WORTH_IT = 0.7
+#: A rate this close to the CPU ceiling means the box's cores, not the collectives, set the limit.
+NEAR_CEILING = 0.8
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The sweep's answer for one environment count: how many ranks to use there."""
+
+    num_envs: int | None
+    """Environments per rank of the rows judged (None: the task's default)."""
+
+    ranks: int
+    """The world size to use: the fastest one at least :data:`WORTH_IT` efficient, else 1."""
+
+    best: Row | None
+    """The row the verdict names: the chosen world size's, or (when none pays) the fastest
+    multi-rank row, to say what it would have given."""
+
+    cpu_bound: bool = False
+    """More ranks do not pay, but they reach :data:`NEAR_CEILING` of this box's CPU ceiling: the
+    cores set the limit, not the communication (on GPUs, or another box, they may pay)."""
+
+
+def verdicts(rows: Sequence[Row]) -> list[Verdict]:
+    """One verdict per environment count that has a measured multi-rank row, in the rows' order (pure)."""
+    groups: dict[int | None, list[Row]] = {}
+    for row in rows:
+        r = row.result
+        if r.ok and r.point.world_size > 1 and row.speedup is not None and row.efficiency is not None:
+            groups.setdefault(r.point.num_envs, []).append(row)
+    out = []
+    for envs, measured in groups.items():
+        paying = [
+            row for row in measured if (row.efficiency or 0.0) >= WORTH_IT and (row.speedup or 0.0) > 1.0
+        ]
+        if paying:
+            best = max(paying, key=lambda row: row.speedup or 0.0)
+            out.append(Verdict(envs, best.result.point.world_size, best))
+            continue
+        best = max(measured, key=lambda row: row.speedup or 0.0)
+        cpu = best.vs_ceiling is not None and best.vs_ceiling >= NEAR_CEILING
+        out.append(Verdict(envs, 1, best, cpu_bound=cpu))
+    return out
+
+
 def _ratio(a: PointResult | None, b: PointResult | None) -> float | None:
     if a is None or b is None or not a.ok or not b.ok or not b.env_steps_per_s:
         return None
@@ -890,6 +938,17 @@ def write_json(
                 "vs_ceiling": row.vs_ceiling,
             }
             for row in rows
+        ],
+        "verdicts": [
+            {
+                "num_envs": v.num_envs,
+                "ranks": v.ranks,
+                "world_size_judged": v.best.result.point.world_size if v.best else None,
+                "speedup": v.best.speedup if v.best else None,
+                "efficiency": v.best.efficiency if v.best else None,
+                "cpu_bound": v.cpu_bound,
+            }
+            for v in verdicts(rows)
         ],
     }
     path = plan.out / JSON_NAME

@@ -22,7 +22,7 @@ from isaaclab_mgpu.report.text import cell, markup
 CEILING_SLACK = 1.1
 
 if TYPE_CHECKING:
-    from isaaclab_mgpu.launcher.scale import Planned, PointResult, Row, ScalePlan
+    from isaaclab_mgpu.launcher.scale import Planned, PointResult, Row, ScalePlan, Verdict
 
 
 def _what(planned: Planned | PointResult) -> str:
@@ -135,8 +135,10 @@ def sentence(row: Row) -> str | None:
     return text
 
 
-def table(plan: ScalePlan, rows: Sequence[Row], *, target: float | None) -> None:
-    """The results table and one sentence per row, on stdout."""
+def table(
+    plan: ScalePlan, rows: Sequence[Row], *, target: float | None, verdicts: Sequence[Verdict] = ()
+) -> None:
+    """The results table, one sentence per row and the verdict lines, on stdout."""
     from rich.console import Console
     from rich.table import Table
 
@@ -179,6 +181,8 @@ def table(plan: ScalePlan, rows: Sequence[Row], *, target: float | None) -> None
         said = sentence(row)
         if said:
             out(said)
+    for v in verdicts:
+        out(verdict_line(v))
     if has_ceiling:
         out(
             "ceiling: the same point run as that many independent 1-rank trainings at once (no "
@@ -186,6 +190,24 @@ def table(plan: ScalePlan, rows: Sequence[Row], *, target: float | None) -> None
             "ranks' rate against it, so what this box's cores cannot give is not counted against the "
             'collectives. "efficiency" is speedup ÷ ranks, against one rank × N.'
         )
+
+
+def verdict_line(v: Verdict) -> str:
+    """The sweep's answer for one environment count, one line: which world size, and why."""
+    envs = f"{v.num_envs} envs/rank" if v.num_envs is not None else "the default envs/rank"
+    row = v.best
+    assert row is not None and row.speedup is not None and row.efficiency is not None
+    k = row.result.point.world_size
+    measured = f"{row.speedup:.1f}× one rank, {row.efficiency * 100:.0f} % efficient"
+    if v.ranks > 1:
+        return f"verdict: use {k} ranks at {envs}: {measured}"
+    text = f"verdict: {k} ranks: {measured}: not worth it at {envs}"
+    if v.cpu_bound and row.ceiling_speedup is not None:
+        text += (
+            f" (this box's cores allow only {row.ceiling_speedup:.1f}× one rank and the ranks reach "
+            f"{(row.vs_ceiling or 0.0) * 100:.0f} % of that: the limit is the CPU, not the communication)"
+        )
+    return text
 
 
 def _to_target(r: PointResult) -> str:
