@@ -11,10 +11,11 @@ stretch of progress and checkpoints folded into one; :func:`story_json` prints e
 
 On a SLURM login node a row also names its newest job and SLURM's state of it (``job 123: pending
 Resources``); a submitted job whose run has not started is a row of its own, ``queued`` (its folder:
-where the run will live). A run's status carries its history: ``finished (1 restart)``; with a ledger, how far it got and
-its requeues too (``requeued 34/150``, ``finished 150 (3 requeues, 1 restart)``), and for a run
-Isaac Lab continued in a new folder ``continues <folder>`` on the later one and ``continued in
-<folder>`` on the earlier (``--json``: ``restarts``, ``continues``, ``chain`` oldest first, ``continued_in``).
+where the run will live). A run's status carries its history: ``finished (1 restart)``; with a
+ledger, how far it got and its requeues too (``requeued 34/150``, ``finished 150 (3 requeues, 1
+restart)``), and for a run Isaac Lab continued in a new folder ``continues <folder>`` on the later
+one and ``continued in <folder>`` on the earlier (``--json``: ``restarts``, ``continues``,
+``chain`` oldest first, ``continued_in``; ``jobs``, ``job_state``, ``job_reason``, ``nodes``).
 
 The table fits the terminal (80 to 120 columns and more): the folder, what a user copies, is always
 printed whole on one line, with the status; the other columns (:data:`_COLUMNS`, most important
