@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -278,7 +279,9 @@ def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(clust
     job_file = tmp_path / "logs" / "mgpu" / "jobs" / "sub.sbatch"
     assert job.isdigit() and f"submitted SLURM job {job}: logs/mgpu/jobs/sub.sbatch" in done.stderr
     assert "the run will live under logs/rsl_rl/cartpole/" in done.stderr
-    assert f"follow it: tail -F sub-{job}.out" in done.stderr
+    assert "follow it: " in done.stderr and " logs -f sub" in done.stderr, done.stderr
+    record = json.loads((tmp_path / "logs" / "mgpu" / "jobs" / f"sub-{job}.json").read_text())
+    assert (record["job_id"], record["job_file"]) == (job, str(job_file)), record
     assert job_file.read_text().rstrip().endswith("--resume auto")
     fields = cluster.wait_job(job, ENDED, timeout=300)
     out = _output(tmp_path, "sub", job)
@@ -305,3 +308,119 @@ def _run_processes(node: str) -> list[str]:
         if "isaaclab_mgpu" in cmdline or "torch.distributed" in cmdline or "mgpu train" in cmdline:
             found.append(cmdline)
     return found
+
+
+def _mgpu(cluster, tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``mgpu ARGS`` from the login node (this host), as a user of the README's ``uv`` environment
+    runs it: its own ``mgpu`` by path, not on ``PATH``."""
+    exe = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "mgpu")
+    env = cluster.env(_job_env(tmp))
+    return subprocess.run([exe, *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(cluster, tmp: Path) -> list[dict]:
+    done = _mgpu(cluster, tmp, "runs", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _row_of(cluster, tmp: Path, job: str) -> dict | None:
+    """``mgpu runs --json``'s row of the run (or queued job) SLURM job ``job`` belongs to."""
+    return next((r for r in _rows(cluster, tmp) if job in r["jobs"]), None)
+
+
+class _Lines:
+    """A process's stdout lines as they come, each with the time it came (read by a thread)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        import threading
+
+        self.proc, self.lines = proc, []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+
+def test_submit_follow_cancel_continue_and_a_lost_job_through_mgpu_from_the_login_node(cluster, tmp_path):
+    total = 40
+    submit = ("submit", *LAUNCH, "--max_iterations", str(total), "--save_interval", "10")
+    submit += ("--job_time", "00:10:00", "--job_name", "first")
+    # Setup: both nodes drained, so the job waits in the queue.
+    cluster.scontrol("update", "NodeName=node[9-10]", "State=DRAIN", "Reason=mgpu-test")
+    try:
+        done = _mgpu(cluster, tmp_path, *submit)
+        assert done.returncode == 0, done.stderr
+        job = done.stdout.strip()
+        assert job.isdigit() and "logs -f first" in done.stderr, done.stderr
+        queued = _row_of(cluster, tmp_path, job)
+        assert queued is not None and (queued["status"], queued["job_state"]) == ("queued", "PENDING"), queued
+        assert queued["job_reason"] and queued["folder"] == "logs/rsl_rl/cartpole", queued
+        exe = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "mgpu")
+        follow = subprocess.Popen(
+            [exe, "logs", "-f", "first"], cwd=tmp_path, env=cluster.env(_job_env(tmp_path)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        lines = _Lines(follow)
+    finally:
+        cluster.scontrol("update", "NodeName=node[9-10]", "State=RESUME")
+    out = lambda: _output(tmp_path, "first", job)  # noqa: E731
+    first = _wait("running", lambda: (r := _row_of(cluster, tmp_path, job)) and r["status"] == "running"
+                  and (r["reached"] or 0) >= 2 and r, 300, out)  # fmt: skip
+    assert first["nodes"] == 2 and first["world_size"] == 4 and first["job_state"] == "RUNNING", first
+    # The stop lands between two periodic checkpoints (every 10): its own checkpoint is newer.
+    later = _wait("a rising iteration between two checkpoints", lambda: (r := _row_of(cluster, tmp_path, job))
+                  and (r["reached"] or 0) >= 12 and 2 <= r["reached"] % 10 <= 6 and r, 300, out)  # fmt: skip
+    assert later["reached"] > first["reached"]
+    cancelled_at = time.monotonic()
+    stop = _mgpu(cluster, tmp_path, "cancel", "first")
+    assert stop.returncode == 0, stop.stderr + out()[-3000:]
+    assert cluster.job(job)["JobState"] == "CANCELLED"
+    folder, s = _the_run(tmp_path)
+    cut = s["iterations"]
+    assert s["status"] == "interrupted" and later["reached"] <= cut < total and cut % 10, s
+    assert (folder / f"model_{cut}.pt").is_file() and (folder / f"model_{cut // 10 * 10}.pt").is_file()
+    hint = next(line for line in stop.stderr.splitlines() if "to continue:" in line)
+    assert hint.split("to continue: ")[1].endswith(shlex.join(submit)), hint  # the same mgpu submit
+    row = _row_of(cluster, tmp_path, job)
+    assert (row["status"], row["job_state"]) == ("interrupted", "CANCELLED"), row
+    # mgpu logs -f printed rank 0's iteration lines as they came, and ended with the run (exit 1).
+    assert follow.wait(60) == 1, follow.stderr.read()
+    lines.thread.join(10)
+    iters = [(t, line) for t, line in lines.lines if line.startswith("[mgpu] iteration ")]
+    assert len(iters) >= 12 and iters[0][0] < cancelled_at, lines.lines[-20:]
+    # The same mgpu submit continues the run to its total, in the same folder, as a second job.
+    again = _mgpu(cluster, tmp_path, *submit)
+    assert again.returncode == 0, again.stderr
+    job2 = again.stdout.strip()
+    fields = cluster.wait_job(job2, ENDED, timeout=420)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), _output(tmp_path, "first", job2)
+    same, s = _the_run(tmp_path)
+    assert same == folder, (same, folder)
+    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True), s
+    assert [a["launch"] for a in s["attempts"]] == [0, 1] and s["attempts"][1]["started_at"] == cut
+    row = _row_of(cluster, tmp_path, job2)
+    assert (row["status"], row["jobs"], row["job_state"]) == ("finished", [job, job2], "COMPLETED"), row
+    # A job whose every process dies with both nodes (nothing records) is lost, seen from here.
+    done = _mgpu(cluster, tmp_path, "submit", *LAUNCH, "--max_iterations", "400", "--job_name", "lost")
+    assert done.returncode == 0, done.stderr
+    job3 = done.stdout.strip()
+    cluster.scontrol("update", f"JobId={job3}", "Requeue=0")  # setup: SLURM would requeue it on NODE_FAIL
+    _wait("the third run trains", lambda: (r := _row_of(cluster, tmp_path, job3)) and r["status"] == "running"
+          and (r["reached"] or 0) >= 2, 300, lambda: _output(tmp_path, "lost", job3))  # fmt: skip
+    for name, _ in NODES:
+        cluster.kill_node(name)
+    try:
+        _wait("SLURM ends the job", lambda: cluster.job(job3)["JobState"] in ENDED, 180)
+        over = time.monotonic()
+        lost = _wait("mgpu runs says lost", lambda: (r := _row_of(cluster, tmp_path, job3))
+                     and r["status"] == "lost" and r, 60)  # fmt: skip
+        print(f"lost seen {time.monotonic() - over:.1f} s after SLURM ended the job ({lost['job_state']})")
+        told = _mgpu(cluster, tmp_path, "runs", lost["folder"], "--json")
+        assert json.loads(told.stdout)["status"] == "lost", told.stdout[-2000:]
+    finally:
+        for name, _ in NODES:
+            cluster.start_node(name)
+        _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 120)
