@@ -118,6 +118,7 @@ def jobs_dir(log_root: str | Path) -> Path:
 def record(log_root: str | Path, sub: Submission) -> Path:
     """Write ``sub`` beside its job file (``<name>-<job id>.json``); its path."""
     path = jobs_dir(log_root) / f"{sub.name}-{sub.job_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, sub.as_json())
     return path
 
