@@ -15,7 +15,15 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
   command that submits the job again (``sbatch --chdir DIR FILE``), and that file submitted again
   (its train line ends ``--resume auto``) continues the run to its total in the same folder.
 - ``mgpu submit``: the same options as ``dry-run --emit sbatch``; it writes the job file to
-  ``logs/mgpu/jobs/<name>.sbatch``, submits it, prints the job id, and the job trains to its total.
+  ``logs/mgpu/jobs/<name>.sbatch``, records the submission beside it, submits it, prints the job id
+  and the command that follows it, and the job trains to its total.
+- From the login node through mgpu alone (``submit``, ``runs --json``, ``logs -f``, ``cancel``; mgpu
+  by its path, not on ``PATH``): a job submitted while both nodes are drained shows ``queued`` with
+  SLURM's reason, then ``running`` with a rising iteration; ``mgpu logs -f`` prints rank 0's
+  iteration lines as they come; ``mgpu cancel`` stops every node at a checkpoint newer than the
+  last periodic one and the job ends (CANCELLED); the same ``mgpu submit`` continues the run to its
+  total in the same folder (both jobs in its record); a third job whose every process dies with
+  both nodes (nothing records) shows ``lost`` from the login node once SLURM ends it (NODE_FAIL).
 - A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
   the node and exits 1 (a failed rank whose peer node is gone), and the job ends (NODE_FAIL);
   once node10 is back the same job file (``--resume auto``) is submitted again and continues the
@@ -216,23 +224,16 @@ def test_a_lost_node_is_named_and_the_resubmitted_job_finishes_the_run(cluster, 
     fields = cluster.wait_job(job, ENDED, timeout=120)
     assert fields["JobState"] in ("NODE_FAIL", "FAILED"), fields
     _wait("node9 holds nothing of the run", lambda: not _run_processes("node9"), 30)
-    _, failed = _the_run(tmp_path)
+    folder, failed = _the_run(tmp_path)
     assert failed["status"] == "failed" and failed["attempts"][0]["outcome"] == "failed", failed
     # The machine comes back (minutes later on a real cluster) and the same file is submitted again.
     _wait("node10 DOWN", lambda: cluster.node("node10").get("State", "").startswith("DOWN"), 60)
     cluster.start_node("node10")
     _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 90)
-    again = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
-    fields = cluster.wait_job(again, ENDED, timeout=420)
-    rerun = _output(tmp_path, "lost", again)
-    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
-    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
-    _, s = _the_run(tmp_path)
-    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True)
+    s = _resubmit_and_finish(cluster, tmp_path, job_file, "lost", total, folder)
     outcomes = [(a["launch"], a["outcome"]) for a in s["attempts"]]
     assert outcomes == [(0, "failed"), (1, "finished")], s["attempts"]
     assert s["attempts"][1]["started_at"] == s["attempts"][0]["checkpoint"] >= 10
-    assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
 
 
 def test_scancel_saves_and_the_same_job_file_submitted_again_continues_the_run(cluster, tmp_path):
@@ -253,19 +254,8 @@ def test_scancel_saves_and_the_same_job_file_submitted_again_continues_the_run(c
     cut = stopped["iterations"]
     assert stopped["status"] == "interrupted" and 6 <= cut < total, stopped
     assert (folder / f"model_{cut}.pt").is_file()
-    again = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
-    fields = cluster.wait_job(again, ENDED, timeout=420)
-    rerun = _output(tmp_path, "again", again)
-    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
-    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
-    same, s = _the_run(tmp_path)
-    assert same == folder and (s["status"], s["iterations"], s["checksums_equal"]) == (
-        "finished",
-        total,
-        True,
-    )
+    s = _resubmit_and_finish(cluster, tmp_path, job_file, "again", total, folder)
     assert [a["launch"] for a in s["attempts"]] == [0, 1] and s["attempts"][1]["started_at"] == cut
-    assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
 
 
 def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(cluster, tmp_path):
@@ -289,6 +279,21 @@ def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(clust
     _, s = _the_run(tmp_path)
     assert (s["status"], s["iterations"], s["world_size"], s["checksums_equal"]) == ("finished", 6, 4, True)
     assert s["slurm_job_id"] == job
+
+
+def _resubmit_and_finish(cluster, tmp: Path, job_file: Path, name: str, total: int, folder: Path) -> dict:
+    """Submit ``job_file`` again: its job (``--resume auto``) continues the run in ``folder`` to
+    ``total`` with equal checksums, the one run ``mgpu runs`` lists; the run's summary then."""
+    again = cluster.sbatch(job_file, tmp, _job_env(tmp))
+    fields = cluster.wait_job(again, ENDED, timeout=420)
+    rerun = _output(tmp, name, again)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
+    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
+    same, s = _the_run(tmp)
+    assert same == folder, (same, folder)
+    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True), s
+    assert [(r["status"], r["iterations"]) for r in _runs(tmp)] == [("finished", total)]
+    return s
 
 
 def _error_line(text: str) -> str | None:
