@@ -705,7 +705,8 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     again = f"; to continue: {shell_join(list(subs[0].command))}" if subs and subs[0].command else ""
     before = ev.read(target.folder) if target.folder is not None else None
     seen = len(before.events) if before is not None else 0
-    started = before is not None and job in runs.jobs_of(before.events)
+    # A pending job runs nothing (a requeued one waits too): cancelled, nothing to stop.
+    started = before is not None and job in runs.jobs_of(before.events) and states[job].state != "PENDING"
     slurmjobs.scancel(job, now=now)
     if not started or now:
         ended = slurmjobs.wait(lambda: _job_over(job), timeout_s)

@@ -144,16 +144,12 @@ def probe_jobs(job_ids: Iterable[str]) -> dict[str, JobState] | None:
         return {}
     if shutil.which("squeue") is None:
         return None
-    out: dict[str, JobState] = {}
-    listed = _squeue(ids)
-    if listed is None:  # one unknown id fails the whole query: ask for each alone
-        for job in ids:
-            one = _squeue([job])
-            if one is None and not _unknown_to_squeue(job):
-                return None
-            out.update(one or {})
-    else:
-        out.update(listed)
+    listed = _squeue(["-j", ",".join(ids)])
+    if listed == "unknown":  # a single job id squeue no longer knows fails the query: ask for all
+        listed = _squeue([])
+    if not isinstance(listed, dict):
+        return None
+    out = {j: st for j, st in listed.items() if j in ids}
     missing = [j for j in ids if j not in out]
     out.update(_sacct(missing))
     for job in ids:
@@ -170,23 +166,21 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess | None:
         return None
 
 
-def _squeue(ids: Sequence[str]) -> dict[str, JobState] | None:
-    done = _run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%r|%N"])
-    if done is None or done.returncode != 0:
+def _squeue(select: Sequence[str]) -> dict[str, JobState] | str | None:
+    """Every job ``squeue`` lists (in any state) for ``select``; ``"unknown"`` when it answers that it
+    does not know the job asked for; None when it fails."""
+    done = _run(["squeue", "-h", "-t", "all", *select, "-o", "%i|%T|%r|%N"])
+    if done is None:
         return None
+    if done.returncode != 0:
+        return "unknown" if "invalid job id" in (done.stderr or "").lower() else None
     out = {}
     for line in done.stdout.splitlines():
         parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0] in ids:
+        if len(parts) == 4:
             reason = "" if parts[2] in ("None", "(null)") else parts[2]
             out[parts[0]] = JobState(parts[0], parts[1], reason, parts[3])
     return out
-
-
-def _unknown_to_squeue(job: str) -> bool:
-    """True when squeue answers that it does not know ``job`` (not that it failed)."""
-    done = _run(["squeue", "-h", "-j", job])
-    return done is not None and "invalid job id" in (done.stderr or "").lower()
 
 
 def _sacct(ids: Sequence[str]) -> dict[str, JobState]:
