@@ -657,7 +657,8 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
         if status in slurmjobs.ENDED:
             for line in follower.read()[0]:
                 report.out(line)
-            report.note(f"the run {status}: {folder} (its story: mgpu runs {shell_join([str(folder)])})")
+            story = shell_join(["mgpu", "runs", str(folder)])
+            report.note(f"the run ended {status}: {folder} (its story: {story})")
             return 0 if status == "finished" else 1
         time.sleep(poll_s)
 
