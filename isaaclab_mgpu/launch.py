@@ -138,7 +138,6 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
 
     from isaaclab_mgpu.launcher import continuation, slurmjobs
     from isaaclab_mgpu.launcher.jobfiles import emit
-    from isaaclab_mgpu.launcher.resolve import invocation, probe_machine
 
     if shutil.which("sbatch") is None:
         raise UsageError(
@@ -153,7 +152,7 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     if done.returncode != 0:
         raise MgpuError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip() or 'no output'}")
     job = done.stdout.strip().split(";")[0]
-    program = invocation(probe_machine())
+    program = _invoked()
     where = Path(spec.log_root)
     if spec.worker is not None:
         ident, _ = continuation.identity_of(spec)
@@ -638,8 +637,10 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
     if folder is None:
         job = target.jobs[-1]
         if not follow:
-            raise MgpuError(f"SLURM job {job} has not started the run yet; mgpu logs -f {name} waits for it")
-        report.note(f"waiting for SLURM job {job} to start the run (mgpu runs {root} says why it waits)")
+            again = shell_join([*_invoked(), "logs", "-f", name])
+            raise MgpuError(f"SLURM job {job} has not started the run yet; {again} waits for it")
+        runs_line = shell_join([*_invoked(), "runs", root])
+        report.note(f"waiting for SLURM job {job} to start the run ({runs_line} says why it waits)")
         folder = _started_run(job, Path(root), target.submission)
     report.note(f"rank 0's console of {folder}")
     follower = slurmjobs.Follower(folder)
@@ -657,10 +658,17 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
         if status in slurmjobs.ENDED:
             for line in follower.read()[0]:
                 report.out(line)
-            story = shell_join(["mgpu", "runs", str(folder)])
+            story = shell_join([*_invoked(), "runs", str(folder)])
             report.note(f"the run ended {status}: {folder} (its story: {story})")
             return 0 if status == "finished" else 1
         time.sleep(poll_s)
+
+
+def _invoked() -> tuple[str, ...]:
+    """How the user started this mgpu (``uv run mgpu``, ``mgpu`` …), for the commands it prints."""
+    from isaaclab_mgpu.launcher.resolve import invocation, probe_machine
+
+    return invocation(probe_machine())
 
 
 def _started_run(job: str, root, sub) -> object:
@@ -722,7 +730,8 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     if end is None:
         raise MgpuError(
             f"SLURM job {job} was cancelled, but {folder} recorded no stop within {timeout_s:.0f} s: no "
-            f"checkpoint at the stop is known (mgpu runs {shell_join([str(folder)])} tells what was){again}"
+            f"checkpoint at the stop is known ({shell_join([*_invoked(), 'runs', str(folder)])} tells what "
+            f"was){again}"
         )
     at = f" at iteration {end.iteration}" if getattr(end, "iteration", None) is not None else ""
     saved = _checkpoint_at(folder, getattr(end, "iteration", None))
