@@ -1,7 +1,9 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
 ``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit`,
-``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
+``logs`` → :func:`follow_logs`, ``cancel`` → :func:`cancel` (a submitted run from the login node:
+:mod:`~isaaclab_mgpu.launcher.slurmjobs`), ``train`` → :func:`train`, ``check-env`` →
+:func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
 ``scale`` → :func:`scale`. Each runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
