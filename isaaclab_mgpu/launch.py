@@ -1,7 +1,9 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
 ``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit`,
-``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
+``logs`` → :func:`follow_logs`, ``cancel`` → :func:`cancel` (a submitted run from the login node:
+:mod:`~isaaclab_mgpu.launcher.slurmjobs`), ``train`` → :func:`train`, ``check-env`` →
+:func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
 ``scale`` → :func:`scale`. Each runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
@@ -54,9 +56,11 @@ if TYPE_CHECKING:
 _PROBE_OPTIONS = (*RENDEZVOUS_OPTIONS, "gpu_ids")
 
 __all__ = [
+    "cancel",
     "check_env",
     "emit_job",
     "exit_code",
+    "follow_logs",
     "plan",
     "prepare",
     "probe_nccl",
@@ -126,13 +130,15 @@ def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
 
 def submit(spec: LaunchSpec, options: JobOptions) -> int:
     """Write the job file ``dry-run --emit sbatch`` prints to ``<log_root>/mgpu/jobs/<name>.sbatch``
-    and submit it from here (``sbatch --parsable``); say the job id, where the run will live and
-    how to follow it. Submitting the same command again continues the run (``--resume auto``)."""
+    and submit it from here (``sbatch --parsable``); record the submission beside it (where ``mgpu
+    runs``, ``logs`` and ``cancel`` find it) and say the job id, where the run will live and how to
+    follow it. Submitting the same command again continues the run (``--resume auto``)."""
     import shutil
     import subprocess
+    import time
     from pathlib import Path
 
-    from isaaclab_mgpu.launcher import continuation
+    from isaaclab_mgpu.launcher import continuation, slurmjobs
     from isaaclab_mgpu.launcher.jobfiles import emit
 
     if shutil.which("sbatch") is None:
@@ -141,19 +147,27 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
             "node, or print the job file with mgpu dry-run … --emit sbatch"
         )
     text = emit(spec, dataclasses.replace(options, python=sys.executable or None))
-    path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.sbatch"
+    path = slurmjobs.jobs_dir(spec.log_root) / f"{options.name}.sbatch"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise MgpuError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip() or 'no output'}")
     job = done.stdout.strip().split(";")[0]
-    report.note(f"submitted SLURM job {job}: {path}")
+    program = _invoked()
+    where = Path(spec.log_root)
     if spec.worker is not None:
         ident, _ = continuation.identity_of(spec)
         where = Path(ident.log_root) / ident.library / ident.experiment
-        report.note(f"the run will live under {where}/ (the newest unfinished one there is continued)")
-    report.note(f"follow it: tail -F {options.name}-{job}.out")
+    record = slurmjobs.Submission(
+        job_id=job, name=options.name, job_file=str(path.resolve()), cwd=os.getcwd(), run_under=str(where),
+        submitted_at=time.time(), command=(*program, *spec.command_line),
+    )  # fmt: skip
+    slurmjobs.record(spec.log_root, record)
+    report.note(f"submitted SLURM job {job}: {path}")
+    report.note(f"the run will live under {where}/ (the newest unfinished one there is continued)")
+    root = "" if spec.log_root == "logs" else f" --log_root {shell_join([spec.log_root])}"
+    report.note(f"follow it: {shell_join([*program, 'logs', '-f', options.name])}{root}")
     report.out(job)
     return 0
 
@@ -609,3 +623,154 @@ def scale(spec: LaunchSpec, options: ScaleOptions, argv: list[str] | None = None
             f"{first.status} ({first.reason}); its output: {first.logs[0] if first.logs else plan.out}"
         )
     return 0
+
+
+def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> int:
+    """``mgpu logs``: print rank 0's console lines of the run ``name`` names, every attempt in order;
+    ``follow``: wait for a queued job's run, then keep printing across restarts, requeues and
+    resubmissions until the run ends (0 when it finished, 1 when it ended otherwise)."""
+    import time
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import slurmjobs
+
+    target = slurmjobs.find_target(name, Path(root))
+    folder = target.folder
+    if folder is None:
+        job = target.jobs[-1]
+        if not follow:
+            again = shell_join([*_invoked(), "logs", "-f", name])
+            raise MgpuError(f"SLURM job {job} has not started the run yet; {again} waits for it")
+        runs_line = shell_join([*_invoked(), "runs", root])
+        report.note(f"waiting for SLURM job {job} to start the run ({runs_line} says why it waits)")
+        folder = _started_run(job, Path(root), target.submission)
+    report.note(f"rank 0's console of {folder}")
+    follower = slurmjobs.Follower(folder)
+    probed = 0.0
+    while True:
+        lines, fold, events = follower.read()
+        for line in lines:
+            report.out(line)
+        if not follow:
+            return 0
+        status = fold.status if fold is not None else "running"
+        if status == "running" and time.monotonic() - probed > 5 * poll_s:
+            probed = time.monotonic()
+            status = slurmjobs.story_status(runs.Story(str(folder), events, 0, fold, status)).status
+        if status in slurmjobs.ENDED:
+            for line in follower.read()[0]:
+                report.out(line)
+            story = shell_join([*_invoked(), "runs", str(folder)])
+            report.note(f"the run ended {status}: {folder} (its story: {story})")
+            return 0 if status == "finished" else 1
+        time.sleep(poll_s)
+
+
+def _invoked() -> tuple[str, ...]:
+    """How the user started this mgpu (``uv run mgpu``, ``mgpu`` …), for the commands it prints."""
+    from isaaclab_mgpu.launcher.resolve import invocation, probe_machine
+
+    return invocation(probe_machine())
+
+
+def _started_run(job: str, root, sub) -> object:
+    """The run folder SLURM job ``job`` starts (waiting for it); an error when the job ends first."""
+    import time
+
+    from isaaclab_mgpu.launcher import slurmjobs
+
+    while True:
+        folder = slurmjobs.run_of_job(job, root)
+        if folder is not None:
+            return folder
+        states = slurmjobs.probe_jobs([job])
+        if states is not None and not states[job].alive:
+            out = f"; its output: {sub.cwd}/{sub.name}-{job}.out" if sub is not None else ""
+            state = states[job].state or "gone"
+            raise MgpuError(f"SLURM job {job} ended ({state}) before its run started{out}")
+        time.sleep(2.0)
+
+
+def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
+    """``mgpu cancel``: stop the run ``name`` names through its SLURM job: every node's mgpu stops
+    its ranks at a checkpoint (SIGTERM to every step), node 0 records it, then the job ends; ``now``:
+    SIGKILL to every process of the job (no checkpoint at the stop). 0 once the job has ended (with
+    the checkpoint, unless ``now``); the run continues with the same ``mgpu submit``."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.contract import events as ev
+    from isaaclab_mgpu.launcher import slurmjobs
+
+    target = slurmjobs.find_target(name, Path(root))
+    what = str(target.folder) if target.folder is not None else f"the job named {name}"
+    if not target.jobs:
+        raise MgpuError(f"{what}: no SLURM job trains this run; stop an mgpu train with Ctrl-C (or SIGTERM)")
+    job = target.jobs[-1]
+    states = slurmjobs.probe_jobs([job])
+    if states is None:
+        raise MgpuError(f"SLURM does not answer here (squeue); cannot cancel job {job} of {what}")
+    if not states[job].alive:
+        state = states[job].state or "unknown to SLURM"
+        raise MgpuError(f"SLURM job {job} of {what} is not running ({state})")
+    subs = [s for s in slurmjobs.submissions(root) if s.job_id in target.jobs]
+    again = f"; to continue: {shell_join(list(subs[0].command))}" if subs and subs[0].command else ""
+    before = ev.read(target.folder) if target.folder is not None else None
+    seen = len(before.events) if before is not None else 0
+    # A pending job runs nothing (a requeued one waits too): cancelled, nothing to stop.
+    started = before is not None and job in runs.jobs_of(before.events) and states[job].state != "PENDING"
+    slurmjobs.scancel(job, now=now)
+    if not started or now:
+        ended = slurmjobs.wait(lambda: _job_over(job), timeout_s)
+        if not started:
+            report.note(f"cancelled SLURM job {job} before it started the run ({states[job].state})")
+        else:
+            report.note(f"cancelled SLURM job {job} hard (SIGKILL): no checkpoint at the stop{again}")
+        return 0 if ended else _not_ended(job)
+    folder = target.folder
+    end = slurmjobs.wait(lambda: _end_event(folder, seen), timeout_s)
+    ended = slurmjobs.wait(lambda: _job_over(job), timeout_s)
+    if end is None:
+        raise MgpuError(
+            f"SLURM job {job} was cancelled, but {folder} recorded no stop within {timeout_s:.0f} s: no "
+            f"checkpoint at the stop is known ({shell_join([*_invoked(), 'runs', str(folder)])} tells what "
+            f"was){again}"
+        )
+    at = f" at iteration {end.iteration}" if getattr(end, "iteration", None) is not None else ""
+    saved = _checkpoint_at(folder, getattr(end, "iteration", None))
+    told = f", saved {saved}" if saved else ""
+    report.note(f"stopped{at}{told} ({end.kind}); SLURM job {job} {ended or 'still ending'}{again}")
+    return 0 if ended else _not_ended(job)
+
+
+def _job_over(job: str) -> str | None:
+    """The job's final state once SLURM no longer runs it (None while it does or SLURM does not say)."""
+    from isaaclab_mgpu.launcher import slurmjobs
+
+    states = slurmjobs.probe_jobs([job])
+    if states is None or states[job].alive:
+        return None
+    return states[job].state or "gone"
+
+
+def _end_event(folder, seen: int):
+    """The first event after the first ``seen`` that ends a launch (interrupted, requeue, finished …)."""
+    from isaaclab_mgpu.contract import events as ev
+
+    ledger = ev.read(folder)
+    new = ledger.events[seen:] if ledger is not None else ()
+    ends = ev.Interrupted | ev.Requeue | ev.Finished | ev.Failed
+    return next((e for e in new if isinstance(e, ends)), None)
+
+
+def _checkpoint_at(folder, iteration: int | None) -> str | None:
+    """The checkpoint the ledger recorded at ``iteration``, when it did."""
+    from isaaclab_mgpu.contract import events as ev
+
+    ledger = ev.read(folder, kinds=("checkpoint",))
+    events = ledger.events if ledger is not None else ()
+    found = [e for e in events if isinstance(e, ev.Checkpoint) and e.iteration == iteration]
+    return found[-1].path if found else None
+
+
+def _not_ended(job: str) -> int:
+    raise MgpuError(f"SLURM job {job} was cancelled but SLURM still runs it; see squeue -j {job}")

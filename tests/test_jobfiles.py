@@ -8,6 +8,7 @@ torchrun command it gives is compared with the one the explicit options give.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -327,7 +328,13 @@ def test_submit_writes_the_job_file_under_the_log_root_and_hands_it_to_sbatch(tm
     )
     assert job_file.read_text() == emitted.stdout  # exactly what dry-run --emit sbatch prints
     assert "the run will live under logs/rsl_rl/cartpole/" in done.stderr
-    assert "follow it: tail -F cart-77.out" in done.stderr
+    # The one command that follows it, typed as this mgpu is started (not on PATH here: by its
+    # interpreter), and the submission recorded beside the job file for runs, logs and cancel.
+    assert f"follow it: {sys.executable} -m isaaclab_mgpu logs -f cart" in done.stderr, done.stderr
+    record = json.loads((work / "logs" / "mgpu" / "jobs" / "cart-77.json").read_text())
+    assert (record["job_id"], record["name"], record["job_file"]) == ("77", "cart", str(job_file))
+    assert (record["cwd"], record["run_under"]) == (str(work), "logs/rsl_rl/cartpole")
+    assert record["command"] == [sys.executable, "-m", "isaaclab_mgpu", *argv[3:]]
     # No sbatch here: one line, exit 2, nothing written.
     (bin_dir / "sbatch").unlink()
     job_file.unlink()

@@ -15,7 +15,15 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
   command that submits the job again (``sbatch --chdir DIR FILE``), and that file submitted again
   (its train line ends ``--resume auto``) continues the run to its total in the same folder.
 - ``mgpu submit``: the same options as ``dry-run --emit sbatch``; it writes the job file to
-  ``logs/mgpu/jobs/<name>.sbatch``, submits it, prints the job id, and the job trains to its total.
+  ``logs/mgpu/jobs/<name>.sbatch``, records the submission beside it, submits it, prints the job id
+  and the command that follows it, and the job trains to its total.
+- From the login node through mgpu alone (``submit``, ``runs --json``, ``logs -f``, ``cancel``; mgpu
+  by its path, not on ``PATH``): a job submitted while both nodes are drained shows ``queued`` with
+  SLURM's reason, then ``running`` with a rising iteration; ``mgpu logs -f`` prints rank 0's
+  iteration lines as they come; ``mgpu cancel`` stops every node at a checkpoint newer than the
+  last periodic one and the job ends (CANCELLED); the same ``mgpu submit`` continues the run to its
+  total in the same folder (both jobs in its record); a third job whose every process dies with
+  both nodes (nothing records) shows ``lost`` from the login node once SLURM ends it (NODE_FAIL).
 - A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
   the node and exits 1 (a failed rank whose peer node is gone), and the job ends (NODE_FAIL);
   once node10 is back the same job file (``--resume auto``) is submitted again and continues the
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -215,23 +224,16 @@ def test_a_lost_node_is_named_and_the_resubmitted_job_finishes_the_run(cluster, 
     fields = cluster.wait_job(job, ENDED, timeout=120)
     assert fields["JobState"] in ("NODE_FAIL", "FAILED"), fields
     _wait("node9 holds nothing of the run", lambda: not _run_processes("node9"), 30)
-    _, failed = _the_run(tmp_path)
+    folder, failed = _the_run(tmp_path)
     assert failed["status"] == "failed" and failed["attempts"][0]["outcome"] == "failed", failed
     # The machine comes back (minutes later on a real cluster) and the same file is submitted again.
     _wait("node10 DOWN", lambda: cluster.node("node10").get("State", "").startswith("DOWN"), 60)
     cluster.start_node("node10")
     _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 90)
-    again = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
-    fields = cluster.wait_job(again, ENDED, timeout=420)
-    rerun = _output(tmp_path, "lost", again)
-    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
-    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
-    _, s = _the_run(tmp_path)
-    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True)
+    s = _resubmit_and_finish(cluster, tmp_path, job_file, "lost", total, folder)
     outcomes = [(a["launch"], a["outcome"]) for a in s["attempts"]]
     assert outcomes == [(0, "failed"), (1, "finished")], s["attempts"]
     assert s["attempts"][1]["started_at"] == s["attempts"][0]["checkpoint"] >= 10
-    assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
 
 
 def test_scancel_saves_and_the_same_job_file_submitted_again_continues_the_run(cluster, tmp_path):
@@ -252,19 +254,8 @@ def test_scancel_saves_and_the_same_job_file_submitted_again_continues_the_run(c
     cut = stopped["iterations"]
     assert stopped["status"] == "interrupted" and 6 <= cut < total, stopped
     assert (folder / f"model_{cut}.pt").is_file()
-    again = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path))
-    fields = cluster.wait_job(again, ENDED, timeout=420)
-    rerun = _output(tmp_path, "again", again)
-    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
-    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
-    same, s = _the_run(tmp_path)
-    assert same == folder and (s["status"], s["iterations"], s["checksums_equal"]) == (
-        "finished",
-        total,
-        True,
-    )
+    s = _resubmit_and_finish(cluster, tmp_path, job_file, "again", total, folder)
     assert [a["launch"] for a in s["attempts"]] == [0, 1] and s["attempts"][1]["started_at"] == cut
-    assert [(r["status"], r["iterations"]) for r in _runs(tmp_path)] == [("finished", total)]
 
 
 def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(cluster, tmp_path):
@@ -278,7 +269,9 @@ def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(clust
     job_file = tmp_path / "logs" / "mgpu" / "jobs" / "sub.sbatch"
     assert job.isdigit() and f"submitted SLURM job {job}: logs/mgpu/jobs/sub.sbatch" in done.stderr
     assert "the run will live under logs/rsl_rl/cartpole/" in done.stderr
-    assert f"follow it: tail -F sub-{job}.out" in done.stderr
+    assert "follow it: " in done.stderr and " logs -f sub" in done.stderr, done.stderr
+    record = json.loads((tmp_path / "logs" / "mgpu" / "jobs" / f"sub-{job}.json").read_text())
+    assert (record["job_id"], record["job_file"]) == (job, str(job_file)), record
     assert job_file.read_text().rstrip().endswith("--resume auto")
     fields = cluster.wait_job(job, ENDED, timeout=300)
     out = _output(tmp_path, "sub", job)
@@ -286,6 +279,21 @@ def test_mgpu_submit_writes_the_job_file_under_the_log_root_and_submits_it(clust
     _, s = _the_run(tmp_path)
     assert (s["status"], s["iterations"], s["world_size"], s["checksums_equal"]) == ("finished", 6, 4, True)
     assert s["slurm_job_id"] == job
+
+
+def _resubmit_and_finish(cluster, tmp: Path, job_file: Path, name: str, total: int, folder: Path) -> dict:
+    """Submit ``job_file`` again: its job (``--resume auto``) continues the run in ``folder`` to
+    ``total`` with equal checksums, the one run ``mgpu runs`` lists; the run's summary then."""
+    again = cluster.sbatch(job_file, tmp, _job_env(tmp))
+    fields = cluster.wait_job(again, ENDED, timeout=420)
+    rerun = _output(tmp, name, again)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), rerun[-4000:]
+    assert "--resume auto: the newest unfinished run: continuing" in rerun, rerun[-4000:]
+    same, s = _the_run(tmp)
+    assert same == folder, (same, folder)
+    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True), s
+    assert [(r["status"], r["iterations"]) for r in _runs(tmp)] == [("finished", total)]
+    return s
 
 
 def _error_line(text: str) -> str | None:
@@ -305,3 +313,119 @@ def _run_processes(node: str) -> list[str]:
         if "isaaclab_mgpu" in cmdline or "torch.distributed" in cmdline or "mgpu train" in cmdline:
             found.append(cmdline)
     return found
+
+
+def _mgpu(cluster, tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``mgpu ARGS`` from the login node (this host), as a user of the README's ``uv`` environment
+    runs it: its own ``mgpu`` by path, not on ``PATH``."""
+    exe = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "mgpu")
+    env = cluster.env(_job_env(tmp))
+    return subprocess.run([exe, *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(cluster, tmp: Path) -> list[dict]:
+    done = _mgpu(cluster, tmp, "runs", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _row_of(cluster, tmp: Path, job: str) -> dict | None:
+    """``mgpu runs --json``'s row of the run (or queued job) SLURM job ``job`` belongs to."""
+    return next((r for r in _rows(cluster, tmp) if job in r["jobs"]), None)
+
+
+class _Lines:
+    """A process's stdout lines as they come, each with the time it came (read by a thread)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        import threading
+
+        self.proc, self.lines = proc, []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+
+def test_submit_follow_cancel_continue_and_a_lost_job_through_mgpu_from_the_login_node(cluster, tmp_path):
+    total = 40
+    submit = ("submit", *LAUNCH, "--max_iterations", str(total), "--save_interval", "10")
+    submit += ("--job_time", "00:10:00", "--job_name", "first")
+    # Setup: both nodes drained, so the job waits in the queue.
+    cluster.scontrol("update", "NodeName=node[9-10]", "State=DRAIN", "Reason=mgpu-test")
+    try:
+        done = _mgpu(cluster, tmp_path, *submit)
+        assert done.returncode == 0, done.stderr
+        job = done.stdout.strip()
+        assert job.isdigit() and "logs -f first" in done.stderr, done.stderr
+        queued = _row_of(cluster, tmp_path, job)
+        assert queued is not None and (queued["status"], queued["job_state"]) == ("queued", "PENDING"), queued
+        assert queued["job_reason"] and queued["folder"] == "logs/rsl_rl/cartpole", queued
+        exe = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "mgpu")
+        follow = subprocess.Popen(
+            [exe, "logs", "-f", "first"], cwd=tmp_path, env=cluster.env(_job_env(tmp_path)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        lines = _Lines(follow)
+    finally:
+        cluster.scontrol("update", "NodeName=node[9-10]", "State=RESUME")
+    out = lambda: _output(tmp_path, "first", job)  # noqa: E731
+    first = _wait("running", lambda: (r := _row_of(cluster, tmp_path, job)) and r["status"] == "running"
+                  and (r["reached"] or 0) >= 2 and r, 300, out)  # fmt: skip
+    assert first["nodes"] == 2 and first["world_size"] == 4 and first["job_state"] == "RUNNING", first
+    # The stop lands between two periodic checkpoints (every 10): its own checkpoint is newer.
+    later = _wait("a rising iteration between two checkpoints", lambda: (r := _row_of(cluster, tmp_path, job))
+                  and (r["reached"] or 0) >= 12 and 2 <= r["reached"] % 10 <= 6 and r, 300, out)  # fmt: skip
+    assert later["reached"] > first["reached"]
+    cancelled_at = time.monotonic()
+    stop = _mgpu(cluster, tmp_path, "cancel", "first")
+    assert stop.returncode == 0, stop.stderr + out()[-3000:]
+    assert cluster.job(job)["JobState"] == "CANCELLED"
+    folder, s = _the_run(tmp_path)
+    cut = s["iterations"]
+    assert s["status"] == "interrupted" and later["reached"] <= cut < total and cut % 10, s
+    assert (folder / f"model_{cut}.pt").is_file() and (folder / f"model_{cut // 10 * 10}.pt").is_file()
+    hint = next(line for line in stop.stderr.splitlines() if "to continue:" in line)
+    assert hint.split("to continue: ")[1].endswith(shlex.join(submit)), hint  # the same mgpu submit
+    row = _row_of(cluster, tmp_path, job)
+    assert (row["status"], row["job_state"]) == ("interrupted", "CANCELLED"), row
+    # mgpu logs -f printed rank 0's iteration lines as they came, and ended with the run (exit 1).
+    assert follow.wait(60) == 1, follow.stderr.read()
+    lines.thread.join(10)
+    iters = [(t, line) for t, line in lines.lines if line.startswith("[mgpu] iteration ")]
+    assert len(iters) >= 12 and iters[0][0] < cancelled_at, lines.lines[-20:]
+    # The same mgpu submit continues the run to its total, in the same folder, as a second job.
+    again = _mgpu(cluster, tmp_path, *submit)
+    assert again.returncode == 0, again.stderr
+    job2 = again.stdout.strip()
+    fields = cluster.wait_job(job2, ENDED, timeout=420)
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), _output(tmp_path, "first", job2)
+    same, s = _the_run(tmp_path)
+    assert same == folder, (same, folder)
+    assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True), s
+    assert [a["launch"] for a in s["attempts"]] == [0, 1] and s["attempts"][1]["started_at"] == cut
+    row = _row_of(cluster, tmp_path, job2)
+    assert (row["status"], row["jobs"], row["job_state"]) == ("finished", [job, job2], "COMPLETED"), row
+    # A job whose every process dies with both nodes (nothing records) is lost, seen from here.
+    done = _mgpu(cluster, tmp_path, "submit", *LAUNCH, "--max_iterations", "400", "--job_name", "lost")
+    assert done.returncode == 0, done.stderr
+    job3 = done.stdout.strip()
+    cluster.scontrol("update", f"JobId={job3}", "Requeue=0")  # setup: SLURM would requeue it on NODE_FAIL
+    _wait("the third run trains", lambda: (r := _row_of(cluster, tmp_path, job3)) and r["status"] == "running"
+          and (r["reached"] or 0) >= 2, 300, lambda: _output(tmp_path, "lost", job3))  # fmt: skip
+    for name, _ in NODES:
+        cluster.kill_node(name)
+    try:
+        _wait("SLURM ends the job", lambda: cluster.job(job3)["JobState"] in ENDED, 180)
+        over = time.monotonic()
+        lost = _wait("mgpu runs says lost", lambda: (r := _row_of(cluster, tmp_path, job3))
+                     and r["status"] == "lost" and r, 60)  # fmt: skip
+        print(f"lost seen {time.monotonic() - over:.1f} s after SLURM ended the job ({lost['job_state']})")
+        told = _mgpu(cluster, tmp_path, "runs", lost["folder"], "--json")
+        assert json.loads(told.stdout)["status"] == "lost", told.stdout[-2000:]
+    finally:
+        for name, _ in NODES:
+            cluster.start_node(name)
+        _wait("both nodes idle", lambda: all(cluster.node(n).get("State") == "IDLE" for n, _ in NODES), 120)

@@ -18,6 +18,7 @@ import typer
 
 from isaaclab_mgpu import __version__
 from isaaclab_mgpu.cli.command import LaunchCommand
+from isaaclab_mgpu.cli.jobs import cancel_cmd, logs_cmd
 from isaaclab_mgpu.cli.options import (
     BACKOFF_LIMIT,
     CPUS_PER_RANK,
@@ -196,6 +197,7 @@ def runs_cmd(
     from pathlib import Path
 
     from isaaclab_mgpu.contract.errors import UsageError
+    from isaaclab_mgpu.launcher import slurmjobs
     from isaaclab_mgpu.launcher.runs import find_runs, last_folder, story
     from isaaclab_mgpu.report import runs as report
 
@@ -203,11 +205,14 @@ def runs_cmd(
         raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
     told = None if last else story(Path(log_root))
     if told is not None:
+        told = slurmjobs.story_status(told)  # lost when its SLURM job is over
         (report.story_json if json else report.story)(told)
         return 0
     # One run more than the table shows tells it that there are more.
     wanted = 1 if last else 0 if json or limit <= 0 else limit + 1
     rows = find_runs(Path(log_root), limit=wanted)
+    if not last:  # on a SLURM login node: queued jobs, and lost runs whose job is over
+        rows = slurmjobs.rows_with_jobs(Path(log_root), rows)
     if last:
         report.last(last_folder(rows, log_root))
     elif json:
@@ -253,6 +258,8 @@ def skills_check_cmd(
     return report.skills_problems(problems)
 
 
+app.command("logs")(logs_cmd)
+app.command("cancel")(cancel_cmd)
 app.command("probe-nccl", context_settings=PASSTHROUGH)(launch_command(probe_nccl_cmd))
 app.command("scale", cls=LaunchCommand, context_settings=PASSTHROUGH)(
     launch_command(scale_cmd, groups=(STALL,))

@@ -167,6 +167,21 @@ class RunRow:
     drift: str | None = None
     """The first drift between the ranks, short: ``rank 1 normalizer @20`` (its summary's ``drift``)."""
 
+    nodes: int | None = None
+    """Nodes the run trains on (its ledger's launch), when known."""
+
+    jobs: tuple[str, ...] = ()
+    """The SLURM jobs that trained it, oldest first (its ledger's launches; a requeue keeps the id)."""
+
+    job_state: str | None = None
+    """SLURM's state of its newest job (``mgpu runs`` on a SLURM login node; None: not asked)."""
+
+    job_reason: str | None = None
+    """Why that job waits, as SLURM says (``Resources``, ``BeginTime`` …), when it is pending."""
+
+    job_name: str | None = None
+    """The submitted job's name (a row for a submitted job whose run has not started yet)."""
+
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
         return asdict(self)
@@ -299,10 +314,17 @@ def row(folder: Path, s: Summary, ledger: ev.Ledger | None = None) -> RunRow:
 def _with_ledger(r: RunRow, ledger: ev.Ledger) -> RunRow:
     f = ev.fold(ledger.events)
     reached = r.reached if r.reached is not None else f.iteration
+    nodes = str(f.essentials.get("nnodes") or "")
     return dataclasses.replace(
         r, restarts=max(r.restarts, f.restarts), requeues=f.requeues, reached=reached,
-        total=r.total if r.total is not None else f.total, ledger=True,
+        total=r.total if r.total is not None else f.total, ledger=True, jobs=jobs_of(ledger.events),
+        nodes=int(nodes) if nodes.isascii() and nodes.isdigit() else None,
     )  # fmt: skip
+
+
+def jobs_of(events: Sequence[ev.Event]) -> tuple[str, ...]:
+    """The SLURM jobs a run's ledger names, oldest first (one per job, its requeues counted once)."""
+    return tuple(dict.fromkeys(e.job_id for e in events if isinstance(e, ev.Launched) and e.job_id))
 
 
 def ledger_row(folder: Path, ledger: ev.Ledger) -> RunRow:

@@ -9,10 +9,13 @@ has them.
 iterations reached of the total, restarts, requeues, iterations lost), then one line per event, each
 stretch of progress and checkpoints folded into one; :func:`story_json` prints every event.
 
-A run's status carries its history: ``finished (1 restart)``; with a ledger, how far it got and
-its requeues too (``requeued 34/150``, ``finished 150 (3 requeues, 1 restart)``), and for a run
-Isaac Lab continued in a new folder ``continues <folder>`` on the later one and ``continued in
-<folder>`` on the earlier (``--json``: ``restarts``, ``continues``, ``chain`` oldest first, ``continued_in``).
+On a SLURM login node a row also names its newest job and SLURM's state of it (``job 123: pending
+Resources``); a submitted job whose run has not started is a row of its own, ``queued`` (its folder:
+where the run will live). A run's status carries its history: ``finished (1 restart)``; with a
+ledger, how far it got and its requeues too (``requeued 34/150``, ``finished 150 (3 requeues, 1
+restart)``), and for a run Isaac Lab continued in a new folder ``continues <folder>`` on the later
+one and ``continued in <folder>`` on the earlier (``--json``: ``restarts``, ``continues``,
+``chain`` oldest first, ``continued_in``; ``jobs``, ``job_state``, ``job_reason``, ``nodes``).
 
 The table fits the terminal (80 to 120 columns and more): the folder, what a user copies, is always
 printed whole on one line, with the status; the other columns (:data:`_COLUMNS`, most important
@@ -45,6 +48,8 @@ _STATUS_STYLE = {
     "drifted": "bold red",
     "requeued": "cyan",
     "lost": "bold red",
+    "queued": "dim",
+    "starting": "cyan",
 }
 #: The table's columns, most important first; narrower terminals drop them from the end of this
 #: list (the folder and the status always stay). The folder's name already says the library, the
@@ -134,6 +139,9 @@ def _status(r: RunRow) -> object:
         notes.append(f"continues {Path(r.continues).name}")
     if r.continued_in:
         notes.append(f"continued in {Path(r.continued_in).name}")
+    if r.job_state is not None and r.jobs:  # asked of SLURM: the newest job, and why it waits
+        why = f" {r.job_reason}" if r.job_reason else ""
+        notes.append(f"job {r.jobs[-1]}{f' {r.job_name}' if r.job_name else ''}: {r.job_state.lower()}{why}")
     if notes:
         shown.append_text(cell(f" ({'; '.join(notes)})"))  # folder names are data: escaped as cells are
     return shown
