@@ -133,8 +133,10 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     from pathlib import Path
 
     from isaaclab_mgpu.launcher import continuation
-    from isaaclab_mgpu.launcher.jobfiles import emit
+    from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
 
+    if options.kind in KUBERNETES:
+        return _submit_kubernetes(spec, options)
     if shutil.which("sbatch") is None:
         raise UsageError(
             "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
@@ -155,6 +157,33 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
         report.note(f"the run will live under {where}/ (the newest unfinished one there is continued)")
     report.note(f"follow it: tail -F {options.name}-{job}.out")
     report.out(job)
+    return 0
+
+
+def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
+    """Write the manifest ``dry-run --emit trainjob|pytorchjob`` prints to
+    ``<log_root>/mgpu/jobs/<name>.yaml``, ``kubectl apply`` it, say the job, where the run lives in
+    the pods and how to follow node 0's console (:mod:`isaaclab_mgpu.launcher.kubectl`)."""
+    import shlex
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import continuation, kubectl
+    from isaaclab_mgpu.launcher.jobfiles import emit, log_mount
+
+    text = emit(spec, options)
+    path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    job = kubectl.submit(path, options.kind or "")
+    report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
+    where = log_mount(spec, options)
+    if spec.worker is not None:
+        ident, _ = continuation.identity_of(spec)
+        where = f"{where}/{ident.library}/{ident.experiment}"
+    claim = f"the claim {options.pvc}" if options.pvc else "the pod's own disk (no --pvc)"
+    report.note(f"the run will live under {where}/ in the pods, on {claim}")
+    report.note(f"follow it: {shlex.join(kubectl.follow_command(job))}")
+    report.out(job.name)
     return 0
 
 
