@@ -500,6 +500,18 @@ def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
     return summary.exit_code
 
 
+def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *, as_json: bool) -> int:
+    """``mgpu probe-nccl --emit sbatch``: print the job file whose step runs the probe on every node."""
+    from isaaclab_mgpu.launcher.jobfiles import probe_sbatch
+    from isaaclab_mgpu.launcher.probe.run import ranks_per_node
+
+    if sys.executable:
+        options = dataclasses.replace(options, python=sys.executable)
+    args = [*opts.argv(), *(["--json"] if as_json else [])]
+    report.out(probe_sbatch(spec, args, options, ranks_per_node(spec, opts)).rstrip("\n"))
+    return 0
+
+
 def check_isaac_task(spec: LaunchSpec) -> None:
     """Refuse an Isaac Lab task the ranks could not run (:mod:`isaaclab_mgpu.launcher.isaac_preflight`)."""
     if not spec.builtin_worker:
