@@ -507,8 +507,13 @@ def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *,
 
     if sys.executable:
         options = dataclasses.replace(options, python=sys.executable)
-    args = [*opts.argv(), *(["--json"] if as_json else [])]
-    report.out(probe_sbatch(spec, args, options, ranks_per_node(spec, opts)).rstrip("\n"))
+    shown = ["--json"] if as_json else []
+    pairs = None
+    if opts.pairs and spec.nnodes_max > 1:  # across nodes: one step per pair of nodes
+        pairs = [*dataclasses.replace(opts, pairs=False, world_sizes=(2,)).argv(), *shown]
+        opts = dataclasses.replace(opts, pairs=False)
+    sweep = [*opts.argv(), *shown]
+    report.out(probe_sbatch(spec, sweep, options, ranks_per_node(spec, opts), pairs).rstrip("\n"))
     return 0
 
 

@@ -3,6 +3,7 @@ search engine, verdicts, the saved-workaround store and the CLI's refusals (noth
 
 import itertools
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -458,3 +459,29 @@ def test_probe_nccl_emit_refuses(args, message, capsys):
     emit = [] if "--emit" in args else ["--emit", "sbatch"]
     assert cli.main(["probe-nccl", *args, *emit]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_probe_nccl_emit_pairs_across_nodes_adds_a_step_per_pair(capsys, tmp_path):
+    args = [
+        "probe-nccl",
+        "--device",
+        "cpu",
+        "--nnodes",
+        "3",
+        "--pairs",
+        "--emit",
+        "sbatch",
+        "--job_name",
+        "p",
+    ]
+    assert cli.main(args) == 0
+    script = capsys.readouterr().out
+    (tmp_path / "p.sbatch").write_text(script)
+    assert subprocess.run(["bash", "-n", str(tmp_path / "p.sbatch")]).returncode == 0
+    sweep = next(line for line in script.splitlines() if line.startswith("srun --cpus-per-task"))
+    assert "--pairs" not in sweep and sweep.endswith("--nnodes 3 || status=$?")
+    pair = next(line.strip() for line in script.splitlines() if line.strip().startswith("srun --nodes=2"))
+    assert '--nodelist="${NODES[i]},${NODES[j]}"' in pair
+    assert pair.endswith("--device cpu --nnodes 2 --world-sizes 2 || code=$?")
+    assert '--master_addr "${NODES[i]}" --master_port "$(($MGPU_PORT + 100 + k))"' in pair
+    assert script.rstrip().endswith('exit "$status"')

@@ -17,7 +17,8 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
 - ``mgpu submit``: the same options as ``dry-run --emit sbatch``; it writes the job file to
   ``logs/mgpu/jobs/<name>.sbatch``, submits it, prints the job id, and the job trains to its total.
 - ``mgpu probe-nccl --nnodes 2 --emit sbatch``: the probe job runs world sizes 2 and 4 (1 and 2
-  gloo ranks on each node) across both nodes; each node reports both, in its own output file.
+  gloo ranks on each node) across both nodes; each node reports both, in its own output file; with
+  ``--pairs`` a step per pair of nodes follows (here the one pair), its status in the job's output.
 - A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
   the node and exits 1 (a failed rank whose peer node is gone), and the job ends (NODE_FAIL);
   once node10 is back the same job file (``--resume auto``) is submitted again and continues the
@@ -295,7 +296,7 @@ def test_the_probe_job_runs_world_sizes_2_and_4_across_both_nodes(cluster, tmp_p
     # rendezvous; gloo's default CPU sweep is 1 and 2 ranks per node: world sizes 2 and 4.
     argv = [sys.executable, "-m", "isaaclab_mgpu", "probe-nccl", "--device", "cpu", "--nnodes", "2"]
     argv += ["--sizes", "8,4K", "--iters", "3", "--warmup", "1", "--timeout", "120", "--json"]
-    argv += ["--emit", "sbatch", "--job_name", "probe", "--job_time", "00:10:00"]
+    argv += ["--pairs", "--emit", "sbatch", "--job_name", "probe", "--job_time", "00:10:00"]
     env = _job_env(tmp_path)
     out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     (tmp_path / "probe.sbatch").write_text(out.stdout)
@@ -311,6 +312,13 @@ def test_the_probe_job_runs_world_sizes_2_and_4_across_both_nodes(cluster, tmp_p
             len(w["sizes"]) == 2 and w["sizes"][-1]["in_place"]["busbw"] > 0 for w in doc["world_sizes"]
         )
         assert doc["folder"].endswith(f"-{node}"), doc["folder"]  # the nodes' files apart
+    # --pairs across nodes: a step per pair of nodes (here the one pair), its status in the job's
+    # output and each node's report of it in a file of its own.
+    assert "node pair node9 node10: ok" in _output(tmp_path, "probe", job)
+    for node, _ in NODES:
+        text = _output(tmp_path, "probe", f"{job}-pair-node9-node10-{node}")
+        doc = json.loads(text[text.index("\n{") + 1 :])
+        assert [(w["world_size"], w["status"]) for w in doc["world_sizes"]] == [(2, "ok")], text[-4000:]
 
 
 def _error_line(text: str) -> str | None:

@@ -407,10 +407,22 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
     return "\n".join(lines) + "\n"
 
 
-def probe_sbatch(spec: LaunchSpec, probe_args: list[str], options: JobOptions, ranks: int) -> str:
+def probe_sbatch(
+    spec: LaunchSpec,
+    probe_args: list[str],
+    options: JobOptions,
+    ranks: int,
+    pair_args: list[str] | None = None,
+) -> str:
     """The batch script of ``mgpu probe-nccl --nnodes N --emit sbatch``: every node runs the probe
     with the rendezvous a train job uses (the same header, port and fill), ``ranks`` the most any
-    world size starts on one node; node ``%N``'s report goes to ``<name>-<job>-<node>.out``."""
+    world size starts on one node; node ``%N``'s report goes to ``<name>-<job>-<node>.out``.
+
+    With ``pair_args`` (``--pairs`` across nodes) one step per pair of nodes follows, one after
+    another: world size 2, one rank on each node, node 0 of the pair (the first in SLURM's order)
+    hosting the store; each pair's reports go to ``<name>-<job>-pair-<A>-<B>-<node>.out`` and the
+    job's output gets one line per pair with its status. The script exits with the sweep's code,
+    else the first failing pair's."""
     if options.kind != "sbatch":
         raise UsageError(f"probe-nccl --emit {options.kind}: only --emit sbatch is written for the probe")
     for name in _PER_NODE:
@@ -419,7 +431,48 @@ def probe_sbatch(spec: LaunchSpec, probe_args: list[str], options: JobOptions, r
                 f"--emit sbatch: {spelling(name)} differs per node and SLURM sets it; leave it out"
             )
     command = ["probe-nccl", *train_argv(spec)[2:], *probe_args]
-    return sbatch(dataclasses.replace(spec, nproc_per_node=str(ranks)), options, command)
+    text = sbatch(dataclasses.replace(spec, nproc_per_node=str(ranks)), options, command)
+    if pair_args is None:
+        return text
+    if spec.master_addr is not None or spec.rdzv_endpoint is not None:
+        raise UsageError("--pairs across nodes: each pair meets at its first node; leave --master_addr out")
+    *head, step = text.rstrip("\n").split("\n")
+    base = str(spec.master_port) if spec.master_port is not None else "$MGPU_PORT"
+    cpus = options.cpus_per_rank or CPUS_PER_RANK[spec.device]
+    pair = [
+        "probe-nccl",
+        *train_argv(dataclasses.replace(spec, nnodes="2", master_port=None))[2:],
+        *pair_args,
+    ]
+    program = [options.python, "-m", "isaaclab_mgpu"] if options.python else ["mgpu"]
+    out = f"{options.name}-%j-pair-${{NODES[i]}}-${{NODES[j]}}-%N.out"
+    srun = (
+        f'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="${{NODES[i]}},${{NODES[j]}}" '
+        f'--cpus-per-task={cpus} --output="{out}"'
+    )
+    where = f'--master_addr "${{NODES[i]}}" --master_port "$(({base} + 100 + k))"'
+    return "\n".join([
+        *head,
+        "status=0",
+        f"{step} || status=$?",
+        "",
+        "# Every pair of nodes, one step after another: world size 2, one rank on each node; the",
+        "# pair's first node (in SLURM's order, node 0 of the step) hosts the store, on a port of its own.",
+        'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        "k=0",
+        'for ((i = 0; i < ${#NODES[@]}; i++)); do',
+        '  for ((j = i + 1; j < ${#NODES[@]}; j++)); do',
+        "    k=$((k + 1))",
+        "    code=0",
+        f"    {srun} {_shell([*program, pair[0]])} {where} {_shell(pair[1:])} || code=$?",
+        '    case $code in 0) said=ok ;; 3) said=wrong-result ;; 4) said=hang ;;',
+        '      *) said="error (exit $code)" ;; esac',
+        '    echo "node pair ${NODES[i]} ${NODES[j]}: $said"',
+        '    if [ "$status" -eq 0 ]; then status=$code; fi',
+        "  done",
+        "done",
+        'exit "$status"',
+    ]) + "\n"  # fmt: skip
 
 
 def _no_requeue_on_93() -> list[str]:
