@@ -1,7 +1,8 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
-``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit`,
-``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
+``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit` (sbatch,
+or ``kubectl apply`` through :mod:`.launcher.kubectl`), ``train`` → :func:`train`, ``check-env`` →
+:func:`check_env`, ``probe-nccl`` → :func:`probe_nccl` (:func:`emit_probe_job` with ``--emit``),
 ``scale`` → :func:`scale`. Each runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
@@ -127,7 +128,8 @@ def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
 def submit(spec: LaunchSpec, options: JobOptions) -> int:
     """Write the job file ``dry-run --emit sbatch`` prints to ``<log_root>/mgpu/jobs/<name>.sbatch``
     and submit it from here (``sbatch --parsable``); say the job id, where the run will live and
-    how to follow it. Submitting the same command again continues the run (``--resume auto``)."""
+    how to follow it. Submitting the same command again continues the run (``--resume auto``).
+    A Kubernetes kind goes through ``kubectl apply`` instead (:func:`_submit_kubernetes`)."""
     import shutil
     import subprocess
     from pathlib import Path

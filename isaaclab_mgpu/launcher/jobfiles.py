@@ -69,6 +69,11 @@ Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, 
 --requeue`` would exit 2 outside SLURM): restart and resume are built into those. An option that
 does not apply to the chosen kind is refused in one line (:data:`APPLIES`), never dropped.
 
+``mgpu probe-nccl --nnodes N --emit sbatch`` gets the same batch script with the probe as the
+step's command (:func:`probe_sbatch`): no ``--kill-on-bad-exit`` there (a node whose launch failed
+must not end the others before they report), each node's report in a file of its own, and with
+``--pairs`` one step per pair of nodes after the sweep.
+
 Pure: spec and :class:`JobOptions` in, text out.
 """
 

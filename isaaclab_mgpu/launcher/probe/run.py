@@ -26,7 +26,12 @@ Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (``pr
 With ``--try-workarounds`` the smallest failing world size is handed to the engine in
 :mod:`.bisect` as ``run(env) -> status``; ``--save-workaround`` stores the first confirmed fix.
 Multi-node: run the same command on every node (``--nnodes``, ``--node_rank`` and the rendezvous
-options, as for ``train``); each node reports its own ranks.
+options, as for ``train``); each node reports its own ranks. Each launch of such a sweep meets at
+the given ``--master_port`` plus its index (:attr:`Launch.port_offset`: a node that starts the next
+launch first never joins the last one's store on node 0), and each node keeps its files under
+``probe-<stamp>-<host>`` (a job's nodes share the file system). ``probe-nccl --nnodes N --emit
+sbatch`` prints the job that runs the probe on every node
+(:func:`isaaclab_mgpu.launcher.jobfiles.probe_sbatch`; :func:`ranks_per_node` is what it books).
 """
 
 from __future__ import annotations
