@@ -99,6 +99,37 @@ def test_submit_applies_the_written_manifest_and_records_the_job(tmp_path, kind)
     assert "follow it: kubectl logs -f -n team-a" in done.stderr
 
 
+def test_submitting_again_replaces_an_ended_job_and_refuses_a_live_one(tmp_path):
+    work = tmp_path / "work"
+    jobs = work / "logs" / "mgpu" / "jobs"
+    jobs.mkdir(parents=True)
+    record = {
+        "kind": "TrainJob",
+        "name": "cart",
+        "namespace": "team-a",
+        "manifest": "logs/mgpu/jobs/cart.yaml",
+    }
+    (jobs / "cart.kubernetes.json").write_text(json.dumps(record))
+    failed = obj("TrainJob", "cart", conditions=[cond("Failed", reason="FailedJobs")])
+    created = applied(obj("TrainingRuntime", "cart-runtime"), obj("TrainJob", "cart"))
+    bin_dir = standin(
+        tmp_path, get={"stdout": json.dumps(failed)}, delete={"stdout": "deleted\n"}, apply=created
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "submit", "--device", "cpu", "--emit", "trainjob"]
+    argv += ["--job_name", "cart"]
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    # The ended job is deleted first: applying to it would change nothing; the new one resumes.
+    assert [c["argv"][0] for c in calls(bin_dir)] == ["get", "delete", "apply"]
+    (bin_dir / "calls.jsonl").unlink()
+    running = obj("TrainJob", "cart", jobsStatus=[{"name": "node", "ready": 1}])
+    standin(tmp_path, get={"stdout": json.dumps(running)}, apply=created)
+    again = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert again.returncode == 2 and "already running" in again.stderr
+    assert [c["argv"][0] for c in calls(bin_dir)] == ["get"]  # nothing applied, nothing deleted
+
+
 def test_submit_without_kubectl_or_with_a_refused_manifest_says_so(tmp_path):
     work = tmp_path / "work"
     work.mkdir()

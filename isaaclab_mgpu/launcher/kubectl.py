@@ -8,7 +8,9 @@
 - :func:`submit` runs ``kubectl apply -f FILE -o json`` and reads from the answer the namespace the
   job landed in (the context's, or the manifest's), then writes a :class:`KubeJob` record beside the
   manifest (``<name>.kubernetes.json``) so a later command finds the job by its run's log root
-  (:func:`submitted`).
+  (:func:`submitted`). Submitted again, it first asks for the recorded job: still queued or running
+  is refused, ended (finished, failed) is deleted so that the apply makes a new job (applying to
+  an ended one would change nothing), whose ``--resume auto`` continues the run.
 - :func:`cancel` runs ``kubectl delete <resource> NAME -n NAMESPACE --cascade=foreground
   --wait=true``: the operator's JobSet (TrainJob) or the operator itself (PyTorchJob) deletes the
   pods, the kubelet sends each pod's mgpu SIGTERM, the ranks save a checkpoint at the next iteration
@@ -133,7 +135,22 @@ def state_of(obj: Mapping[str, Any]) -> JobState:
 
 
 def submit(manifest: Path, kind: str) -> KubeJob:
-    """Apply ``manifest`` (an ``--emit`` ``kind``'s file) and record the job beside it."""
+    """Apply ``manifest`` (an ``--emit`` ``kind``'s file) and record the job beside it.
+
+    A job of the same name submitted before (its record beside the manifest) is asked first: one
+    still queued or running is left alone (:class:`UsageError`: follow or cancel it); one that ended
+    is deleted, since applying a manifest to an ended job changes nothing and the new job's
+    ``--resume auto`` is what continues the run."""
+    previous = _record(record_path(manifest))
+    if previous is not None:
+        before = job_state(previous)
+        if before.state in ("queued", "running"):
+            raise UsageError(
+                f"{previous.kind} {previous.name} in {previous.namespace} is already {before.state}; "
+                "follow it, or cancel it before submitting again"
+            )
+        if before.state != "gone":
+            cancel(previous)  # ended: out of the way, so that the manifest makes a new job
     done = _kubectl(apply_argv(manifest))
     wanted = KINDS[kind]
     try:
@@ -157,13 +174,15 @@ def record_path(manifest: Path) -> Path:
 
 def submitted(log_root: str | Path) -> list[KubeJob]:
     """The Kubernetes jobs submitted from ``log_root`` (``<log_root>/mgpu/jobs/*.kubernetes.json``)."""
-    jobs = []
-    for path in sorted((Path(log_root) / "mgpu" / "jobs").glob(f"*{RECORD_SUFFIX}")):
-        try:
-            jobs.append(KubeJob(**json.loads(path.read_text())))
-        except (OSError, ValueError, TypeError):
-            continue  # not a record of ours: nothing to follow
-    return jobs
+    paths = sorted((Path(log_root) / "mgpu" / "jobs").glob(f"*{RECORD_SUFFIX}"))
+    return [job for job in map(_record, paths) if job is not None]
+
+
+def _record(path: Path) -> KubeJob | None:
+    try:
+        return KubeJob(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None  # none, or not a record of ours: nothing to follow
 
 
 def job_state(job: KubeJob) -> JobState:
