@@ -230,6 +230,6 @@ def _kubectl(argv: list[str]) -> str:
     if done.returncode == 0:
         return done.stdout
     said = (done.stderr or done.stdout).strip() or f"exit {done.returncode}"
-    if "NotFound" in said or "not found" in said:
+    if "(NotFound)" in said:  # the API server's answer for this object; not a missing resource type
         raise _NotFound(said)
     raise MgpuError(f"{' '.join(argv[:3])} failed: {said}")
