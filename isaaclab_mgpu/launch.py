@@ -1,9 +1,10 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
-``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit`,
-``logs`` → :func:`follow_logs`, ``cancel`` → :func:`cancel` (a submitted run from the login node:
-:mod:`~isaaclab_mgpu.launcher.slurmjobs`), ``train`` → :func:`train`, ``check-env`` →
-:func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
+``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit` (sbatch,
+or ``kubectl apply`` through :mod:`.launcher.kubectl`), ``logs`` → :func:`follow_logs`, ``cancel`` →
+:func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`),
+``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`
+(:func:`emit_probe_job` with ``--emit``),
 ``scale`` → :func:`scale`. Each runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
@@ -132,15 +133,18 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     """Write the job file ``dry-run --emit sbatch`` prints to ``<log_root>/mgpu/jobs/<name>.sbatch``
     and submit it from here (``sbatch --parsable``); record the submission beside it (where ``mgpu
     runs``, ``logs`` and ``cancel`` find it) and say the job id, where the run will live and how to
-    follow it. Submitting the same command again continues the run (``--resume auto``)."""
+    follow it. Submitting the same command again continues the run (``--resume auto``).
+    A Kubernetes kind goes through ``kubectl apply`` instead (:func:`_submit_kubernetes`)."""
     import shutil
     import subprocess
     import time
     from pathlib import Path
 
     from isaaclab_mgpu.launcher import continuation, slurmjobs
-    from isaaclab_mgpu.launcher.jobfiles import emit
+    from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
 
+    if options.kind in KUBERNETES:
+        return _submit_kubernetes(spec, options)
     if shutil.which("sbatch") is None:
         raise UsageError(
             "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
@@ -169,6 +173,33 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     root = "" if spec.log_root == "logs" else f" --log_root {shell_join([spec.log_root])}"
     report.note(f"follow it: {shell_join([*program, 'logs', '-f', options.name])}{root}")
     report.out(job)
+    return 0
+
+
+def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
+    """Write the manifest ``dry-run --emit trainjob|pytorchjob`` prints to
+    ``<log_root>/mgpu/jobs/<name>.yaml``, ``kubectl apply`` it, say the job, where the run lives in
+    the pods and how to follow node 0's console (:mod:`isaaclab_mgpu.launcher.kubectl`)."""
+    import shlex
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import continuation, kubectl
+    from isaaclab_mgpu.launcher.jobfiles import emit, log_mount
+
+    text = emit(spec, options)
+    path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    job = kubectl.submit(path, options.kind or "")
+    report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
+    where = log_mount(spec, options)
+    if spec.worker is not None:
+        ident, _ = continuation.identity_of(spec)
+        where = f"{where}/{ident.library}/{ident.experiment}"
+    claim = f"the claim {options.pvc}" if options.pvc else "the pod's own disk (no --pvc)"
+    report.note(f"the run will live under {where}/ in the pods, on {claim}")
+    report.note(f"follow it: {shlex.join(kubectl.follow_command(job))}")
+    report.out(job.name)
     return 0
 
 
@@ -483,6 +514,23 @@ def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
         summary = run_probe(spec, opts, display)
     shown.show(summary, as_json=as_json)
     return summary.exit_code
+
+
+def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *, as_json: bool) -> int:
+    """``mgpu probe-nccl --emit sbatch``: print the job file whose step runs the probe on every node."""
+    from isaaclab_mgpu.launcher.jobfiles import probe_sbatch
+    from isaaclab_mgpu.launcher.probe.run import ranks_per_node
+
+    if sys.executable:
+        options = dataclasses.replace(options, python=sys.executable)
+    shown = ["--json"] if as_json else []
+    pairs = None
+    if opts.pairs and spec.nnodes_max > 1:  # across nodes: one step per pair of nodes
+        pairs = [*dataclasses.replace(opts, pairs=False, world_sizes=(2,)).argv(), *shown]
+        opts = dataclasses.replace(opts, pairs=False)
+    sweep = [*opts.argv(), *shown]
+    report.out(probe_sbatch(spec, sweep, options, ranks_per_node(spec, opts), pairs).rstrip("\n"))
+    return 0
 
 
 def check_isaac_task(spec: LaunchSpec) -> None:

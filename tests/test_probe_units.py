@@ -3,6 +3,7 @@ search engine, verdicts, the saved-workaround store and the CLI's refusals (noth
 
 import itertools
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -392,3 +393,95 @@ def test_probe_cli_refuses(args, message, tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert list(Path(tmp_path).iterdir()) == []  # nothing spawned, nothing written
+
+
+# --- the probe across nodes, as a job ----------------------------------------------------------
+
+
+def test_each_launch_across_nodes_meets_at_a_port_of_its_own(tmp_path):
+    # A node that starts the next launch first must not join the store of the last one on node 0.
+    spec = LaunchSpec(device="cpu", nnodes="2", master_port=29555)
+    opts = ProbeOptions()
+    plan = plan_probe(spec, opts, Machine(run_stamp="s"))
+    ports = [launch_spec(spec, x, plan, opts, tmp_path).master_port for x in plan.world]
+    assert ports == [29555, 29556]
+    one_node = LaunchSpec(device="cpu", master_port=29555)
+    plan = plan_probe(one_node, opts, Machine(run_stamp="s"))
+    assert {launch_spec(one_node, x, plan, opts, tmp_path).master_port for x in plan.world} == {29555}
+
+
+def test_probe_options_read_back_from_their_argv():
+    from isaaclab_mgpu.launcher.probe.config import options_from_cli
+
+    opts = ProbeOptions(world_sizes=(4, 8), backend="gloo", sizes=(8, 4096), iters=3, warmup=1, timeout=90.0)
+    argv = opts.argv()
+    assert argv == ["--world-sizes", "4,8", "--backend", "gloo", "--sizes", "8,4096", "--iters", "3",
+                    "--warmup", "1", "--timeout", "90"]  # fmt: skip
+    values = dict(zip(argv[::2], argv[1::2], strict=True))
+    again = options_from_cli(
+        world_size=None, world_sizes=values["--world-sizes"], sizes=values["--sizes"], backend="gloo",
+        iters=3, warmup=1, timeout=90.0,
+    )  # fmt: skip
+    assert again == opts
+    assert ProbeOptions().argv() == [] and ProbeOptions(saved_workarounds=False).argv() == [
+        "--no-saved-workarounds"
+    ]
+
+
+def test_probe_nccl_emit_sbatch_runs_the_probe_on_every_node(capsys):
+    args = ["probe-nccl", "--device", "cpu", "--nnodes", "2", "--sizes", "8,4K", "--iters", "3"]
+    assert cli.main([*args, "--emit", "sbatch", "--job_name", "probe", "--json"]) == 0
+    script = capsys.readouterr().out
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --cpus-per-task=2" in script  # 2 ranks at most
+    step = script.rstrip().splitlines()[-1]
+    # Each node's report in its own file; no --kill-on-bad-exit: one node's failed launch must not
+    # end the others before they report. The train job's port and fill.
+    assert step.startswith("srun --cpus-per-task=2 --output=probe-%j-%N.out ")
+    assert step.endswith(
+        'probe-nccl --master_port "$MGPU_PORT" --device cpu --nnodes 2 --sizes 8,4096 --iters 3 --json'
+    )
+    assert "--resume" not in script and "dry-run" not in script
+    # GPUs: the job books the GPUs the largest world size puts on a node.
+    assert cli.main(["probe-nccl", "--nnodes", "2", "--world-sizes", "8,16", "--emit", "sbatch"]) == 0
+    assert "#SBATCH --gpus-per-node=8" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nnodes", "2"], "give the world sizes to probe"),
+        (["--device", "cpu", "--nnodes", "2", "--world-sizes", "3"], "does not split"),
+        (["--device", "cpu", "--nnodes", "2", "--node_rank", "1"], "--node_rank differs per node"),
+        (["--device", "cpu", "--nnodes", "2", "--emit", "trainjob"], "only --emit sbatch"),
+    ],
+)
+def test_probe_nccl_emit_refuses(args, message, capsys):
+    emit = [] if "--emit" in args else ["--emit", "sbatch"]
+    assert cli.main(["probe-nccl", *args, *emit]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_probe_nccl_emit_pairs_across_nodes_adds_a_step_per_pair(capsys, tmp_path):
+    args = [
+        "probe-nccl",
+        "--device",
+        "cpu",
+        "--nnodes",
+        "3",
+        "--pairs",
+        "--emit",
+        "sbatch",
+        "--job_name",
+        "p",
+    ]
+    assert cli.main(args) == 0
+    script = capsys.readouterr().out
+    (tmp_path / "p.sbatch").write_text(script)
+    assert subprocess.run(["bash", "-n", str(tmp_path / "p.sbatch")]).returncode == 0
+    sweep = next(line for line in script.splitlines() if line.startswith("srun --cpus-per-task"))
+    assert "--pairs" not in sweep and sweep.endswith("--nnodes 3 || status=$?")
+    pair = next(line.strip() for line in script.splitlines() if line.strip().startswith("srun --nodes=2"))
+    assert '--nodelist="${NODES[i]},${NODES[j]}"' in pair
+    assert pair.endswith("--device cpu --nnodes 2 --world-sizes 2 || code=$?")
+    assert '--master_addr "${NODES[i]}" --master_port "$(($MGPU_PORT + 100 + k))"' in pair
+    assert script.rstrip().endswith('exit "$status"')

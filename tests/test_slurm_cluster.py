@@ -24,6 +24,9 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
   last periodic one and the job ends (CANCELLED); the same ``mgpu submit`` continues the run to its
   total in the same folder (both jobs in its record); a third job whose every process dies with
   both nodes (nothing records) shows ``lost`` from the login node once SLURM ends it (NODE_FAIL).
+- ``mgpu probe-nccl --nnodes 2 --emit sbatch``: the probe job runs world sizes 2 and 4 (1 and 2
+  gloo ranks on each node) across both nodes; each node reports both, in its own output file; with
+  ``--pairs`` a step per pair of nodes follows (here the one pair), its status in the job's output.
 - A node lost: node10's slurmd and every process on it are SIGKILLed mid-run. node9's mgpu names
   the node and exits 1 (a failed rank whose peer node is gone), and the job ends (NODE_FAIL);
   once node10 is back the same job file (``--resume auto``) is submitted again and continues the
@@ -294,6 +297,35 @@ def _resubmit_and_finish(cluster, tmp: Path, job_file: Path, name: str, total: i
     assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True), s
     assert [(r["status"], r["iterations"]) for r in _runs(tmp)] == [("finished", total)]
     return s
+
+def test_the_probe_job_runs_world_sizes_2_and_4_across_both_nodes(cluster, tmp_path):
+    # mgpu probe-nccl --nnodes 2 --emit sbatch: every node's probe meets with the train job's
+    # rendezvous; gloo's default CPU sweep is 1 and 2 ranks per node: world sizes 2 and 4.
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "probe-nccl", "--device", "cpu", "--nnodes", "2"]
+    argv += ["--sizes", "8,4K", "--iters", "3", "--warmup", "1", "--timeout", "120", "--json"]
+    argv += ["--pairs", "--emit", "sbatch", "--job_name", "probe", "--job_time", "00:10:00"]
+    env = _job_env(tmp_path)
+    out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    (tmp_path / "probe.sbatch").write_text(out.stdout)
+    job = cluster.sbatch(tmp_path / "probe.sbatch", tmp_path, env)
+    fields = cluster.wait_job(job, ENDED, timeout=300)
+    reports = {node: _output(tmp_path, "probe", f"{job}-{node}") for node, _ in NODES}
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), reports
+    for node, text in reports.items():  # each node reports its own ranks, in a file of its own
+        doc = json.loads(text[text.index("\n{") + 1 :])  # after the progress lines (stderr)
+        assert doc["exit_code"] == 0, text[-4000:]
+        assert [(w["world_size"], w["status"]) for w in doc["world_sizes"]] == [(2, "ok"), (4, "ok")]
+        assert all(
+            len(w["sizes"]) == 2 and w["sizes"][-1]["in_place"]["busbw"] > 0 for w in doc["world_sizes"]
+        )
+        assert doc["folder"].endswith(f"-{node}"), doc["folder"]  # the nodes' files apart
+    # --pairs across nodes: a step per pair of nodes (here the one pair), its status in the job's
+    # output and each node's report of it in a file of its own.
+    assert "node pair node9 node10: ok" in _output(tmp_path, "probe", job)
+    for node, _ in NODES:
+        text = _output(tmp_path, "probe", f"{job}-pair-node9-node10-{node}")
+        doc = json.loads(text[text.index("\n{") + 1 :])
+        assert [(w["world_size"], w["status"]) for w in doc["world_sizes"]] == [(2, "ok")], text[-4000:]
 
 
 def _error_line(text: str) -> str | None:

@@ -117,19 +117,29 @@ def dry_run_cmd(
 @train_launch_command
 def submit_cmd(
     spec,
+    emit: EMIT = None,
     job_name: JOB_NAME = None,
     job_time: JOB_TIME = None,
     partition: PARTITION = None,
     rdzv_port: RDZV_PORT = None,
     cpus_per_rank: CPUS_PER_RANK = None,
+    image: IMAGE = None,
+    shm_size: SHM_SIZE = None,
+    memory: MEMORY = None,
+    pvc: PVC = None,
+    workdir: WORKDIR = None,
+    backoff_limit: BACKOFF_LIMIT = None,
+    termination_grace: TERMINATION_GRACE = None,
 ) -> int:
-    """Write the SLURM job file [bold]dry-run --emit sbatch[/] prints under the log root and submit it."""
+    """Write the job file [bold]dry-run --emit[/] prints under the log root and submit it: sbatch
+    (the default) or, with --emit trainjob|pytorchjob, kubectl apply."""
     from isaaclab_mgpu.launch import submit
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
 
     job = JobOptions(
-        kind="sbatch", job_name=job_name, time=job_time, partition=partition, rdzv_port=rdzv_port,
-        cpus_per_rank=cpus_per_rank,
+        kind=emit or "sbatch", job_name=job_name, time=job_time, partition=partition, rdzv_port=rdzv_port,
+        cpus_per_rank=cpus_per_rank, image=image, shm_size=shm_size, memory=memory, pvc=pvc,
+        workdir=workdir, backoff_limit=backoff_limit, termination_grace=termination_grace,
     )  # fmt: skip
     return submit(spec, job)
 

@@ -4,7 +4,16 @@ from typing import Annotated
 
 import typer
 
-from isaaclab_mgpu.cli.options import FLOAT, INT, NO_SAVED_WORKAROUNDS, _names
+from isaaclab_mgpu.cli.options import (
+    EMIT,
+    FLOAT,
+    INT,
+    JOB_NAME,
+    JOB_TIME,
+    NO_SAVED_WORKAROUNDS,
+    PARTITION,
+    _names,
+)
 
 PROBE = "Probe options"
 
@@ -39,9 +48,15 @@ def probe_nccl_cmd(
     ] = False,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
     json: Annotated[bool, _o("json", "Print one JSON document instead of the tables.")] = False,
+    emit: EMIT = None,
+    job_name: JOB_NAME = None,
+    job_time: JOB_TIME = None,
+    partition: PARTITION = None,
 ) -> int:
-    """Tell a communication hang from a task bug: time and check all-reduce at each world size."""
-    from isaaclab_mgpu.launch import probe_nccl
+    """Tell a communication hang from a task bug: time and check all-reduce at each world size
+    (across nodes: [bold]--nnodes N --emit sbatch[/] prints the job that runs it on every node)."""
+    from isaaclab_mgpu.launch import emit_probe_job, probe_nccl
+    from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.probe.config import options_from_cli
 
     opts = options_from_cli(
@@ -57,4 +72,9 @@ def probe_nccl_cmd(
         save_workaround=save_workaround,
         saved_workarounds=not no_saved_workarounds,
     )
+    job = JobOptions(
+        kind=emit, job_name=job_name or ("mgpu-probe" if emit else None), time=job_time, partition=partition
+    )
+    if emit is not None:
+        return emit_probe_job(spec, opts, job, as_json=json)
     return probe_nccl(spec, opts, as_json=json)

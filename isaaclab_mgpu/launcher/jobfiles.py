@@ -69,6 +69,11 @@ Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, 
 --requeue`` would exit 2 outside SLURM): restart and resume are built into those. An option that
 does not apply to the chosen kind is refused in one line (:data:`APPLIES`), never dropped.
 
+``mgpu probe-nccl --nnodes N --emit sbatch`` gets the same batch script with the probe as the
+step's command (:func:`probe_sbatch`): no ``--kill-on-bad-exit`` there (a node whose launch failed
+must not end the others before they report), each node's report in a file of its own, and with
+``--pairs`` one step per pair of nodes after the sweep.
+
 Pure: spec and :class:`JobOptions` in, text out.
 """
 
@@ -312,17 +317,22 @@ def emit(spec: LaunchSpec, options: JobOptions) -> str:
     return pytorchjob(spec, options) if options.kind == "pytorchjob" else trainjob(spec, options)
 
 
-def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
-    """A batch script: one ``srun mgpu train`` task per node, SLURM filling each node's part."""
+def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = None) -> str:
+    """A batch script: one ``srun mgpu train`` task per node, SLURM filling each node's part.
+
+    ``command`` (``mgpu`` left out) replaces the train line's command: ``probe-nccl`` and its
+    options (:func:`probe_sbatch`); each node then writes its own output file."""
     nodes = (spec.nnodes or "1").replace(":", "-")
     ranks = ranks_per_node(spec, "sbatch")
     cpus = ranks * (options.cpus_per_rank or CPUS_PER_RANK[spec.device])
     signal, seconds = SLURM_WARNING
     name = options.name
     program = [options.python, "-m", "isaaclab_mgpu"] if options.python else ["mgpu"]
+    argv = job_command(spec) if command is None else ["mgpu", *command]
+    writer = "dry-run" if argv[1] == "train" else argv[1]
     lines = [
         "#!/bin/bash",
-        f"# Written by mgpu dry-run --emit sbatch. Submit: sbatch {name}.sbatch",
+        f"# Written by mgpu {writer} --emit sbatch. Submit: sbatch {name}.sbatch",
         f"#SBATCH --job-name={name}",
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
@@ -336,7 +346,8 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     if spec.requeue:
         lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
     lines += [f"#SBATCH --output={name}-%j.out", "", "set -euo pipefail", ""]
-    if spec.worker is not None and spec.worker.resume in (None, "auto"):
+    train = argv[1] == "train"
+    if train and spec.worker is not None and spec.worker.resume in (None, "auto"):
         lines.append("# Submitting it again continues the newest unfinished run (--resume auto).")
     lines += [
         "# One mgpu per node (--ntasks-per-node=1); it starts that node's ranks and supervises them,",
@@ -357,6 +368,11 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
         "# --node_rank there, so global rank 0 runs on node 0, whose mgpu keeps the run's record.",
         f"# {signal} reaches every node's mgpu {seconds} s before the time limit.",
     ]
+    if not train:
+        lines += [
+            f"# Each node's mgpu {argv[1]} reports its own ranks, per world size, to {name}-JOBID-NODE.out.",
+            "# Each launch of the sweep meets at its own port (PORT, PORT+1, ...).",
+        ]
     if spec.requeue:
         lines += [
             "# Then the ranks save a checkpoint and stop, node 0's mgpu runs scontrol requeue and exits",
@@ -367,11 +383,13 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
         "# Shared by every node (and by the nodes of a requeued job, which may be other ones): this",
         "# directory and its log root (logs/, or the --log_root given: run folders, checkpoints,",
         "# summary.json). A log root on a node's local disk cannot be continued elsewhere.",
-        "# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once.",
-        "# Check inside an allocation:",
-        f"# srun --ntasks-per-node=1 {_shell(program)} dry-run <the same arguments>",
     ]
-    argv = job_command(spec)
+    if train:
+        lines += [
+            "# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once.",
+            "# Check inside an allocation:",
+            f"# srun --ntasks-per-node=1 {_shell(program)} dry-run <the same arguments>",
+        ]
     if (
         spec.master_port is None
         and not spec.uses_jax
@@ -387,8 +405,79 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     lines += _no_requeue_on_93()
     # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
     srun = f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus}"
-    lines.append(f"{srun} {_shell([*program, 'train'])}{tail} {_shell(argv[2:])}".rstrip())
+    if not train:  # each node's report in a file of its own (%N: the node's name); a probe node
+        # that failed a launch must not end the others before they report (their timeouts bound them)
+        srun = f"srun --cpus-per-task={cpus} --output={name}-%j-%N.out"
+    lines.append(f"{srun} {_shell([*program, argv[1]])}{tail} {_shell(argv[2:])}".rstrip())
     return "\n".join(lines) + "\n"
+
+
+def probe_sbatch(
+    spec: LaunchSpec,
+    probe_args: list[str],
+    options: JobOptions,
+    ranks: int,
+    pair_args: list[str] | None = None,
+) -> str:
+    """The batch script of ``mgpu probe-nccl --nnodes N --emit sbatch``: every node runs the probe
+    with the rendezvous a train job uses (the same header, port and fill), ``ranks`` the most any
+    world size starts on one node; node ``%N``'s report goes to ``<name>-<job>-<node>.out``.
+
+    With ``pair_args`` (``--pairs`` across nodes) one step per pair of nodes follows, one after
+    another: world size 2, one rank on each node, node 0 of the pair (the first in SLURM's order)
+    hosting the store; each pair's reports go to ``<name>-<job>-pair-<A>-<B>-<node>.out`` and the
+    job's output gets one line per pair with its status. The script exits with the sweep's code,
+    else the first failing pair's."""
+    if options.kind != "sbatch":
+        raise UsageError(f"probe-nccl --emit {options.kind}: only --emit sbatch is written for the probe")
+    for name in _PER_NODE:
+        if getattr(spec, name) is not None:
+            raise UsageError(
+                f"--emit sbatch: {spelling(name)} differs per node and SLURM sets it; leave it out"
+            )
+    command = ["probe-nccl", *train_argv(spec)[2:], *probe_args]
+    text = sbatch(dataclasses.replace(spec, nproc_per_node=str(ranks)), options, command)
+    if pair_args is None:
+        return text
+    if spec.master_addr is not None or spec.rdzv_endpoint is not None:
+        raise UsageError("--pairs across nodes: each pair meets at its first node; leave --master_addr out")
+    *head, step = text.rstrip("\n").split("\n")
+    base = str(spec.master_port) if spec.master_port is not None else "$MGPU_PORT"
+    cpus = options.cpus_per_rank or CPUS_PER_RANK[spec.device]
+    pair = [
+        "probe-nccl",
+        *train_argv(dataclasses.replace(spec, nnodes="2", master_port=None))[2:],
+        *pair_args,
+    ]
+    program = [options.python, "-m", "isaaclab_mgpu"] if options.python else ["mgpu"]
+    out = f"{options.name}-%j-pair-${{NODES[i]}}-${{NODES[j]}}-%N.out"
+    srun = (
+        f'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="${{NODES[i]}},${{NODES[j]}}" '
+        f'--cpus-per-task={cpus} --output="{out}"'
+    )
+    where = f'--master_addr "${{NODES[i]}}" --master_port "$(({base} + 100 + k))"'
+    return "\n".join([
+        *head,
+        "status=0",
+        f"{step} || status=$?",
+        "",
+        "# Every pair of nodes, one step after another: world size 2, one rank on each node; the",
+        "# pair's first node (in SLURM's order, node 0 of the step) hosts the store, on a port of its own.",
+        'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        "k=0",
+        'for ((i = 0; i < ${#NODES[@]}; i++)); do',
+        '  for ((j = i + 1; j < ${#NODES[@]}; j++)); do',
+        "    k=$((k + 1))",
+        "    code=0",
+        f"    {srun} {_shell([*program, pair[0]])} {where} {_shell(pair[1:])} || code=$?",
+        '    case $code in 0) said=ok ;; 3) said=wrong-result ;; 4) said=hang ;;',
+        '      *) said="error (exit $code)" ;; esac',
+        '    echo "node pair ${NODES[i]} ${NODES[j]}: $said"',
+        '    if [ "$status" -eq 0 ]; then status=$code; fi',
+        "  done",
+        "done",
+        'exit "$status"',
+    ]) + "\n"  # fmt: skip
 
 
 def _no_requeue_on_93() -> list[str]:

@@ -74,6 +74,29 @@ class ProbeOptions:
         if not self.timeout > 0:
             raise UsageError(f"--timeout {self.timeout} must be a positive number of seconds")
 
+    def argv(self) -> list[str]:
+        """These options as ``probe-nccl`` reads them back (each one not at its default): what a
+        job file's probe command carries."""
+        out: list[str] = []
+        if self.world_sizes is not None:
+            out += ["--world-sizes", ",".join(str(n) for n in self.world_sizes)]
+        if self.backend is not None:
+            out += ["--backend", self.backend]
+        if self.sizes:
+            out += ["--sizes", ",".join(str(n) for n in self.sizes)]
+        for name, default in (
+            ("iters", DEFAULT_ITERS),
+            ("warmup", DEFAULT_WARMUP),
+            ("timeout", DEFAULT_TIMEOUT),
+        ):
+            value = getattr(self, name)
+            if value != default:
+                out += [f"--{name}", format(value, "g")]
+        flags = ("pairs", self.pairs), ("save-workaround", self.save_workaround)
+        flags += (("try-workarounds", self.try_workarounds and not self.save_workaround),)
+        out += [f"--{name}" for name, on in flags if on]
+        return out + ([] if self.saved_workarounds else ["--no-saved-workarounds"])
+
     def backend_for(self, device: str) -> str:
         """The backend with the default applied for ``device``; raise on nccl without GPUs."""
         backend = self.backend or ("gloo" if device == "cpu" else "nccl")

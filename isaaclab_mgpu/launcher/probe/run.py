@@ -26,7 +26,12 @@ Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (``pr
 With ``--try-workarounds`` the smallest failing world size is handed to the engine in
 :mod:`.bisect` as ``run(env) -> status``; ``--save-workaround`` stores the first confirmed fix.
 Multi-node: run the same command on every node (``--nnodes``, ``--node_rank`` and the rendezvous
-options, as for ``train``); each node reports its own ranks.
+options, as for ``train``); each node reports its own ranks. Each launch of such a sweep meets at
+the given ``--master_port`` plus its index (:attr:`Launch.port_offset`: a node that starts the next
+launch first never joins the last one's store on node 0), and each node keeps its files under
+``probe-<stamp>-<host>`` (a job's nodes share the file system). ``probe-nccl --nnodes N --emit
+sbatch`` prints the job that runs the probe on every node
+(:func:`isaaclab_mgpu.launcher.jobfiles.probe_sbatch`; :func:`ranks_per_node` is what it books).
 """
 
 from __future__ import annotations
@@ -89,6 +94,11 @@ class Launch:
 
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables this launch adds (``CUDA_VISIBLE_DEVICES`` for a pair)."""
+
+    port_offset: int = 0
+    """Added to a given ``--master_port`` on several nodes: each launch meets at a port of its own,
+    so a node that starts the next launch first never joins the store of the last one still
+    closing on node 0."""
 
     @property
     def slug(self) -> str:
@@ -182,6 +192,24 @@ def check_spec(spec: LaunchSpec) -> None:
         raise UsageError(f"--nnodes {spec.nnodes!r}: probe-nccl needs a fixed node count, e.g. --nnodes 2")
 
 
+def ranks_per_node(spec: LaunchSpec, opts: ProbeOptions) -> int:
+    """The most ranks one node starts in the sweep: what a probe job books per node. Pure (no machine
+    to look at: the job's nodes are elsewhere), so GPU world sizes must be given."""
+    check_spec(spec)
+    nnodes = spec.nnodes_max
+    if opts.world_sizes is None and spec.device != "cpu":
+        raise UsageError(
+            "--emit: give the world sizes to probe (--world-sizes 8,16): the GPUs each node books"
+        )
+    sizes = opts.world_sizes or tuple(n * nnodes for n in default_world_sizes(0, cpu=True))
+    for ws in sizes:
+        if ws % nnodes:
+            raise UsageError(
+                f"world size {ws} does not split over --nnodes {nnodes}; use a multiple of {nnodes}"
+            )
+    return max(sizes) // nnodes
+
+
 def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbePlan:
     """Decide backend, sizes and launches for ``spec`` on ``machine``; raise on impossible input."""
     check_spec(spec)
@@ -206,7 +234,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
                 f"world size {ws} needs {nproc} GPU(s) per node but {gpus} are visible; "
                 f"use world sizes up to {gpus * nnodes}"
             )
-        world.append(Launch(f"world size {ws}", ws, nproc))
+        world.append(Launch(f"world size {ws}", ws, nproc, port_offset=len(world) if nnodes > 1 else 0))
     pairs: list[Launch] = []
     if opts.pairs:
         if cpu or nnodes > 1:
@@ -245,8 +273,10 @@ def launch_spec(
     ]  # fmt: skip
     # A pair names its two GPUs in CUDA_VISIBLE_DEVICES itself; a world size uses the first ids.
     gpu_ids = None if spec.gpu_ids is None or launch.env else spec.gpu_ids[: launch.nproc]
+    port = spec.master_port + launch.port_offset if spec.master_port is not None else None
     return dataclasses.replace(
         spec,
+        master_port=port,
         gpu_ids=gpu_ids,
         nproc_per_node=str(launch.nproc),
         module=module,
@@ -493,7 +523,9 @@ def probe_nccl(
     applied = dict(
         workarounds.for_launch(machine.environ, device=spec.device, enabled=opts.saved_workarounds).variables
     )
-    root = Path(spec.log_dir or DEFAULT_LOG_DIR) / f"probe-{machine.run_stamp}"
+    # Nodes of one job share the file system: each keeps its launches' files under its own name.
+    host = f"-{machine.hostname}" if spec.nnodes_max > 1 else ""
+    root = Path(spec.log_dir or DEFAULT_LOG_DIR) / f"probe-{machine.run_stamp}{host}"
     base_env = {**applied, **(extra_env or {})}
     prober = Prober(spec, opts, plan, root, observer, base_env=base_env, module=module)
 

@@ -1,0 +1,235 @@
+"""Kubernetes jobs through ``kubectl``: submit a written manifest, read a job's state, cancel it.
+
+``mgpu submit --emit trainjob|pytorchjob`` writes the manifest ``dry-run --emit`` prints to
+``<log_root>/mgpu/jobs/<name>.yaml`` and hands it to :func:`submit`; ``mgpu runs`` asks
+:func:`job_state` and ``mgpu cancel`` calls :func:`cancel`. Everything goes through the user's own
+``kubectl`` (its context, credentials and namespace); mgpu talks to no API server itself.
+
+- :func:`submit` runs ``kubectl apply -f FILE -o json`` and reads from the answer the namespace the
+  job landed in (the context's, or the manifest's), then writes a :class:`KubeJob` record beside the
+  manifest (``<name>.kubernetes.json``) so a later command finds the job by its run's log root
+  (:func:`submitted`). Submitted again, it first asks for the recorded job: still queued or running
+  is refused, ended (finished, failed) is deleted so that the apply makes a new job (applying to
+  an ended one would change nothing), whose ``--resume auto`` continues the run.
+- :func:`cancel` runs ``kubectl delete <resource> NAME -n NAMESPACE --cascade=foreground
+  --wait=true``: the operator's JobSet (TrainJob) or the operator itself (PyTorchJob) deletes the
+  pods, the kubelet sends each pod's mgpu SIGTERM, the ranks save a checkpoint at the next iteration
+  and mgpu exits within ``terminationGracePeriodSeconds`` (the path of
+  :mod:`isaaclab_mgpu.launcher.jobfiles`); foreground deletion returns once the pods are gone, so
+  the checkpoint is on the claim when ``cancel`` returns. The TrainJob's own ``TrainingRuntime``
+  stays: submitting again reuses it and continues the run (``--resume auto``).
+- :func:`job_state` runs ``kubectl get <resource> NAME -n NAMESPACE -o json`` and
+  :func:`state_of` (pure) maps the object's conditions to a run state:
+
+  ======================  ===================================  ======================
+  state                   TrainJob (Trainer v2)                PyTorchJob (v1)
+  ======================  ===================================  ======================
+  ``failed``              ``Failed`` true                      ``Failed`` true
+  ``finished``            ``Complete`` true                    ``Succeeded`` true
+  ``queued``              ``Suspended`` true, or no child Job  ``Suspended`` true, or
+                          ready yet (pods pending)             only ``Created``
+  ``running``             a child Job ready (``jobsStatus``)   ``Running`` or
+                                                               ``Restarting`` true
+  ======================  ===================================  ======================
+
+  A job ``kubectl`` no longer finds (deleted, or never applied) is ``gone``.
+
+The argv builders (:func:`apply_argv`, :func:`delete_argv`, :func:`get_argv`) and :func:`state_of`
+are pure; the functions that run ``kubectl`` raise :class:`~isaaclab_mgpu.contract.errors.MgpuError`
+with kubectl's own message when it fails, and :class:`~isaaclab_mgpu.contract.errors.UsageError`
+when there is no ``kubectl`` on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+
+#: The ``--emit`` kind → the object ``kind`` in the manifest and the resource ``kubectl`` names it by.
+KINDS = {"trainjob": "TrainJob", "pytorchjob": "PyTorchJob"}
+RESOURCES = {"TrainJob": "trainjobs.trainer.kubeflow.org", "PyTorchJob": "pytorchjobs.kubeflow.org"}
+#: The states :func:`state_of` returns (``gone``: kubectl does not find the job).
+STATES = ("queued", "running", "finished", "failed", "gone")
+#: The record :func:`submit` writes beside the manifest: ``<name>`` + this.
+RECORD_SUFFIX = ".kubernetes.json"
+
+
+@dataclass(frozen=True)
+class KubeJob:
+    """A job submitted through ``kubectl``, as recorded beside its manifest."""
+
+    kind: str
+    """``TrainJob`` or ``PyTorchJob``."""
+
+    name: str
+    """``metadata.name``: the ``--job_name``."""
+
+    namespace: str
+    """The namespace ``kubectl apply`` put it in."""
+
+    manifest: str
+    """The manifest file that was applied."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the operator says of a job, as a run state."""
+
+    state: str
+    """One of :data:`STATES`."""
+
+    reason: str = ""
+    """The deciding condition's reason and message (empty: none)."""
+
+
+def apply_argv(manifest: str | Path) -> list[str]:
+    """``kubectl apply -f FILE -o json``: create or update every object of the manifest."""
+    return ["kubectl", "apply", "-f", str(manifest), "-o", "json"]
+
+
+def delete_argv(job: KubeJob) -> list[str]:
+    """``kubectl delete`` of the job, waiting until its pods are gone (their stop saved)."""
+    return ["kubectl", "delete", RESOURCES[job.kind], job.name, "-n", job.namespace,
+            "--cascade=foreground", "--wait=true"]  # fmt: skip
+
+
+def get_argv(job: KubeJob) -> list[str]:
+    """``kubectl get <resource> NAME -n NAMESPACE -o json``."""
+    return ["kubectl", "get", RESOURCES[job.kind], job.name, "-n", job.namespace, "-o", "json"]
+
+
+def state_of(obj: Mapping[str, Any]) -> JobState:
+    """The run state of a TrainJob or PyTorchJob object (``kubectl get -o json``'s answer)."""
+    status = obj.get("status") or {}
+    true = {
+        c.get("type"): c
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping) and str(c.get("status")) == "True"
+    }
+
+    def said(kind: str, condition: str) -> JobState:
+        c = true[condition]
+        why = ": ".join(str(x) for x in (c.get("reason"), c.get("message")) if x)
+        return JobState(kind, why)
+
+    finished = "Complete" if obj.get("kind") == "TrainJob" else "Succeeded"
+    for state, condition in (("failed", "Failed"), ("finished", finished), ("queued", "Suspended")):
+        if condition in true:
+            return said(state, condition)
+    if obj.get("kind") == "TrainJob":
+        jobs = [j for j in status.get("jobsStatus") or () if isinstance(j, Mapping)]
+        if any(int(j.get("ready") or 0) > 0 for j in jobs):
+            return JobState("running", "pods ready")
+        return JobState("queued", "pods not ready yet" if "Created" in true else "not created yet")
+    for condition in ("Restarting", "Running"):
+        if condition in true:
+            return said("running", condition)
+    return JobState("queued", "pods not running yet")
+
+
+def submit(manifest: Path, kind: str) -> KubeJob:
+    """Apply ``manifest`` (an ``--emit`` ``kind``'s file) and record the job beside it.
+
+    A job of the same name submitted before (its record beside the manifest) is asked first: one
+    still queued or running is left alone (:class:`UsageError`: follow or cancel it); one that ended
+    is deleted, since applying a manifest to an ended job changes nothing and the new job's
+    ``--resume auto`` is what continues the run."""
+    previous = _record(record_path(manifest))
+    if previous is not None:
+        before = job_state(previous)
+        if before.state in ("queued", "running"):
+            raise UsageError(
+                f"{previous.kind} {previous.name} in {previous.namespace} is already {before.state}; "
+                "follow it, or cancel it before submitting again"
+            )
+        if before.state != "gone":
+            cancel(previous)  # ended: out of the way, so that the manifest makes a new job
+    done = _kubectl(apply_argv(manifest))
+    wanted = KINDS[kind]
+    try:
+        answer = json.loads(done)
+    except ValueError:
+        raise MgpuError(f"kubectl apply -f {manifest} answered no JSON: {done.strip()[:200]}") from None
+    items = answer.get("items", [answer]) if isinstance(answer, dict) else []
+    found = next((i for i in items if isinstance(i, dict) and i.get("kind") == wanted), None)
+    if found is None:
+        raise MgpuError(f"kubectl apply -f {manifest} created no {wanted}")
+    meta = found.get("metadata") or {}
+    job = KubeJob(wanted, str(meta.get("name")), str(meta.get("namespace") or "default"), str(manifest))
+    record_path(manifest).write_text(json.dumps(asdict(job), indent=2) + "\n")
+    return job
+
+
+def record_path(manifest: Path) -> Path:
+    """Where the record of the job applied from ``manifest`` lives: beside it."""
+    return manifest.with_name(manifest.stem + RECORD_SUFFIX)
+
+
+def submitted(log_root: str | Path) -> list[KubeJob]:
+    """The Kubernetes jobs submitted from ``log_root`` (``<log_root>/mgpu/jobs/*.kubernetes.json``)."""
+    paths = sorted((Path(log_root) / "mgpu" / "jobs").glob(f"*{RECORD_SUFFIX}"))
+    return [job for job in map(_record, paths) if job is not None]
+
+
+def _record(path: Path) -> KubeJob | None:
+    try:
+        return KubeJob(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None  # none, or not a record of ours: nothing to follow
+
+
+def job_state(job: KubeJob) -> JobState:
+    """Ask ``kubectl`` for the job and say its state (``gone`` when it finds none)."""
+    try:
+        answer = _kubectl(get_argv(job))
+    except _NotFound:
+        return JobState("gone", f"kubectl finds no {job.kind} {job.name} in {job.namespace}")
+    try:
+        return state_of(json.loads(answer))
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise MgpuError(f"kubectl get {job.kind} {job.name} answered something unreadable: {exc}") from None
+
+
+def cancel(job: KubeJob) -> bool:
+    """Delete the job and wait for its pods to stop (they save first); False when it was gone."""
+    try:
+        _kubectl(delete_argv(job))
+    except _NotFound:
+        return False
+    return True
+
+
+def follow_command(job: KubeJob) -> list[str]:
+    """The command that follows node 0's console: its pod's log."""
+    if job.kind == "PyTorchJob":
+        return ["kubectl", "logs", "-f", "-n", job.namespace, f"{job.name}-master-0"]
+    # The TrainJob's JobSet has its name; node 0 is completion index 0 of its indexed Job.
+    selector = f"jobset.sigs.k8s.io/jobset-name={job.name},batch.kubernetes.io/job-completion-index=0"
+    return ["kubectl", "logs", "-f", "-n", job.namespace, "-l", selector]
+
+
+class _NotFound(MgpuError):
+    """kubectl said the object does not exist."""
+
+
+def _kubectl(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        raise UsageError(
+            "this needs kubectl, which is not on PATH here; run it where kubectl reaches the cluster, "
+            "or print the manifest with mgpu dry-run … --emit trainjob"
+        )
+    # No stdin: kubectl must never wait for an answer (a login prompt) that no one will type.
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    if done.returncode == 0:
+        return done.stdout
+    said = (done.stderr or done.stdout).strip() or f"exit {done.returncode}"
+    if "(NotFound)" in said:  # the API server's answer for this object; not a missing resource type
+        raise _NotFound(said)
+    raise MgpuError(f"{' '.join(argv[:3])} failed: {said}")
