@@ -27,7 +27,7 @@ from isaaclab_mgpu.contract.errors import EXIT_DRIFT, RESERVED
 from isaaclab_mgpu.contract.summary import Drift, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgsError, parse
 from isaaclab_mgpu.launcher import runs
-from isaaclab_mgpu.rank.worker import drift
+from isaaclab_mgpu.rank import drift
 
 A = {"policy": [np.arange(6.0)], "optimizer": [np.ones(3), np.array([1e-3])], "normalizer": [np.zeros(4)]}
 
@@ -203,7 +203,6 @@ def test_a_skrl_checkpoint_keeps_the_running_standard_scaler(tmp_path):
     ("argv", "message"),
     [
         (["--drift_interval", "0", "--simulate_fault", "drift@3"], "--drift_interval 0"),
-        (["--task", "Isaac-Cartpole-Direct-v0", "--simulate_fault", "drift@3"], "embedded task"),
         (["--on_drift", "maybe"], "--on_drift"),
     ],
 )

@@ -1,5 +1,14 @@
 """Patches of rl-games (``rl_games.common.a2c_common``), applied around Isaac Lab's rl-games training.
 
+**Normalizers (multi-rank, every device).** ``rl_games.algos_torch.running_mean_std.RunningMeanStd``
+(the input and value normalizers of ``normalize_input``/``normalize_value``, on in Isaac Lab's
+cartpole configs) updates its running statistics from this rank's batch alone
+(``_update_mean_var_count_from_moments``; rl-games 1.6.5, what Isaac Lab installs, has no
+multi-GPU synchronisation there), so the ranks normalise differently and the drift check names it
+at its first check. While several ranks train, that method first combines the batch's mean,
+variance and size over every rank (one small all-reduce, :func:`.base.all_moments`): every rank's
+statistics take the same update and stay equal.
+
 **CPU ranks (gloo).** ``A2CBase.__init__`` calls ``init_process_group("nccl")`` and stores
 ``cuda:LOCAL_RANK`` as its device, and ``train`` calls ``torch.cuda.set_device``: on CPU ranks
 that module sees a ``torch.distributed`` whose ``init_process_group`` uses the worker's group and
@@ -10,7 +19,8 @@ gradient all-reduce) is rl-games' own. (A task with a central value network woul
 
 **Observation (every device).** ``train_epoch`` of the continuous and discrete bases ends an
 iteration (mean of ``game_rewards``) and takes the first checksum on its first call, after
-``train`` broadcast rank 0's parameters; the agent's ``save`` of a ``last_…`` file names a
+``train`` broadcast rank 0's parameters, and hands the drift check the agent (its model with the
+input and value ``RunningMeanStd``, its optimizer); the agent's ``save`` of a ``last_…`` file names a
 checkpoint's epoch (and is written through :func:`.base.durable_saves`: a temporary file, fsynced,
 renamed into place); their ``train`` methods end training. On mgpu's checkpoint request, agreed by
 every rank after an epoch, that epoch becomes ``max_epochs``: rl-games' own end-of-training branch
@@ -25,7 +35,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from isaaclab_mgpu.rank.patches.base import Observer, durable_saves, replaced
+from isaaclab_mgpu.rank import drift
+from isaaclab_mgpu.rank.patches.base import Observer, all_moments, durable_saves, replaced
 
 
 class _CpuTorch:
@@ -98,6 +109,7 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             if not state["synced"]:
                 state["synced"] = True
                 observer.synced(_rl_games_modules(self))
+                observer.state(drift.rl_games_source(self))  # for the drift check, at each epoch's end
                 _observe_saves(self, observer)
                 # A2CBase.restore (set_full_state_weights) brought back epoch_num; update_epoch ran since.
                 if int(self.epoch_num) > 1:
@@ -124,6 +136,13 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
         return train
 
     with contextlib.ExitStack() as stack:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            from rl_games.algos_torch.running_mean_std import RunningMeanStd
+
+            moments = RunningMeanStd._update_mean_var_count_from_moments
+            stack.enter_context(
+                replaced(RunningMeanStd, "_update_mean_var_count_from_moments", _all_ranks(moments))
+            )
         for cls in (a2c_common.ContinuousA2CBase, a2c_common.DiscreteA2CBase):
             stack.enter_context(replaced(cls, "train_epoch", wrap_epoch(cls.train_epoch)))
             stack.enter_context(replaced(cls, "train", wrap_train(cls.train)))
@@ -132,6 +151,17 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             stack.enter_context(replaced(a2c_common, "torch", _CpuTorch(sys.modules["torch"])))
             stack.enter_context(replaced(a2c_common, "dist", _JoinedGroup(a2c_common.dist)))
         yield
+
+
+def _all_ranks(original: Callable[..., Any]) -> Callable[..., Any]:
+    def update(
+        self: Any, mean: Any, var: Any, count: Any, batch_mean: Any, batch_var: Any, batch_count: int
+    ) -> Any:
+        # RunningMeanStd._update_mean_var_count_from_moments: this rank's batch only; every rank's,
+        # combined (see the module docstring).
+        return original(self, mean, var, count, *all_moments(batch_mean, batch_var, batch_count))
+
+    return update
 
 
 def _observe_saves(agent: Any, observer: Observer) -> None:
