@@ -221,6 +221,7 @@ def skrl_jax_source(agent: Any) -> Source:
         stats = []
         for name in ("_observation_preprocessor", "_state_preprocessor", "_value_preprocessor"):
             state = getattr(getattr(agent, name, None), "state_dict", None)
+            state = getattr(state, "params", state)  # skrl's JAX scaler wraps its dict in .params
             if isinstance(state, dict):
                 stats += [np.asarray(v) for _, v in sorted(state.items())]
         rates = np.array([float(agent.policy_learning_rate), float(agent.value_learning_rate)])

@@ -65,7 +65,11 @@
    batch's mean, variance and size over every rank (one small all-reduce,
    :func:`.base.all_moments`), so every rank's scaler takes the same update and stays equal
    (:func:`sync_running_scalers`; the built-in worker and Isaac Lab runs alike). skrl JAX's scaler
-   (a jitted update in ``skrl.resources.preprocessors.jax``) is not changed: it stays rank-local.
+   does the same in the module function ``skrl.resources.preprocessors.jax.running_standard_scaler.
+   _parallel_variance``, which its ``__call__`` looks up when it trains: on a distributed JAX rank
+   that function combines the batch's moments over every rank first (an all-gather of a few floats
+   through the node's shared-memory channel or JAX's ``process_allgather``, summed in rank order,
+   so every rank gets the same bits), then updates as skrl does (:func:`_sync_jax_scalers`).
 
 Fix 10 comes first, in :func:`import_skrl` and :func:`import_for_isaaclab`; fix 8, and fix 7 for
 torch, are applied by :func:`patch_wandb` (from those two) on every skrl rank; fixes 7 and 9 for JAX
@@ -286,10 +290,54 @@ def patch_skrl_jax() -> None:
     import skrl.agents.jax.base as jax_base
 
     _wandb_on_rank_zero(jax_base.Agent, lambda: skrl.config.jax.rank, jax=True)
+    _sync_jax_scalers()
 
     if os.environ.get(env.SKRL_JAX_STOCK_PMAP) != "1":
         _cache_pmaps(jax)
     _JAX_PATCHED = True
+
+
+def _sync_jax_scalers() -> None:
+    """Fix 11 for skrl JAX: the running standard scaler updates from every rank's batch."""
+    import jax.numpy as jnp
+    import skrl
+    from skrl.resources.preprocessors.jax import running_standard_scaler as module
+
+    original = module._parallel_variance
+
+    def _parallel_variance(running_mean: Any, running_variance: Any, current_count: Any, array: Any) -> Any:
+        # skrl.resources.preprocessors.jax.running_standard_scaler._parallel_variance updates from
+        # this rank's batch only: combined over every rank's here (fix 11), then skrl's update.
+        if not skrl.config.jax.is_distributed:
+            return original(running_mean, running_variance, current_count, array)
+        axes = (0, 1) if array.ndim == 3 else (0,)
+        n = float(array.shape[0] * (array.shape[1] if array.ndim == 3 else 1))
+        mean = np.asarray(jnp.mean(array, axis=axes), dtype=np.float64)
+        var = np.asarray(jnp.var(array, axis=axes, ddof=1), dtype=np.float64)
+        packed = np.concatenate([[n], n * mean.reshape(-1), n * (var + mean**2).reshape(-1)]).astype(
+            np.float32
+        )
+        t0 = time.perf_counter()
+        channel = localcomm.current()
+        if channel is not None and channel.fits(packed):
+            rows = channel.all_gather(packed)
+        else:
+            from jax.experimental import multihost_utils
+
+            rows = np.asarray(multihost_utils.process_allgather(packed)).reshape(-1, packed.size)
+        progress.waited(time.perf_counter() - t0)
+        total = rows.astype(np.float64).sum(axis=0)  # in rank order: the same bits on every rank
+        k = mean.size
+        m = total[1 : 1 + k] / total[0]
+        v = np.maximum(total[1 + k :] / total[0] - m**2, 0.0)
+        m, v = jnp.asarray(m.reshape(mean.shape), jnp.float32), jnp.asarray(v.reshape(var.shape), jnp.float32)
+        n_all = np.float32(total[0])
+        delta = m - running_mean
+        count = current_count + n_all
+        m2 = running_variance * current_count + v * n_all + delta**2 * current_count * n_all / count
+        return running_mean + delta * n_all / count, m2 / count, count
+
+    module._parallel_variance = _parallel_variance
 
 
 def _cache_pmaps(jax: Any) -> None:
