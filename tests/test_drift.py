@@ -155,7 +155,9 @@ def test_isaac_lab_ranks_compare_at_the_interval_and_a_simulated_drift_is_named_
     source = drift.Source(lambda: drift.torch_components([model], opt), lambda: drift.perturb_torch([model]))
     args = parse(["--task", "Isaac-Cartpole-Direct", "--drift_interval", "2", "--on_drift", "stop"])
     environ = {RUN_ID: "r", SIMULATE_FAULT: "drift@3", "RANK": "1", "WORLD_SIZE": "2"}
-    watch = Watch(RankContext(rank=1, local_rank=1, world_size=2, device="cpu", seed=0), "torch", args, environ)
+    watch = Watch(
+        RankContext(rank=1, local_rank=1, world_size=2, device="cpu", seed=0), "torch", args, environ
+    )
     watch.source = source
     watch.comm = _Peer(source)  # type: ignore[assignment]
     assert [watch.after(done) for done in (1, 2, 3)] == [False, False, False]
@@ -164,6 +166,43 @@ def test_isaac_lab_ranks_compare_at_the_interval_and_a_simulated_drift_is_named_
     found = watch.check.found
     assert (found.rank, found.component, found.since_iteration, found.found_at) == (1, "normalizer", 2, 4)
     assert watch.after(6) is False  # named once
+
+
+def _pooled(store: str, rank: int, out) -> None:
+    """One of 2 gloo ranks: its own samples' moments combined (skrl's patch) and its running
+    statistics pooled (rl-games'); what it got, sent back."""
+    import torch.distributed as dist
+
+    from isaaclab_mgpu.rank.patches.base import all_moments, pool_statistics
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    x = torch.arange(12.0, dtype=torch.float64).reshape(6, 2) * (rank + 1)
+    moments = all_moments(x.mean(0), x.var(0, unbiased=False), 6)
+    mean, var = x.mean(0).clone(), x.var(0, unbiased=False).clone()
+    pool_statistics(mean, var)
+    dist.destroy_process_group()
+    out.put((rank, [t.numpy() if hasattr(t, "numpy") else t for t in moments], mean.numpy(), var.numpy()))
+
+
+def test_running_statistics_combined_over_real_gloo_ranks_are_those_of_all_samples(tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_pooled, args=(str(tmp_path / "store"), r, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict((r, rest) for r, *rest in (out.get(timeout=120) for _ in procs))
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    every = torch.cat([torch.arange(12.0, dtype=torch.float64).reshape(6, 2) * (r + 1) for r in range(2)])
+    want_mean, want_var = every.mean(0).numpy(), every.var(0, unbiased=False).numpy()
+    for r in range(2):
+        (m, v, n), mean, var = got[r]
+        assert n == 12 and np.allclose(m, want_mean) and np.allclose(v, want_var), got[r]
+        assert np.allclose(mean, want_mean) and np.allclose(var, want_var), got[r]
+    assert got[0][1].tobytes() == got[1][1].tobytes() and got[0][2].tobytes() == got[1][2].tobytes()
 
 
 def test_a_running_normalizer_without_a_process_group_updates_from_its_own_batch():

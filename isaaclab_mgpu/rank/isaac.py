@@ -23,6 +23,9 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 - mgpu's checkpoint request (the requeue signal; SIGUSR1 reaching the rank) read on every rank at
   each iteration's end and agreed in one tiny all-gather: the library saves through its own code
   (:mod:`.patches`) and training ends there, every rank exits 0 and the run is ``stopped``.
+- the ranks' drift check (:mod:`.isaac_drift`) at each iteration's end, every ``--drift_interval``
+  iterations; under ``--on_drift stop`` a drift ends training the same way and the run is
+  ``drifted``.
 
 Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its ``params/`` dump,
 ``run.json`` manifest, checkpoints and ``--checkpoint`` selectors are all its own.

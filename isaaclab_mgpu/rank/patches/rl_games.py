@@ -2,12 +2,13 @@
 
 **Normalizers (multi-rank, every device).** ``rl_games.algos_torch.running_mean_std.RunningMeanStd``
 (the input and value normalizers of ``normalize_input``/``normalize_value``, on in Isaac Lab's
-cartpole configs) updates its running statistics from this rank's batch alone
-(``_update_mean_var_count_from_moments``; rl-games 1.6.5, what Isaac Lab installs, has no
-multi-GPU synchronisation there), so the ranks normalise differently and the drift check names it
-at its first check. While several ranks train, that method first combines the batch's mean,
-variance and size over every rank (one small all-reduce, :func:`.base.all_moments`): every rank's
-statistics take the same update and stay equal.
+cartpole configs) updates its running statistics from this rank's batch alone (rl-games 1.6.5,
+what Isaac Lab installs, has no multi-GPU synchronisation there), so the ranks normalise
+differently and the drift check names it at its first check. The models script those modules
+(``torch.jit.script`` in ``rl_games.algos_torch.models``), so their update cannot be wrapped; at the
+end of each epoch instead (the ``train_epoch`` observed below), every rank's statistics are pooled
+in one all-reduce (:func:`.base.pool_statistics`; every rank has seen as many samples, so the pooled
+mean and variance are those of all ranks' samples together): the ranks go on from equal statistics.
 
 **CPU ranks (gloo).** ``A2CBase.__init__`` calls ``init_process_group("nccl")`` and stores
 ``cuda:LOCAL_RANK`` as its device, and ``train`` calls ``torch.cuda.set_device``: on CPU ranks
@@ -36,7 +37,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from isaaclab_mgpu.rank import drift
-from isaaclab_mgpu.rank.patches.base import Observer, all_moments, durable_saves, replaced
+from isaaclab_mgpu.rank.patches.base import Observer, durable_saves, pool_statistics, replaced
 
 
 class _CpuTorch:
@@ -115,6 +116,8 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
                 if int(self.epoch_num) > 1:
                     observer.resumed(int(self.epoch_num) - 1, "")
             result = original(self)
+            if getattr(self, "multi_gpu", False):
+                _pool_normalizers(self)  # RunningMeanStd is rank-local in rl-games (module docstring)
             mean = self.game_rewards.get_mean() if self.game_rewards.current_size > 0 else None
             reward = float(mean.reshape(-1)[0]) if mean is not None else None
             if observer.iteration(int(self.batch_size_envs), reward):
@@ -136,13 +139,6 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
         return train
 
     with contextlib.ExitStack() as stack:
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            from rl_games.algos_torch.running_mean_std import RunningMeanStd
-
-            moments = RunningMeanStd._update_mean_var_count_from_moments
-            stack.enter_context(
-                replaced(RunningMeanStd, "_update_mean_var_count_from_moments", _all_ranks(moments))
-            )
         for cls in (a2c_common.ContinuousA2CBase, a2c_common.DiscreteA2CBase):
             stack.enter_context(replaced(cls, "train_epoch", wrap_epoch(cls.train_epoch)))
             stack.enter_context(replaced(cls, "train", wrap_train(cls.train)))
@@ -153,15 +149,12 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
         yield
 
 
-def _all_ranks(original: Callable[..., Any]) -> Callable[..., Any]:
-    def update(
-        self: Any, mean: Any, var: Any, count: Any, batch_mean: Any, batch_var: Any, batch_count: int
-    ) -> Any:
-        # RunningMeanStd._update_mean_var_count_from_moments: this rank's batch only; every rank's,
-        # combined (see the module docstring).
-        return original(self, mean, var, count, *all_moments(batch_mean, batch_var, batch_count))
-
-    return update
+def _pool_normalizers(agent: Any) -> None:
+    """Every ``RunningMeanStd`` of the agent's models pooled over the ranks (see the module docstring)."""
+    for model in _rl_games_modules(agent):
+        for module in model.modules():
+            if hasattr(module, "running_mean") and hasattr(module, "running_var"):
+                pool_statistics(module.running_mean, module.running_var)
 
 
 def _observe_saves(agent: Any, observer: Observer) -> None:
