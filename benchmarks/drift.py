@@ -2,7 +2,7 @@
 
 Every iteration each rank adds the check's 13 numbers to the all-gather it already runs (no
 collective is added); every ``--drift_interval`` iterations (default 10) it also hashes its policy
-parameters, optimizer state and normalizer statistics (:mod:`isaaclab_mgpu.rank.worker.drift`).
+parameters, optimizer state and normalizer statistics (:mod:`isaaclab_mgpu.rank.drift`).
 Per back-end (rsl-rl and skrl torch; cartpole, 256 envs, one iteration run first so the optimizer
 holds its moments) the hashing of one check is timed in this process (the median of
 :data:`CALLS` calls), and the added row's share of the gather is timed as packing and comparing the
@@ -45,7 +45,7 @@ def _trainer(library: str, framework: str, folder: str) -> Any:
 
 def check_cost(trainer: Any) -> float:
     """Seconds of one check's hashing on this rank (median of :data:`CALLS`)."""
-    from isaaclab_mgpu.rank.worker import drift
+    from isaaclab_mgpu.rank import drift
 
     times = []
     for _ in range(CALLS):
@@ -58,7 +58,8 @@ def check_cost(trainer: Any) -> float:
 def row_cost(world_size: int = 2) -> float:
     """Seconds the wider row adds to every iteration: the check's zero words packed in, and the
     gathered rows split and judged (what a non-check iteration does)."""
-    from isaaclab_mgpu.rank.worker import drift, metrics
+    from isaaclab_mgpu.rank import drift
+    from isaaclab_mgpu.rank.worker import metrics
 
     base = np.zeros(metrics.WIDTH)
     gathered = np.zeros((world_size, metrics.WIDTH + drift.WIDTH))

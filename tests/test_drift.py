@@ -4,7 +4,9 @@ are named while it happens (``--drift_interval``, ``--on_drift``, ``--simulate_f
 Fast: the hashing and the comparison on made-up rows, the check's bookkeeping, real torch modules
 and rsl-rl's own empirical normalizer, the progress report that carries a drift, the summary and
 ``mgpu runs``, the options. Slow: real 2-rank CPU runs under ``mgpu train`` in which rank 1 is
-put out of step at iteration 10 (rsl-rl warns, skrl torch stops with exit 65, skrl JAX warns).
+put out of step at iteration 10 (rsl-rl warns, skrl torch stops with exit 65, skrl JAX warns), and
+one whose skrl running standard scalers stay equal on every rank (mgpu's patch combines the ranks'
+batches).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from isaaclab_mgpu.contract.errors import EXIT_DRIFT, RESERVED
 from isaaclab_mgpu.contract.summary import Drift, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgsError, parse
 from isaaclab_mgpu.launcher import runs
-from isaaclab_mgpu.rank.worker import drift
+from isaaclab_mgpu.rank import drift
 
 A = {"policy": [np.arange(6.0)], "optimizer": [np.ones(3), np.array([1e-3])], "normalizer": [np.zeros(4)]}
 
@@ -128,6 +130,88 @@ def test_rsl_rl_normalizer_statistics_are_the_normalizer_component():
     assert (found.rank, found.components) == (1, ("normalizer",))
 
 
+class _Peer:
+    """Rank 0 of a 2-rank all-gather, frozen at the state it was given (rank 1 is the test's)."""
+
+    kind = "torch"
+
+    def __init__(self, source: drift.Source) -> None:
+        self.row = drift.words(drift.hashes(source.components()))
+
+    def gather(self, mine: np.ndarray) -> np.ndarray:
+        return np.stack([self.row, mine])
+
+
+def test_isaac_lab_ranks_compare_at_the_interval_and_a_simulated_drift_is_named_and_stops_them():
+    """Isaac Lab's path (:mod:`isaaclab_mgpu.rank.isaac_drift`): rank 1 checks every 2 iterations;
+    ``drift@3`` nudges it at the end of iteration 2 (after that check agreed); the check at 4 names
+    it (since 2) and, under ``--on_drift stop``, says stop; then never again."""
+    from isaaclab_mgpu.contract.env import RUN_ID, SIMULATE_FAULT
+    from isaaclab_mgpu.rank.isaac_drift import Watch
+    from isaaclab_mgpu.rank.worker.rank import RankContext
+
+    model = _model(True)
+    opt = _opt_after_a_step(model)
+    source = drift.Source(lambda: drift.torch_components([model], opt), lambda: drift.perturb_torch([model]))
+    args = parse(["--task", "Isaac-Cartpole-Direct", "--drift_interval", "2", "--on_drift", "stop"])
+    environ = {RUN_ID: "r", SIMULATE_FAULT: "drift@3", "RANK": "1", "WORLD_SIZE": "2"}
+    watch = Watch(
+        RankContext(rank=1, local_rank=1, world_size=2, device="cpu", seed=0), "torch", args, environ
+    )
+    watch.source = source
+    watch.comm = _Peer(source)  # type: ignore[assignment]
+    assert [watch.after(done) for done in (1, 2, 3)] == [False, False, False]
+    assert watch.check.agreed == 2 and watch.fault is None  # agreed at 2, nudged right after
+    assert watch.after(4) is True and watch.stopped
+    found = watch.check.found
+    assert (found.rank, found.component, found.since_iteration, found.found_at) == (1, "normalizer", 2, 4)
+    assert watch.after(6) is False  # named once
+
+
+def _pooled(store: str, rank: int, out) -> None:
+    """One of 2 gloo ranks: its own samples' moments combined (skrl's patch) and its running
+    statistics pooled (rl-games'); what it got, sent back."""
+    import torch.distributed as dist
+
+    from isaaclab_mgpu.rank.patches.base import all_moments, pool_statistics
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    x = torch.arange(12.0, dtype=torch.float64).reshape(6, 2) * (rank + 1)
+    moments = all_moments(x.mean(0), x.var(0, unbiased=False), 6)
+    mean, var = x.mean(0).clone(), x.var(0, unbiased=False).clone()
+    pool_statistics(mean, var)
+    dist.destroy_process_group()
+    out.put((rank, [t.numpy() if hasattr(t, "numpy") else t for t in moments], mean.numpy(), var.numpy()))
+
+
+def test_running_statistics_combined_over_real_gloo_ranks_are_those_of_all_samples(tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_pooled, args=(str(tmp_path / "store"), r, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict((r, rest) for r, *rest in (out.get(timeout=120) for _ in procs))
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    every = torch.cat([torch.arange(12.0, dtype=torch.float64).reshape(6, 2) * (r + 1) for r in range(2)])
+    want_mean, want_var = every.mean(0).numpy(), every.var(0, unbiased=False).numpy()
+    for r in range(2):
+        (m, v, n), mean, var = got[r]
+        assert n == 12 and np.allclose(m, want_mean) and np.allclose(v, want_var), got[r]
+        assert np.allclose(mean, want_mean) and np.allclose(var, want_var), got[r]
+    assert got[0][1].tobytes() == got[1][1].tobytes() and got[0][2].tobytes() == got[1][2].tobytes()
+
+
+def test_a_running_normalizer_without_a_process_group_updates_from_its_own_batch():
+    from isaaclab_mgpu.rank.patches.base import all_moments
+
+    mean, var = torch.tensor([1.0, 2.0]), torch.tensor([0.5, 0.25])
+    assert all_moments(mean, var, 8) == (mean, var, 8)
+
+
 def test_a_drift_rides_in_every_report_from_then_on(tmp_path):
     reporter = progress.Reporter({PROGRESS_DIR: str(tmp_path), "RANK": "0"})
     reporter.iteration(9)
@@ -203,7 +287,6 @@ def test_a_skrl_checkpoint_keeps_the_running_standard_scaler(tmp_path):
     ("argv", "message"),
     [
         (["--drift_interval", "0", "--simulate_fault", "drift@3"], "--drift_interval 0"),
-        (["--task", "Isaac-Cartpole-Direct-v0", "--simulate_fault", "drift@3"], "embedded task"),
         (["--on_drift", "maybe"], "--on_drift"),
     ],
 )
@@ -248,19 +331,19 @@ def test_a_drifting_rank_is_named_and_the_run_goes_on(backend, extra, component,
 
 
 @pytest.mark.slow
-def test_skrl_running_standard_scaler_is_rank_local_and_named_at_the_first_check(tmp_path):
-    """skrl keeps its scaler per rank (each updates it from its own environments): no fault needed.
-    The end's parameter checksums stay equal, so only the drift check says it."""
+def test_skrl_running_standard_scaler_stays_equal_on_every_rank(tmp_path):
+    """skrl updates its scaler from each rank's own environments (rank-local: named at the first
+    check before mgpu's patch, ``rank/patches/skrl.py`` fix 11); with every rank's batch combined
+    first, the ranks' scalers stay equal at every check."""
     argv = train_argv("skrl_torch", "--num_envs", "16", "--max_iterations", "4", "env.episode_length=16",
-                      "--drift_interval", "2", "agent.obs_normalization=true")  # fmt: skip
+                      "--drift_interval", "1", "agent.obs_normalization=true")  # fmt: skip
     code, out = Run(argv, tmp_path).finish(LIMIT["skrl_torch"])
     assert code == 0, out[-4000:]
     (folder,) = run_folders(tmp_path, "skrl_torch")
     s = summary_of(folder)
-    assert s["checksums_equal"] is True, s
-    d = s["drift"]
-    assert (d["component"], d["components"], d["since_iteration"], d["found_at"]) == (
-        "normalizer", ["normalizer"], 0, 2), d  # fmt: skip
+    assert s["checksums_equal"] is True and s["end_iteration"] == 4, s
+    assert s.get("drift") is None, s["drift"]
+    assert "warning: drift" not in out, out[-4000:]
 
 
 def cli_json(cwd) -> str:

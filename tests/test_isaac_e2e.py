@@ -3,7 +3,11 @@
 For each library Isaac Lab's multi-GPU launcher drives (rsl_rl, skrl torch, skrl JAX, rl_games):
 ``Isaac-Cartpole-Direct``, kitless Newton physics (``presets=newton_mjwarp``), 64 environments per
 rank. Each finished run must exit 0 and leave Isaac Lab's run folder with a TensorBoard event
-file, a checkpoint and mgpu's ``summary.json`` (world size 2, equal parameter checksums).
+file, a checkpoint and mgpu's ``summary.json`` (world size 2, equal parameter checksums, and no drift:
+every run's ranks compare their parameters, optimizer state and normalizer statistics after every
+iteration, ``--drift_interval 1``). A skrl run whose rank 1 is put out of step
+(``--simulate_fault drift@3``) is named within two checks and stops with exit 65 (``--on_drift
+stop``).
 
 skrl JAX and rl_games train 3 iterations. rsl_rl and skrl torch (CI time: one test each) are killed
 and resumed: rank 1 is SIGKILLed once rank 0 recorded the second checkpoint; mgpu's own restart
@@ -57,8 +61,9 @@ LIBRARIES = {
     "skrl_jax": ["--rl_library", "skrl", "--ml_framework", "jax"],
     "rl_games": ["--rl_library", "rl_games", "agent.params.config.minibatch_size=2048"],
 }
+#: ``--drift_interval 1``: every run's ranks compare their state after every iteration (and must agree).
 COMMAND = ["--device", "cpu", "--nproc_per_node", "2", "--task", "Isaac-Cartpole-Direct", "--num_envs", "64",
-           "--max_iterations", "3", "presets=newton_mjwarp"]  # fmt: skip
+           "--max_iterations", "3", "--drift_interval", "1", "presets=newton_mjwarp"]  # fmt: skip
 #: One run takes 1-2 minutes on a quiet 2-core machine once Warp's kernels are cached; the first
 #: compiles them (several minutes), and CI machines are shared.
 TIMEOUT_S = 1800
@@ -80,6 +85,8 @@ def check_run_folder(run_dir: Path, s: dict, library: str) -> None:
     """What every finished 2-rank Isaac Lab run leaves in its folder, summary.json included."""
     assert run_dir.parts[-3] == library.split("_jax")[0]  # logs/<library>/<experiment>/<run>
     assert s["world_size"] == 2 and s["checksums_equal"] is True, s
+    # the ranks' parameters, optimizer state and normalizer statistics matched at every check
+    assert s.get("drift") is None, s["drift"]
     assert s["exit_status"] == 0 and s["run_dir"] == str(run_dir)
     assert len(set(s["checksums"]["start"])) == 1 and s["checksums"]["start"] != s["checksums"]["end"]
     assert s["env_steps_per_s"]["total"] > 0 and len(s["env_steps_per_s"]["per_rank"]) == 2
@@ -301,6 +308,42 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
         32 * (k + 1) for k in range(resumed_at, RESUME_TOTAL)}  # fmt: skip
     assert resumed <= set(steps) and steps[-1] == max(resumed), steps
     print(f"{library} ({mode}): resumed at iteration {resumed_at} of {RESUME_TOTAL}; {tag!r} steps {steps}")
+
+
+def _with(command: list[str], option: str, value: str) -> list[str]:
+    """``command`` with ``option``'s value replaced."""
+    out = list(command)
+    out[out.index(option) + 1] = value
+    return out
+
+
+@pytest.mark.slow
+def test_a_drifting_isaac_lab_rank_is_named_and_on_drift_stop_ends_the_run_with_65(asset_root, tmp_path):
+    """skrl torch on Isaac Lab's path (the cartpole config standardises states and values with
+    skrl's running scaler, kept equal on every rank by mgpu's patch): rank 1's scaler is nudged
+    before iteration 3 (``--simulate_fault drift@3``), the ranks compare every 2 iterations: the
+    drift is named once within 2·K iterations (rank, component, since when), every rank stops
+    there after skrl saved, and mgpu exits 65 with the run ``drifted``, never restarted."""
+    env = child_env(tmp_path)
+    env["ISAACSIM_ASSET_ROOT"] = asset_root
+    command = _with(_with(COMMAND, "--max_iterations", "8"), "--drift_interval", "2")
+    argv = [sys.executable, "-m", "isaaclab_mgpu", "train", *command, *LIBRARIES["skrl"],
+            "--simulate_fault", "drift@3", "--on_drift", "stop", "--max_restarts", "1"]  # fmt: skip
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 65, out[-4000:]
+    assert out.count("mgpu: warning: drift: rank 1") == 1, out[-4000:]  # named once, by mgpu
+    (run_dir,) = [p for p in (tmp_path / "logs" / "skrl").glob("*/*") if p.is_dir()]
+    s = json.loads((run_dir / "summary.json").read_text())
+    d = s["drift"]
+    assert (d["rank"], d["component"]) == (1, "normalizer"), d
+    assert 3 <= d["found_at"] <= 3 + 2 * 2 and d["since_iteration"] < 3, d
+    at = d["found_at"]
+    assert (s["status"], s["exit_status"], s["end_iteration"]) == ("drifted", 65, at), s
+    assert [a["outcome"] for a in s["attempts"]] == ["drifted"], s["attempts"]  # no restart
+    assert (run_dir / "checkpoints" / f"agent_{32 * at}.pt").is_file()  # rank 0's state, saved by skrl
+    (row,) = _runs_json(tmp_path, env)
+    assert row["drift"] == f"rank 1 normalizer @{at}", row
 
 
 def _isaac_train_parser(library: str):

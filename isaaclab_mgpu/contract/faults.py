@@ -15,14 +15,15 @@ iteration itself: a restart, a requeued job or a ``--resume`` that starts past i
   ``--requeue`` node 0 requeues the job, elsewhere ``mgpu`` exits 75 to be continued with
   ``--resume auto``;
 - ``drift``: the rank nudges its own state out of step with the others (its normalizer
-  statistics where its back-end keeps any, else one policy parameter), which the worker's
+  statistics where its back-end keeps any, else one policy parameter), which the ranks'
   periodic drift check (``--drift_interval``) must name.
 
 Without ``rank=`` a kill or a hang picks the highest rank, a requeue rank 0 (node 0, whose ``mgpu``
 requeues), a drift rank 1. The launcher checks the value and hands it to the ranks in
 ``MGPU_SIMULATE_FAULT``; each rank's progress reporter (:mod:`.progress`) fires a kill, a hang or a
 requeue on the first report of that iteration; the built-in worker makes a drift itself, at the
-start of that iteration (it alone holds the trainer's state).
+start of that iteration (it alone holds the trainer's state), and an Isaac Lab rank at the end of
+the iteration before (:mod:`isaaclab_mgpu.rank.isaac_drift`, through the library's own objects).
 
 Standard library only: both processes import it.
 """

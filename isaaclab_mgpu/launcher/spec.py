@@ -542,11 +542,6 @@ def _validate_fault(s: LaunchSpec) -> None:
         raise UsageError(f"--simulate_fault {s.simulate_fault!r} {exc}") from None
     if not s.builtin_worker:
         raise UsageError("--simulate_fault needs mgpu's worker (a --script/-m program reports no iterations)")
-    if fault.kind == "drift" and s.isaac_task:
-        raise UsageError(
-            "--simulate_fault drift needs an embedded task: Isaac Lab tasks train on Isaac Lab's own "
-            "code path, which has no drift check"
-        )
     if fault.kind == "drift" and s.worker is not None and s.worker.drift_interval == 0:
         raise UsageError("--simulate_fault drift with --drift_interval 0: no check would ever see it")
     if fault.kind == "hang" and not s.stall_timeout:

@@ -4,6 +4,7 @@
 - :mod:`.backends` — rsl-rl, skrl torch and skrl JAX training loops on the embedded tasks;
 - :mod:`.tasks` — the embedded vectorized tasks (cartpole, pendulum);
 - :mod:`.isaac` — Isaac Lab tasks on Isaac Lab's own training code path;
+- :mod:`.drift` — the ranks' drift check, shared by the worker and the Isaac Lab path;
 - :mod:`.patches` — every patch of an upstream library, one module per library;
 - :mod:`.probe_worker` — ``probe-nccl``'s per-rank program;
 - :mod:`.console` — everything a rank prints (this side never imports :mod:`isaaclab_mgpu.report`).

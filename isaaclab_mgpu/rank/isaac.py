@@ -23,6 +23,9 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 - mgpu's checkpoint request (the requeue signal; SIGUSR1 reaching the rank) read on every rank at
   each iteration's end and agreed in one tiny all-gather: the library saves through its own code
   (:mod:`.patches`) and training ends there, every rank exits 0 and the run is ``stopped``.
+- the ranks' drift check (:mod:`.isaac_drift`) at each iteration's end, every ``--drift_interval``
+  iterations; under ``--on_drift stop`` a drift ends training the same way and the run is
+  ``drifted``.
 
 Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its ``params/`` dump,
 ``run.json`` manifest, checkpoints and ``--checkpoint`` selectors are all its own.
@@ -48,7 +51,7 @@ from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageErro
 from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
-from isaaclab_mgpu.rank import isaac_resume
+from isaaclab_mgpu.rank import isaac_drift, isaac_resume
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
@@ -176,12 +179,15 @@ class Bookkeeper(compat.Observer):
         """Completed iterations at the newest checkpoint this attempt wrote."""
         self.saved_path: Path | None = None
         self.stopped = False
-        """Every rank agreed to stop on mgpu's checkpoint request; the library saved first."""
+        """Every rank agreed to stop (mgpu's checkpoint request, or a drift under ``--on_drift
+        stop``); the library saved first."""
         # Under mgpu train the checkpoint request is agreed every iteration (one tiny collective);
         # run by hand there is nobody to ask.
         self._watch = CHECKPOINT_REQUEST in self.environ
         self._refreshed = 0.0
         self._refresh_cost = 0.0
+        self.drift = isaac_drift.Watch(ctx, comm_kind, args, self.environ)
+        """The ranks' drift check (``--drift_interval``, ``--on_drift``)."""
 
     def run_folder(self, rank_dir: str) -> None:
         """Record the folder Isaac Lab gave this rank; a continued run must be the folder it continues.
@@ -201,6 +207,7 @@ class Bookkeeper(compat.Observer):
     def resumed(self, iteration: int, checkpoint: str) -> None:
         """The library loaded the checkpoint: the count goes on from ``iteration``."""
         self.start = iteration
+        self.drift.started(iteration)
         if hasattr(self, "_modules"):  # skrl broadcasts when built; every rank loads the same file after
             self.start_sum = _checksum(self._modules)
         if self.ctx.rank == 0:
@@ -209,6 +216,10 @@ class Bookkeeper(compat.Observer):
             isaac_resumed(iteration, self.total, source, self.library)
             if self.run_dir is not None:
                 self._refresh(force=True)
+
+    def state(self, source: Any) -> None:
+        """The library's state, for the drift check (:mod:`.isaac_drift`)."""
+        self.drift.source = source
 
     def synced(self, modules: list[Any]) -> None:
         """Record the first checksum (parameters now equal on every rank) and start the clock."""
@@ -236,7 +247,10 @@ class Bookkeeper(compat.Observer):
         progress.iteration(iteration)
         if self.ctx.rank == 0:
             self._refresh()
-        return self._stop_here(iteration)
+        asked = self._stop_here(iteration)
+        drifted = self.drift.after(iteration)  # --on_drift stop: every rank stops here alike
+        self.stopped = self.stopped or drifted
+        return asked or drifted
 
     def saved(self, iteration: int) -> None:
         """The library wrote a checkpoint after ``iteration`` iterations: rank 0 records it at once,
@@ -384,7 +398,9 @@ class Bookkeeper(compat.Observer):
         iterations = len(self.rewards)
         if self.saved_path is None and run_dir is not None:
             self.saved_path = _newest_checkpoint(run_dir)
-        if self.stopped and exit_status == 0:
+        if self.drift.stopped and exit_status == 0:
+            status = "drifted"
+        elif self.stopped and exit_status == 0:
             status = "stopped"
         elif exit_status == EXIT_INTERRUPTED:
             status = "interrupted"

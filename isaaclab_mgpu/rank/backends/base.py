@@ -52,7 +52,7 @@ class Trainer(Protocol):
 
     def component_arrays(self) -> dict[str, list[Any]]:
         """The state the drift check hashes, as arrays per component: ``policy``, ``optimizer``,
-        ``normalizer`` (:mod:`isaaclab_mgpu.rank.worker.drift`)."""
+        ``normalizer`` (:mod:`isaaclab_mgpu.rank.drift`)."""
 
     def perturb(self) -> str:
         """``--simulate_fault drift``: put this rank's state out of step; return the component."""

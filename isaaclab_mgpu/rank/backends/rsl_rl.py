@@ -259,17 +259,17 @@ class RslRlTrainer:
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
     def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (:mod:`isaaclab_mgpu.rank.worker.drift`): the normalizer is
+        """The drift check's components (:mod:`isaaclab_mgpu.rank.drift`): the normalizer is
         the models' buffers (rsl-rl's empirical normalizer, when the models normalize)."""
-        from isaaclab_mgpu.rank.worker.drift import torch_components
+        from isaaclab_mgpu.rank.drift import rsl_rl_source
 
-        return torch_components((self.alg._raw_actor, self.alg._raw_critic), self.alg.optimizer)
+        return dict(rsl_rl_source(self.alg).components())
 
     def perturb(self) -> str:
         """``--simulate_fault drift``: nudge this rank's normalizer, else a policy parameter."""
-        from isaaclab_mgpu.rank.worker.drift import perturb_torch
+        from isaaclab_mgpu.rank.drift import rsl_rl_source
 
-        return perturb_torch((self.alg._raw_actor, self.alg._raw_critic))
+        return rsl_rl_source(self.alg).perturb()
 
     def state_dict(self) -> dict[str, Any]:
         return self.alg.save()

@@ -103,32 +103,17 @@ class SkrlJaxTrainer(SkrlAgentSteps):
         return checksum(leaves)
 
     def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (:mod:`isaaclab_mgpu.rank.worker.drift`): the optimizers'
+        """The drift check's components (:mod:`isaaclab_mgpu.rank.drift`): the optimizers'
         states and learning rates; skrl's running standard scalers, where configured."""
-        a, leaves = self.agent, self._jax.tree.leaves
-        stats = []
-        for name in ("_observation_preprocessor", "_state_preprocessor", "_value_preprocessor"):
-            scaler = getattr(a, name, None)
-            state = getattr(scaler, "state_dict", None)
-            if isinstance(state, dict):
-                stats += [np.asarray(v) for _, v in sorted(state.items())]
-        rates = np.array([float(a.policy_learning_rate), float(a.value_learning_rate)])
-        return {
-            "policy": [np.asarray(x) for m in (a.policy, a.value) for x in leaves(m.state_dict.params)],
-            "optimizer": [
-                *(np.asarray(x) for o in (a.policy_optimizer, a.value_optimizer) for x in leaves(o.state)),
-                rates,
-            ],
-            "normalizer": stats,
-        }
+        from isaaclab_mgpu.rank.drift import skrl_jax_source
+
+        return dict(skrl_jax_source(self.agent).components())
 
     def perturb(self) -> str:
         """``--simulate_fault drift``: nudge one policy parameter (skrl JAX keeps no normalizer here)."""
-        model = self.agent.policy
-        leaves, tree = self._jax.tree.flatten(model.state_dict.params)
-        leaves[0] = leaves[0].at[(0,) * leaves[0].ndim].add(1e-3)
-        model.state_dict = model.state_dict.replace(params=self._jax.tree.unflatten(tree, leaves))
-        return "policy"
+        from isaaclab_mgpu.rank.drift import skrl_jax_source
+
+        return skrl_jax_source(self.agent).perturb()
 
     def state_dict(self) -> dict[str, Any]:
         import flax

@@ -164,21 +164,17 @@ class SkrlTorchTrainer(SkrlAgentSteps):
         tensors = [t for m in self._models() for _, t in sorted(m.state_dict().items())]
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
-    def _preprocessors(self) -> list[Any]:
-        # skrl's running standard scalers, where configured (else its no-op preprocessor function).
-        return [getattr(self.agent, f"_{k}_preprocessor", None) for k in ("observation", "state", "value")]
-
     def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (:mod:`isaaclab_mgpu.rank.worker.drift`)."""
-        from isaaclab_mgpu.rank.worker.drift import torch_components
+        """The drift check's components (:mod:`isaaclab_mgpu.rank.drift`)."""
+        from isaaclab_mgpu.rank.drift import skrl_torch_source
 
-        return torch_components(self._models(), self.agent.optimizer, self._preprocessors())
+        return dict(skrl_torch_source(self.agent).components())
 
     def perturb(self) -> str:
         """``--simulate_fault drift``: nudge this rank's running standard scaler, else a parameter."""
-        from isaaclab_mgpu.rank.worker.drift import perturb_torch
+        from isaaclab_mgpu.rank.drift import skrl_torch_source
 
-        return perturb_torch(self._models(), self._preprocessors())
+        return skrl_torch_source(self.agent).perturb()
 
     def state_dict(self) -> dict[str, Any]:
         a = self.agent

@@ -1,6 +1,7 @@
 """What the patch modules share: the observer they report to, a scoped attribute swap, the
 exception that leaves a library's training loop at an iteration boundary (mgpu's checkpoint
-request: the library has saved, the rank ends cleanly), and durable checkpoint writes.
+request: the library has saved, the rank ends cleanly), running normalizer statistics over every
+rank (:func:`all_moments`, :func:`pool_statistics`), and durable checkpoint writes.
 
 **Durable saves.** The libraries write their checkpoints in place (``torch.save(obj, path)``,
 ``open(path, "wb")`` and ``pickle.dump``): a crash while saving, or a machine that loses the
@@ -37,6 +38,10 @@ class Observer:
     def synced(self, modules: list[Any]) -> None:
         """Parameters were broadcast from rank 0; ``modules`` hold them."""
 
+    def state(self, source: Any) -> None:
+        """Where this rank's training state is (a :class:`isaaclab_mgpu.rank.drift.Source`), for the
+        drift check."""
+
     def resumed(self, iteration: int, checkpoint: str) -> None:
         """The library loaded ``checkpoint``; training goes on at completed iteration ``iteration``."""
 
@@ -63,6 +68,43 @@ def replaced(target: Any, name: str, value: Any) -> Iterator[None]:
         yield
     finally:
         setattr(target, name, saved)
+
+
+def all_moments(mean: Any, var: Any, count: int | float) -> tuple[Any, Any, Any]:
+    """A batch's mean, variance and size over every rank's batch (one all-reduce; as given where
+    no process group runs): what a running normalizer updates from so that it stays equal on every
+    rank (rsl-rl's empirical normalizer does this itself since rsl-rl 5)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return mean, var, count
+    mean64, var64 = mean.to(torch.float64), var.to(torch.float64)
+    n = torch.full_like(mean64.reshape(-1)[:1], float(count))
+    packed = torch.cat([n, (n * mean64).reshape(-1), (n * (var64 + mean64**2)).reshape(-1)])
+    dist.all_reduce(packed)
+    total, k = packed[0], mean64.numel()
+    new_mean = (packed[1 : 1 + k] / total).reshape(mean.shape)
+    new_var = (packed[1 + k :] / total).reshape(var.shape) - new_mean**2
+    return new_mean.to(mean.dtype), new_var.clamp_min(0).to(var.dtype), total.item()
+
+
+def pool_statistics(mean: Any, var: Any) -> None:
+    """Running statistics of equal sample counts on every rank, replaced in place by those of all the
+    ranks' samples together (one all-reduce; untouched where no process group runs)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return
+    m, v = mean.to(torch.float64).reshape(-1), var.to(torch.float64).reshape(-1)
+    packed = torch.cat([m, v + m**2])
+    dist.all_reduce(packed)
+    packed /= dist.get_world_size()
+    pooled = packed[: m.numel()]
+    with torch.no_grad():
+        mean.copy_(pooled.reshape(mean.shape).to(mean.dtype))
+        var.copy_((packed[m.numel() :] - pooled**2).clamp_min(0).reshape(var.shape).to(var.dtype))
 
 
 class DurableTorch:

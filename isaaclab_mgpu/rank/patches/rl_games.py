@@ -1,5 +1,15 @@
 """Patches of rl-games (``rl_games.common.a2c_common``), applied around Isaac Lab's rl-games training.
 
+**Normalizers (multi-rank, every device).** ``rl_games.algos_torch.running_mean_std.RunningMeanStd``
+(the input and value normalizers of ``normalize_input``/``normalize_value``, on in Isaac Lab's
+cartpole configs) updates its running statistics from this rank's batch alone (rl-games 1.6.5,
+what Isaac Lab installs, has no multi-GPU synchronisation there), so the ranks normalise
+differently and the drift check names it at its first check. The models script those modules
+(``torch.jit.script`` in ``rl_games.algos_torch.models``), so their update cannot be wrapped; at the
+end of each epoch instead (the ``train_epoch`` observed below), every rank's statistics are pooled
+in one all-reduce (:func:`.base.pool_statistics`; every rank has seen as many samples, so the pooled
+mean and variance are those of all ranks' samples together): the ranks go on from equal statistics.
+
 **CPU ranks (gloo).** ``A2CBase.__init__`` calls ``init_process_group("nccl")`` and stores
 ``cuda:LOCAL_RANK`` as its device, and ``train`` calls ``torch.cuda.set_device``: on CPU ranks
 that module sees a ``torch.distributed`` whose ``init_process_group`` uses the worker's group and
@@ -10,7 +20,8 @@ gradient all-reduce) is rl-games' own. (A task with a central value network woul
 
 **Observation (every device).** ``train_epoch`` of the continuous and discrete bases ends an
 iteration (mean of ``game_rewards``) and takes the first checksum on its first call, after
-``train`` broadcast rank 0's parameters; the agent's ``save`` of a ``last_…`` file names a
+``train`` broadcast rank 0's parameters, and hands the drift check the agent (its model with the
+input and value ``RunningMeanStd``, its optimizer); the agent's ``save`` of a ``last_…`` file names a
 checkpoint's epoch (and is written through :func:`.base.durable_saves`: a temporary file, fsynced,
 renamed into place); their ``train`` methods end training. On mgpu's checkpoint request, agreed by
 every rank after an epoch, that epoch becomes ``max_epochs``: rl-games' own end-of-training branch
@@ -25,7 +36,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from isaaclab_mgpu.rank.patches.base import Observer, durable_saves, replaced
+from isaaclab_mgpu.rank import drift
+from isaaclab_mgpu.rank.patches.base import Observer, durable_saves, pool_statistics, replaced
 
 
 class _CpuTorch:
@@ -98,11 +110,14 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             if not state["synced"]:
                 state["synced"] = True
                 observer.synced(_rl_games_modules(self))
+                observer.state(drift.rl_games_source(self))  # for the drift check, at each epoch's end
                 _observe_saves(self, observer)
                 # A2CBase.restore (set_full_state_weights) brought back epoch_num; update_epoch ran since.
                 if int(self.epoch_num) > 1:
                     observer.resumed(int(self.epoch_num) - 1, "")
             result = original(self)
+            if getattr(self, "multi_gpu", False):
+                _pool_normalizers(self)  # RunningMeanStd is rank-local in rl-games (module docstring)
             mean = self.game_rewards.get_mean() if self.game_rewards.current_size > 0 else None
             reward = float(mean.reshape(-1)[0]) if mean is not None else None
             if observer.iteration(int(self.batch_size_envs), reward):
@@ -132,6 +147,14 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             stack.enter_context(replaced(a2c_common, "torch", _CpuTorch(sys.modules["torch"])))
             stack.enter_context(replaced(a2c_common, "dist", _JoinedGroup(a2c_common.dist)))
         yield
+
+
+def _pool_normalizers(agent: Any) -> None:
+    """Every ``RunningMeanStd`` of the agent's models pooled over the ranks (see the module docstring)."""
+    for model in _rl_games_modules(agent):
+        for module in model.modules():
+            if hasattr(module, "running_mean") and hasattr(module, "running_var"):
+                pool_statistics(module.running_mean, module.running_var)
 
 
 def _observe_saves(agent: Any, observer: Observer) -> None:

@@ -10,11 +10,13 @@ already joined.
 
 **Observation (every device).** :func:`observe` wraps, on the runner Isaac Lab built,
 ``alg.broadcast_parameters`` (first checksum), ``logger.log`` (end of an iteration; mean reward
-from the logger's own ``rewbuffer``), ``save`` (the checkpoint's iteration, for ``summary.json``)
-and ``learn`` (last checksum, before Isaac Lab destroys the process group). ``save`` writes through
-:func:`~.base.durable_saves`: to a temporary file, fsynced, then renamed into place. On mgpu's checkpoint
-request, agreed by every rank at the end of an iteration, rank 0 saves ``model_<it>.pt`` through
-``OnPolicyRunner.save`` and ``learn`` ends there (``learn`` has no stop of its own).
+from the logger's own ``rewbuffer``; the drift check hashes ``alg``'s actor, critic and optimizer),
+``save`` (the checkpoint's iteration, for ``summary.json``) and ``learn`` (last checksum, before
+Isaac Lab destroys the process group). ``save`` writes through :func:`~.base.durable_saves`: to a
+temporary file, fsynced, then renamed into place. On mgpu's checkpoint request (or a drift under
+``--on_drift stop``), agreed by every rank at the end of an iteration, rank 0 saves
+``model_<it>.pt`` through ``OnPolicyRunner.save`` and ``learn`` ends there (``learn`` has no stop
+of its own).
 
 **Resume (every device).** Isaac Lab's rsl_rl back-end (``train_rsl_rl.py``) resumes with
 rsl-rl's own calls: ``OnPolicyRunner.load(path)`` restores the actor, the critic (with their
@@ -43,6 +45,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from isaaclab_mgpu.rank import drift
 from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, durable_saves, replaced
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
@@ -97,6 +100,7 @@ def observe(runner: Any, observer: Observer) -> None:
     learn, log, save = runner.learn, logger.log, runner.save
     broadcast = getattr(alg, "broadcast_parameters", None)
     state = {"synced": False}
+    observer.state(drift.rsl_rl_source(alg))  # for the drift check, at each logged iteration
 
     def sync() -> None:
         if not state["synced"]:

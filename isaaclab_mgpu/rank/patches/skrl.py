@@ -58,6 +58,19 @@
    ``[skrl:LEVEL] message`` without colour, on the first record (skrl logs while it is imported)
    (:func:`plain_log_lines`).
 
+11. ``skrl.resources.preprocessors.torch.RunningStandardScaler._parallel_variance`` updates the
+   running mean and variance from this rank's batch alone, so on several ranks every rank's scaler
+   learns from its own environments and the ranks standardise observations (and values) differently:
+   the drift check names it at its first check. On a distributed torch rank it first combines the
+   batch's mean, variance and size over every rank (one small all-reduce,
+   :func:`.base.all_moments`), so every rank's scaler takes the same update and stays equal
+   (:func:`sync_running_scalers`; the built-in worker and Isaac Lab runs alike). skrl JAX's scaler
+   does the same in the module function ``skrl.resources.preprocessors.jax.running_standard_scaler.
+   _parallel_variance``, which its ``__call__`` looks up when it trains: on a distributed JAX rank
+   that function combines the batch's moments over every rank first (an all-gather of a few floats
+   through the node's shared-memory channel or JAX's ``process_allgather``, summed in rank order,
+   so every rank gets the same bits), then updates as skrl does (:func:`_sync_jax_scalers`).
+
 Fix 10 comes first, in :func:`import_skrl` and :func:`import_for_isaaclab`; fix 8, and fix 7 for
 torch, are applied by :func:`patch_wandb` (from those two) on every skrl rank; fixes 7 and 9 for JAX
 agents by :func:`patch_skrl_jax`.
@@ -65,7 +78,8 @@ agents by :func:`patch_skrl_jax`.
 **Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
 its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
 of the agent's "Total reward (mean)" statistics since the last update, kept from
-``write_tracking_data``, which clears them); ``write_checkpoint`` names a checkpoint's iteration;
+``write_tracking_data``, which clears them; the drift check hashes the agent's models, optimizer(s)
+and running standard scalers); ``write_checkpoint`` names a checkpoint's iteration;
 ``run`` ends training; ``write_checkpoint`` writes through :func:`.base.durable_saves` (a temporary
 file, fsynced, renamed into place). On mgpu's checkpoint request, agreed by every rank at an update, the
 agent's ``post_interaction`` finishes that timestep, rank 0 saves through ``write_checkpoint``
@@ -95,8 +109,8 @@ import numpy as np
 
 from isaaclab_mgpu.contract import env, progress
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.rank import localcomm
-from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, durable_saves
+from isaaclab_mgpu.rank import drift, localcomm
+from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, all_moments, durable_saves
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -128,7 +142,26 @@ def import_skrl(*, torch_distributed: bool, jax_distributed: bool, cpu: bool) ->
         with _hidden_env(*hide), _torch_group_guard(torch_distributed, cpu):
             import skrl
     patch_wandb(torch_distributed=torch_distributed)
+    if torch_distributed:
+        sync_running_scalers()
     return skrl
+
+
+def sync_running_scalers() -> None:
+    """Fix 11: skrl torch's running standard scaler updates from every rank's batch (idempotent)."""
+    from skrl.resources.preprocessors.torch import running_standard_scaler as module
+
+    scaler = module.RunningStandardScaler
+    original = scaler._parallel_variance
+    if getattr(original, "_mgpu_all_ranks", False):
+        return
+
+    def _parallel_variance(self: Any, input_mean: Any, input_var: Any, input_count: int) -> None:
+        # RunningStandardScaler._parallel_variance: this rank's batch only; every rank's, combined.
+        original(self, *all_moments(input_mean, input_var, input_count))
+
+    _parallel_variance._mgpu_all_ranks = True  # type: ignore[attr-defined]
+    scaler._parallel_variance = _parallel_variance
 
 
 class _PlainFormat(logging.Filter):
@@ -257,10 +290,54 @@ def patch_skrl_jax() -> None:
     import skrl.agents.jax.base as jax_base
 
     _wandb_on_rank_zero(jax_base.Agent, lambda: skrl.config.jax.rank, jax=True)
+    _sync_jax_scalers()
 
     if os.environ.get(env.SKRL_JAX_STOCK_PMAP) != "1":
         _cache_pmaps(jax)
     _JAX_PATCHED = True
+
+
+def _sync_jax_scalers() -> None:
+    """Fix 11 for skrl JAX: the running standard scaler updates from every rank's batch."""
+    import jax.numpy as jnp
+    import skrl
+    from skrl.resources.preprocessors.jax import running_standard_scaler as module
+
+    original = module._parallel_variance
+
+    def _parallel_variance(running_mean: Any, running_variance: Any, current_count: Any, array: Any) -> Any:
+        # skrl.resources.preprocessors.jax.running_standard_scaler._parallel_variance updates from
+        # this rank's batch only: combined over every rank's here (fix 11), then skrl's update.
+        if not skrl.config.jax.is_distributed:
+            return original(running_mean, running_variance, current_count, array)
+        axes = (0, 1) if array.ndim == 3 else (0,)
+        n = float(array.shape[0] * (array.shape[1] if array.ndim == 3 else 1))
+        mean = np.asarray(jnp.mean(array, axis=axes), dtype=np.float64)
+        var = np.asarray(jnp.var(array, axis=axes, ddof=1), dtype=np.float64)
+        packed = np.concatenate([[n], n * mean.reshape(-1), n * (var + mean**2).reshape(-1)]).astype(
+            np.float32
+        )
+        t0 = time.perf_counter()
+        channel = localcomm.current()
+        if channel is not None and channel.fits(packed):
+            rows = channel.all_gather(packed)
+        else:
+            from jax.experimental import multihost_utils
+
+            rows = np.asarray(multihost_utils.process_allgather(packed)).reshape(-1, packed.size)
+        progress.waited(time.perf_counter() - t0)
+        total = rows.astype(np.float64).sum(axis=0)  # in rank order: the same bits on every rank
+        k = mean.size
+        m = total[1 : 1 + k] / total[0]
+        v = np.maximum(total[1 + k :] / total[0] - m**2, 0.0)
+        m, v = jnp.asarray(m.reshape(mean.shape), jnp.float32), jnp.asarray(v.reshape(var.shape), jnp.float32)
+        n_all = np.float32(total[0])
+        delta = m - running_mean
+        count = current_count + n_all
+        m2 = running_variance * current_count + v * n_all + delta**2 * current_count * n_all / count
+        return running_mean + delta * n_all / count, m2 / count, count
+
+    module._parallel_variance = _parallel_variance
 
 
 def _cache_pmaps(jax: Any) -> None:
@@ -382,6 +459,8 @@ def import_for_isaaclab(framework: str, *, cpu: bool, distributed: bool) -> None
         import skrl  # noqa: F401
 
         patch_wandb(torch_distributed=distributed)
+        if distributed:
+            sync_running_scalers()
 
 
 def _agent_modules(agent: Any) -> list[Any]:
@@ -406,6 +485,8 @@ def observe(runner: Any, cfg: dict, observer: Observer) -> None:
     rollouts = int(cfg["agent"]["rollouts"])
     steps = int(runner.trainer.env.num_envs) * rollouts
     observer.synced(_agent_modules(agent))  # skrl's agent broadcast rank 0's parameters when built
+    jax = ".jax." in type(agent).__module__
+    observer.state(drift.skrl_jax_source(agent) if jax else drift.skrl_torch_source(agent))
     update, run, write = agent.update, runner.run, agent.write_tracking_data
     post, checkpoint = agent.post_interaction, agent.write_checkpoint
     means: list[float] = []

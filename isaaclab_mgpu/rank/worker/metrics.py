@@ -35,7 +35,8 @@ import numpy as np
 
 _STOP, _RETURNS, _EPISODES, _LENGTHS, _RATE = range(5)
 _SUM = slice(5, 9)
-#: Columns of :func:`row` (the worker appends the drift check's words after them: :mod:`.drift`).
+#: Columns of :func:`row` (the worker appends the drift check's words after them:
+#: :mod:`isaaclab_mgpu.rank.drift`).
 WIDTH = 9
 #: Stop flags a rank puts into its row (bits of one number, exact in float32).
 STOP, CHECKPOINT = 1, 2

@@ -9,7 +9,7 @@ episode statistics and its stop flags to one small all-gather, so the mean rewar
 all ranks agree on stopping at the same iteration boundary (a rank stopping alone would leave the
 others waiting in a collective). Every ``--drift_interval`` iterations the same row carries
 each rank's hashes of its parameters, optimizer state and normalizer statistics
-(:mod:`.drift`); the first divergence goes into rank 0's progress report, from which ``mgpu
+(:mod:`isaaclab_mgpu.rank.drift`); the first divergence goes into rank 0's progress report, from which ``mgpu
 train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM (a
 handler only records it; the run ends ``interrupted``, 130 on every rank), mgpu's checkpoint
 request (:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run
@@ -52,10 +52,10 @@ from isaaclab_mgpu.contract import faults, progress, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.contract.summary import Checksums, Drift, Rates, Summary
+from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
-from isaaclab_mgpu.rank import localcomm
-from isaaclab_mgpu.rank.worker import checkpoint, drift, metrics, wandb_run
+from isaaclab_mgpu.rank import drift, localcomm
+from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
@@ -464,7 +464,7 @@ def _loop(
             m = metrics.summarize(gathered[:, : metrics.WIDTH])
             found = check.judge(gathered[:, metrics.WIDTH :], it + 1) if checking else None
             if found is not None and ctx.rank == 0:
-                _tell_drift(found, console)
+                drift.tell(found, console.note)
             loop.done = it + 1
             loop.rewards.append(m.mean_reward)
             seconds = time.perf_counter() - t_it
@@ -488,16 +488,6 @@ def _loop(
         loop.train_time = time.perf_counter() - t0
         console.stop()
     return loop
-
-
-def _tell_drift(found: Drift, console: TrainingConsole) -> None:
-    """Rank 0: hand the drift to mgpu (its progress report; mgpu names it once), or, run by hand
-    without mgpu, say it."""
-    reporter = progress.reporter()
-    if reporter.enabled:
-        reporter.drift(found)
-    else:
-        console.note(f"warning: the ranks drifted apart: {found.describe()}")
 
 
 def _gather_checksums(comm: Comm, digest: str, console: TrainingConsole, when: str) -> list[str]:

@@ -26,7 +26,7 @@ so under ``--on_drift stop`` they stop together, at one iteration boundary.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +132,18 @@ class Check:
         return drift
 
 
+def tell(found: Drift, note: Callable[[str], None]) -> None:
+    """Rank 0: hand ``found`` to mgpu (its progress report, from which mgpu names it once), or, run
+    by hand without mgpu, ``note`` it."""
+    from isaaclab_mgpu.contract import progress
+
+    reporter = progress.reporter()
+    if reporter.enabled:
+        reporter.drift(found)
+    else:
+        note(f"warning: the ranks drifted apart: {found.describe()}")
+
+
 def torch_components(
     modules: Iterable[Any], optimizer: Any, preprocessors: Iterable[Any] = ()
 ) -> dict[str, list[Any]]:
@@ -161,6 +173,95 @@ def perturb_torch(modules: Iterable[Any], preprocessors: Iterable[Any] = ()) -> 
     with torch.no_grad():
         target.view(-1)[0] += 1e-3
     return what
+
+
+# --- each library's state, as the worker's back-ends and Isaac Lab's path both hold it -----------
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one rank's state is: what the check hashes and what ``--simulate_fault drift`` nudges."""
+
+    components: Callable[[], Mapping[str, Iterable[Any]]]
+    """This rank's :data:`COMPONENTS`, as arrays, now."""
+
+    perturb: Callable[[], str]
+    """Nudge this rank's state out of step; return the component nudged."""
+
+
+def rsl_rl_source(alg: Any) -> Source:
+    """rsl-rl's ``PPO``: actor and critic (their buffers hold rsl-rl's empirical normalizers, when
+    the models normalize) and the optimizer."""
+    models = lambda: (alg._raw_actor, alg._raw_critic)  # noqa: E731
+    return Source(lambda: torch_components(models(), alg.optimizer), lambda: perturb_torch(models()))
+
+
+def skrl_torch_source(agent: Any) -> Source:
+    """skrl's torch ``PPO`` agent: policy and value models, the optimizer, and skrl's running
+    standard scalers where configured (else its no-op preprocessor function, not hashed)."""
+
+    def models() -> list[Any]:
+        return [m for m in (agent.policy, agent.value) if m is not None]
+
+    def scalers() -> list[Any]:
+        return [getattr(agent, f"_{k}_preprocessor", None) for k in ("observation", "state", "value")]
+
+    return Source(
+        lambda: torch_components(models(), agent.optimizer, scalers()),
+        lambda: perturb_torch(models(), scalers()),
+    )
+
+
+def skrl_jax_source(agent: Any) -> Source:
+    """skrl's JAX ``PPO`` agent: the models' flax parameters, the optimizers' states and learning
+    rates, and skrl's running standard scalers where configured."""
+    import jax
+
+    def components() -> dict[str, list[Any]]:
+        stats = []
+        for name in ("_observation_preprocessor", "_state_preprocessor", "_value_preprocessor"):
+            state = getattr(getattr(agent, name, None), "state_dict", None)
+            state = getattr(state, "params", state)  # skrl's JAX scaler wraps its dict in .params
+            if isinstance(state, dict):
+                stats += [np.asarray(v) for _, v in sorted(state.items())]
+        rates = np.array([float(agent.policy_learning_rate), float(agent.value_learning_rate)])
+        leaves = jax.tree.leaves
+        return {
+            "policy": [
+                np.asarray(x) for m in (agent.policy, agent.value) for x in leaves(m.state_dict.params)
+            ],
+            "optimizer": [
+                *(
+                    np.asarray(x)
+                    for o in (agent.policy_optimizer, agent.value_optimizer)
+                    for x in leaves(o.state)
+                ),
+                rates,
+            ],
+            "normalizer": stats,
+        }
+
+    def perturb() -> str:
+        # one policy parameter, as the worker's skrl JAX back-end has always nudged
+        model = agent.policy
+        leaves, tree = jax.tree.flatten(model.state_dict.params)
+        leaves[0] = leaves[0].at[(0,) * leaves[0].ndim].add(1e-3)
+        model.state_dict = model.state_dict.replace(params=jax.tree.unflatten(tree, leaves))
+        return "policy"
+
+    return Source(components, perturb)
+
+
+def rl_games_source(agent: Any) -> Source:
+    """rl-games' A2C agent: its model (whose buffers hold the input and value ``RunningMeanStd``
+    when ``normalize_input``/``normalize_value``), a central value network if any, the optimizer."""
+
+    def models() -> list[Any]:
+        central = getattr(agent, "central_value_net", None)
+        extra = [central] if getattr(agent, "has_central_value", False) and central is not None else []
+        return [agent.model, *extra]
+
+    return Source(lambda: torch_components(models(), agent.optimizer), lambda: perturb_torch(models()))
 
 
 def _host(value: Any) -> np.ndarray:

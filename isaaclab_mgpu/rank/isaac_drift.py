@@ -1,0 +1,82 @@
+"""The drift check on Isaac Lab's training path: the built-in worker's check (:mod:`.drift`), run
+at the end of the library's own iterations.
+
+Isaac Lab's rsl_rl, skrl (torch and JAX) and rl_games back-ends train multi-rank; each library's
+observation patch (:mod:`.patches`) hands the rank's Bookkeeper a :class:`~.drift.Source` (the
+library's own objects: rsl-rl's ``PPO``, skrl's agent, rl-games' agent) and calls it once per
+iteration on every rank. There :meth:`Watch.after` does what the worker's loop does:
+
+- every ``--drift_interval`` completed iterations, each rank hashes its ``policy``,
+  ``optimizer`` and ``normalizer`` state (:func:`~.drift.hashes`) and the ranks all-gather the
+  hashes as 16-bit words (one small collective, only on a check's iteration; the worker instead
+  rides its per-iteration all-gather, which this path has not);
+- the first divergence (:class:`~.drift.Check`) goes into rank 0's progress report, from which
+  ``mgpu train`` names it once and records it (the run's ledger, ``summary.json``, ``mgpu runs``);
+  run by hand, rank 0 says it;
+- ``--on_drift stop``: every rank stops at that iteration the way mgpu's checkpoint request stops
+  them (the library saves through its own code), and the run ends ``drifted``;
+- ``--simulate_fault drift@IT``: the target rank nudges its state through the source at the end of
+  iteration IT - 1, i.e. before iteration IT trains, as the worker does at the start of IT.
+
+Isaac Lab's sb3 back-end trains one process (no ``--distributed``): there is nothing to compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from isaaclab_mgpu.contract import faults
+from isaaclab_mgpu.contract.env import RUN_ID
+from isaaclab_mgpu.contract.summary import Drift
+from isaaclab_mgpu.contract.worker_args import WorkerArgs
+from isaaclab_mgpu.rank import drift
+from isaaclab_mgpu.rank.console import TrainingConsole
+from isaaclab_mgpu.rank.worker.rank import Comm, RankContext
+
+
+class Watch:
+    """One rank's drift check through an Isaac Lab run."""
+
+    def __init__(self, ctx: RankContext, comm_kind: str, args: WorkerArgs | None, environ: Mapping[str, str]):
+        self.ctx = ctx
+        self.comm = Comm(ctx, comm_kind)
+        self.check = drift.Check(args.drift_interval if args is not None else 0)
+        self.stop_on_drift = args is not None and args.on_drift == "stop"
+        fault = faults.for_this_rank(environ) if RUN_ID in environ else None
+        self.fault = fault if fault is not None and fault.kind == "drift" else None
+        self.environ = environ
+        self.source: drift.Source | None = None
+        """The library's state, once its observation patch handed it over."""
+        self.stopped = False
+        """Every rank stopped on the drift (``--on_drift stop``)."""
+
+    def started(self, iteration: int) -> None:
+        """Training (re)starts after ``iteration`` completed iterations: no check agreed since."""
+        self.check.agreed = iteration
+
+    def after(self, done: int) -> bool:
+        """Iteration ``done`` ended on this rank: the check when it is due (a collective every rank
+        reaches at the same iteration), then a simulated drift; True: stop here (``--on_drift stop``)."""
+        found = (
+            self._compare(done)
+            if self.source is not None and self.check.due(done, self.ctx.world_size)
+            else None
+        )
+        if self.fault is not None and self.source is not None and done + 1 >= self.fault.iteration:
+            faults.fire(self.fault, self.environ)  # --simulate_fault drift@IT: before IT trains
+            self.source.perturb()
+            self.fault = None
+        if found is None:
+            return False
+        if self.ctx.rank == 0:
+            drift.tell(found, TrainingConsole(0).note)
+        self.stopped = self.stop_on_drift
+        return self.stopped
+
+    def _compare(self, done: int) -> Drift | None:
+        row = drift.words(drift.hashes(self.source.components()))  # type: ignore[union-attr]
+        # JAX gathers float32: the 16-bit words are exact there.
+        gathered = self.comm.gather(row if self.comm.kind != "jax" else row.astype(np.float32))
+        return self.check.judge(gathered, done)
