@@ -298,6 +298,7 @@ def _resubmit_and_finish(cluster, tmp: Path, job_file: Path, name: str, total: i
     assert [(r["status"], r["iterations"]) for r in _runs(tmp)] == [("finished", total)]
     return s
 
+
 def test_the_probe_job_runs_world_sizes_2_and_4_across_both_nodes(cluster, tmp_path):
     # mgpu probe-nccl --nnodes 2 --emit sbatch: every node's probe meets with the train job's
     # rendezvous; gloo's default CPU sweep is 1 and 2 ranks per node: world sizes 2 and 4.
