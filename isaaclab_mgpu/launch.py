@@ -2,7 +2,8 @@
 
 ``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit`,
 ``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`,
-``scale`` → :func:`scale`. Each runs the shared core
+``scale`` → :func:`scale`, ``runs`` → :func:`list_runs`, ``stacks`` → :func:`live_stacks`,
+``skills check`` → :func:`skills_check`. Each launch runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
 reach :mod:`isaaclab_mgpu.report`. It runs in
@@ -41,6 +42,8 @@ from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from isaaclab_mgpu.launcher.attempts import Outcome
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
@@ -57,11 +60,13 @@ __all__ = [
     "check_env",
     "emit_job",
     "exit_code",
+    "list_runs",
     "plan",
     "prepare",
     "probe_nccl",
     "saved_workarounds",
     "scale",
+    "skills_check",
     "submit",
     "train",
 ]
@@ -561,6 +566,41 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
     return 0
 
 
+def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
+    """Run ``runs``: the runs under ``log_root`` newest first (``last``: only the newest's folder),
+    or, for one run's folder, its story from its ledger."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.report import runs as shown
+
+    if not Path(log_root).is_dir():
+        raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
+    told = None if last else runs.story(Path(log_root))
+    if told is not None:
+        (shown.story_json if as_json else shown.story)(told)
+        return 0
+    # One run more than the table shows tells it that there are more.
+    wanted = 1 if last else 0 if as_json or limit <= 0 else limit + 1
+    rows = runs.find_runs(Path(log_root), limit=wanted)
+    if last:
+        shown.last(runs.last_folder(rows, log_root))
+    elif as_json:
+        shown.as_json(rows)
+    else:
+        shown.table(rows, log_root, limit=limit)
+    return 0
+
+
+def skills_check(path: str, parse: Callable[[list[str]], str | None]) -> int:
+    """Run ``skills check``: validate ``skills/`` and ``docs/`` under ``path``, each quoted command
+    by ``parse`` (the real command line's parser)."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.tools.skills_check import check_tree
+
+    return report.skills_problems(check_tree(Path(path), parse))
+
+
 def live_stacks(run_folder: str | None) -> int:
     """Run ``stacks``: ask the ranks of a running run for their Python stacks and print them."""
     from isaaclab_mgpu.launcher import livestacks
@@ -570,7 +610,7 @@ def live_stacks(run_folder: str | None) -> int:
     return stacks(run, livestacks.dump(run))
 
 
-def scale(spec: LaunchSpec, options: ScaleOptions, argv: list[str] | None = None) -> int:
+def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
     """``mgpu scale``: run the sweep with a progress bar, print the table, write the JSON and the
     picture (also of the points measured before a Ctrl-C, then exit 130); 1 when a point did not
     measure."""
@@ -585,7 +625,11 @@ def scale(spec: LaunchSpec, options: ScaleOptions, argv: list[str] | None = None
         results, stopped = sweep.run_sweep(plan, progress)
     rows = sweep.compare(results)
     json_path = sweep.write_json(
-        plan, results, complete=not stopped, load=(before, sweep.load_1m()), argv=argv
+        plan,
+        results,
+        complete=not stopped,
+        load=(before, sweep.load_1m()),
+        argv=["mgpu", *spec.command_line] if spec.command_line else None,
     )
     png, why = None, None
     if any(r.result.ok for r in rows):

@@ -4,17 +4,17 @@ from typing import Annotated
 
 import typer
 
-from isaaclab_mgpu.cli.options import FLOAT, INT, NO_SAVED_WORKAROUNDS, _names
+from isaaclab_mgpu.cli.options import FLOAT, INT, NO_SAVED_WORKAROUNDS
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 PROBE = "Probe options"
 
 
 def _o(name: str, help: str, **kw: object) -> object:
-    return typer.Option(*_names(name), help=help, rich_help_panel=PROBE, **kw)  # type: ignore[arg-type]
+    return typer.Option("--" + name, help=help, rich_help_panel=PROBE, **kw)  # type: ignore[arg-type]
 
 
 def probe_nccl_cmd(
-    spec,  # the LaunchSpec, built by launch_command
     world_size: Annotated[int | None, _o("world_size", "Probe one world size.", click_type=INT)] = None,
     world_sizes: Annotated[
         str | None, _o("world_sizes", "World sizes to sweep, e.g. 1,2,4 (default: 1, 2, 4, … all GPUs).")
@@ -39,6 +39,8 @@ def probe_nccl_cmd(
     ] = False,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
     json: Annotated[bool, _o("json", "Print one JSON document instead of the tables.")] = False,
+    *,
+    spec: LaunchSpec,
 ) -> int:
     """Tell a communication hang from a task bug: time and check all-reduce at each world size."""
     from isaaclab_mgpu.launch import probe_nccl

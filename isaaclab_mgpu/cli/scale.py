@@ -1,24 +1,25 @@
 """``mgpu scale``: options only; the sweep lives in :mod:`isaaclab_mgpu.launcher.scale`.
 
-Every launch option of ``train`` (declared once in :mod:`.options`) and its stall watch apply to
-each point; the training arguments pass through to each point's ``mgpu train`` as they would.
+Every launch option of ``train`` (declared once, on :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`)
+and its stall watch apply to each point; the training arguments pass through to each point's
+``mgpu train`` as they would.
 """
 
 from typing import Annotated
 
 import typer
 
-from isaaclab_mgpu.cli.options import FLOAT, INT, STATE, _names
+from isaaclab_mgpu.cli.options import FLOAT, INT
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 SCALE = "Scale options"
 
 
 def _o(name: str, help: str, **kw: object) -> object:
-    return typer.Option(*_names(name), help=help, rich_help_panel=SCALE, **kw)  # type: ignore[arg-type]
+    return typer.Option("--" + name, help=help, rich_help_panel=SCALE, **kw)  # type: ignore[arg-type]
 
 
 def scale_cmd(
-    spec,  # the LaunchSpec, built by launch_command
     world_sizes: Annotated[
         str | None,
         _o(
@@ -68,6 +69,8 @@ def scale_cmd(
             metavar="SECONDS",
         ),
     ] = 0.0,
+    *,
+    spec: LaunchSpec,
 ) -> int:
     """Does scaling pay? Train briefly at each world size (and env count); speedup, efficiency, picture."""
     from isaaclab_mgpu.launch import scale
@@ -82,4 +85,4 @@ def scale_cmd(
         ceiling=not no_ceiling,
         point_timeout=point_timeout,
     )
-    return scale(spec, options, argv=["mgpu", *STATE.argv] if STATE.argv is not None else None)
+    return scale(spec, options)
