@@ -47,7 +47,6 @@ from isaaclab_mgpu.launcher.options import (
     RUNNING,
     at_least,
     check_options,
-    flag_of,
     from_text,
     number,
     option,
