@@ -20,6 +20,7 @@ import typer
 from isaaclab_mgpu.cli import app
 from isaaclab_mgpu.launcher.jobfiles import JobOptions
 from isaaclab_mgpu.launcher.options import Opt, declared, flag_of, from_text, read_number
+from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 PACKAGE = Path(__file__).resolve().parent.parent / "isaaclab_mgpu"
@@ -72,8 +73,8 @@ def test_each_option_name_is_declared_once():
     twice = {n: [w for w, m in declarations() if m == n] for n, c in counts.items() if c > 1}
     allowed = {_norm(n) for n in PER_COMMAND}
     assert {n: w for n, w in twice.items() if n not in allowed} == {}
-    # The per-command flags are no launch option: none of them may be a field's name.
-    fields = {n for w, n in declarations() if ":" in w}
+    # The per-command flags are no launch option: none of them may be a launch spec field's name.
+    fields = {n for w, n in declarations() if w.startswith("launcher/spec.py:")}
     assert allowed & fields == set()
 
 
@@ -81,7 +82,7 @@ def test_the_declarations_are_read_as_the_code_sees_them():
     """The AST reading above finds exactly the runtime's declarations (or it would check nothing)."""
     seen = {n for w, n in declarations() if ":" in w}
     runtime = set()
-    for cls in (LaunchSpec, JobOptions):
+    for cls in (LaunchSpec, JobOptions, ScaleOptions):
         for f, opt in declared(cls):
             names = {flag_of(f, opt), *opt.names, *opt.aliases, *(opt.off[:1] if opt.off else ())}
             runtime |= {_norm(n) for n in names}
@@ -102,11 +103,22 @@ def _commands() -> dict[str, click.Command]:
     return out
 
 
-def _declarations() -> dict[str, Opt]:
+#: The option dataclasses and the commands that take them.
+TAKES = {
+    LaunchSpec: ("train", "dry-run", "submit", "check-env", "probe-nccl", "scale"),
+    JobOptions: ("dry-run", "submit"),
+    ScaleOptions: ("scale",),
+}
+
+
+def _declarations(command: str) -> dict[str, Opt]:
+    """The declared options ``command`` takes, by each of their names."""
     return {
         _norm(n): opt
-        for cls in (LaunchSpec, JobOptions)
+        for cls, commands in TAKES.items()
+        if command in commands
         for f, opt in declared(cls)
+        if opt.commands is None or command in opt.commands
         for n in (flag_of(f, opt), *opt.names, *opt.aliases, *(opt.off[:1] if opt.off else ()))
     }
 
@@ -114,9 +126,9 @@ def _declarations() -> dict[str, Opt]:
 def test_no_command_declares_an_option_a_second_time():
     """Read from the commands as Click has them: a name declared twice, whatever the code's shape
     (a helper building ``"--" + name``), is caught here."""
-    registry = _declarations()
     helps: dict[str, set[str]] = {}
     for command_name, command in _commands().items():
+        registry = _declarations(command_name)
         names = [(_norm(o), p) for p in command.params for o in (*p.opts, *p.secondary_opts)]
         assert [n for n, c in Counter(n for n, _ in names).items() if c > 1] == [], command_name
         for n, p in names:
@@ -132,13 +144,16 @@ def test_no_command_declares_an_option_a_second_time():
 def test_every_command_option_comes_from_its_declaration(name):
     command = _commands()[name]
     by_flag = {p.opts[0]: p for p in command.params if p.opts}
-    for cls in (LaunchSpec, JobOptions):
+    for cls in (LaunchSpec, JobOptions, ScaleOptions):
         for f, opt in declared(cls):
-            param = by_flag.get(flag_of(f, opt))
+            param = by_flag.get(flag_of(f, opt) if opt.on else "--" + opt.off[0])  # type: ignore[index]
             if opt.commands is not None and name not in opt.commands:
                 assert param is None, f"{name} takes {flag_of(f, opt)}"
-            elif cls is LaunchSpec or name in ("dry-run", "submit"):
-                assert param is not None and param.help == opt.help, (name, f.name)
+            elif name in TAKES[cls]:
+                assert param is not None and param.help == (opt.help if opt.on else opt.off[1]), (
+                    name,
+                    f.name,
+                )  # type: ignore[index]
 
 
 def test_numbers_follow_one_rule_everywhere():

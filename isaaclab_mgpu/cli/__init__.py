@@ -27,10 +27,10 @@ from isaaclab_mgpu.cli.options import (
     launch_command,
 )
 from isaaclab_mgpu.cli.probe import probe_nccl_cmd
-from isaaclab_mgpu.cli.scale import scale_cmd
 from isaaclab_mgpu.contract.env import DEBUG
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_REQUEUE, Interrupted, MgpuError
 from isaaclab_mgpu.launcher.jobfiles import JobOptions
+from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 app = typer.Typer(
@@ -185,7 +185,15 @@ def skills_check_cmd(
 
 
 launch_command(app, "probe-nccl", cls=None)(probe_nccl_cmd)
-launch_command(app, "scale")(scale_cmd)
+
+
+@launch_command(app, "scale", options=ScaleOptions)
+def scale_cmd(*, options: ScaleOptions, spec: LaunchSpec) -> int:
+    """Does scaling pay? Train briefly at each world size (and env count); speedup, efficiency, picture."""
+    # Every launch option of train and its stall watch apply to each point (see launcher/scale.py).
+    from isaaclab_mgpu.launch import scale
+
+    return scale(spec, options)
 
 
 def main(argv: list[str] | None = None) -> int:
