@@ -187,17 +187,17 @@ def launch_command(
     classes = {g: v[0] if isinstance(v, tuple) else v for g, v in {"spec": LaunchSpec, **groups}.items()}
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(fn).parameters.values() if p.name not in (*classes, "debug")]
-        params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)]
-        for p in inspect.signature(fn).parameters.values():
+        signature = inspect.signature(fn).parameters
+        own = [p for p in signature.values() if p.name not in (*classes, "debug")]
+        wanted = [g for g in classes if g in signature]
+        params = [inspect.Parameter("ctx", _KW, annotation=typer.Context)]
+        for p in signature.values():
             if p.name in classes:
                 params += [q for f, opt in _options(classes[p.name], name) for q in _params(f, opt)]
             if p.name == "spec":  # --debug: in the launch options' panel, after them
                 params.append(inspect.Parameter("debug", _KW, annotation=DEBUG, default=False))
-            elif p.name not in classes and p.name != "debug":
+            elif p in own:
                 params.append(p.replace(kind=_KW))
-        wanted = [g for g in classes if g in inspect.signature(fn).parameters]
-        wants_debug = "debug" in inspect.signature(fn).parameters
 
         @functools.wraps(fn)
         def command(ctx: typer.Context, **kwargs: Any) -> Any:
@@ -207,11 +207,13 @@ def launch_command(
                 else from_text(classes[g], **_values(classes[g], name, kwargs), **fixed[g])
                 for g in wanted
             }
-            debug = (
-                {"debug": kwargs["debug"] or bool(getattr(ctx.obj, "debug", False))} if wants_debug else {}
-            )
+            debug = kwargs["debug"] or bool(getattr(ctx.obj, "debug", False))
             try:
-                return fn(**{p.name: kwargs[p.name] for p in own}, **built, **debug)
+                return fn(
+                    **{p.name: kwargs[p.name] for p in own},
+                    **built,
+                    **({"debug": debug} if "debug" in signature else {}),
+                )
             except KeyboardInterrupt:  # outside supervision (which handles its own); Typer would swallow it
                 raise Interrupted("stopped by Ctrl-C", exit_code=EXIT_INTERRUPTED) from None
 

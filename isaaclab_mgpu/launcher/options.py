@@ -17,7 +17,16 @@ are the option's name and type; the declaration holds everything else, once:
 
 :func:`from_text` builds such a dataclass from values as typed; :func:`check_options` is what its
 ``__post_init__`` calls. The command layer (:mod:`isaaclab_mgpu.cli.options`) turns the
-declarations into Typer options. Each failure is a :class:`UsageError` of one line naming the
+declarations into Typer options.
+
+To add an option: give the dataclass it belongs to (``LaunchSpec`` for a launch option,
+``JobOptions``, ``ScaleOptions`` for a command's own) a field ``name: type = option(default, help,
+panel=..., metavar=..., parse=/choices=/check=..., commands=...)``; a rule that joins it to other
+options goes in the class's validation (``spec._validate``); ``docs/commands.md`` gets its row
+(``tests/test_docs.py``). Nothing in ``cli/`` changes. A command taking a new dataclass says so
+once: ``@launch_command(app, "name", group=Class)`` and a keyword parameter ``group: Class``.
+
+Each failure is a :class:`UsageError` of one line naming the
 value and the fix. Stdlib only: the launcher side builds specs without the command line's
 libraries.
 """
