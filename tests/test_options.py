@@ -20,6 +20,7 @@ import typer
 from isaaclab_mgpu.cli import app
 from isaaclab_mgpu.launcher.jobfiles import JobOptions
 from isaaclab_mgpu.launcher.options import Opt, declared, flag_of, from_text, read_number
+from isaaclab_mgpu.launcher.probe.config import ProbeOptions
 from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
@@ -82,7 +83,7 @@ def test_the_declarations_are_read_as_the_code_sees_them():
     """The AST reading above finds exactly the runtime's declarations (or it would check nothing)."""
     seen = {n for w, n in declarations() if ":" in w}
     runtime = set()
-    for cls in (LaunchSpec, JobOptions, ScaleOptions):
+    for cls in (LaunchSpec, JobOptions, ScaleOptions, ProbeOptions):
         for f, opt in declared(cls):
             names = {flag_of(f, opt), *opt.names, *opt.aliases, *(opt.off[:1] if opt.off else ())}
             runtime |= {_norm(n) for n in names}
@@ -108,6 +109,7 @@ TAKES = {
     LaunchSpec: ("train", "dry-run", "submit", "check-env", "probe-nccl", "scale"),
     JobOptions: ("dry-run", "submit"),
     ScaleOptions: ("scale",),
+    ProbeOptions: ("probe-nccl",),
 }
 
 
@@ -144,7 +146,7 @@ def test_no_command_declares_an_option_a_second_time():
 def test_every_command_option_comes_from_its_declaration(name):
     command = _commands()[name]
     by_flag = {p.opts[0]: p for p in command.params if p.opts}
-    for cls in (LaunchSpec, JobOptions, ScaleOptions):
+    for cls in (LaunchSpec, JobOptions, ScaleOptions, ProbeOptions):
         for f, opt in declared(cls):
             param = by_flag.get(flag_of(f, opt) if opt.on else "--" + opt.off[0])  # type: ignore[index]
             if opt.commands is not None and name not in opt.commands:

@@ -26,10 +26,10 @@ from isaaclab_mgpu.cli.options import (
     Invocation,
     launch_command,
 )
-from isaaclab_mgpu.cli.probe import probe_nccl_cmd
 from isaaclab_mgpu.contract.env import DEBUG
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_REQUEUE, Interrupted, MgpuError
 from isaaclab_mgpu.launcher.jobfiles import JobOptions
+from isaaclab_mgpu.launcher.probe.config import PROBE, ProbeOptions
 from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
@@ -184,7 +184,23 @@ def skills_check_cmd(
     return skills_check(path, lambda argv: parse_command_line(app, argv))
 
 
-launch_command(app, "probe-nccl", cls=None)(probe_nccl_cmd)
+@launch_command(app, "probe-nccl", cls=None, options=ProbeOptions)
+def probe_nccl_cmd(
+    *,
+    options: ProbeOptions,
+    no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
+    json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON document instead of the tables.", rich_help_panel=PROBE),
+    ] = False,
+    spec: LaunchSpec,
+) -> int:
+    """Tell a communication hang from a task bug: time and check all-reduce at each world size."""
+    from dataclasses import replace
+
+    from isaaclab_mgpu.launch import probe_nccl
+
+    return probe_nccl(spec, replace(options, saved_workarounds=not no_saved_workarounds), as_json=json)
 
 
 @launch_command(app, "scale", options=ScaleOptions)
