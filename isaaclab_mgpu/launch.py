@@ -4,8 +4,8 @@
 or ``kubectl apply`` through :mod:`.launcher.kubectl`), ``logs`` → :func:`follow_logs`, ``cancel`` →
 :func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`),
 ``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`
-(:func:`emit_probe_job` with ``--emit``),
-``scale`` → :func:`scale`. Each runs the shared core
+(:func:`emit_probe_job` with ``--emit``), ``scale`` → :func:`scale`, ``runs`` → :func:`list_runs`,
+``stacks`` → :func:`live_stacks`, ``skills check`` → :func:`skills_check`. Each launch runs the shared core
 (:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
 reach :mod:`isaaclab_mgpu.report`. It runs in
@@ -44,6 +44,8 @@ from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from isaaclab_mgpu.launcher.attempts import Outcome
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
@@ -62,11 +64,13 @@ __all__ = [
     "emit_job",
     "exit_code",
     "follow_logs",
+    "list_runs",
     "plan",
     "prepare",
     "probe_nccl",
     "saved_workarounds",
     "scale",
+    "skills_check",
     "submit",
     "train",
 ]
@@ -143,6 +147,7 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     from isaaclab_mgpu.launcher import continuation, slurmjobs
     from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
 
+    options = dataclasses.replace(options, kind=options.kind or "sbatch")
     if options.kind in KUBERNETES:
         return _submit_kubernetes(spec, options)
     if shutil.which("sbatch") is None:
@@ -521,8 +526,9 @@ def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *,
     from isaaclab_mgpu.launcher.jobfiles import probe_sbatch
     from isaaclab_mgpu.launcher.probe.run import ranks_per_node
 
-    if sys.executable:
-        options = dataclasses.replace(options, python=sys.executable)
+    options = dataclasses.replace(
+        options, job_name=options.job_name or "mgpu-probe", python=sys.executable or options.python
+    )
     shown = ["--json"] if as_json else []
     pairs = None
     if opts.pairs and spec.nnodes_max > 1:  # across nodes: one step per pair of nodes
@@ -623,6 +629,45 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
     return 0
 
 
+def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
+    """Run ``runs``: the runs under ``log_root`` newest first (``last``: only the newest's folder),
+    or, for one run's folder, its story from its ledger."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import slurmjobs
+    from isaaclab_mgpu.report import runs as shown
+
+    if not Path(log_root).is_dir():
+        raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
+    told = None if last else runs.story(Path(log_root))
+    if told is not None:
+        told = slurmjobs.story_status(told)  # lost when its SLURM job is over
+        (shown.story_json if as_json else shown.story)(told)
+        return 0
+    # One run more than the table shows tells it that there are more.
+    wanted = 1 if last else 0 if as_json or limit <= 0 else limit + 1
+    rows = runs.find_runs(Path(log_root), limit=wanted)
+    if not last:  # on a SLURM login node: queued jobs, and lost runs whose job is over
+        rows = slurmjobs.rows_with_jobs(Path(log_root), rows)
+    if last:
+        shown.last(runs.last_folder(rows, log_root))
+    elif as_json:
+        shown.as_json(rows)
+    else:
+        shown.table(rows, log_root, limit=limit)
+    return 0
+
+
+def skills_check(path: str, parse: Callable[[list[str]], str | None]) -> int:
+    """Run ``skills check``: validate ``skills/`` and ``docs/`` under ``path``, each quoted command
+    by ``parse`` (the real command line's parser)."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.tools.skills_check import check_tree
+
+    return report.skills_problems(check_tree(Path(path), parse))
+
+
 def live_stacks(run_folder: str | None) -> int:
     """Run ``stacks``: ask the ranks of a running run for their Python stacks and print them."""
     from isaaclab_mgpu.launcher import livestacks
@@ -632,7 +677,7 @@ def live_stacks(run_folder: str | None) -> int:
     return stacks(run, livestacks.dump(run))
 
 
-def scale(spec: LaunchSpec, options: ScaleOptions, argv: list[str] | None = None) -> int:
+def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
     """``mgpu scale``: run the sweep with a progress bar, print the table, write the JSON and the
     picture (also of the points measured before a Ctrl-C, then exit 130); 1 when a point did not
     measure."""
@@ -647,7 +692,11 @@ def scale(spec: LaunchSpec, options: ScaleOptions, argv: list[str] | None = None
         results, stopped = sweep.run_sweep(plan, progress)
     rows = sweep.compare(results)
     json_path = sweep.write_json(
-        plan, results, complete=not stopped, load=(before, sweep.load_1m()), argv=argv
+        plan,
+        results,
+        complete=not stopped,
+        load=(before, sweep.load_1m()),
+        argv=["mgpu", *spec.command_line] if spec.command_line else None,
     )
     png, why = None, None
     if any(r.result.ok for r in rows):

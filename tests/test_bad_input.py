@@ -124,7 +124,7 @@ REFUSED = [
     (["dry-run", "--gpu_ids", ",".join(map(str, range(1025)))], "list at most 1024"),
     # Click's own refusals quote the value; their line is escaped too
     (["[/oops]\x1b[2J"], "No such command '[/oops]\\x1b[2J'"),
-    (["train", "--stall_timeout", "[bold]x"], "'[bold]x' is not a valid float"),
+    (["train", "--stall_timeout", "[bold]x"], "'[bold]x' is not a valid number of seconds or auto"),
     (["dry-run", "--num_gpus"], "requires an argument"),
     # numbers mgpu's own options read: ASCII digits, finite
     (["train", *CPU, "--stall_timeout", "nan"], "'nan' is not a valid number of seconds or auto"),

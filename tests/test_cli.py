@@ -216,7 +216,7 @@ BAD = [
     (["--num_gpus", "8"], "more than the 4 GPU(s) visible"),
     (["--nnodes", "0"], "--nnodes '0' must be a positive integer"),
     (["--nnodes", "2", "--node_rank", "2", "--master_addr", "h"], "--node_rank 2 is not below --nnodes 2"),
-    (["--rl_library", "rl_zoo"], "--rl_library 'rl_zoo' is not supported"),
+    (["--rl_library", "rl_zoo"], "--rl_library 'rl_zoo' is unknown"),
     (["--rl_library", "rl_games"], "rl_games trains Isaac Lab tasks only"),
     (["--rl_library", "skrl", "--ml_framework", "tf"], "--ml_framework 'tf' is unknown"),
     (["--rl_library", "skrl", "--ml_framework", "jax", "--num_gpus", "gpu"], "needs an integer rank count"),

@@ -148,13 +148,10 @@ def test_bad_ids_exit_2_with_one_line_for_every_command(capsys, nvml, monkeypatc
 
 
 def test_probe_uses_the_selected_gpus(nvml):
-    from isaaclab_mgpu.launcher.probe.config import options_from_cli
+    from isaaclab_mgpu.launcher.probe.config import ProbeOptions
     from isaaclab_mgpu.launcher.probe.run import launch_spec, plan_probe
 
-    opts = options_from_cli(
-        world_size=None, world_sizes=None, sizes=None, backend=None, iters=2, warmup=1, timeout=5.0,
-        pairs=True, try_workarounds=False, save_workaround=False, saved_workarounds=False,
-    )  # fmt: skip
+    opts = ProbeOptions(iters=2, warmup=1, timeout=5.0, pairs=True, saved_workarounds=False)
     s = LaunchSpec.from_options((), gpu_ids="3,1,2")
     plan = plan_probe(s, opts, nvml4())
     assert [w.nproc for w in plan.world] == [1, 2, 3]

@@ -12,11 +12,11 @@ from isaaclab_mgpu import cli
 from isaaclab_mgpu.contract.errors import EXIT_PROBE_ERROR, EXIT_PROBE_HANG, EXIT_PROBE_WRONG, UsageError
 from isaaclab_mgpu.launcher import workarounds
 from isaaclab_mgpu.launcher.build import build
+from isaaclab_mgpu.launcher.options import from_text
 from isaaclab_mgpu.launcher.probe.bisect import find_workarounds
 from isaaclab_mgpu.launcher.probe.config import (
     ProbeOptions,
     default_world_sizes,
-    options_from_cli,
     parse_sizes,
     parse_world_sizes,
 )
@@ -82,9 +82,10 @@ def test_default_world_sizes_on_cpu():
 
 def test_world_size_options():
     assert parse_world_sizes("1, 2,4,2") == (1, 2, 4)
-    assert options_from_cli(world_size=2, world_sizes=None, sizes=None).world_sizes == (2,)
+    assert from_text(ProbeOptions, world_size="2").world_sizes == (2,)
     with pytest.raises(UsageError, match="both"):
-        options_from_cli(world_size=2, world_sizes="1,2", sizes=None)
+        from_text(ProbeOptions, world_size="2", world_sizes="1,2")
+    assert from_text(ProbeOptions, save_workaround=True).try_workarounds
     with pytest.raises(UsageError, match="positive"):
         parse_world_sizes("1,0")
 

@@ -12,7 +12,8 @@ from isaaclab_mgpu.cli.validate import parse_command_line
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.launcher import scale
-from isaaclab_mgpu.launcher.scale import Point, PointResult, ScaleOptions
+from isaaclab_mgpu.launcher.scale import Point, PointResult
+from isaaclab_mgpu.launcher.scale_options import ScaleOptions, parse_counts
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 CPU = ("--device", "cpu")
@@ -225,7 +226,6 @@ def test_scale_reference_and_help_name_every_option(capsys):
 
 
 def test_parse_counts_reads_ascii_lists_only():
-    assert scale.parse_counts("1, 2,4", "--world_sizes") == (1, 2, 4)
-    assert scale.parse_counts(None, "--num_envs") is None
+    assert parse_counts("1, 2,4", "--world_sizes") == (1, 2, 4)
     with pytest.raises(UsageError):
-        scale.parse_counts("1.5", "--num_envs")
+        parse_counts("1.5", "--num_envs")

@@ -3,9 +3,10 @@
 Launcher side, command layer: runs in the ``mgpu`` process; with :mod:`isaaclab_mgpu.launch` the
 only code that imports :mod:`isaaclab_mgpu.report`.
 
-Each command turns its options into a :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` (shared options
-live in :mod:`.options`), then calls the core: resolve → build → print or supervise. No logic
-lives here; :func:`main` is the one place where errors become a stderr line and an exit code.
+Each launch command's options come from their one declaration (:mod:`.options` makes them Typer
+options and hands the command its :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`); every command
+calls one function of :mod:`isaaclab_mgpu.launch`. No logic lives here; :func:`main` is the one
+place where errors become a stderr line and an exit code.
 """
 
 import os
@@ -17,37 +18,21 @@ import click
 import typer
 
 from isaaclab_mgpu import __version__
-from isaaclab_mgpu.cli.command import LaunchCommand
 from isaaclab_mgpu.cli.jobs import cancel_cmd, logs_cmd
 from isaaclab_mgpu.cli.options import (
-    BACKOFF_LIMIT,
-    CPUS_PER_RANK,
-    EMIT,
     GRACE_PERIOD,
-    IMAGE,
     INT,
-    JOB_NAME,
-    JOB_REQUEUE,
-    JOB_TIME,
     KILL_AFTER,
-    MEMORY,
     NO_SAVED_WORKAROUNDS,
-    PARTITION,
-    PASSTHROUGH,
-    PVC,
-    RDZV_PORT,
-    SHM_SIZE,
-    STALL,
-    STATE,
-    TERMINATION_GRACE,
-    WORKDIR,
+    Invocation,
     launch_command,
-    train_launch_command,
 )
-from isaaclab_mgpu.cli.probe import probe_nccl_cmd
-from isaaclab_mgpu.cli.scale import scale_cmd
 from isaaclab_mgpu.contract.env import DEBUG
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EXIT_REQUEUE, Interrupted, MgpuError
+from isaaclab_mgpu.launcher.jobfiles import JobOptions
+from isaaclab_mgpu.launcher.probe.config import PROBE, ProbeOptions
+from isaaclab_mgpu.launcher.scale_options import ScaleOptions
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 app = typer.Typer(
     name="mgpu",
@@ -75,79 +60,36 @@ def _root(
     """Launch, supervise and diagnose multi-GPU and multi-node RL training."""
 
 
-@app.command("dry-run", cls=LaunchCommand, context_settings=PASSTHROUGH)
-@train_launch_command
+@launch_command(app, "dry-run", job=JobOptions)
 def dry_run_cmd(
-    spec,
     json: Annotated[bool, typer.Option("--json", help="Print argv, env, ranks as JSON.")] = False,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
-    emit: EMIT = None,
-    job_name: JOB_NAME = None,
-    job_time: JOB_TIME = None,
-    partition: PARTITION = None,
-    job_requeue: JOB_REQUEUE = False,
-    rdzv_port: RDZV_PORT = None,
-    cpus_per_rank: CPUS_PER_RANK = None,
-    image: IMAGE = None,
-    shm_size: SHM_SIZE = None,
-    memory: MEMORY = None,
-    pvc: PVC = None,
-    workdir: WORKDIR = None,
-    backoff_limit: BACKOFF_LIMIT = None,
-    termination_grace: TERMINATION_GRACE = None,
+    *,
+    job: JobOptions,
     grace_period: GRACE_PERIOD = 10.0,
     kill_after: KILL_AFTER = 5.0,
+    spec: LaunchSpec,
 ) -> int:
     """Print exactly the command [bold]train[/] would exec; nothing is started."""
     del grace_period, kill_after  # train's shutdown timings: taken so a job's pod command dry-runs as is
     from isaaclab_mgpu.launch import emit_job, plan
-    from isaaclab_mgpu.launcher.jobfiles import JobOptions
 
-    job = JobOptions(
-        kind=emit, job_name=job_name, time=job_time, partition=partition, job_requeue=job_requeue,
-        rdzv_port=rdzv_port, cpus_per_rank=cpus_per_rank, image=image, shm_size=shm_size, memory=memory,
-        pvc=pvc, workdir=workdir, backoff_limit=backoff_limit, termination_grace=termination_grace,
-    )  # fmt: skip
     if job.kind is not None:
         return emit_job(spec, job)
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
 
-@app.command("submit", cls=LaunchCommand, context_settings=PASSTHROUGH)
-@train_launch_command
-def submit_cmd(
-    spec,
-    emit: EMIT = None,
-    job_name: JOB_NAME = None,
-    job_time: JOB_TIME = None,
-    partition: PARTITION = None,
-    rdzv_port: RDZV_PORT = None,
-    cpus_per_rank: CPUS_PER_RANK = None,
-    image: IMAGE = None,
-    shm_size: SHM_SIZE = None,
-    memory: MEMORY = None,
-    pvc: PVC = None,
-    workdir: WORKDIR = None,
-    backoff_limit: BACKOFF_LIMIT = None,
-    termination_grace: TERMINATION_GRACE = None,
-) -> int:
+@launch_command(app, "submit", job=JobOptions)
+def submit_cmd(*, job: JobOptions, spec: LaunchSpec) -> int:
     """Write the job file [bold]dry-run --emit[/] prints under the log root and submit it: sbatch
     (the default) or, with --emit trainjob|pytorchjob, kubectl apply."""
     from isaaclab_mgpu.launch import submit
-    from isaaclab_mgpu.launcher.jobfiles import JobOptions
 
-    job = JobOptions(
-        kind=emit or "sbatch", job_name=job_name, time=job_time, partition=partition, rdzv_port=rdzv_port,
-        cpus_per_rank=cpus_per_rank, image=image, shm_size=shm_size, memory=memory, pvc=pvc,
-        workdir=workdir, backoff_limit=backoff_limit, termination_grace=termination_grace,
-    )  # fmt: skip
     return submit(spec, job)
 
 
-@app.command("train", cls=LaunchCommand, context_settings=PASSTHROUGH)
-@train_launch_command
+@launch_command(app, "train")
 def train_cmd(
-    spec,
     dry_run: Annotated[bool, typer.Option("--dry_run", help="Print the command, start nothing.")] = False,
     json: Annotated[bool, typer.Option("--json", help="With --dry_run: print JSON.")] = False,
     no_preflight: Annotated[
@@ -157,26 +99,29 @@ def train_cmd(
     grace_period: GRACE_PERIOD = 10.0,
     kill_after: KILL_AFTER = 5.0,
     no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
+    *,
+    spec: LaunchSpec,
+    debug: bool,
 ) -> int:
     """Launch training on N ranks per node and supervise the whole process tree."""
     from isaaclab_mgpu.launch import plan, train
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions
 
-    options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after, debug=STATE.debug)
+    options = SuperviseOptions(grace_period=grace_period, kill_after=kill_after, debug=debug)
     use_saved = not no_saved_workarounds
     if dry_run:
         return plan(spec, as_json=json, use_saved_workarounds=use_saved, preflight=not no_preflight)
     return train(spec, options, preflight=not no_preflight, use_saved_workarounds=use_saved)
 
 
-@app.command("check-env", cls=LaunchCommand, context_settings=PASSTHROUGH)
-@launch_command
+@launch_command(app, "check-env")
 def check_env_cmd(
-    spec,
     json: Annotated[bool, typer.Option("--json", help="Print every check as JSON.")] = False,
     deep: Annotated[
         bool, typer.Option("--deep", help="Also import torch and jax (in subprocesses, with a timeout).")
     ] = False,
+    *,
+    spec: LaunchSpec,
 ) -> int:
     """Say what will break a launch before it happens; exit 1 when a check fails."""
     from isaaclab_mgpu.launch import check_env
@@ -204,32 +149,9 @@ def runs_cmd(
 ) -> int:
     """List training runs, newest first, from their summary.json files; or tell one run's story
     from its ledger (events.jsonl)."""
-    from pathlib import Path
+    from isaaclab_mgpu.launch import list_runs
 
-    from isaaclab_mgpu.contract.errors import UsageError
-    from isaaclab_mgpu.launcher import slurmjobs
-    from isaaclab_mgpu.launcher.runs import find_runs, last_folder, story
-    from isaaclab_mgpu.report import runs as report
-
-    if not Path(log_root).is_dir():
-        raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
-    told = None if last else story(Path(log_root))
-    if told is not None:
-        told = slurmjobs.story_status(told)  # lost when its SLURM job is over
-        (report.story_json if json else report.story)(told)
-        return 0
-    # One run more than the table shows tells it that there are more.
-    wanted = 1 if last else 0 if json or limit <= 0 else limit + 1
-    rows = find_runs(Path(log_root), limit=wanted)
-    if not last:  # on a SLURM login node: queued jobs, and lost runs whose job is over
-        rows = slurmjobs.rows_with_jobs(Path(log_root), rows)
-    if last:
-        report.last(last_folder(rows, log_root))
-    elif json:
-        report.as_json(rows)
-    else:
-        report.table(rows, log_root, limit=limit)
-    return 0
+    return list_runs(log_root, as_json=json, last=last, limit=limit)
 
 
 @app.command("stacks")
@@ -258,22 +180,47 @@ def skills_check_cmd(
     path: Annotated[str, typer.Argument(help="Project root holding skills/ and docs/.")] = ".",
 ) -> int:
     """Validate skills/ and docs/: front matter, sections, links, paths and every quoted mgpu command."""
-    from pathlib import Path
-
-    from isaaclab_mgpu import report
     from isaaclab_mgpu.cli.validate import parse_command_line
-    from isaaclab_mgpu.tools.skills_check import check_tree
+    from isaaclab_mgpu.launch import skills_check
 
-    problems = check_tree(Path(path), lambda argv: parse_command_line(app, argv))
-    return report.skills_problems(problems)
+    return skills_check(path, lambda argv: parse_command_line(app, argv))
 
 
 app.command("logs")(logs_cmd)
 app.command("cancel")(cancel_cmd)
-app.command("probe-nccl", context_settings=PASSTHROUGH)(launch_command(probe_nccl_cmd))
-app.command("scale", cls=LaunchCommand, context_settings=PASSTHROUGH)(
-    launch_command(scale_cmd, groups=(STALL,))
-)
+
+
+@launch_command(app, "probe-nccl", cls=None, options=ProbeOptions, job=JobOptions)
+def probe_nccl_cmd(
+    *,
+    options: ProbeOptions,
+    job: JobOptions,
+    no_saved_workarounds: Annotated[bool, NO_SAVED_WORKAROUNDS] = False,
+    json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON document instead of the tables.", rich_help_panel=PROBE),
+    ] = False,
+    spec: LaunchSpec,
+) -> int:
+    """Tell a communication hang from a task bug: time and check all-reduce at each world size
+    (across nodes: [bold]--nnodes N --emit sbatch[/] prints the job that runs it on every node)."""
+    from dataclasses import replace
+
+    from isaaclab_mgpu.launch import emit_probe_job, probe_nccl
+
+    options = replace(options, saved_workarounds=not no_saved_workarounds)
+    if job.kind is not None:
+        return emit_probe_job(spec, options, job, as_json=json)
+    return probe_nccl(spec, options, as_json=json)
+
+
+@launch_command(app, "scale", options=ScaleOptions)
+def scale_cmd(*, options: ScaleOptions, spec: LaunchSpec) -> int:
+    """Does scaling pay? Train briefly at each world size (and env count); speedup, efficiency, picture."""
+    # Every launch option of train and its stall watch apply to each point (see launcher/scale.py).
+    from isaaclab_mgpu.launch import scale
+
+    return scale(spec, options)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,16 +232,15 @@ def main(argv: list[str] | None = None) -> int:
         from isaaclab_mgpu.report.help import lean_help
 
         lean_help()
-    STATE.debug = os.environ.get(DEBUG, "") not in ("", "0")
+    invocation = Invocation(argv=tuple(args), debug=os.environ.get(DEBUG, "") not in ("", "0"))
     command = typer.main.get_command(app)
-    STATE.argv = list(args)
     try:
-        result = command.main(args, prog_name="mgpu", standalone_mode=False)
+        result = command.main(args, prog_name="mgpu", standalone_mode=False, obj=invocation)
     except Interrupted as exc:  # a deliberate stop, not an error
         report.stopped(str(exc), clean=exc.exit_code in (EXIT_INTERRUPTED, EXIT_REQUEUE))
         return exc.exit_code
     except MgpuError as exc:
-        if STATE.debug:
+        if invocation.debug:
             traceback.print_exc()
         report.error(str(exc))
         return exc.exit_code
@@ -304,10 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         report.stopped("stopped by Ctrl-C", clean=True)
         return EXIT_INTERRUPTED
     except click.ClickException as exc:
-        if STATE.debug:
+        if invocation.debug:
             traceback.print_exc()
         report.error(exc.format_message())
         return exc.exit_code
-    finally:
-        STATE.argv = None
     return result if isinstance(result, int) else 0

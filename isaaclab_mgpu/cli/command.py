@@ -1,8 +1,8 @@
 """The Click command class and context settings of the launch commands (train, dry-run, check-env).
 
 - **One spelling in help, all accepted.** Options are declared once, in Isaac Lab's underscore
-  spelling; the context's ``token_normalize_func`` reads ``--num-gpus`` as ``--num_gpus`` and
-  torchrun's ``--nproc_per_node`` as ``--num_gpus`` (Click normalizes only the name part of an
+  spelling; the context's ``token_normalize_func`` reads ``--num-gpus`` as ``--num_gpus`` and a
+  declared alias (torchrun's ``--nproc_per_node``) as its option (Click normalizes only the name part of an
   option, and passes unknown options on untouched), so the help lists each option once and its
   names stay readable at 80 columns.
 - **Where ``--`` was.** Click drops ``--`` and appends what followed it to the extra arguments;
@@ -19,12 +19,15 @@ from typing import Any
 import click
 from typer.core import TyperCommand
 
+from isaaclab_mgpu.launcher.options import declared, flag_of
+from isaaclab_mgpu.launcher.spec import LaunchSpec
+
 #: ``ctx.meta`` key: how many trailing extra arguments came after ``--``.
 VERBATIM = "mgpu.verbatim"
 
 
 #: Other names of a declared option (torchrun's), accepted but not listed separately in ``--help``.
-ALIASES = {"nproc_per_node": "num_gpus"}
+ALIASES = {alias: flag_of(f, opt)[2:] for f, opt in declared(LaunchSpec) for alias in opt.aliases}
 
 
 def normalize_option(name: str) -> str:

@@ -15,8 +15,10 @@ import click
 import typer
 
 from isaaclab_mgpu.cli.command import LaunchCommand
-from isaaclab_mgpu.cli.options import SHARED, STATE, spec_for
+from isaaclab_mgpu.cli.options import spec_for
 from isaaclab_mgpu.contract.errors import MgpuError
+from isaaclab_mgpu.launcher.options import declared
+from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 #: Flags of Isaac Lab's own ``train.py`` that docs may quote as training arguments.
 ISAACLAB_TRAIN_FLAGS = frozenset(
@@ -40,7 +42,6 @@ def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
     """Return None when ``mgpu argv`` parses, else a one-line reason."""
     command: Any = typer.main.get_command(app)
     words = list(argv)
-    saved_debug = STATE.debug
     try:
         group_ctx, name = typer.Context(command, info_name="mgpu"), "mgpu"
         while hasattr(command, "get_command") and words and not words[0].startswith("-"):
@@ -57,10 +58,10 @@ def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
         before = words[: words.index("--")] if "--" in words else words
         ctx = command.make_context(name, before, parent=group_ctx)
         checked = False
-        if all(n in ctx.params for n in SHARED):
+        if all(f.name in ctx.params for f, _ in declared(LaunchSpec)):
             # A launch command's training arguments for the built-in worker are checked by the
             # worker's own parser, exactly as a real launch does it.
-            spec = spec_for(ctx, {n: ctx.params[n] for n in SHARED})
+            spec = spec_for(ctx, ctx.params)
             checked = isinstance(command, LaunchCommand) and spec.builtin_worker
         if not checked:
             unknown = [a.split("=")[0] for a in ctx.args if a.startswith("--")]
@@ -71,6 +72,4 @@ def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
         return str(exc)
     except click.ClickException as exc:
         return exc.format_message()
-    finally:
-        STATE.debug = saved_debug
     return None

@@ -87,6 +87,7 @@ from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE, UsageError
 from isaaclab_mgpu.launcher.build import shell_join
+from isaaclab_mgpu.launcher.options import check_options, declared, flag_of, option
 from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
 
 KINDS = ("sbatch", "pytorchjob", "trainjob")
@@ -124,8 +125,11 @@ TRAINER_STEP_LABEL = (f"{TRAINER_API}/trainjob-ancestor-step", "trainer")
 
 #: Spec fields the job file must not fix: they differ per node and come from the scheduler.
 _PER_NODE = ("node_rank",)
-#: Command-line names of spec fields that are not ``--<field>``.
-_OPTION_NAMES = {"nproc_per_node": "--num_gpus", "module": "--module"}
+#: The ``--help`` panel of the job options, and the ones ``submit`` takes too.
+JOBS = "Job files (dry-run --emit)"
+_SUBMIT = ("dry-run", "submit")
+#: The job options ``probe-nccl --emit sbatch`` takes too.
+_PROBE = (*_SUBMIT, "probe-nccl")
 #: A Kubernetes quantity (``16Gi``, ``500M``, ``2``) and a DNS-1123 name, as the API server reads them.
 _QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE])?")
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -133,61 +137,81 @@ _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 @dataclass(frozen=True)
 class JobOptions:
-    """What a job file needs beyond the launch spec (``dry-run --emit`` options).
+    """What a job file needs beyond the launch spec (``dry-run --emit`` options; ``submit`` takes
+    some). Each option field's documentation is its ``help`` (:mod:`isaaclab_mgpu.launcher.options`).
 
     Every field but ``kind`` and ``job_name`` is None when not given, so an option given for a kind
     it does not apply to is refused even when it repeats the default (:data:`APPLIES`).
     """
 
-    kind: str | None
-    """``sbatch``, ``pytorchjob`` or ``trainjob``; None: no job file (then nothing else may be given)."""
-
-    job_name: str | None = None
-    """The job's name (``#SBATCH --job-name``, ``metadata.name``); None: ``mgpu-train``."""
-
-    time: str | None = None
-    """sbatch: the time limit (``#SBATCH --time``); None: ``04:00:00``."""
-
-    partition: str | None = None
-    """sbatch: the partition (``#SBATCH --partition``); None: the cluster's default."""
-
-    job_requeue: bool = False
-    """The old spelling of ``--requeue`` for sbatch; refused with a line naming ``--requeue``."""
-
-    rdzv_port: int | None = None
-    """sbatch, pytorchjob: the rendezvous port; None: from the job id (sbatch), 23456 (pytorchjob)."""
-
-    cpus_per_rank: int | None = None
-    """CPUs per rank (sbatch ``--cpus-per-task``, Kubernetes CPU request: ranks per node × this);
-    None: 4 for GPU ranks, 1 for CPU ranks (:data:`CPUS_PER_RANK`)."""
-
-    image: str | None = None
-    """Kubernetes: the container image (with Isaac Lab and mgpu in it); None: ``isaaclab-mgpu:latest``."""
-
-    shm_size: str | None = None
-    """Kubernetes: size of the memory volume at /dev/shm; None: ``16Gi``."""
-
-    memory: str | None = None
-    """Kubernetes: the memory request per pod; None: 16Gi per rank of the node."""
-
-    pvc: str | None = None
-    """Kubernetes: the PersistentVolumeClaim mounted at the log root; None: no volume (said in a comment)."""
-
-    workdir: str | None = None
-    """Kubernetes: the container's working directory (the log root ``logs/`` is inside); None: /workspace."""
-
-    backoff_limit: int | None = None
-    """Kubernetes: how many times a failed pod is rerun (PyTorchJob ``runPolicy.backoffLimit``,
-    the runtime's ``failurePolicy.maxRestarts``); None: 3."""
-
-    termination_grace: int | None = None
-    """Kubernetes: ``terminationGracePeriodSeconds``, SIGTERM to SIGKILL; None: 60."""
+    kind: str | None = option(
+        help="The job file that runs this launch on every node: sbatch (SLURM), pytorchjob (Kubeflow) or "
+        "trainjob (Kubeflow Trainer v2: a TrainingRuntime and a TrainJob); dry-run prints it instead of "
+        "the command, submit (default sbatch) submits it, probe-nccl (sbatch) prints the probe's job.",
+        flag="emit", metavar="sbatch|pytorchjob|trainjob", panel=JOBS, commands=_PROBE,
+    )  # fmt: skip
+    job_name: str | None = option(
+        help="Job file: the job's name (default mgpu-train; mgpu-probe for probe-nccl).",
+        metavar="NAME",
+        panel=JOBS,
+        commands=_PROBE,
+    )
+    time: str | None = option(
+        help="sbatch: the time limit (default 04:00:00).", flag="job_time", metavar="HH:MM:SS", panel=JOBS,
+        commands=_PROBE,
+    )  # fmt: skip
+    partition: str | None = option(help="sbatch: the partition.", metavar="NAME", panel=JOBS, commands=_PROBE)
+    job_requeue: bool = option(
+        False, "Refused: now --requeue.", hidden=True, panel=JOBS, commands=("dry-run",)
+    )
+    rdzv_port: int | None = option(
+        help="sbatch, pytorchjob: the rendezvous port (default: from the job id; 23456).", metavar="PORT",
+        panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    cpus_per_rank: int | None = option(
+        help="Job file: CPUs per rank (sbatch --cpus-per-task, a pod's CPU request; default 4, 1 with "
+        "--device cpu).",
+        metavar="N", panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    image: str | None = option(
+        help=f"Kubernetes: the container image, with mgpu installed (default {IMAGE}).", metavar="IMAGE",
+        panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    shm_size: str | None = option(
+        help=f"Kubernetes: size of /dev/shm, a memory volume (default {SHM_SIZE}).", metavar="SIZE",
+        panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    memory: str | None = option(
+        help=f"Kubernetes: a pod's memory request (default {MEMORY_PER_RANK_GI}Gi per rank).", metavar="SIZE",
+        panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    pvc: str | None = option(
+        help="Kubernetes: a PersistentVolumeClaim mounted at the pods' log root, so a rerun pod continues "
+        "the run (without it checkpoints die with the pod).",
+        metavar="CLAIM", panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    workdir: str | None = option(
+        help="Kubernetes: the container's working directory; logs/ in it is the log root (default "
+        f"{WORKDIR}).",
+        metavar="PATH", panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    backoff_limit: int | None = option(
+        help="Kubernetes: times a failed or evicted pod is rerun, resuming the run (default "
+        f"{BACKOFF_LIMIT}).",
+        metavar="N", panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
+    termination_grace: int | None = option(
+        help="Kubernetes: seconds from the kubelet's SIGTERM (the ranks save) to its SIGKILL (default "
+        f"{TERMINATION_GRACE}).",
+        metavar="SECONDS", panel=JOBS, commands=_SUBMIT,
+    )  # fmt: skip
 
     python: str | None = None
     """sbatch: the interpreter the job runs mgpu with (``PYTHON -m isaaclab_mgpu train``), the one
     the emitting mgpu runs in; not an option: the command layer fills it. None: ``mgpu`` from PATH."""
 
     def __post_init__(self) -> None:
+        check_options(self)
         if self.kind is not None and self.kind not in KINDS:
             raise UsageError(
                 f"--emit {self.kind!r} is not a job file kind; choose sbatch, pytorchjob or trainjob"
@@ -260,22 +284,20 @@ APPLIES: dict[str, tuple[str, ...]] = {
     "termination_grace": KUBERNETES,
 }
 #: Command-line names of the :class:`JobOptions` fields.
-_OPTION = {**{name: f"--{name}" for name in APPLIES}, "time": "--job_time"}
+_OPTION = {f.name: flag_of(f) for f in dataclasses.fields(JobOptions) if f.metadata}
 
 
 def train_argv(spec: LaunchSpec) -> list[str]:
     """``mgpu train``, each option of ``spec`` that differs from its default, the training arguments."""
     argv = ["mgpu", "train"]
-    for f in dataclasses.fields(LaunchSpec):
+    for f, opt in declared(LaunchSpec):
         value = getattr(spec, f.name)
-        if f.name in ("training_args", "command_line") or value == f.default:
+        if value == f.default:
             continue
-        if f.name == "inject_distributed":
-            argv.append("--inject_distributed" if value else "--no_inject_distributed")
-        elif value is True:
-            argv.append(_option(f.name))
+        if isinstance(value, bool):  # a flag, or the off flag of a pair (--no_inject_distributed)
+            argv.append(flag_of(f, opt) if value else "--" + opt.off[0])  # type: ignore[index]
         else:
-            argv += [_option(f.name), _typed(value)]
+            argv += [flag_of(f, opt), _typed(value)]
     return [*argv, *spec.training_args]
 
 
@@ -682,10 +704,6 @@ def _fixed_nodes(spec: LaunchSpec, kind: str) -> int:
 
 def _backoff(options: JobOptions) -> int:
     return BACKOFF_LIMIT if options.backoff_limit is None else options.backoff_limit
-
-
-def _option(name: str) -> str:
-    return _OPTION_NAMES.get(name, spelling(name))
 
 
 def _typed(value: object) -> str:

@@ -57,7 +57,13 @@ from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.contract.layout import STAMP_FORMAT
 from isaaclab_mgpu.launcher import cluster, nvml
 from isaaclab_mgpu.launcher.cluster import DEFAULT_JAX_PORT, DEFAULT_MASTER_PORT, first_slurm_host
-from isaaclab_mgpu.launcher.spec import LaunchSpec, node_counts, parse_nproc, split_host_port
+from isaaclab_mgpu.launcher.spec import (
+    CPU_RANKS_PER_CORE,
+    LaunchSpec,
+    node_counts,
+    parse_nproc,
+    split_host_port,
+)
 
 __all__ = [
     "DEFAULT_JAX_PORT",
@@ -70,10 +76,6 @@ __all__ = [
     "probe_machine",
     "resolve",
 ]
-
-#: CPU ranks per logical CPU beyond which a ``--device cpu`` count is taken for a typo (a CPU rank
-#: is a whole training process; past a few per core they only time-slice).
-CPU_RANKS_PER_CORE = 4
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -67,15 +66,12 @@ from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageErro
 from isaaclab_mgpu.contract.lines import ITERATION
 from isaaclab_mgpu.launcher import jobfiles, nvml
 from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
+from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 
-#: Iterations per point unless ``--iterations`` says otherwise: the first is warm-up.
-DEFAULT_ITERATIONS = 30
 #: World sizes on CPU ranks unless ``--world_sizes`` says otherwise.
 CPU_WORLD_SIZES = (1, 2)
-#: Fewest iterations a point may run: one warm-up and at least two measured.
-MIN_ITERATIONS = summaries.WARMUP_ITERATIONS + 2
 #: The JSON file and the picture in the output folder.
 JSON_NAME, PNG_NAME = "scale.json", "scale.png"
 #: Seconds between NVML samples while a point runs on GPUs.
@@ -87,59 +83,6 @@ _OWNED = {
     "resume": "a point always starts afresh: leave it out",
 }
 _STATUS_OK = "ok"
-
-
-@dataclass(frozen=True)
-class ScaleOptions:
-    """What ``mgpu scale`` sweeps and how long each point runs."""
-
-    world_sizes: tuple[int, ...] | None = None
-    """Total ranks per point (all nodes); None: 1, 2, 4, … up to the visible GPUs (CPU: 1, 2)."""
-
-    num_envs: tuple[int, ...] | None = None
-    """Environments per rank, one sweep line each; None: the task's default."""
-
-    iterations: int = DEFAULT_ITERATIONS
-    """Training iterations per point, the warm-up included."""
-
-    target_reward: float | None = None
-    """Mean episode reward whose first arrival is timed (wall seconds from the point's start)."""
-
-    out: str | None = None
-    """Output folder; None: ``<log root>/scale/<stamp>``."""
-
-    ceiling: bool = True
-    """CPU ranks: also run each world size as that many independent one-rank trainings."""
-
-    point_timeout: float = 0.0
-    """Seconds a point may run before it is stopped and recorded as timed out (0: no limit)."""
-
-    def __post_init__(self) -> None:
-        if self.iterations < MIN_ITERATIONS:
-            raise UsageError(
-                f"--iterations {self.iterations}: a point needs at least {MIN_ITERATIONS} (the first "
-                "is warm-up, the rest are measured)"
-            )
-        if not self.point_timeout >= 0:
-            raise UsageError(f"--point_timeout {self.point_timeout!r} must be 0 (no limit) or more seconds")
-
-
-def parse_counts(text: str | None, option: str) -> tuple[int, ...] | None:
-    """``1,2,4`` as positive integers in the order given; None for None; bad text is a UsageError."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    counts: list[int] = []
-    for part in parts:
-        if not re.fullmatch(r"[0-9]+", part, re.ASCII) or int(part) < 1:
-            raise UsageError(
-                f"{option} {text!r}: {part!r} is not a positive whole number; give a comma-separated "
-                "list such as 1,2,4"
-            )
-        if int(part) in counts:
-            raise UsageError(f"{option} {text!r} lists {int(part)} twice; list each value once")
-        counts.append(int(part))
-    return tuple(counts)
 
 
 @dataclass(frozen=True)

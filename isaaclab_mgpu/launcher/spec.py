@@ -5,9 +5,16 @@ only input of :func:`isaaclab_mgpu.launcher.resolve.resolve`. Every field that m
 ``train_multigpu`` / torchrun option is ``None`` when the user did not set it, so the builder can
 forward exactly the options that were given, as Isaac Lab does.
 
-Validation here is static (ranges, choices, formats, combinations that cannot apply to the chosen
-launch path). Anything that needs to look at the machine (visible GPUs, ports, files, SLURM)
-belongs to ``resolve``. Every failure raises :class:`~isaaclab_mgpu.contract.errors.UsageError` with one
+**Each launch option is declared here, once**, as a field of :class:`LaunchSpec` in the form of
+:mod:`isaaclab_mgpu.launcher.options`: its spelling, type, default, help (which is the field's
+documentation), ``--help`` panel, parser and checks. The commands' Typer signatures come from these
+declarations (:mod:`isaaclab_mgpu.cli.options`); ``docs/commands.md`` lists each one
+(``tests/test_docs.py``). Fields are in ``--help`` order.
+
+Validation here is static: each value on its own (its declaration's ``parse``, ``choices`` and
+``check``), then the combinations that cannot apply to the chosen launch path (:func:`_validate`).
+Anything that needs to look at the machine (visible GPUs, ports, files, SLURM) belongs to
+``resolve``. Every failure raises :class:`~isaaclab_mgpu.contract.errors.UsageError` with one
 line naming the value and the fix.
 
 Shapes every value must have, whatever its option: no control character in any text (a newline in
@@ -16,31 +23,38 @@ Shapes every value must have, whatever its option: no control character in any t
 non-empty and made of the characters a host name or address has; at most
 :data:`MAX_RANKS_PER_NODE` ranks per node and :data:`MAX_NODES` nodes. For the built-in worker,
 ``--run_name`` and ``--experiment_name`` name one folder inside the log root: no ``/``, and never
-``.`` or ``..``.
+``.`` or ``..`` (the worker's parser judges those).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from isaaclab_mgpu.contract import faults, worker_args
 from isaaclab_mgpu.contract.devices import GPU_UUID, index_entry
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, DEFAULT_TASK
 from isaaclab_mgpu.contract.progress import AUTO
-from isaaclab_mgpu.contract.text import has_control
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
+from isaaclab_mgpu.launcher.options import (
+    INTEGER,
+    LAUNCHING,
+    RUNNING,
+    at_least,
+    check_options,
+    from_text,
+    number,
+    option,
+    parse_one,
+)
 
-RL_LIBRARIES = ("rsl_rl", "skrl", "rl_games")
-ML_FRAMEWORKS = ("torch", "jax")
-DEVICES = ("cuda", "cpu")
 NPROC_TOKENS = ("gpu", "cpu", "auto")
 RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
-START_METHODS = ("spawn", "fork", "forkserver")
 
 #: Where the nodes of a launch meet: node count and rank, then the rendezvous (torchrun's names).
 RENDEZVOUS_OPTIONS = (
@@ -77,20 +91,203 @@ MAX_RANKS_PER_NODE = 1024
 #: More nodes than any cluster has: refused as a typo too.
 MAX_NODES = 65536
 
-#: An integer as typed in ASCII digits (``int`` alone also reads full-width digits and ``1_0``).
-_INT = re.compile(r"^[+-]?[0-9]+$")
 #: A host name, IPv4 address, or IPv6 address (bare, or in brackets, with a zone).
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[\w.:-]+(%[\w.-]+)?)$", re.ASCII)
 
+#: ``--help`` panels of the launch options.
+LAUNCH = "Launch options"
+STALLS = "Hang detection (train)"
+PROGRAM = "Your own training program (instead of the built-in worker)"
+TORCHRUN = "torchrun options (forwarded when set)"
+LOGS = "Logs"
+RESTARTS = "Restarts, resume and requeue (train)"
+#: CPU ranks per logical CPU beyond which a ``--device cpu`` count is taken for a typo (a CPU rank
+#: is a whole training process; past a few per core they only time-slice). ``resolve`` applies it.
+CPU_RANKS_PER_CORE = 4
+
 
 def spelling(name: str) -> str:
-    """Return the command-line spelling of a spec field (Isaac Lab's underscore form)."""
+    """Return the torchrun/Isaac Lab spelling of spec field ``name`` (``--nproc_per_node``); ``--help``
+    lists :func:`~isaaclab_mgpu.launcher.options.flag_of`'s."""
     return "--" + name
+
+
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
+_BACKEND_NAME = re.compile(r"^[A-Za-z][\w.-]*$", re.ASCII)
+_STD_SPEC = re.compile(r"^([0-3]|\d+:[0-3](,\d+:[0-3])*)$", re.ASCII)
+
+
+def split_host_port(value: str, option: str, *, port_required: bool) -> tuple[str, int | None]:
+    """Split ``host[:port]`` (IPv6 in brackets), raising a UsageError naming ``option``."""
+    m = _HOST_PORT.match(value)
+    if not m or not _HOST.match(m.group("host")):
+        need = "host:port" if port_required else "host[:port]"
+        raise UsageError(f"{option} {value!r} is malformed; give it as {need}, e.g. node01:29500")
+    port = m.group("port")
+    if port is None:
+        if port_required:
+            raise UsageError(f"{option} {value!r} has no port; give it as host:port, e.g. {value}:5000")
+        return m.group("host"), None
+    return m.group("host"), check_port(port, option)
+
+
+def check_port(value: object, option: str) -> int:
+    """Return ``value`` as a TCP port, or raise a UsageError naming ``option``."""
+    text = str(value).strip()
+    port = int(text) if INTEGER.match(text) else -1
+    if not 1 <= port <= 65535:
+        raise UsageError(f"{option} {value} is not a port; use a number from 1 to 65535")
+    return port
+
+
+def node_counts(nnodes: str | None) -> tuple[int, int]:
+    """``(MIN, MAX)`` of ``--nnodes N`` (``(N, N)``) or torchrun's ``MIN:MAX``; ``(1, 1)`` when unset.
+
+    The one reader of the ``nnodes`` notation; raises a UsageError when it is malformed.
+    """
+    if nnodes is None:
+        return 1, 1
+    parts = nnodes.split(":")
+    counts = [int(p) for p in parts] if all(INTEGER.match(p.strip()) for p in parts) else []
+    if not counts or len(parts) > 2 or min(counts) < 1 or counts != sorted(counts):
+        raise UsageError(f"--nnodes {nnodes!r} must be a positive integer (or MIN:MAX)")
+    if counts[-1] > MAX_NODES:
+        raise UsageError(f"--nnodes {nnodes}: no cluster has that many nodes; give at most {MAX_NODES}")
+    return counts[0], counts[-1]
+
+
+def parse_nproc(value: str) -> int | str:
+    """Return the rank count as an int, or one of torchrun's tokens gpu/cpu/auto."""
+    text = value.strip().lower()
+    if text in NPROC_TOKENS:
+        return text
+    if not INTEGER.match(text):
+        raise UsageError(
+            f"--num_gpus {value!r} is not a rank count; use a positive integer or gpu, cpu, auto"
+        )
+    n = int(text)
+    if n < 1:
+        raise UsageError(f"--num_gpus {value!r} must be at least 1")
+    if n > MAX_RANKS_PER_NODE:
+        raise UsageError(
+            f"--num_gpus {value}: no machine runs that many ranks on one node; give at most "
+            f"{MAX_RANKS_PER_NODE} (ranks per node, not in all: --nnodes multiplies them)"
+        )
+    return n
+
+
+def parse_gpu_ids(value: str) -> tuple[str, ...]:
+    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one.
+
+    The notation is CUDA_VISIBLE_DEVICES' (:mod:`isaaclab_mgpu.contract.devices`), but an option
+    is read strictly: an entry CUDA would stop at is an error here, not the end of the list.
+    """
+    ids: list[str] = []
+    for raw in str(value).split(","):
+        item = raw.strip()
+        index = index_entry(item)
+        if index is None and not GPU_UUID.match(item):
+            raise UsageError(
+                f"--gpu_ids {value!r}: {item!r} is neither a GPU index nor a GPU-/MIG- UUID; "
+                "use e.g. --gpu_ids 0,2 (nvidia-smi -L lists the UUIDs)"
+            )
+        item = index or item
+        if item in ids:
+            raise UsageError(f"--gpu_ids {value!r}: {item} is listed twice; list each GPU once")
+        ids.append(item)
+    return tuple(ids)
+
+
+def check_host(value: str, option: str) -> str:
+    """Return ``value`` when it is a host name or address, or raise a UsageError naming ``option``."""
+    if not value.strip():
+        raise UsageError(f"{option} is empty; give the host name or address of node 0, e.g. node01")
+    if not _HOST.match(value):
+        raise UsageError(
+            f"{option} {value!r} is not a host name or address; use e.g. node01, 10.0.0.1 or [fe80::1]"
+        )
+    return value
+
+
+def _stall_seconds(text: str, flag: str) -> float | str:
+    return AUTO if text.strip().lower() == AUTO else _SECONDS_OR_AUTO(text, flag)
+
+
+_SECONDS_OR_AUTO = number(float, "a valid number of seconds or auto")
+
+
+def _seconds(value: Any, flag: str) -> None:
+    if value != AUTO and not (isinstance(value, float | int) and value >= 0):
+        shown = f"{value:g}" if isinstance(value, float | int) else repr(value)
+        raise UsageError(f"{flag} {shown} must be 0 (off) or a number of seconds")
+
+
+def _rdzv_backend(value: str, flag: str) -> None:
+    # torchrun also accepts backends registered by plugins, so only the shape is checked.
+    if not _BACKEND_NAME.match(value):
+        raise UsageError(
+            f"{flag} {value!r} is not a backend name; use one of {', '.join(RDZV_BACKENDS)} or a "
+            "registered plugin's name"
+        )
+
+
+def _streams(value: str, flag: str) -> None:
+    if not _STD_SPEC.match(value):
+        raise UsageError(
+            f"{flag} {value!r} is not a stream spec; use 0 (none), 1 (stdout), 2 (stderr), 3 (both), "
+            "or per local rank like 0:3,1:1"
+        )
+
+
+def _local_ranks(value: str, flag: str) -> None:
+    if not local_ranks(value) or min(local_ranks(value)) < 0:
+        raise UsageError(f"{flag} {value!r} is not a list of local ranks; use e.g. 0 or 0,1")
+
+
+def local_ranks(value: str) -> list[int]:
+    """The ranks of ``--local_ranks_filter`` (``[]`` when it is malformed)."""
+    parts = value.split(",")
+    return [int(r) for r in parts] if all(INTEGER.match(r.strip()) for r in parts) else []
+
+
+def _gpu_ids(ids: tuple[str, ...], flag: str) -> None:
+    shown = ",".join(ids)
+    if not ids:
+        raise UsageError(f"{flag} is empty; list the GPUs to use, e.g. --gpu_ids 0,2")
+    if len(ids) > MAX_RANKS_PER_NODE:
+        raise UsageError(
+            f"{flag} names {len(ids)} GPUs: no machine has that many; list at most {MAX_RANKS_PER_NODE}"
+        )
+    if tuple(parse_gpu_ids(shown)) != tuple(ids):
+        raise UsageError(f"{flag} {shown!r} is malformed; use e.g. --gpu_ids 0,2")
+
+
+def _requeue_signal(value: str, flag: str) -> None:
+    if value.upper().removeprefix("SIG") not in REQUEUE_SIGNALS:
+        raise UsageError(
+            f"{flag} {value!r} is not a warning signal; use one of {', '.join(REQUEUE_SIGNALS)} "
+            "(the one #SBATCH --signal names)"
+        )
+
+
+def _fault(value: str, flag: str) -> None:
+    try:
+        faults.parse(value)
+    except ValueError as exc:
+        raise UsageError(f"{flag} {value!r} {exc}") from None
+
+
+def _positive(value: float, flag: str) -> None:
+    if not value > 0:
+        raise UsageError(f"{flag} {value} must be a positive number of seconds")
 
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """A validated request to launch ``nproc_per_node`` ranks on each of ``nnodes`` nodes."""
+    """A validated request to launch ``nproc_per_node`` ranks on each of ``nnodes`` nodes.
+
+    Each option field's documentation is its ``help`` (see the module docstring).
+    """
 
     training_args: tuple[str, ...] = ()
     """Arguments for the worker, forwarded verbatim and in order (incl. ``key=value`` presets)."""
@@ -99,126 +296,154 @@ class LaunchSpec:
     """The command line as typed after ``mgpu`` (empty when built in code): what an interrupted run
     prints, with ``--resume`` of its folder, as the line that continues it."""
 
-    rl_library: str | None = None
-    """``rsl_rl``, ``skrl`` or ``rl_games`` (Isaac Lab tasks); ``None`` means rsl_rl (Isaac Lab's default)."""
+    nproc_per_node: str | None = option(
+        help="Ranks per node (also --nproc_per_node). Default: every visible GPU; 1 with --device cpu. "
+        "gpu: one per visible GPU. cpu, auto: torchrun's meaning, one rank per CPU core, each still "
+        "on a GPU unless --device cpu.",
+        flag="num_gpus", aliases=("nproc_per_node",), metavar="N|gpu|cpu|auto", panel=LAUNCH,
+        check=lambda value, _: parse_nproc(value),
+    )  # fmt: skip
+    gpu_ids: tuple[str, ...] | None = option(
+        help="GPUs to run on: indices or UUIDs, e.g. 0,2 (within CUDA_VISIBLE_DEVICES when set).",
+        names=("--gpus",), metavar="IDS", panel=LAUNCH, parse=lambda text, _: parse_gpu_ids(text),
+        check=_gpu_ids,
+    )  # fmt: skip
+    rl_library: str | None = option(
+        help="rsl_rl (default), skrl or rl_games.", panel=LAUNCH, choices=("rsl_rl", "skrl", "rl_games")
+    )
+    ml_framework: str | None = option(
+        help="torch (default) or jax, for skrl.", panel=LAUNCH, choices=("torch", "jax")
+    )
+    device: Device = option(
+        "cuda", "cuda: a GPU per rank, NCCL. cpu: CPU ranks, gloo.", panel=LAUNCH, choices=("cuda", "cpu")
+    )
+    oversubscribe_cpu: bool = option(
+        False,
+        f"--device cpu: allow more than {CPU_RANKS_PER_CORE} ranks per CPU (train refuses them).",
+        panel=LAUNCH,
+    )
+    script: str | None = option(help="Run this training script.", panel=PROGRAM, metavar="PATH")
+    module: str | None = option(
+        help="Run this Python module.", names=("-m",), panel=PROGRAM, metavar="MODULE"
+    )
+    inject_distributed: bool | None = option(
+        help="Append --distributed (built-in worker: default).", panel=PROGRAM,
+        off=("no_inject_distributed", "Never append --distributed."),
+    )  # fmt: skip
+    nnodes: str | None = option(
+        help="Nodes: N or MIN:MAX.", panel=TORCHRUN, check=lambda value, _: node_counts(value)
+    )
+    node_rank: int | None = option(
+        help="This node's rank.", panel=TORCHRUN,
+        parse=number(int, "an integer; node ranks run from 0 to nnodes-1"),
+        check=at_least(0, "must be 0 or more"),
+    )  # fmt: skip
+    coordinator_address: str | None = option(
+        help="JAX coordinator host:port (skrl JAX).", panel=TORCHRUN,
+        check=lambda value, flag: split_host_port(value, flag, port_required=True),
+    )  # fmt: skip
+    master_addr: str | None = option(
+        help="Rank-0 node address.",
+        panel=TORCHRUN,
+        check=check_host,
+    )
+    master_port: int | None = option(
+        help="Rank-0 node port.", panel=TORCHRUN, parse=check_port,
+        check=check_port,
+    )  # fmt: skip
+    rdzv_backend: str | None = option(
+        help="static, c10d, etcd or etcd-v2.", panel=TORCHRUN, check=_rdzv_backend
+    )
+    rdzv_endpoint: str | None = option(
+        help="Rendezvous host[:port].", panel=TORCHRUN,
+        check=lambda value, flag: split_host_port(value, flag, port_required=False),
+    )  # fmt: skip
+    rdzv_id: str | None = option(help="Rendezvous id of the job.", panel=TORCHRUN)
+    max_restarts: int | None = option(
+        help="Restarts after a failed or hung attempt, each resuming from the run's newest checkpoint in "
+        "the same run folder (mgpu's own; torchrun gets none).",
+        panel=RESTARTS, parse=number(int, "an integer count of restarts"),
+        check=at_least(0, "must be 0 or more"),
+    )  # fmt: skip
+    monitor_interval: float | None = option(
+        help="Seconds between worker checks.", panel=TORCHRUN,
+        parse=number(float, "a number of seconds"), check=_positive,
+    )  # fmt: skip
+    start_method: str | None = option(
+        help="spawn, fork or forkserver.", panel=TORCHRUN, choices=("spawn", "fork", "forkserver")
+    )
+    role: str | None = option(help="Worker role name.", panel=TORCHRUN)
+    virtual_local_rank: bool = option(False, "Every worker sees LOCAL_RANK=0.", panel=TORCHRUN)
+    tee: str | None = option(
+        help="Streams to console and files: 0-3 or rank:v,...", panel=LOGS, check=_streams
+    )
+    redirects: str | None = option(
+        help="Streams to files only: 0-3 or rank:v,...", panel=LOGS, check=_streams
+    )
+    local_ranks_filter: str | None = option(
+        help="Local ranks shown on the console (default 0).", panel=LOGS, check=_local_ranks
+    )
+    log_dir: str | None = option(help="Per-rank log folder (default logs/mgpu).", panel=LOGS)
+    log_all_ranks: bool = option(False, "Show every rank on the console.", panel=LOGS)
 
-    ml_framework: str | None = None
-    """``torch`` or ``jax`` (skrl only); ``jax`` selects skrl's JAX launch contract."""
+    stall_timeout: float | str = option(
+        AUTO,
+        "Seconds a rank may make no training progress before mgpu dumps every rank's stack, names the "
+        "stalled rank and stops the run (exit 4). auto (the default): 20x the run's median steady "
+        "iteration, at least 30 s (900 s, or --startup_timeout if more, until the first steady "
+        "iterations and while a checkpoint is written). 0: off.",
+        panel=STALLS, metavar="SECONDS|auto", parse=_stall_seconds, check=_seconds, commands=LAUNCHING,
+    )  # fmt: skip
+    startup_timeout: float = option(
+        900.0,
+        "Seconds this node's ranks may report no start-up progress (rendezvous, process group, "
+        "environments, first broadcast) before the launch counts as hung. 0: off.",
+        panel=STALLS, metavar="SECONDS", check=_seconds, commands=LAUNCHING,
+    )  # fmt: skip
+    stall_on_silence: bool = option(
+        False,
+        "For a --script/-m program that reports no progress: count a rank as stalled after "
+        "--stall_timeout seconds without output.",
+        panel=STALLS, commands=LAUNCHING,
+    )  # fmt: skip
 
-    device: Device = "cuda"
-    """``cuda``: one GPU per rank, NCCL. ``cpu``: CPU ranks with gloo, no GPU needed."""
-
-    nproc_per_node: str | None = None
-    """Ranks per node: a positive integer or torchrun's ``gpu``/``cpu``/``auto``; ``None`` = default."""
-
-    nnodes: str | None = None
-    """Number of nodes, ``N`` or torchrun's elastic ``MIN:MAX``."""
-
-    node_rank: int | None = None
-    """This node's rank among ``nnodes`` (0-based)."""
-
-    coordinator_address: str | None = None
-    """JAX coordinator ``host:port`` (skrl JAX only)."""
-
-    master_addr: str | None = None
-    """torchrun ``--master_addr``: address of the rank-0 node (static rendezvous)."""
-
-    master_port: int | None = None
-    """torchrun ``--master_port``: port of the rank-0 node's store (static rendezvous)."""
-
-    rdzv_backend: str | None = None
-    """torchrun rendezvous backend: static, c10d, etcd or etcd-v2."""
-
-    rdzv_endpoint: str | None = None
-    """torchrun rendezvous endpoint ``host[:port]``."""
-
-    rdzv_id: str | None = None
-    """torchrun rendezvous id shared by every node of one job."""
-
-    max_restarts: int | None = None
-    """Restarts after a failed or hung attempt, each resuming from the run's newest checkpoint
-    (mgpu's own restarts: the launcher itself gets none)."""
-
-    monitor_interval: float | None = None
-    """torchrun ``--monitor_interval`` in seconds."""
-
-    start_method: str | None = None
-    """torchrun ``--start_method``: spawn, fork or forkserver."""
-
-    role: str | None = None
-    """torchrun ``--role`` name shown in log prefixes."""
-
-    tee: str | None = None
-    """torchrun ``--tee``: 0-3 or ``rank:value,...``; copy streams to console and log files."""
-
-    redirects: str | None = None
-    """torchrun ``--redirects``: 0-3 or ``rank:value,...``; send streams to log files only."""
-
-    local_ranks_filter: str | None = None
-    """Comma-separated local ranks whose output reaches the console."""
-
-    log_dir: str | None = None
-    """Folder for per-rank log files."""
-
-    log_all_ranks: bool = False
-    """Show every rank on the console instead of local rank 0 only."""
-
-    virtual_local_rank: bool = False
-    """torchrun ``--virtual_local_rank``: every worker sees LOCAL_RANK=0."""
-
-    script: str | None = None
-    """Run this torchrun-style training script instead of the built-in worker."""
-
-    module: str | None = None
-    """Run this Python module (``-m``) instead of the built-in worker."""
-
-    inject_distributed: bool | None = None
-    """Append ``--distributed`` to the worker arguments; default: only for the built-in worker."""
-
-    gpu_ids: tuple[str, ...] | None = None
-    """GPUs for this node's ranks (``--gpu_ids 0,2``): indices or ``GPU-``/``MIG-`` UUIDs. Indices
-    count within an existing ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do."""
-
-    stall_timeout: float | str = AUTO
-    """Seconds a training rank may go without reporting progress before the run counts as hung (0:
-    off), or ``auto``: a bound that follows the run's steady iteration times
-    (:data:`~isaaclab_mgpu.contract.progress.AUTO_FACTOR` times their median, at least
-    :data:`~isaaclab_mgpu.contract.progress.AUTO_FLOOR_S`; see :mod:`.supervise.stall`)."""
-
-    startup_timeout: float = 900.0
-    """Seconds the ranks of a node may go without any start-up progress (rendezvous, process group,
-    environments, first broadcast) before the launch counts as hung (0: off)."""
-
-    stall_on_silence: bool = False
-    """Also count a rank that reports no progress (a user script) as stalled after
-    ``stall_timeout`` seconds without output."""
-
-    oversubscribe_cpu: bool = False
-    """Let ``train`` start more CPU ranks than :data:`~isaaclab_mgpu.launcher.resolve.CPU_RANKS_PER_CORE`
-    per core (``--device cpu``); without it such a count is refused as a typo."""
-
-    requeue: bool = False
-    """SLURM: after the requeue signal's checkpoint, node 0 runs ``scontrol requeue`` and mgpu exits 75."""
-
-    requeue_signal: str = "USR1"
-    """The signal (without ``SIG``) that asks the ranks to checkpoint at the next iteration and stop."""
-
-    simulate_fault: str | None = None
-    """A fault the run meets for real, ``KIND@ITERATION[,rank=R]`` (kill, hang, requeue; see
-    :mod:`isaaclab_mgpu.contract.faults`), to rehearse restarts, the stall watch and requeues."""
-
-    keep_checkpoints: int | None = None
-    """Rank 0 keeps the newest N checkpoints of the run, deleting older ones once a new one is whole
-    (built-in worker and Isaac Lab tasks; None: keep all, as the libraries do)."""
+    requeue: bool = option(
+        False,
+        "SLURM: after the requeue signal's checkpoint, node 0 runs scontrol requeue $SLURM_JOB_ID and "
+        "mgpu exits 75. dry-run --emit sbatch --requeue also writes #SBATCH --requeue and "
+        "--open-mode=append.",
+        panel=RESTARTS, commands=RUNNING,
+    )  # fmt: skip
+    keep_checkpoints: int | None = option(
+        help="Keep only the newest N checkpoints of the run (the built-in worker's model_<N>.pt, Isaac "
+        "Lab's rsl-rl model_<N>.pt, skrl agent_<N>.pt, rl-games nn/last_*.pth); older ones are deleted "
+        "once a new one is whole on disk. Default: keep all.",
+        panel=RESTARTS, metavar="N", commands=RUNNING,
+        parse=number(int, "an integer count of checkpoints (1 or more)"),
+        check=at_least(
+            1, "keeps nothing to resume from; give 1 or more (leave it out to keep every checkpoint)"
+        ),
+    )  # fmt: skip
+    requeue_signal: str = option(
+        "USR1",
+        "The signal that asks the ranks to checkpoint at the next iteration and stop (SLURM: #SBATCH "
+        "--signal=USR1@90).",
+        panel=RESTARTS, metavar="SIGNAL", commands=RUNNING, check=_requeue_signal,
+    )  # fmt: skip
+    simulate_fault: str | None = option(
+        help="Rehearse a failure: KIND@ITERATION[,rank=R] with KIND kill (the rank SIGKILLs itself), hang "
+        "(it freezes) or requeue (its mgpu gets the requeue signal), in the first attempt, so "
+        "--max_restarts, --stall_timeout and --requeue prove themselves.",
+        panel=RESTARTS, metavar="KIND@IT[,rank=R]", commands=RUNNING, check=_fault,
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         _validate(self)
 
     @classmethod
     def from_options(cls, training_args: tuple[str, ...], **options: object) -> LaunchSpec:
-        """Build a spec from command-line values (numbers may still be strings)."""
-        typed = {name: _coerce(name, value) for name, value in options.items()}
-        return cls(training_args=tuple(training_args), **typed)
+        """Build a spec from command-line values (text is read by each option's parser)."""
+        return from_text(cls, training_args=tuple(training_args), **options)
 
     @property
     def library(self) -> str:
@@ -297,142 +522,19 @@ class LaunchSpec:
         return node_counts(self.nnodes)[1]
 
 
-_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
-_BACKEND_NAME = re.compile(r"^[A-Za-z][\w.-]*$", re.ASCII)
-_STD_SPEC = re.compile(r"^([0-3]|\d+:[0-3](,\d+:[0-3])*)$", re.ASCII)
-
-
-def split_host_port(value: str, option: str, *, port_required: bool) -> tuple[str, int | None]:
-    """Split ``host[:port]`` (IPv6 in brackets), raising a UsageError naming ``option``."""
-    m = _HOST_PORT.match(value)
-    if not m or not _HOST.match(m.group("host")):
-        need = "host:port" if port_required else "host[:port]"
-        raise UsageError(f"{option} {value!r} is malformed; give it as {need}, e.g. node01:29500")
-    port = m.group("port")
-    if port is None:
-        if port_required:
-            raise UsageError(f"{option} {value!r} has no port; give it as host:port, e.g. {value}:5000")
-        return m.group("host"), None
-    return m.group("host"), check_port(port, option)
-
-
-def check_port(value: object, option: str) -> int:
-    """Return ``value`` as a TCP port, or raise a UsageError naming ``option``."""
-    text = str(value).strip()
-    port = int(text) if _INT.match(text) else -1
-    if not 1 <= port <= 65535:
-        raise UsageError(f"{option} {value} is not a port; use a number from 1 to 65535")
-    return port
-
-
-def node_counts(nnodes: str | None) -> tuple[int, int]:
-    """``(MIN, MAX)`` of ``--nnodes N`` (``(N, N)``) or torchrun's ``MIN:MAX``; ``(1, 1)`` when unset.
-
-    The one reader of the ``nnodes`` notation; raises a UsageError when it is malformed.
-    """
-    if nnodes is None:
-        return 1, 1
-    parts = nnodes.split(":")
-    counts = [int(p) for p in parts] if all(_INT.match(p.strip()) for p in parts) else []
-    if not counts or len(parts) > 2 or min(counts) < 1 or counts != sorted(counts):
-        raise UsageError(f"--nnodes {nnodes!r} must be a positive integer (or MIN:MAX)")
-    if counts[-1] > MAX_NODES:
-        raise UsageError(f"--nnodes {nnodes}: no cluster has that many nodes; give at most {MAX_NODES}")
-    return counts[0], counts[-1]
-
-
-def parse_nproc(value: str) -> int | str:
-    """Return the rank count as an int, or one of torchrun's tokens gpu/cpu/auto."""
-    text = value.strip().lower()
-    if text in NPROC_TOKENS:
-        return text
-    if not _INT.match(text):
-        raise UsageError(
-            f"--num_gpus {value!r} is not a rank count; use a positive integer or gpu, cpu, auto"
-        )
-    n = int(text)
-    if n < 1:
-        raise UsageError(f"--num_gpus {value!r} must be at least 1")
-    if n > MAX_RANKS_PER_NODE:
-        raise UsageError(
-            f"--num_gpus {value}: no machine runs that many ranks on one node; give at most "
-            f"{MAX_RANKS_PER_NODE} (ranks per node, not in all: --nnodes multiplies them)"
-        )
-    return n
-
-
-def parse_gpu_ids(value: str) -> tuple[str, ...]:
-    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one.
-
-    The notation is CUDA_VISIBLE_DEVICES' (:mod:`isaaclab_mgpu.contract.devices`), but an option
-    is read strictly: an entry CUDA would stop at is an error here, not the end of the list.
-    """
-    ids: list[str] = []
-    for raw in str(value).split(","):
-        item = raw.strip()
-        index = index_entry(item)
-        if index is None and not GPU_UUID.match(item):
-            raise UsageError(
-                f"--gpu_ids {value!r}: {item!r} is neither a GPU index nor a GPU-/MIG- UUID; "
-                "use e.g. --gpu_ids 0,2 (nvidia-smi -L lists the UUIDs)"
-            )
-        item = index or item
-        if item in ids:
-            raise UsageError(f"--gpu_ids {value!r}: {item} is listed twice; list each GPU once")
-        ids.append(item)
-    return tuple(ids)
-
-
-def _number(kind: type, what: str) -> Callable[[str, object], object]:
-    def convert(name: str, value: object) -> object:
-        text = str(value).strip()
-        try:
-            if not text.isascii() or (kind is int and not _INT.match(text)):
-                raise ValueError(text)
-            return kind(text)
-        except ValueError:
-            raise UsageError(f"{spelling(name)} {value!r} is not {what}") from None
-
-    return convert
-
-
-_COERCE: dict[str, Callable[[str, object], object]] = {
-    "master_port": lambda name, value: check_port(value, spelling(name)),
-    "node_rank": _number(int, "an integer; node ranks run from 0 to nnodes-1"),
-    "max_restarts": _number(int, "an integer count of restarts"),
-    "keep_checkpoints": _number(int, "an integer count of checkpoints (1 or more)"),
-    "monitor_interval": _number(float, "a number of seconds"),
-    "gpu_ids": lambda name, value: parse_gpu_ids(str(value)),
-    "stall_timeout": lambda name, value: (
-        AUTO
-        if str(value).strip().lower() == AUTO
-        else _number(float, "a number of seconds (0: off) or auto")(name, value)
-    ),
-    "startup_timeout": _number(float, "a number of seconds (0: off)"),
-}
-
-
-def _coerce(name: str, value: object) -> object:
-    if value is None or name not in _COERCE or not isinstance(value, str):
-        return value
-    return _COERCE[name](name, value)
+_FIELDS = {f.name: f for f in dataclasses.fields(LaunchSpec)}
 
 
 def coerce_option(name: str, value: str) -> object:
     """``value`` as typed on the command line, converted to what spec field ``name`` holds."""
-    return _coerce(name, value)
+    return parse_one(_FIELDS[name], value)
 
 
 def _validate(s: LaunchSpec) -> None:
-    _validate_text(s)
-    if s.rl_library is not None and s.rl_library not in RL_LIBRARIES:
-        raise UsageError(f"--rl_library {s.rl_library!r} is not supported; choose rsl_rl, skrl or rl_games")
-    if s.ml_framework is not None and s.ml_framework not in ML_FRAMEWORKS:
-        raise UsageError(f"--ml_framework {s.ml_framework!r} is unknown; choose torch or jax")
+    """Each option on its own, then the combinations that cannot apply to the chosen launch path."""
+    check_options(s)
     if s.ml_framework is not None and s.library != "skrl" and s.builtin_worker:
         raise UsageError(f"--ml_framework {s.ml_framework} applies to skrl only; add --rl_library skrl")
-    if s.device not in DEVICES:
-        raise UsageError(f"--device {s.device!r} is unknown; choose cuda or cpu")
     if s.script is not None and s.module is not None:
         raise UsageError("--script and -m/--module both given; choose one")
 
@@ -445,101 +547,56 @@ def _validate(s: LaunchSpec) -> None:
         raise UsageError("--oversubscribe_cpu applies to CPU ranks (--device cpu); a CUDA rank needs a GPU")
     if s.device == "cpu" and nproc == "gpu":
         raise UsageError("--num_gpus gpu with --device cpu; give the number of CPU ranks, e.g. 2")
-    if s.gpu_ids is not None:
-        _validate_gpu_ids(s, nproc)
+    if s.gpu_ids is not None and s.device == "cpu":
+        raise UsageError("--gpu_ids selects GPUs, but --device cpu runs CPU ranks; drop one of them")
+    if s.gpu_ids is not None and isinstance(nproc, int) and nproc != len(s.gpu_ids):
+        raise UsageError(
+            f"--num_gpus {nproc} but --gpu_ids {','.join(s.gpu_ids)} names {len(s.gpu_ids)} GPU(s); one "
+            "rank runs per GPU, so leave out --num_gpus (it defaults to the number of ids)"
+        )
 
-    _validate_nodes(s)
-
+    if s.uses_jax and s.nnodes is not None and ":" in s.nnodes:
+        raise UsageError(f"--nnodes {s.nnodes!r}: skrl JAX needs a fixed node count")
+    if s.node_rank is not None and s.node_rank >= s.nnodes_max:
+        raise UsageError(
+            f"--node_rank {s.node_rank} is not below --nnodes {s.nnodes or 1}; "
+            f"node ranks run from 0 to {s.nnodes_max - 1}"
+        )
     if s.uses_jax:
         for name in TORCHRUN_ONLY:
-            value = getattr(s, name)
-            if value not in (None, False):
+            if getattr(s, name) not in (None, False):
                 raise UsageError(
                     f"{spelling(name)} is a torchrun option and does not apply to skrl JAX; "
                     "use --coordinator_address host:port to set the JAX rendezvous"
                 )
-        if s.coordinator_address is not None:
-            split_host_port(s.coordinator_address, "--coordinator_address", port_required=True)
     elif s.coordinator_address is not None:
         raise UsageError(
             "--coordinator_address applies to skrl JAX only; add --rl_library skrl --ml_framework "
             "jax, or use --master_addr/--rdzv_endpoint for torchrun"
         )
 
-    for name in ("stall_timeout", "startup_timeout"):
-        value = getattr(s, name)
-        if name == "stall_timeout" and value == AUTO:
-            continue
-        if isinstance(value, str) or not 0 <= value < float("inf"):
-            shown = f"{value:g}" if isinstance(value, float | int) else repr(value)
-            raise UsageError(f"{spelling(name)} {shown} must be 0 (off) or a number of seconds")
     if s.stall_on_silence and not s.stall_timeout:
         raise UsageError("--stall_on_silence needs a --stall_timeout above 0")
-
-    if s.master_addr is not None:
-        check_host(s.master_addr, "--master_addr")
-    if s.master_port is not None:
-        check_port(s.master_port, "--master_port")
-    if s.rdzv_endpoint is not None:
-        split_host_port(s.rdzv_endpoint, "--rdzv_endpoint", port_required=False)
-    if s.rdzv_backend is not None and not _BACKEND_NAME.match(s.rdzv_backend):
-        # torchrun also accepts backends registered by plugins, so only the shape is checked.
-        raise UsageError(
-            f"--rdzv_backend {s.rdzv_backend!r} is not a backend name; use one of "
-            f"{', '.join(RDZV_BACKENDS)} or a registered plugin's name"
-        )
-    if s.start_method is not None and s.start_method not in START_METHODS:
-        raise UsageError(f"--start_method {s.start_method!r} is unknown; choose spawn, fork or forkserver")
-    if s.max_restarts is not None and s.max_restarts < 0:
-        raise UsageError(f"--max_restarts {s.max_restarts} must be 0 or more")
-    if s.keep_checkpoints is not None and s.keep_checkpoints < 1:
-        raise UsageError(
-            f"--keep_checkpoints {s.keep_checkpoints} keeps nothing to resume from; give 1 or more "
-            "(leave it out to keep every checkpoint)"
-        )
     if s.keep_checkpoints is not None and not s.builtin_worker:
         raise UsageError(
             "--keep_checkpoints applies to the built-in worker and Isaac Lab tasks; a --script/-m "
             "program saves (and keeps) its own checkpoints"
         )
-    if s.requeue_signal.upper().removeprefix("SIG") not in REQUEUE_SIGNALS:
-        raise UsageError(
-            f"--requeue_signal {s.requeue_signal!r} is not a warning signal; use one of "
-            f"{', '.join(REQUEUE_SIGNALS)} (the one #SBATCH --signal names)"
-        )
     if s.simulate_fault is not None:
         _validate_fault(s)
-    if s.monitor_interval is not None and not s.monitor_interval > 0:
-        raise UsageError(f"--monitor_interval {s.monitor_interval} must be a positive number of seconds")
-    for name in ("tee", "redirects"):
-        value = getattr(s, name)
-        if value is not None and not _STD_SPEC.match(value):
-            raise UsageError(
-                f"--{name} {value!r} is not a stream spec; use 0 (none), 1 (stdout), 2 (stderr), "
-                "3 (both), or per local rank like 0:3,1:1"
-            )
     if s.local_ranks_filter is not None:
-        _validate_ranks_filter(s.local_ranks_filter, nproc)
+        ranks = local_ranks(s.local_ranks_filter)
+        if isinstance(nproc, int) and max(ranks) >= nproc:
+            raise UsageError(
+                f"--local_ranks_filter {s.local_ranks_filter!r} names local rank {max(ranks)}, but only "
+                f"{nproc} ranks run per node"
+            )
         if s.log_all_ranks:
             raise UsageError("--local_ranks_filter and --log_all_ranks both given; choose one")
 
 
-def check_host(value: str, option: str) -> str:
-    """Return ``value`` when it is a host name or address, or raise a UsageError naming ``option``."""
-    if not value.strip():
-        raise UsageError(f"{option} is empty; give the host name or address of node 0, e.g. node01")
-    if not _HOST.match(value):
-        raise UsageError(
-            f"{option} {value!r} is not a host name or address; use e.g. node01, 10.0.0.1 or [fe80::1]"
-        )
-    return value
-
-
 def _validate_fault(s: LaunchSpec) -> None:
-    try:
-        fault = faults.parse(s.simulate_fault or "")
-    except ValueError as exc:
-        raise UsageError(f"--simulate_fault {s.simulate_fault!r} {exc}") from None
+    fault = faults.parse(s.simulate_fault or "")
     if not s.builtin_worker:
         raise UsageError("--simulate_fault needs mgpu's worker (a --script/-m program reports no iterations)")
     if fault.kind == "drift" and s.worker is not None and s.worker.drift_interval == 0:
@@ -548,69 +605,6 @@ def _validate_fault(s: LaunchSpec) -> None:
         raise UsageError(
             "--simulate_fault hang with --stall_timeout 0: nothing would ever end the frozen rank; "
             "give --stall_timeout SECONDS"
-        )
-
-
-def _validate_text(s: LaunchSpec) -> None:
-    """No option's text holds a control character; the worker's folder names stay one folder."""
-    for f in fields(s):
-        value = getattr(s, f.name)
-        if f.name == "command_line":
-            continue  # the typed line itself: each option's value is checked where it lands
-        values = value if isinstance(value, tuple) and f.name != "training_args" else (value,)
-        for v in values:
-            if isinstance(v, str) and has_control(v):
-                raise UsageError(
-                    f"{spelling(f.name)} {v!r} holds a control character (a pasted newline?); "
-                    "retype the value on one line"
-                )
-    # The worker's own arguments (--log_root, --run_name, --task with rl_games, --logger) are its
-    # parser's to judge: isaaclab_mgpu.launcher.forwarded runs it before anything is spawned.
-
-
-def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
-    ids = s.gpu_ids or ()
-    shown = ",".join(ids)
-    if not ids:
-        raise UsageError("--gpu_ids is empty; list the GPUs to use, e.g. --gpu_ids 0,2")
-    if len(ids) > MAX_RANKS_PER_NODE:
-        raise UsageError(
-            f"--gpu_ids names {len(ids)} GPUs: no machine has that many; list at most {MAX_RANKS_PER_NODE}"
-        )
-    if tuple(parse_gpu_ids(shown)) != tuple(ids):
-        raise UsageError(f"--gpu_ids {shown!r} is malformed; use e.g. --gpu_ids 0,2")
-    if s.device == "cpu":
-        raise UsageError("--gpu_ids selects GPUs, but --device cpu runs CPU ranks; drop one of them")
-    if isinstance(nproc, int) and nproc != len(ids):
-        raise UsageError(
-            f"--num_gpus {nproc} but --gpu_ids {shown} names {len(ids)} GPU(s); one rank runs per "
-            "GPU, so leave out --num_gpus (it defaults to the number of ids)"
-        )
-
-
-def _validate_nodes(s: LaunchSpec) -> None:
-    node_counts(s.nnodes)
-    if s.uses_jax and s.nnodes is not None and ":" in s.nnodes:
-        raise UsageError(f"--nnodes {s.nnodes!r}: skrl JAX needs a fixed node count")
-    if s.node_rank is not None:
-        if s.node_rank < 0:
-            raise UsageError(f"--node_rank {s.node_rank} must be 0 or more")
-        if s.node_rank >= s.nnodes_max:
-            raise UsageError(
-                f"--node_rank {s.node_rank} is not below --nnodes {s.nnodes or 1}; "
-                f"node ranks run from 0 to {s.nnodes_max - 1}"
-            )
-
-
-def _validate_ranks_filter(value: str, nproc: int | str | None) -> None:
-    parts = value.split(",")
-    ranks = [int(r) for r in parts] if all(_INT.match(r.strip()) for r in parts) else [-1]
-    if not ranks or min(ranks) < 0:
-        raise UsageError(f"--local_ranks_filter {value!r} is not a list of local ranks; use e.g. 0 or 0,1")
-    if isinstance(nproc, int) and max(ranks) >= nproc:
-        raise UsageError(
-            f"--local_ranks_filter {value!r} names local rank {max(ranks)}, but only "
-            f"{nproc} ranks run per node"
         )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.probe_channel import ELEMENT_BYTES, element_count
+from isaaclab_mgpu.launcher.options import at_least, check_options, option
 
 #: Default message sizes: nccl-tests' sweep on GPUs, a shorter one for gloo on CPU ranks.
 DEFAULT_SIZES_GPU = "8:64M"
@@ -22,6 +23,7 @@ DEFAULT_TIMEOUT = 60.0
 #: Largest message the probe accepts (one buffer per rank, two for out-of-place).
 MAX_SIZE = 8 << 30
 BACKENDS = ("nccl", "gloo")
+PROBE = "Probe options"
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20}
 _UNITS |= {"MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
@@ -30,47 +32,58 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    """A validated probe request (everything but the launch options, which form a LaunchSpec)."""
+    """A validated probe request (everything but the launch options, which form a LaunchSpec); each
+    option field's documentation is its help (:mod:`isaaclab_mgpu.launcher.options`)."""
 
-    world_sizes: tuple[int, ...] | None = None
-    """World sizes to test in order; ``None`` = the default sweep for this machine."""
-
-    backend: str | None = None
-    """``nccl`` or ``gloo``; ``None`` = nccl on GPUs, gloo with ``--device cpu``."""
-
-    sizes: tuple[int, ...] = ()
-    """Message sizes in bytes; empty = the default sweep for the device."""
-
-    iters: int = DEFAULT_ITERS
-    """Timed collectives per message size and mode."""
-
-    warmup: int = DEFAULT_WARMUP
-    """Untimed collectives before the timed ones."""
-
-    timeout: float = DEFAULT_TIMEOUT
-    """Seconds one launch (one world size, or one pair) may take before it counts as a hang."""
-
-    pairs: bool = False
-    """Also all-reduce between every pair of devices (world size 2 each) to find one bad link."""
-
-    try_workarounds: bool = False
-    """For a failing world size, rerun with each documented NCCL variable and confirm fixes."""
-
-    save_workaround: bool = False
-    """Store the first confirmed fix for this machine (implies ``try_workarounds``)."""
+    world_size: int | None = option(help="Probe one world size.", panel=PROBE)
+    world_sizes: tuple[int, ...] | None = option(
+        help="World sizes to sweep, e.g. 1,2,4 (default: 1, 2, 4, … all GPUs).", panel=PROBE,
+        parse=lambda text, _: parse_world_sizes(text),
+    )  # fmt: skip
+    backend: str | None = option(
+        help="nccl (default on GPUs) or gloo (default with --device cpu).", panel=PROBE, choices=BACKENDS
+    )
+    sizes: tuple[int, ...] | None = option(
+        help="Message sizes: LO:HI (×2 steps) or A,B,C (default 8:64M; 8:1M on CPU).", panel=PROBE,
+        parse=lambda text, _: parse_sizes(text),
+    )  # fmt: skip
+    iters: int = option(
+        DEFAULT_ITERS,
+        "Timed all-reduces per size and mode.",
+        panel=PROBE,
+        check=at_least(1, "must be at least 1"),
+    )
+    warmup: int = option(
+        DEFAULT_WARMUP,
+        "Untimed all-reduces before them.",
+        panel=PROBE,
+        check=at_least(0, "must be 0 or more"),
+    )
+    timeout: float = option(DEFAULT_TIMEOUT, "Seconds per launch before it counts as a hang.", panel=PROBE)
+    pairs: bool = option(False, "Also all-reduce between every pair of GPUs.", panel=PROBE)
+    try_workarounds: bool = option(
+        False, "On a failure, try each documented NCCL variable and confirm fixes.", panel=PROBE
+    )
+    save_workaround: bool = option(
+        False, "Store a confirmed fix for this machine (train applies it).", panel=PROBE
+    )
 
     saved_workarounds: bool = True
-    """Apply this machine's saved workarounds to every launch, as ``train`` does."""
+    """Apply this machine's saved workarounds to every launch, as ``train`` does (not an option here:
+    the command reads ``--no_saved_workarounds``, which train and dry-run take too)."""
 
     def __post_init__(self) -> None:
-        if self.backend is not None and self.backend not in BACKENDS:
-            raise UsageError(f"--backend {self.backend!r} is unknown; choose nccl or gloo")
+        check_options(self)
+        if self.world_size is not None:  # one world size: the sweep of just it
+            if self.world_sizes is not None and self.world_sizes != (self.world_size,):
+                raise UsageError("--world-size and --world-sizes both given; use one")
+            if self.world_size < 1:
+                raise UsageError(f"--world-size {self.world_size} must be at least 1")
+            object.__setattr__(self, "world_sizes", (self.world_size,))
         if self.world_sizes is not None and (not self.world_sizes or min(self.world_sizes) < 1):
             raise UsageError("--world-sizes must list positive integers, e.g. 1,2,4")
-        if self.iters < 1:
-            raise UsageError(f"--iters {self.iters} must be at least 1")
-        if self.warmup < 0:
-            raise UsageError(f"--warmup {self.warmup} must be 0 or more")
+        if self.save_workaround:
+            object.__setattr__(self, "try_workarounds", True)
         if not self.timeout > 0:
             raise UsageError(f"--timeout {self.timeout} must be a positive number of seconds")
 
@@ -172,21 +185,3 @@ def default_world_sizes(devices: int, *, cpu: bool) -> tuple[int, ...]:
     if devices > 1 and devices not in sizes:
         sizes.append(devices)
     return tuple(sizes)
-
-
-def options_from_cli(
-    *,
-    world_size: int | None,
-    world_sizes: str | None,
-    sizes: str | None,
-    **rest: object,
-) -> ProbeOptions:
-    """Build ProbeOptions from the command line's raw values (``--world-size`` xor ``--world-sizes``)."""
-    if world_size is not None and world_sizes is not None:
-        raise UsageError("--world-size and --world-sizes both given; use one")
-    if world_size is not None and world_size < 1:
-        raise UsageError(f"--world-size {world_size} must be at least 1")
-    chosen = parse_world_sizes(world_sizes) if world_sizes else None
-    if world_size is not None:
-        chosen = (world_size,)
-    return ProbeOptions(world_sizes=chosen, sizes=parse_sizes(sizes) if sizes else (), **rest)  # type: ignore[arg-type]
