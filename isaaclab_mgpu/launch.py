@@ -147,7 +147,6 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     from isaaclab_mgpu.launcher import continuation, slurmjobs
     from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
 
-    options = dataclasses.replace(options, kind=options.kind or "sbatch")
     if options.kind in KUBERNETES:
         return _submit_kubernetes(spec, options)
     if shutil.which("sbatch") is None:

@@ -412,20 +412,15 @@ def test_each_launch_across_nodes_meets_at_a_port_of_its_own(tmp_path):
 
 
 def test_probe_options_read_back_from_their_argv():
-    from isaaclab_mgpu.launcher.probe.config import options_from_cli
-
     opts = ProbeOptions(world_sizes=(4, 8), backend="gloo", sizes=(8, 4096), iters=3, warmup=1, timeout=90.0)
     argv = opts.argv()
-    assert argv == ["--world-sizes", "4,8", "--backend", "gloo", "--sizes", "8,4096", "--iters", "3",
-                    "--warmup", "1", "--timeout", "90"]  # fmt: skip
+    assert argv[::2] == ["--world_sizes", "--backend", "--sizes", "--iters", "--warmup", "--timeout"]
     values = dict(zip(argv[::2], argv[1::2], strict=True))
-    again = options_from_cli(
-        world_size=None, world_sizes=values["--world-sizes"], sizes=values["--sizes"], backend="gloo",
-        iters=3, warmup=1, timeout=90.0,
-    )  # fmt: skip
-    assert again == opts
+    assert from_text(ProbeOptions, **{k.removeprefix("--"): v for k, v in values.items()}) == opts
+    assert ProbeOptions(world_size=2).argv() == ["--world_sizes", "2"]  # one spelling, never both
+    assert ProbeOptions(save_workaround=True).argv() == ["--save_workaround"]  # it implies --try_workarounds
     assert ProbeOptions().argv() == [] and ProbeOptions(saved_workarounds=False).argv() == [
-        "--no-saved-workarounds"
+        "--no_saved_workarounds"
     ]
 
 
@@ -483,6 +478,6 @@ def test_probe_nccl_emit_pairs_across_nodes_adds_a_step_per_pair(capsys, tmp_pat
     assert "--pairs" not in sweep and sweep.endswith("--nnodes 3 || status=$?")
     pair = next(line.strip() for line in script.splitlines() if line.strip().startswith("srun --nodes=2"))
     assert '--nodelist="${NODES[i]},${NODES[j]}"' in pair
-    assert pair.endswith("--device cpu --nnodes 2 --world-sizes 2 || code=$?")
+    assert pair.endswith("--device cpu --nnodes 2 --world_sizes 2 || code=$?")
     assert '--master_addr "${NODES[i]}" --master_port "$(($MGPU_PORT + 100 + k))"' in pair
     assert script.rstrip().endswith('exit "$status"')

@@ -79,7 +79,7 @@ def dry_run_cmd(
     return plan(spec, as_json=json, use_saved_workarounds=not no_saved_workarounds)
 
 
-@launch_command(app, "submit", job=JobOptions)
+@launch_command(app, "submit", job=(JobOptions, {"kind": "sbatch"}))
 def submit_cmd(*, job: JobOptions, spec: LaunchSpec) -> int:
     """Write the job file [bold]dry-run --emit[/] prints under the log root and submit it: sbatch
     (the default) or, with --emit trainjob|pytorchjob, kubectl apply."""
@@ -131,7 +131,7 @@ def check_env_cmd(
 
 @app.command("runs")
 def runs_cmd(
-    log_root: Annotated[
+    folder: Annotated[
         str,
         typer.Argument(
             metavar="[LOG_ROOT|RUN_FOLDER]",
@@ -151,7 +151,7 @@ def runs_cmd(
     from its ledger (events.jsonl)."""
     from isaaclab_mgpu.launch import list_runs
 
-    return list_runs(log_root, as_json=json, last=last, limit=limit)
+    return list_runs(folder, as_json=json, last=last, limit=limit)
 
 
 @app.command("stacks")

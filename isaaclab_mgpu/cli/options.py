@@ -176,14 +176,20 @@ def spec_for(ctx: click.Context, params: dict[str, Any]) -> LaunchSpec:
     return spec
 
 
+def _given(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``values`` without the ones not given (None) that the command has a default of its own for."""
+    return {k: v for k, v in values.items() if v is not None or k not in defaults}
+
+
 def launch_command(
     app: typer.Typer, name: str, *, cls: type | None = LaunchCommand, **groups: Any
 ) -> Callable:
     """Register ``fn(..., spec, <groups>)`` as command ``name`` of ``app`` (see the module docstring).
 
-    A group is a dataclass of options, or ``(dataclass, fixed values)`` (``submit``'s job is sbatch).
+    A group is a dataclass of options, or ``(dataclass, this command's defaults)`` (``submit``'s job
+    is sbatch unless ``--emit`` says otherwise).
     """
-    fixed = {g: v[1] if isinstance(v, tuple) else {} for g, v in {"spec": LaunchSpec, **groups}.items()}
+    defaults = {g: v[1] if isinstance(v, tuple) else {} for g, v in {"spec": LaunchSpec, **groups}.items()}
     classes = {g: v[0] if isinstance(v, tuple) else v for g, v in {"spec": LaunchSpec, **groups}.items()}
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -204,7 +210,9 @@ def launch_command(
             built = {
                 g: spec_for(ctx, kwargs)
                 if g == "spec"
-                else from_text(classes[g], **_values(classes[g], name, kwargs), **fixed[g])
+                else from_text(
+                    classes[g], **{**defaults[g], **_given(_values(classes[g], name, kwargs), defaults[g])}
+                )
                 for g in wanted
             }
             debug = kwargs["debug"] or bool(getattr(ctx.obj, "debug", False))

@@ -87,7 +87,7 @@ from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE, UsageError
 from isaaclab_mgpu.launcher.build import shell_join
-from isaaclab_mgpu.launcher.options import check_options, declared, flag_of, option
+from isaaclab_mgpu.launcher.options import check_options, flag_of, option, to_argv
 from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
 
 KINDS = ("sbatch", "pytorchjob", "trainjob")
@@ -289,16 +289,7 @@ _OPTION = {f.name: flag_of(f) for f in dataclasses.fields(JobOptions) if f.metad
 
 def train_argv(spec: LaunchSpec) -> list[str]:
     """``mgpu train``, each option of ``spec`` that differs from its default, the training arguments."""
-    argv = ["mgpu", "train"]
-    for f, opt in declared(LaunchSpec):
-        value = getattr(spec, f.name)
-        if value == f.default:
-            continue
-        if isinstance(value, bool):  # a flag, or the off flag of a pair (--no_inject_distributed)
-            argv.append(flag_of(f, opt) if value else "--" + opt.off[0])  # type: ignore[index]
-        else:
-            argv += [flag_of(f, opt), _typed(value)]
-    return [*argv, *spec.training_args]
+    return ["mgpu", "train", *to_argv(spec), *spec.training_args]
 
 
 def job_command(spec: LaunchSpec, grace_period: int | None = None) -> list[str]:
@@ -704,12 +695,6 @@ def _fixed_nodes(spec: LaunchSpec, kind: str) -> int:
 
 def _backoff(options: JobOptions) -> int:
     return BACKOFF_LIMIT if options.backoff_limit is None else options.backoff_limit
-
-
-def _typed(value: object) -> str:
-    if isinstance(value, tuple):
-        return ",".join(value)
-    return format(value, "g") if isinstance(value, float) else str(value)
 
 
 def _shell(argv: list[str]) -> str:

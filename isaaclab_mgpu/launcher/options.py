@@ -91,6 +91,22 @@ def flag_of(f: dataclasses.Field[Any], opt: Opt | None = None) -> str:
     return "--" + (opt.flag if opt is not None and opt.flag else f.name)
 
 
+def to_argv(obj: Any) -> list[str]:
+    """The options of dataclass ``obj`` that differ from their defaults, as its command reads them."""
+    argv: list[str] = []
+    for f, opt in declared(type(obj)):
+        value = getattr(obj, f.name)
+        if value == f.default:
+            continue
+        if isinstance(value, bool):  # a flag, or the off flag of a pair (--no_inject_distributed)
+            argv.append(flag_of(f, opt) if value else "--" + opt.off[0])  # type: ignore[index]
+        elif isinstance(value, tuple):
+            argv += [flag_of(f, opt), ",".join(str(v) for v in value)]
+        else:
+            argv += [flag_of(f, opt), format(value, "g") if isinstance(value, float) else str(value)]
+    return argv
+
+
 def kind(f: dataclasses.Field[Any]) -> str:
     """``bool``, ``int``, ``float`` or ``str``: what the field's annotation holds (None aside)."""
     head = str(f.type).split("|")[0].strip()

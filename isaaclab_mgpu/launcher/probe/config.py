@@ -7,12 +7,13 @@ binary unit (``8``, ``4K``, ``64M``, ``1G``; K = 1024). ``--world-sizes`` is a c
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.probe_channel import ELEMENT_BYTES, element_count
-from isaaclab_mgpu.launcher.options import at_least, check_options, option
+from isaaclab_mgpu.launcher.options import at_least, check_options, option, to_argv
 
 #: Default message sizes: nccl-tests' sweep on GPUs, a shorter one for gloo on CPU ranks.
 DEFAULT_SIZES_GPU = "8:64M"
@@ -90,25 +91,9 @@ class ProbeOptions:
     def argv(self) -> list[str]:
         """These options as ``probe-nccl`` reads them back (each one not at its default): what a
         job file's probe command carries."""
-        out: list[str] = []
-        if self.world_sizes is not None:
-            out += ["--world-sizes", ",".join(str(n) for n in self.world_sizes)]
-        if self.backend is not None:
-            out += ["--backend", self.backend]
-        if self.sizes:
-            out += ["--sizes", ",".join(str(n) for n in self.sizes)]
-        for name, default in (
-            ("iters", DEFAULT_ITERS),
-            ("warmup", DEFAULT_WARMUP),
-            ("timeout", DEFAULT_TIMEOUT),
-        ):
-            value = getattr(self, name)
-            if value != default:
-                out += [f"--{name}", format(value, "g")]
-        flags = ("pairs", self.pairs), ("save-workaround", self.save_workaround)
-        flags += (("try-workarounds", self.try_workarounds and not self.save_workaround),)
-        out += [f"--{name}" for name, on in flags if on]
-        return out + ([] if self.saved_workarounds else ["--no-saved-workarounds"])
+        implied = {"--try_workarounds"} if self.save_workaround else set()  # --save_workaround's
+        out = [a for a in to_argv(dataclasses.replace(self, world_size=None)) if a not in implied]
+        return out + ([] if self.saved_workarounds else ["--no_saved_workarounds"])
 
     def backend_for(self, device: str) -> str:
         """The backend with the default applied for ``device``; raise on nccl without GPUs."""
