@@ -190,12 +190,12 @@ def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
     path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    job = kubectl.submit(path, options.kind or "")
-    report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
     where = log_mount(spec, options)
     if spec.worker is not None:
         ident, _ = continuation.identity_of(spec)
         where = f"{where}/{ident.library}/{ident.experiment}"
+    job = kubectl.submit(path, options.kind or "", run_under=where)
+    report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
     claim = f"the claim {options.pvc}" if options.pvc else "the pod's own disk (no --pvc)"
     report.note(f"the run will live under {where}/ in the pods, on {claim}")
     report.note(f"follow it: {shlex.join(kubectl.follow_command(job))}")
@@ -682,6 +682,9 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
 
     from isaaclab_mgpu.launcher import slurmjobs
 
+    kube = _kubernetes_job(name, Path(root))
+    if kube is not None:
+        return _kubernetes_logs(kube, follow=follow)
     target = slurmjobs.find_target(name, Path(root))
     folder = target.folder
     if folder is None:
@@ -712,6 +715,58 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
             report.note(f"the run ended {status}: {folder} (its story: {story})")
             return 0 if status == "finished" else 1
         time.sleep(poll_s)
+
+
+def _kubernetes_job(name: str, root):
+    """The Kubernetes job recorded under ``root`` by the name ``name`` (None: not one; a run folder
+    of that name is the run's)."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import kubectl
+
+    if Path(name).is_dir():
+        return None
+    return next((job for job in kubectl.submitted(root) if job.name == name), None)
+
+
+def _kubernetes_logs(job, *, follow: bool) -> int:
+    """Node 0's console of a Kubernetes job: ``kubectl logs`` of its pod (``-f``: until it ends)."""
+    import subprocess
+
+    from isaaclab_mgpu.launcher import kubectl
+
+    argv = kubectl.logs_argv(job, follow=follow)
+    report.note(f"node 0's console of {job.kind} {job.name} in {job.namespace}: {shell_join(argv)}")
+    try:
+        return subprocess.run(argv, check=False, stdin=subprocess.DEVNULL).returncode
+    except FileNotFoundError:
+        raise UsageError(f"mgpu logs {job.name} needs kubectl, which is not on PATH here") from None
+
+
+def _kubernetes_cancel(job, root, *, now: bool) -> int:
+    """Delete a Kubernetes job: every pod's mgpu gets SIGTERM and saves at the stop (the delete
+    returns once the pods are gone); ``now``: its pods force-deleted too, no save."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import kubectl
+
+    what = f"{job.kind} {job.name} in {job.namespace}"
+    before = kubectl.job_state(job)
+    if before.state == "gone":
+        raise MgpuError(f"kubectl finds no {what}: nothing to cancel (deleted, or never applied)")
+    if before.state in ("finished", "failed"):
+        raise MgpuError(f"{what} has already ended ({before.state}); nothing to cancel")
+    if not kubectl.cancel(job, now=now):
+        raise MgpuError(f"kubectl finds no {what}: nothing to cancel (deleted meanwhile)")
+    manifest = root / "mgpu" / "jobs" / Path(job.manifest).name  # where mgpu submit wrote it
+    again = f"; to continue, submit it again: {shell_join(['kubectl', 'apply', '-f', str(manifest)])}"
+    if now:
+        report.note(f"deleted {what} and force-deleted its pods: no checkpoint at the stop{again}")
+    elif before.state == "queued":
+        report.note(f"deleted {what} before its pods ran ({before.reason or 'queued'}){again}")
+    else:
+        report.note(f"deleted {what}: its pods stopped at a checkpoint (SIGTERM) and are gone{again}")
+    return 0
 
 
 def _invoked() -> tuple[str, ...]:
@@ -749,6 +804,9 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     from isaaclab_mgpu.contract import events as ev
     from isaaclab_mgpu.launcher import slurmjobs
 
+    kube = _kubernetes_job(name, Path(root))
+    if kube is not None:
+        return _kubernetes_cancel(kube, Path(root), now=now)
     target = slurmjobs.find_target(name, Path(root))
     what = str(target.folder) if target.folder is not None else f"the job named {name}"
     if not target.jobs:

@@ -207,7 +207,7 @@ def runs_cmd(
     from pathlib import Path
 
     from isaaclab_mgpu.contract.errors import UsageError
-    from isaaclab_mgpu.launcher import slurmjobs
+    from isaaclab_mgpu.launcher import kubectl, slurmjobs
     from isaaclab_mgpu.launcher.runs import find_runs, last_folder, story
     from isaaclab_mgpu.report import runs as report
 
@@ -223,6 +223,7 @@ def runs_cmd(
     rows = find_runs(Path(log_root), limit=wanted)
     if not last:  # on a SLURM login node: queued jobs, and lost runs whose job is over
         rows = slurmjobs.rows_with_jobs(Path(log_root), rows)
+        rows = kubectl.rows_with_kubernetes(Path(log_root), rows)  # where kubectl is: its jobs
     if last:
         report.last(last_folder(rows, log_root))
     elif json:
