@@ -2,7 +2,8 @@
 
 ``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit` (sbatch,
 or ``kubectl apply`` through :mod:`.launcher.kubectl`), ``logs`` → :func:`follow_logs`, ``cancel`` →
-:func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`),
+:func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`; a
+Kubernetes job's name: ``kubectl logs`` of node 0's pod, ``kubectl delete`` of the job),
 ``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`
 (:func:`emit_probe_job` with ``--emit``),
 ``scale`` → :func:`scale`. Each runs the shared core
@@ -798,7 +799,8 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     """``mgpu cancel``: stop the run ``name`` names through its SLURM job: every node's mgpu stops
     its ranks at a checkpoint (SIGTERM to every step), node 0 records it, then the job ends; ``now``:
     SIGKILL to every process of the job (no checkpoint at the stop). 0 once the job has ended (with
-    the checkpoint, unless ``now``); the run continues with the same ``mgpu submit``."""
+    the checkpoint, unless ``now``); the run continues with the same ``mgpu submit``. A Kubernetes
+    job's name: the job deleted (:func:`_kubernetes_cancel`)."""
     from pathlib import Path
 
     from isaaclab_mgpu.contract import events as ev

@@ -1,8 +1,11 @@
 """Kubernetes jobs through ``kubectl``: submit a written manifest, read a job's state, cancel it.
 
 ``mgpu submit --emit trainjob|pytorchjob`` writes the manifest ``dry-run --emit`` prints to
-``<log_root>/mgpu/jobs/<name>.yaml`` and hands it to :func:`submit`; ``mgpu runs`` asks
-:func:`job_state` and ``mgpu cancel`` calls :func:`cancel`. Everything goes through the user's own
+``<log_root>/mgpu/jobs/<name>.yaml`` and hands it to :func:`submit`; ``mgpu runs`` lists each
+recorded job as a row (:func:`rows_with_kubernetes`: one :func:`job_state` per job per listing,
+nothing without ``kubectl``; the row's folder is where the run lives in the pods, marked
+``in_pods`` when it cannot be seen here), ``mgpu cancel NAME`` calls :func:`cancel` and ``mgpu
+logs NAME`` runs :func:`logs_argv` (node 0's pod). Everything goes through the user's own
 ``kubectl`` (its context, credentials and namespace); mgpu talks to no API server itself.
 
 - :func:`submit` runs ``kubectl apply -f FILE -o json`` and reads from the answer the namespace the
@@ -17,7 +20,10 @@
   and mgpu exits within ``terminationGracePeriodSeconds`` (the path of
   :mod:`isaaclab_mgpu.launcher.jobfiles`); foreground deletion returns once the pods are gone, so
   the checkpoint is on the claim when ``cancel`` returns. The TrainJob's own ``TrainingRuntime``
-  stays: submitting again reuses it and continues the run (``--resume auto``).
+  stays: submitting again reuses it and continues the run (``--resume auto``). With ``now`` the
+  delete does not wait and the pods are then force-deleted (:func:`force_pods_argv`, grace period
+  0): the job's own grace period would not reach its pods (the garbage collector deletes them
+  with theirs), so the hard stop names them.
 - :func:`job_state` runs ``kubectl get <resource> NAME -n NAMESPACE -o json`` and
   :func:`state_of` (pure) maps the object's conditions to a run state:
 
