@@ -349,3 +349,17 @@ def test_logs_prints_node_0_pods_console(tmp_path, kind, pod):
     selector = "jobset.sigs.k8s.io/jobset-name=cart,batch.kubernetes.io/job-completion-index=0"
     target = [pod] if pod else ["-l", selector, "--tail=-1"]
     assert [c["argv"] for c in calls(bin_dir)] == [["logs", "-f", "-n", "team-a", *target]]
+
+
+def test_runs_with_an_unreachable_cluster_says_kubectls_own_sentence(tmp_path):
+    work = submitted_job(tmp_path)
+    klog = 'E1203 14:02:11.687867   12622 memcache.go:265] "Unhandled Error" err="couldn\'t get …"\n'
+    refused = (
+        "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n"
+    )
+    bin_dir = standin(tmp_path, get={"stderr": klog * 3 + refused, "rc": 1})
+    done = mgpu(work, bin_dir, "runs", "logs", "--json")
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)
+    assert row["status"] == "unknown" and row["job_reason"].endswith(refused.strip())
+    assert "memcache" not in row["job_reason"]  # client-go's log lines left out

@@ -49,6 +49,7 @@ when there is no ``kubectl`` on ``PATH``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -325,4 +326,10 @@ def _kubectl(argv: list[str], timeout: float | None = None) -> str:
     said = (done.stderr or done.stdout).strip() or f"exit {done.returncode}"
     if "(NotFound)" in said:  # the API server's answer for this object; not a missing resource type
         raise _NotFound(said)
-    raise MgpuError(f"{' '.join(argv[:3])} failed: {said}")
+    # client-go's log lines (``E1203 14:02:11.68 … memcache.go:265] …``) repeat before kubectl's
+    # own sentence; the sentence is what the user needs.
+    own = [line for line in said.splitlines() if line.strip() and not _KLOG.match(line)]
+    raise MgpuError(f"{' '.join(argv[:3])} failed: {' '.join(own) if own else said.splitlines()[-1]}")
+
+
+_KLOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d")
