@@ -2,7 +2,8 @@
 
 ``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit` (sbatch,
 or ``kubectl apply`` through :mod:`.launcher.kubectl`), ``logs`` → :func:`follow_logs`, ``cancel`` →
-:func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`),
+:func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`; a
+Kubernetes job's name: ``kubectl logs`` of node 0's pod, ``kubectl delete`` of the job),
 ``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`
 (:func:`emit_probe_job` with ``--emit``), ``scale`` → :func:`scale`, ``runs`` → :func:`list_runs`,
 ``stacks`` → :func:`live_stacks`, ``skills check`` → :func:`skills_check`. Each launch runs the shared core
@@ -194,12 +195,12 @@ def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
     path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    job = kubectl.submit(path, options.kind or "")
-    report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
     where = log_mount(spec, options)
     if spec.worker is not None:
         ident, _ = continuation.identity_of(spec)
         where = f"{where}/{ident.library}/{ident.experiment}"
+    job = kubectl.submit(path, options.kind or "", run_under=where)
+    report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
     claim = f"the claim {options.pvc}" if options.pvc else "the pod's own disk (no --pvc)"
     report.note(f"the run will live under {where}/ in the pods, on {claim}")
     report.note(f"follow it: {shlex.join(kubectl.follow_command(job))}")
@@ -633,7 +634,7 @@ def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
     or, for one run's folder, its story from its ledger."""
     from pathlib import Path
 
-    from isaaclab_mgpu.launcher import slurmjobs
+    from isaaclab_mgpu.launcher import kubectl, slurmjobs
     from isaaclab_mgpu.report import runs as shown
 
     if not Path(log_root).is_dir():
@@ -648,6 +649,7 @@ def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
     rows = runs.find_runs(Path(log_root), limit=wanted)
     if not last:  # on a SLURM login node: queued jobs, and lost runs whose job is over
         rows = slurmjobs.rows_with_jobs(Path(log_root), rows)
+        rows = kubectl.rows_with_kubernetes(Path(log_root), rows)  # where kubectl is: its jobs
     if last:
         shown.last(runs.last_folder(rows, log_root))
     elif as_json:
@@ -730,6 +732,9 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
 
     from isaaclab_mgpu.launcher import slurmjobs
 
+    kube = _kubernetes_job(name, Path(root))
+    if kube is not None:
+        return _kubernetes_logs(kube, follow=follow)
     target = slurmjobs.find_target(name, Path(root))
     folder = target.folder
     if folder is None:
@@ -762,6 +767,58 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
         time.sleep(poll_s)
 
 
+def _kubernetes_job(name: str, root):
+    """The Kubernetes job recorded under ``root`` by the name ``name`` (None: not one; a run folder
+    of that name is the run's)."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import kubectl
+
+    if Path(name).is_dir():
+        return None
+    return next((job for job in kubectl.submitted(root) if job.name == name), None)
+
+
+def _kubernetes_logs(job, *, follow: bool) -> int:
+    """Node 0's console of a Kubernetes job: ``kubectl logs`` of its pod (``-f``: until it ends)."""
+    import subprocess
+
+    from isaaclab_mgpu.launcher import kubectl
+
+    argv = kubectl.logs_argv(job, follow=follow)
+    report.note(f"node 0's console of {job.kind} {job.name} in {job.namespace}: {shell_join(argv)}")
+    try:
+        return subprocess.run(argv, check=False, stdin=subprocess.DEVNULL).returncode
+    except FileNotFoundError:
+        raise UsageError(f"mgpu logs {job.name} needs kubectl, which is not on PATH here") from None
+
+
+def _kubernetes_cancel(job, root, *, now: bool) -> int:
+    """Delete a Kubernetes job: every pod's mgpu gets SIGTERM and saves at the stop (the delete
+    returns once the pods are gone); ``now``: its pods force-deleted too, no save."""
+    from pathlib import Path
+
+    from isaaclab_mgpu.launcher import kubectl
+
+    what = f"{job.kind} {job.name} in {job.namespace}"
+    before = kubectl.job_state(job)
+    if before.state == "gone":
+        raise MgpuError(f"kubectl finds no {what}: nothing to cancel (deleted, or never applied)")
+    if before.state in ("finished", "failed"):
+        raise MgpuError(f"{what} has already ended ({before.state}); nothing to cancel")
+    if not kubectl.cancel(job, now=now):
+        raise MgpuError(f"kubectl finds no {what}: nothing to cancel (deleted meanwhile)")
+    manifest = root / "mgpu" / "jobs" / Path(job.manifest).name  # where mgpu submit wrote it
+    again = f"; to continue, submit it again: {shell_join(['kubectl', 'apply', '-f', str(manifest)])}"
+    if now:
+        report.note(f"deleted {what} and force-deleted its pods: no checkpoint at the stop{again}")
+    elif before.state == "queued":
+        report.note(f"deleted {what} before its pods ran ({before.reason or 'queued'}){again}")
+    else:
+        report.note(f"deleted {what}: its pods stopped at a checkpoint (SIGTERM) and are gone{again}")
+    return 0
+
+
 def _invoked() -> tuple[str, ...]:
     """How the user started this mgpu (``uv run mgpu``, ``mgpu`` …), for the commands it prints."""
     from isaaclab_mgpu.launcher.resolve import invocation, probe_machine
@@ -791,12 +848,16 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     """``mgpu cancel``: stop the run ``name`` names through its SLURM job: every node's mgpu stops
     its ranks at a checkpoint (SIGTERM to every step), node 0 records it, then the job ends; ``now``:
     SIGKILL to every process of the job (no checkpoint at the stop). 0 once the job has ended (with
-    the checkpoint, unless ``now``); the run continues with the same ``mgpu submit``."""
+    the checkpoint, unless ``now``); the run continues with the same ``mgpu submit``. A Kubernetes
+    job's name: the job deleted (:func:`_kubernetes_cancel`)."""
     from pathlib import Path
 
     from isaaclab_mgpu.contract import events as ev
     from isaaclab_mgpu.launcher import slurmjobs
 
+    kube = _kubernetes_job(name, Path(root))
+    if kube is not None:
+        return _kubernetes_cancel(kube, Path(root), now=now)
     target = slurmjobs.find_target(name, Path(root))
     what = str(target.folder) if target.folder is not None else f"the job named {name}"
     if not target.jobs:

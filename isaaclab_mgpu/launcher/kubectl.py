@@ -1,8 +1,11 @@
 """Kubernetes jobs through ``kubectl``: submit a written manifest, read a job's state, cancel it.
 
 ``mgpu submit --emit trainjob|pytorchjob`` writes the manifest ``dry-run --emit`` prints to
-``<log_root>/mgpu/jobs/<name>.yaml`` and hands it to :func:`submit`; ``mgpu runs`` asks
-:func:`job_state` and ``mgpu cancel`` calls :func:`cancel`. Everything goes through the user's own
+``<log_root>/mgpu/jobs/<name>.yaml`` and hands it to :func:`submit`; ``mgpu runs`` lists each
+recorded job as a row (:func:`rows_with_kubernetes`: one :func:`job_state` per job per listing,
+nothing without ``kubectl``; the row's folder is where the run lives in the pods, marked
+``in_pods`` when it cannot be seen here), ``mgpu cancel NAME`` calls :func:`cancel` and ``mgpu
+logs NAME`` runs :func:`logs_argv` (node 0's pod). Everything goes through the user's own
 ``kubectl`` (its context, credentials and namespace); mgpu talks to no API server itself.
 
 - :func:`submit` runs ``kubectl apply -f FILE -o json`` and reads from the answer the namespace the
@@ -17,7 +20,10 @@
   and mgpu exits within ``terminationGracePeriodSeconds`` (the path of
   :mod:`isaaclab_mgpu.launcher.jobfiles`); foreground deletion returns once the pods are gone, so
   the checkpoint is on the claim when ``cancel`` returns. The TrainJob's own ``TrainingRuntime``
-  stays: submitting again reuses it and continues the run (``--resume auto``).
+  stays: submitting again reuses it and continues the run (``--resume auto``). With ``now`` the
+  delete does not wait and the pods are then force-deleted (:func:`force_pods_argv`, grace period
+  0): the job's own grace period would not reach its pods (the garbage collector deletes them
+  with theirs), so the hard stop names them.
 - :func:`job_state` runs ``kubectl get <resource> NAME -n NAMESPACE -o json`` and
   :func:`state_of` (pure) maps the object's conditions to a run state:
 
@@ -43,14 +49,16 @@ when there is no ``kubectl`` on ``PATH``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.launcher.runs import RunRow
 
 #: The ``--emit`` kind → the object ``kind`` in the manifest and the resource ``kubectl`` names it by.
 KINDS = {"trainjob": "TrainJob", "pytorchjob": "PyTorchJob"}
@@ -59,6 +67,8 @@ RESOURCES = {"TrainJob": "trainjobs.trainer.kubeflow.org", "PyTorchJob": "pytorc
 STATES = ("queued", "running", "finished", "failed", "gone")
 #: The record :func:`submit` writes beside the manifest: ``<name>`` + this.
 RECORD_SUFFIX = ".kubernetes.json"
+#: Seconds a ``kubectl get`` of a job's state may take (an unreachable API server: no answer).
+PROBE_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,10 @@ class KubeJob:
     manifest: str
     """The manifest file that was applied."""
 
+    run_under: str = ""
+    """Where the run lives in the pods (the experiment folder under the pods' log root; empty in
+    records written before it was recorded)."""
+
 
 @dataclass(frozen=True)
 class JobState:
@@ -94,10 +108,28 @@ def apply_argv(manifest: str | Path) -> list[str]:
     return ["kubectl", "apply", "-f", str(manifest), "-o", "json"]
 
 
-def delete_argv(job: KubeJob) -> list[str]:
-    """``kubectl delete`` of the job, waiting until its pods are gone (their stop saved)."""
+def delete_argv(job: KubeJob, *, now: bool = False) -> list[str]:
+    """``kubectl delete`` of the job, waiting until its pods are gone (their stop saved); ``now``:
+    without waiting (:func:`force_pods_argv` then ends the pods)."""
     return ["kubectl", "delete", RESOURCES[job.kind], job.name, "-n", job.namespace,
-            "--cascade=foreground", "--wait=true"]  # fmt: skip
+            "--cascade=foreground", f"--wait={'false' if now else 'true'}"]  # fmt: skip
+
+
+def pod_selector(job: KubeJob, *, node0: bool = False) -> str:
+    """The label selector of the job's pods (``node0``: node 0's pod only)."""
+    if job.kind == "PyTorchJob":
+        # The v1 operator labels every replica with the job's name; the master is node 0.
+        own = f"training.kubeflow.org/job-name={job.name}"
+        return f"{own},training.kubeflow.org/replica-type=master" if node0 else own
+    # The TrainJob's JobSet has its name; node 0 is completion index 0 of its indexed Job.
+    own = f"jobset.sigs.k8s.io/jobset-name={job.name}"
+    return f"{own},batch.kubernetes.io/job-completion-index=0" if node0 else own
+
+
+def force_pods_argv(job: KubeJob) -> list[str]:
+    """Force-delete the job's pods with no grace period: the kubelet kills them at once (no save)."""
+    return ["kubectl", "delete", "pods", "-n", job.namespace, "-l", pod_selector(job),
+            "--grace-period=0", "--force"]  # fmt: skip
 
 
 def get_argv(job: KubeJob) -> list[str]:
@@ -134,7 +166,7 @@ def state_of(obj: Mapping[str, Any]) -> JobState:
     return JobState("queued", "pods not running yet")
 
 
-def submit(manifest: Path, kind: str) -> KubeJob:
+def submit(manifest: Path, kind: str, run_under: str = "") -> KubeJob:
     """Apply ``manifest`` (an ``--emit`` ``kind``'s file) and record the job beside it.
 
     A job of the same name submitted before (its record beside the manifest) is asked first: one
@@ -162,7 +194,8 @@ def submit(manifest: Path, kind: str) -> KubeJob:
     if found is None:
         raise MgpuError(f"kubectl apply -f {manifest} created no {wanted}")
     meta = found.get("metadata") or {}
-    job = KubeJob(wanted, str(meta.get("name")), str(meta.get("namespace") or "default"), str(manifest))
+    namespace = str(meta.get("namespace") or "default")
+    job = KubeJob(wanted, str(meta.get("name")), namespace, str(manifest), run_under)
     record_path(manifest).write_text(json.dumps(asdict(job), indent=2) + "\n")
     return job
 
@@ -188,7 +221,7 @@ def _record(path: Path) -> KubeJob | None:
 def job_state(job: KubeJob) -> JobState:
     """Ask ``kubectl`` for the job and say its state (``gone`` when it finds none)."""
     try:
-        answer = _kubectl(get_argv(job))
+        answer = _kubectl(get_argv(job), timeout=PROBE_TIMEOUT_S)
     except _NotFound:
         return JobState("gone", f"kubectl finds no {job.kind} {job.name} in {job.namespace}")
     try:
@@ -197,39 +230,106 @@ def job_state(job: KubeJob) -> JobState:
         raise MgpuError(f"kubectl get {job.kind} {job.name} answered something unreadable: {exc}") from None
 
 
-def cancel(job: KubeJob) -> bool:
-    """Delete the job and wait for its pods to stop (they save first); False when it was gone."""
+def cancel(job: KubeJob, *, now: bool = False) -> bool:
+    """Delete the job and wait for its pods to stop (they save first); False when it was gone.
+    ``now``: delete it without waiting, then force-delete its pods (grace period 0: no save)."""
     try:
-        _kubectl(delete_argv(job))
+        _kubectl(delete_argv(job, now=now))
     except _NotFound:
         return False
+    if now:
+        _kubectl(force_pods_argv(job))
     return True
+
+
+def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
+    """``kubectl logs`` of node 0's pod, its whole console (``follow``: ``-f``, until the pod ends)."""
+    tail = ["-f"] if follow else []
+    if job.kind == "PyTorchJob":
+        return ["kubectl", "logs", *tail, "-n", job.namespace, f"{job.name}-master-0"]
+    # By selector, kubectl shows only 10 lines unless told otherwise.
+    return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", pod_selector(job, node0=True), "--tail=-1"]
 
 
 def follow_command(job: KubeJob) -> list[str]:
     """The command that follows node 0's console: its pod's log."""
-    if job.kind == "PyTorchJob":
-        return ["kubectl", "logs", "-f", "-n", job.namespace, f"{job.name}-master-0"]
-    # The TrainJob's JobSet has its name; node 0 is completion index 0 of its indexed Job.
-    selector = f"jobset.sigs.k8s.io/jobset-name={job.name},batch.kubernetes.io/job-completion-index=0"
-    return ["kubectl", "logs", "-f", "-n", job.namespace, "-l", selector]
+    return logs_argv(job, follow=True)
+
+
+def probe(jobs: list[KubeJob]) -> dict[KubeJob, JobState] | None:
+    """Each job's state, asked once (``unknown`` with kubectl's words when it fails); None without
+    ``kubectl`` here: nothing is known."""
+    if not jobs or shutil.which("kubectl") is None:
+        return None
+    out = {}
+    for job in jobs:
+        try:
+            out[job] = job_state(job)
+        except MgpuError as exc:
+            out[job] = JobState("unknown", str(exc))
+    return out
+
+
+def with_kubernetes(
+    rows: Sequence[RunRow], found: Mapping[KubeJob, tuple[JobState, float, bool]]
+) -> list[RunRow]:
+    """``rows`` with a row per Kubernetes job (pure), newest first before them: its state as the
+    status, when it was recorded, and whether its run folder can be seen from here."""
+    mine = sorted(found.items(), key=lambda item: item[1][1], reverse=True)
+    return [_row(job, *said) for job, said in mine] + list(rows)
+
+
+def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
+    return RunRow(
+        folder=job.run_under or job.manifest, library=None, framework=None, task=None, world_size=None,
+        iterations=None, s_per_iteration=None, env_steps_per_s=None, warmup_s=None, reward_first=None,
+        reward_last=None, checksums_equal=None, status=st.state, started=recorded, job_state=st.state,
+        job_reason=st.reason, job_name=job.name, job_kind=job.kind, job_namespace=job.namespace,
+        in_pods=not visible,
+    )  # fmt: skip
+
+
+def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
+    """``rows`` (under ``root``) with a row per Kubernetes job submitted there, as kubectl says;
+    ``rows`` as they are without kubectl here."""
+    jobs = submitted(root)
+    states = probe(jobs)
+    if states is None:
+        return list(rows)
+    found = {}
+    for job in jobs:
+        where = Path(root) / "mgpu" / "jobs" / record_path(Path(job.manifest)).name
+        recorded = where.stat().st_mtime if where.exists() else 0.0
+        found[job] = (states[job], recorded, bool(job.run_under) and Path(job.run_under).is_dir())
+    return with_kubernetes(rows, found)
 
 
 class _NotFound(MgpuError):
     """kubectl said the object does not exist."""
 
 
-def _kubectl(argv: list[str]) -> str:
+def _kubectl(argv: list[str], timeout: float | None = None) -> str:
     if shutil.which(argv[0]) is None:
         raise UsageError(
             "this needs kubectl, which is not on PATH here; run it where kubectl reaches the cluster, "
             "or print the manifest with mgpu dry-run … --emit trainjob"
         )
     # No stdin: kubectl must never wait for an answer (a login prompt) that no one will type.
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise MgpuError(f"{' '.join(argv[:3])} did not answer within {timeout:.0f} s") from None
     if done.returncode == 0:
         return done.stdout
     said = (done.stderr or done.stdout).strip() or f"exit {done.returncode}"
     if "(NotFound)" in said:  # the API server's answer for this object; not a missing resource type
         raise _NotFound(said)
-    raise MgpuError(f"{' '.join(argv[:3])} failed: {said}")
+    # client-go's log lines (``E1203 14:02:11.68 … memcache.go:265] …``) repeat before kubectl's
+    # own sentence; the sentence is what the user needs.
+    own = [line for line in said.splitlines() if line.strip() and not _KLOG.match(line)]
+    raise MgpuError(f"{' '.join(argv[:3])} failed: {' '.join(own) if own else said.splitlines()[-1]}")
+
+
+_KLOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d")

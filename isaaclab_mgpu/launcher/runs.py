@@ -180,7 +180,18 @@ class RunRow:
     """Why that job waits, as SLURM says (``Resources``, ``BeginTime`` …), when it is pending."""
 
     job_name: str | None = None
-    """The submitted job's name (a row for a submitted job whose run has not started yet)."""
+    """The submitted job's name (a row for a submitted job whose run has not started yet, or a
+    Kubernetes job)."""
+
+    job_kind: str | None = None
+    """``TrainJob`` or ``PyTorchJob``: a row for a Kubernetes job, its state as kubectl says (None:
+    not one)."""
+
+    job_namespace: str | None = None
+    """The Kubernetes job's namespace."""
+
+    in_pods: bool = False
+    """The folder is where the run lives in the Kubernetes job's pods, not visible from here."""
 
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""

@@ -11,7 +11,11 @@ stretch of progress and checkpoints folded into one; :func:`story_json` prints e
 
 On a SLURM login node a row also names its newest job and SLURM's state of it (``job 123: pending
 Resources``); a submitted job whose run has not started is a row of its own, ``queued`` (its folder:
-where the run will live). A run's status carries its history: ``finished (1 restart)``; with a
+where the run will live). Where ``kubectl`` is, each Kubernetes job submitted under the log root is
+a row too: its status kubectl's state of it (``queued``, ``running``, ``finished``, ``failed``,
+``gone``), its folder where the run lives in the pods, and a note when that folder cannot be seen
+from here (``--json``: ``job_kind``, ``job_name``, ``job_namespace``, ``in_pods``). A run's status
+carries its history: ``finished (1 restart)``; with a
 ledger, how far it got and its requeues too (``requeued 34/150``, ``finished 150 (3 requeues, 1
 restart)``), and for a run Isaac Lab continued in a new folder ``continues <folder>`` on the later
 one and ``continued in <folder>`` on the earlier (``--json``: ``restarts``, ``continues``,
@@ -50,6 +54,7 @@ _STATUS_STYLE = {
     "lost": "bold red",
     "queued": "dim",
     "starting": "cyan",
+    "gone": "dim",
 }
 #: The table's columns, most important first; narrower terminals drop them from the end of this
 #: list (the folder and the status always stay). The folder's name already says the library, the
@@ -139,6 +144,11 @@ def _status(r: RunRow) -> object:
         notes.append(f"continues {Path(r.continues).name}")
     if r.continued_in:
         notes.append(f"continued in {Path(r.continued_in).name}")
+    if r.job_kind is not None:  # a Kubernetes job, as kubectl says: where, why, and where its run is
+        why = f": {r.job_reason}" if r.job_reason else ""
+        notes.append(f"{r.job_kind} {r.job_name} in {r.job_namespace}{why}")
+        if r.in_pods:
+            notes.append("run folder in the pods' storage, not here")
     if r.job_state is not None and r.jobs:  # asked of SLURM: the newest job, and why it waits
         why = f" {r.job_reason}" if r.job_reason else ""
         notes.append(f"job {r.jobs[-1]}{f' {r.job_name}' if r.job_name else ''}: {r.job_state.lower()}{why}")
