@@ -41,7 +41,7 @@ from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
-    from isaaclab_mgpu.launcher.attempts import Outcome
+    from isaaclab_mgpu.launcher.attempts import Attempt, Outcome, Reshape, RunPlace
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.ledger import RunLedger
@@ -226,6 +226,7 @@ def train(
     place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
     trains = (ident.task, ident.total) if ident is not None else None
     record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
+    world = _Shrinking(resolved, record)
     try:
         outcome = run_attempts(
             cmd,
@@ -237,6 +238,7 @@ def train(
             # once the run folder is known (node 0), after what earlier launches of the run recorded
             on_attempt_end=functools.partial(runs.record_attempts, earlier=placement.earlier),
             ledger=record,
+            reshape=world if spec.node_floor is not None else None,
         )
     except BaseException:
         record.close()  # mgpu's own error or a second Ctrl-C: the ledger says running, as the summary
@@ -246,10 +248,56 @@ def train(
             view.close()
     if options.console:
         progress.result(outcome.result)
+    resolved, cmd = world.resolved, world.cmd or cmd  # the world the run ended in (after any shrink)
     try:
         return conclude(resolved, cmd, outcome, record)
     finally:
         record.close()
+
+
+class _Shrinking:
+    """The launch's world as it is now; called before a restart, it plans a shrink after a lost node
+    (``--min_nodes``, :mod:`.launcher.shrink`), says it, records it and gives the smaller world."""
+
+    def __init__(self, resolved: ResolvedSpec, record: RunLedger) -> None:
+        self.resolved = resolved
+        self.cmd: Command | None = None
+        self.record = record
+
+    def __call__(
+        self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
+    ) -> Reshape | None:
+        import socket
+        from pathlib import Path
+
+        from isaaclab_mgpu.contract import events
+        from isaaclab_mgpu.launcher import shrink
+        from isaaclab_mgpu.launcher.attempts import Reshape
+        from isaaclab_mgpu.launcher.build import build
+        from isaaclab_mgpu.launcher.ledger import newest_checkpoint
+
+        if not result.lost_nodes:
+            return None
+        plan = shrink.plan(self.resolved, result.lost_nodes, dict(result.node_hosts), socket.gethostname())
+        folder = place.run_dir or (Path(result.run_folder) if result.run_folder else None)
+        if plan is None or (plan.node_rank == 0 and folder is None):
+            return None  # a node 0 that never learnt the run folder cannot keep its record: stop
+        self.resolved = shrink.reshaped(self.resolved, plan)
+        self.cmd = build(self.resolved)
+        if plan.node_rank == 0:
+            place = dataclasses.replace(place, run_dir=folder)
+            self.record.adopt(folder)
+        found = newest_checkpoint(place.run_dir, place.named_by_rank)
+        at = found[0] if found is not None else None
+        report.warn(f"{plan.describe()}; restarting from {f'checkpoint {at}' if at else 'the beginning'}")
+        keeper = plan.node_rank_before if plan.node_rank == 0 else None
+        self.record.write(events.Shrink, lost_nodes=plan.lost, lost_hosts=plan.lost_hosts,
+                          nodes_before=plan.nodes_before, nodes_after=plan.nodes_after,
+                          ranks_before=plan.ranks_before, ranks_after=plan.ranks_after,
+                          num_envs_before=plan.envs_before, num_envs_after=plan.envs_after,
+                          from_iteration=at, keeper_before=keeper)  # fmt: skip
+        stall = dataclasses.replace(options.stall, multi_node=_multi_node(self.cmd))
+        return Reshape(self.cmd, place, dataclasses.replace(options, stall=stall))
 
 
 def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:

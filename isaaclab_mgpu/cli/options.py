@@ -473,6 +473,32 @@ REQUEUE: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "min_nodes": (
+        Annotated[
+            str | None,
+            _opt(
+                "min_nodes",
+                "Shrink instead of stop: when a node is lost and restarts remain, the other nodes "
+                "restart from the newest checkpoint on fewer nodes, down to N (also --nnodes MIN:MAX).",
+                panel=RESTARTS,
+                metavar="N",
+            ),
+        ],
+        None,
+    ),
+    "shrink_keep": (
+        Annotated[
+            str,
+            _opt(
+                "shrink_keep",
+                "What a shrink keeps: total (the run's environment count; each rank's --num_envs "
+                "raised) or per_rank (each rank's count as it was).",
+                panel=RESTARTS,
+                metavar="total|per_rank",
+            ),
+        ],
+        "total",
+    ),
     "requeue_signal": (
         Annotated[
             str,

@@ -230,6 +230,28 @@ class Outcome:
         return tuple(a for a in self.attempts if a.outcome in ("failed", "hung"))
 
 
+@dataclass(frozen=True)
+class Reshape:
+    """The world the next attempt runs in after a shrink (``--min_nodes``, :mod:`.shrink`)."""
+
+    cmd: Command
+    """The command on the smaller world."""
+
+    place: RunPlace
+    """Where the run lives (a node that became node 0 learnt the folder from node 0's reports)."""
+
+    options: SuperviseOptions
+    """The supervision options on the smaller world (one node left: no peers to watch)."""
+
+
+class Reshaper(Protocol):
+    """What the loop asks before a restart: the smaller world when a node was lost, else None."""
+
+    def __call__(
+        self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
+    ) -> Reshape | None: ...
+
+
 class Watch(Protocol):
     """What the loop calls with an attempt's supervisor (:meth:`.ledger.RunLedger.watcher`)."""
 
@@ -274,11 +296,13 @@ def run_attempts(
     say: AttemptsProgress,
     on_attempt_end: Callable[[Path, tuple[Attempt, ...], bool], None] | None = None,
     ledger: RunLedger | None = None,
+    reshape: Reshaper | None = None,
 ) -> Outcome:
     """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times.
 
     ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
-    folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`)."""
+    folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
+    gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
@@ -314,6 +338,9 @@ def run_attempts(
                 again = attempt.outcome in ("failed", "hung") and mendable
                 asked = requests.stop_asked or requests.checkpoint_at is not None
                 again = again and number < restart.max_restarts and not asked
+                new = reshape(attempt, result, place, options) if again and reshape is not None else None
+                if new is not None:  # every later attempt runs on the smaller world
+                    cmd, place, options = new.cmd, new.place, new.options
                 if on_attempt_end is not None and place.run_dir is not None:
                     on_attempt_end(place.run_dir, tuple(attempts), again)
                 if not again:

@@ -335,6 +335,9 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
     lines += [f"#SBATCH --time={options.time or '04:00:00'}", f"#SBATCH --signal={signal}@{seconds}"]
     if spec.requeue:
         lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
+    shrinks = spec.node_floor is not None
+    if shrinks:  # a lost node costs the job that node, not the allocation (mgpu shrinks the run)
+        lines.append("#SBATCH --no-kill")
     lines += [f"#SBATCH --output={name}-%j.out", "", "set -euo pipefail", ""]
     if spec.worker is not None and spec.worker.resume in (None, "auto"):
         lines.append("# Submitting it again continues the newest unfinished run (--resume auto).")
@@ -367,7 +370,14 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
         "# Shared by every node (and by the nodes of a requeued job, which may be other ones): this",
         "# directory and its log root (logs/, or the --log_root given: run folders, checkpoints,",
         "# summary.json). A log root on a node's local disk cannot be continued elsewhere.",
-        "# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once.",
+        *(
+            [
+                f"# --min_nodes {spec.node_floor}: a lost node does not end the job (#SBATCH --no-kill, srun",
+                "# --no-kill --kill-on-bad-exit=0): the other nodes' mgpu restart the run on fewer nodes.",
+            ]
+            if shrinks
+            else ["# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once."]
+        ),
         "# Check inside an allocation:",
         f"# srun --ntasks-per-node=1 {_shell(program)} dry-run <the same arguments>",
     ]
@@ -386,7 +396,8 @@ def sbatch(spec: LaunchSpec, options: JobOptions) -> str:
         tail = ""
     lines += _no_requeue_on_93()
     # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
-    srun = f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus}"
+    kill = "--no-kill --kill-on-bad-exit=0" if shrinks else "--kill-on-bad-exit=1"
+    srun = f"srun {kill} --cpus-per-task={cpus}"
     lines.append(f"{srun} {_shell([*program, 'train'])}{tail} {_shell(argv[2:])}".rstrip())
     return "\n".join(lines) + "\n"
 

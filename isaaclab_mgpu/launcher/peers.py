@@ -306,6 +306,22 @@ class Peers:
                 )
         return "; ".join(found) or None
 
+    def lost_nodes(self, now: float) -> tuple[int, ...]:
+        """The other nodes counted as gone: their mgpu stopped publishing, or (the store silent)
+        the node that served the store. What a shrink leaves out (:mod:`.shrink`)."""
+        silent = self._silent_since is not None and not self.serves_store
+        if silent and self._silent_since is not None and now - self._silent_since >= STORE_TIMEOUT_S:
+            return (self.store_node,) if self.store_node is not None else ()
+        return tuple(
+            node
+            for node, seen in sorted(self._seen.items())
+            if node != self.node_rank and not seen.report.ended and now - seen.moved >= GONE_S
+        )
+
+    def hosts(self) -> dict[int, str]:
+        """Each node's host as it last published it (this node's excluded)."""
+        return {node: seen.report.host for node, seen in self._seen.items() if node != self.node_rank}
+
     def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
         """Every other node's ranks as last published, each with its node's host."""
         return [
@@ -423,6 +439,16 @@ class Sharer:
         """See :meth:`Peers.run_folder`."""
         with self._lock:
             return self._peers.run_folder()
+
+    def lost_nodes(self) -> tuple[int, ...]:
+        """See :meth:`Peers.lost_nodes`."""
+        with self._lock:
+            return self._peers.lost_nodes(self._clock())
+
+    def hosts(self) -> dict[int, str]:
+        """See :meth:`Peers.hosts`."""
+        with self._lock:
+            return self._peers.hosts()
 
     def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
         """See :meth:`Peers.ranks_elsewhere`."""

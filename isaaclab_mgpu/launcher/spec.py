@@ -67,6 +67,8 @@ TORCHRUN_OPTIONS = (
 JAXRUN_OPTIONS = ("nnodes", "node_rank", "tee", "local_ranks_filter", "log_dir")
 #: torchrun options that skrl's JAX launch contract has no equivalent for.
 TORCHRUN_ONLY = (*(name for name in TORCHRUN_OPTIONS if name not in JAXRUN_OPTIONS), "virtual_local_rank")
+#: What a shrink keeps (``--shrink_keep``): the run's environment count, or each rank's.
+SHRINK_KEEPS = ("total", "per_rank")
 #: Signals ``--requeue_signal`` may name (SLURM's ``--signal`` warning; never a stop signal).
 REQUEUE_SIGNALS = ("USR1", "USR2", "XCPU", "PWR")
 
@@ -138,6 +140,14 @@ class LaunchSpec:
     max_restarts: int | None = None
     """Restarts after a failed or hung attempt, each resuming from the run's newest checkpoint
     (mgpu's own restarts: the launcher itself gets none)."""
+
+    min_nodes: int | None = None
+    """Shrink instead of stop: when a node is lost and restarts remain, the others restart on fewer
+    nodes, down to this many (also ``--nnodes MIN:MAX``'s MIN; :mod:`~isaaclab_mgpu.launcher.shrink`)."""
+
+    shrink_keep: str = "total"
+    """What a shrink keeps: ``total`` (the run's environment count: each rank's ``--num_envs``
+    raised) or ``per_rank`` (each rank's count as it was)."""
 
     monitor_interval: float | None = None
     """torchrun ``--monitor_interval`` in seconds."""
@@ -296,6 +306,14 @@ class LaunchSpec:
         """The largest node count ``nnodes`` allows (1 when unset)."""
         return node_counts(self.nnodes)[1]
 
+    @property
+    def node_floor(self) -> int | None:
+        """The fewest nodes a shrink may leave (``--min_nodes``, or ``--nnodes MIN:MAX``'s MIN below
+        MAX); None: a lost node stops the run."""
+        low, high = node_counts(self.nnodes)
+        floor = self.min_nodes if self.min_nodes is not None else (low if low < high else None)
+        return floor if floor is not None and floor < high else None
+
 
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+(%[\w.-]+)?\]|[^:\[\]\s]+)(?::(?P<port>[^:]*))?$")
 _BACKEND_NAME = re.compile(r"^[A-Za-z][\w.-]*$", re.ASCII)
@@ -400,6 +418,7 @@ _COERCE: dict[str, Callable[[str, object], object]] = {
     "master_port": lambda name, value: check_port(value, spelling(name)),
     "node_rank": _number(int, "an integer; node ranks run from 0 to nnodes-1"),
     "max_restarts": _number(int, "an integer count of restarts"),
+    "min_nodes": _number(int, "an integer count of nodes"),
     "keep_checkpoints": _number(int, "an integer count of checkpoints (1 or more)"),
     "monitor_interval": _number(float, "a number of seconds"),
     "gpu_ids": lambda name, value: parse_gpu_ids(str(value)),
@@ -594,7 +613,20 @@ def _validate_gpu_ids(s: LaunchSpec, nproc: int | str | None) -> None:
 
 
 def _validate_nodes(s: LaunchSpec) -> None:
-    node_counts(s.nnodes)
+    low, high = node_counts(s.nnodes)
+    if s.min_nodes is not None:
+        if s.min_nodes < 1 or s.min_nodes > high:
+            raise UsageError(f"--min_nodes {s.min_nodes} must be from 1 to --nnodes {s.nnodes or 1}")
+        if low < high and s.min_nodes != low:
+            raise UsageError(
+                f"--min_nodes {s.min_nodes} and --nnodes {s.nnodes} disagree on the fewest nodes; "
+                f"give one of them (--nnodes {high} --min_nodes {s.min_nodes}, "
+                f"or --nnodes {s.min_nodes}:{high})"
+            )
+        if s.uses_jax:
+            raise UsageError("--min_nodes: skrl JAX needs a fixed node count")
+    if s.shrink_keep not in SHRINK_KEEPS:
+        raise UsageError(f"--shrink_keep {s.shrink_keep!r} is not one of {', '.join(SHRINK_KEEPS)}")
     if s.uses_jax and s.nnodes is not None and ":" in s.nnodes:
         raise UsageError(f"--nnodes {s.nnodes!r}: skrl JAX needs a fixed node count")
     if s.node_rank is not None:

@@ -509,13 +509,15 @@ class Supervisor:
         if not self._interrupted and rc != 0:
             first_rank, own = min(self.cmd.rank_devices, default=0), self.cmd.env.get(ERROR_FILE)
             failure, self._log_dir = first_failure(self._output.lines, self._log_dir, first_rank, newest, own)
-        elsewhere = None
+        elsewhere, lost, hosts, folder = None, (), (), None
         if failure is not None and self._stall is None and self._watch is not None and _peer_broke(failure):
             # Before the watch is released: the other nodes' reports say which one went away.
             elsewhere = self._watch.explain_failure()
             self._stall = self._watch.hang_elsewhere(failure.local_rank, elsewhere)
             if self._stall is not None:
                 self._say.stall(self._stall)
+            lost, hosts = self._watch.peer_loss()  # what a shrink leaves out (launcher.shrink)
+            folder = (self._watch.run_folder() or (None, None))[0]
         stragglers = self._watch.stragglers.named if self._watch is not None else ()
         if self._watch is not None and (drift := self._watch.drift(read=True)) is not None:
             self._say.drift(drift)  # a rank that stopped on it reported it after the last look
@@ -542,6 +544,9 @@ class Supervisor:
             elsewhere=elsewhere,
             stragglers=stragglers,
             drift=found_drift,
+            lost_nodes=lost,
+            node_hosts=hosts,
+            run_folder=folder,
         )
 
     # -- the watchdog and the subreaper attribute ------------------------------------------------

@@ -195,6 +195,12 @@ class HangWatch:
         # stuck, and ends by itself or with the rest of the tree once the launcher is gone.
         return dead[0], peers
 
+    def peer_loss(self) -> tuple[tuple[int, ...], tuple[tuple[int, str], ...]]:
+        """Multi-node: the other nodes counted as gone, and every other node's host; empty elsewhere."""
+        if self.sharer is None:
+            return (), ()
+        return self.sharer.lost_nodes(), tuple(sorted(self.sharer.hosts().items()))
+
     def run_folder(self) -> tuple[str, str] | None:
         """Multi-node: the run folder and the host of node 0, which keeps its record, once known."""
         if self.sharer is None:
