@@ -226,7 +226,7 @@ def train(
     place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
     trains = (ident.task, ident.total) if ident is not None else None
     record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
-    world = _Shrinking(resolved, record)
+    world = _Shrinking(resolved, cmd, record)
     try:
         outcome = run_attempts(
             cmd,
@@ -248,7 +248,7 @@ def train(
             view.close()
     if options.console:
         progress.result(outcome.result)
-    resolved, cmd = world.resolved, world.cmd or cmd  # the world the run ended in (after any shrink)
+    resolved, cmd = world.resolved, world.cmd  # the world the run ended in (after any shrink)
     try:
         return conclude(resolved, cmd, outcome, record)
     finally:
@@ -259,9 +259,9 @@ class _Shrinking:
     """The launch's world as it is now; called before a restart, it plans a shrink after a lost node
     (``--min_nodes``, :mod:`.launcher.shrink`), says it, records it and gives the smaller world."""
 
-    def __init__(self, resolved: ResolvedSpec, record: RunLedger) -> None:
+    def __init__(self, resolved: ResolvedSpec, cmd: Command, record: RunLedger) -> None:
         self.resolved = resolved
-        self.cmd: Command | None = None
+        self.cmd = cmd
         self.record = record
 
     def __call__(
@@ -282,6 +282,12 @@ class _Shrinking:
         folder = place.run_dir or (Path(result.run_folder) if result.run_folder else None)
         if plan is None or (plan.node_rank == 0 and folder is None):
             return None  # a node 0 that never learnt the run folder cannot keep its record: stop
+        meeting = self.cmd.rendezvous
+        if meeting is not None and meeting.static and 0 in plan.lost:
+            wait = f"waiting up to {shrink.STORE_BACK_S:.0f} s for it to come back before leaving node 0 out"
+            report.note(f"node 0's store at {meeting.host}:{meeting.port} stopped: {wait}")
+            if shrink.store_back(meeting.host, meeting.port):
+                return None  # node 0's mgpu restarted its torchrun: a restart on every node
         self.resolved = shrink.reshaped(self.resolved, plan)
         self.cmd = build(self.resolved)
         if plan.node_rank == 0:

@@ -19,6 +19,9 @@ jaxrun:
 - Each attempt's launcher logs into its own folder, ``<log root>/<run name>/attempt_<k>``
   (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
   (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
+- Before a restart the loop asks ``reshape`` (``--min_nodes``, :mod:`.shrink`) whether a node was
+  lost: then the restart and every later attempt run the smaller world's command (:class:`Reshape`),
+  and a node that became node 0 takes over the run folder and its record.
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
   started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
   checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.

@@ -304,6 +304,13 @@ def emit(spec: LaunchSpec, options: JobOptions) -> str:
             )
     if options.kind == "sbatch":
         return sbatch(spec, options)
+    if spec.min_nodes is not None:  # an elastic --nnodes MIN:MAX is refused as such (ranks_per_node)
+        raise UsageError(
+            f"--emit {options.kind}: --min_nodes asks the survivors to go on without a lost pod, but the "
+            "operator replaces a lost pod and restarts the job at its full size (Kubeflow Trainer v2.3.0 "
+            "has no elastic policy; a PyTorchJob's elasticPolicy is torchrun's own shrink, which hangs "
+            "its survivors): leave --min_nodes out"
+        )
     if spec.requeue:
         raise UsageError(
             f"--emit {options.kind}: --requeue is SLURM's (every pod's mgpu train would refuse it); "

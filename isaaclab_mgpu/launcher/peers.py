@@ -253,6 +253,7 @@ class Peers:
     _seen: dict[int, _Seen] = field(default_factory=dict)
     _since: float | None = None
     _silent_since: float | None = None
+    _read_at: float | None = None  # our clock, when the store last answered
 
     def update(self, reports: dict[int, NodeReport] | None, now: float) -> None:
         """Take one :meth:`Board.read` (None: the store did not answer) at ``now`` (our clock)."""
@@ -263,6 +264,7 @@ class Peers:
                 self._silent_since = now
             return
         self._silent_since = None
+        self._read_at = now
         for node, report in reports.items():
             seen = self._seen.get(node)
             if seen is None or report.seq != seen.report.seq:
@@ -307,15 +309,22 @@ class Peers:
         return "; ".join(found) or None
 
     def lost_nodes(self, now: float) -> tuple[int, ...]:
-        """The other nodes counted as gone: their mgpu stopped publishing, or (the store silent)
-        the node that served the store. What a shrink leaves out (:mod:`.shrink`)."""
+        """The other nodes counted as gone: their mgpu stopped publishing while the store still
+        answered us, or (the store silent) the node that served it, unless its last report showed
+        its mgpu alive and its own rank failed. What a shrink leaves out (:mod:`.shrink`)."""
         silent = self._silent_since is not None and not self.serves_store
         if silent and self._silent_since is not None and now - self._silent_since >= STORE_TIMEOUT_S:
-            return (self.store_node,) if self.store_node is not None else ()
+            host = self._seen.get(self.store_node) if self.store_node is not None else None
+            alive = host is not None and (host.report.ended or any(
+                r.process in ("gone", "stopped") for r in host.report.ranks))  # fmt: skip
+            return (self.store_node,) if self.store_node is not None and not alive else ()
+        # Only silence seen while the store answered us counts: once it stopped (its torchrun
+        # ended), a sequence standing still says nothing of that node.
+        read_at = self._read_at if self._read_at is not None else now
         return tuple(
             node
             for node, seen in sorted(self._seen.items())
-            if node != self.node_rank and not seen.report.ended and now - seen.moved >= GONE_S
+            if node != self.node_rank and not seen.report.ended and read_at - seen.moved >= GONE_S
         )
 
     def hosts(self) -> dict[int, str]:

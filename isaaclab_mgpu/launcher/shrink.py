@@ -18,6 +18,11 @@ each surviving node's mgpu restarts its torchrun itself with the new world (:fun
   the same; ``per_rank`` keeps each rank's count (the batch shrinks with the world);
 - the restart resumes from the run's newest checkpoint, as every restart does.
 
+A node whose store went silent cannot tell node 0's machine gone from node 0's own rank failing
+(its torchrun, which served the store, ends either way): before leaving node 0 out, a survivor
+waits up to :data:`STORE_BACK_S` for the store's address to answer again (:func:`store_back`):
+node 0's mgpu, alive, restarts its torchrun there within seconds, and the run restarts whole.
+
 Every survivor decides alone from what it saw; the nodes never vote. Each judges the same reports
 (every node's mgpu publishes to the same store), so they agree when the loss is plain (a node's
 machine or mgpu gone). Planning is pure: :func:`plan` takes the world, the loss and the hosts;
@@ -37,6 +42,8 @@ from isaaclab_mgpu.launcher.scale import without_option
 
 #: The store's host when one node is left: its own torchrun serves it.
 ALONE = "127.0.0.1"
+#: Seconds a survivor waits for the store node's restarted torchrun before counting it lost.
+STORE_BACK_S = 12.0
 
 
 @dataclass(frozen=True)
@@ -87,10 +94,14 @@ class Shrink:
             )
         elif self.envs_before is not None:
             envs = f"; {self.envs_before} environments per rank, as before"
+        if self.node_rank == self.node_rank_before:
+            me = f"this node stays node {self.node_rank}"
+        else:
+            keeps = ", which keeps the run's record" if self.node_rank == 0 else ""
+            me = f"this node is node {self.node_rank} now (was {self.node_rank_before}){keeps}"
         return (
             f"{hosts} lost: shrinking {self.nodes_before} → {self.nodes_after} nodes "
-            f"({self.ranks_before} → {self.ranks_after} ranks), this node is node {self.node_rank} now"
-            f"{', keeping the run' if self.node_rank == 0 and self.node_rank_before != 0 else ''}{envs}"
+            f"({self.ranks_before} → {self.ranks_after} ranks), {me}{envs}"
         )
 
 
@@ -150,6 +161,8 @@ def reshaped(r: ResolvedSpec, s: Shrink) -> ResolvedSpec:
     each rank's ``--num_envs``; the floor kept, so a later loss may shrink again."""
     spec = r.spec
     changes: dict[str, object] = {"nnodes": str(s.nodes_after), "min_nodes": spec.node_floor}
+    if spec.node_rank is not None:
+        changes["node_rank"] = s.node_rank
     if spec.master_addr is not None or r.rdzv_endpoint is None:
         changes["master_addr"] = s.master
     if s.envs_after is not None and s.envs_after != s.envs_before:
@@ -166,6 +179,22 @@ def reshaped(r: ResolvedSpec, s: Shrink) -> ResolvedSpec:
         node_rank=s.node_rank,
         rdzv_endpoint=endpoint,
     )
+
+
+def store_back(host: str, port: int, within: float = STORE_BACK_S) -> bool:
+    """True when ``host:port`` accepts a connection within ``within`` seconds (the store node's
+    mgpu restarted its torchrun: that node is not lost)."""
+    import socket
+    import time
+
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
 
 
 def _endpoint_host(endpoint: str | None) -> str | None:
