@@ -257,7 +257,7 @@ def train(
 
 class _Shrinking:
     """The launch's world as it is now; called before a restart, it plans a shrink after a lost node
-    (``--min_nodes``, :mod:`.launcher.shrink`), says it, records it and gives the smaller world."""
+    (``--min_nodes``, :mod:`.launcher.shrink`), says it and gives the smaller world with its record."""
 
     def __init__(self, resolved: ResolvedSpec, cmd: Command, record: RunLedger) -> None:
         self.resolved = resolved
@@ -270,7 +270,6 @@ class _Shrinking:
         import socket
         from pathlib import Path
 
-        from isaaclab_mgpu.contract import events
         from isaaclab_mgpu.launcher import shrink
         from isaaclab_mgpu.launcher.attempts import Reshape
         from isaaclab_mgpu.launcher.build import build
@@ -296,14 +295,8 @@ class _Shrinking:
         found = newest_checkpoint(place.run_dir, place.named_by_rank)
         at = found[0] if found is not None else None
         report.warn(f"{plan.describe()}; restarting from {f'checkpoint {at}' if at else 'the beginning'}")
-        keeper = plan.node_rank_before if plan.node_rank == 0 else None
-        self.record.write(events.Shrink, lost_nodes=plan.lost, lost_hosts=plan.lost_hosts,
-                          nodes_before=plan.nodes_before, nodes_after=plan.nodes_after,
-                          ranks_before=plan.ranks_before, ranks_after=plan.ranks_after,
-                          num_envs_before=plan.envs_before, num_envs_after=plan.envs_after,
-                          from_iteration=at, keeper_before=keeper)  # fmt: skip
         stall = dataclasses.replace(options.stall, multi_node=_multi_node(self.cmd))
-        return Reshape(self.cmd, place, dataclasses.replace(options, stall=stall))
+        return Reshape(self.cmd, place, dataclasses.replace(options, stall=stall), plan.event(at))
 
 
 def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:

@@ -91,3 +91,25 @@ def test_a_lost_node_shrinks_the_run_to_the_survivor_which_finishes_it(lost, tmp
     assert not [
         p for p in psutil.Process().children(recursive=True) if "isaaclab_mgpu" in " ".join(p.cmdline())
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("node", [0, 1])
+def test_a_rank_killed_on_either_node_restarts_the_whole_world_and_never_shrinks(node, tmp_path):
+    # A rank's death is not its node's: that node's mgpu lives and restarts its torchrun (node 0's
+    # serves the store again), so the other node must not go on alone into the same run folder.
+    port = _free_port()
+    nodes = [_node(0, port, tmp_path), _node(1, port, tmp_path)]
+    nodes[0].wait_for(f"iteration 5/{TOTAL}", 180)
+    nodes[node].rank(node).send_signal(signal.SIGKILL)  # global rank = node rank (one rank per node)
+    for run in nodes:
+        code, out = run.finish(300)
+        assert code == 0, out[-4000:]
+        assert "shrinking" not in out, out[-4000:]
+    folders = run_folders(tmp_path, "rsl_rl")
+    assert len(folders) == 1, folders
+    s = summary_of(folders[0])
+    ended = (s["status"], s["iterations"], s["world_size"], s["num_envs_per_rank"])
+    assert ended == ("finished", TOTAL, 2, 16), ended
+    ledger = events.read(folders[0])
+    assert ledger is not None and not [e for e in ledger.events if isinstance(e, events.Shrink)]

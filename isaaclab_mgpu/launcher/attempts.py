@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from isaaclab_mgpu.contract import elastic, resume
+from isaaclab_mgpu.contract import elastic, events, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import (
     ATTEMPT,
@@ -246,6 +246,10 @@ class Reshape:
     options: SuperviseOptions
     """The supervision options on the smaller world (one node left: no peers to watch)."""
 
+    record: dict[str, object]
+    """The fields of the ledger's ``shrink`` event (:class:`~isaaclab_mgpu.contract.events.Shrink`),
+    written after the attempt's fault and before the restart."""
+
 
 class Reshaper(Protocol):
     """What the loop asks before a restart: the smaller world when a node was lost, else None."""
@@ -335,15 +339,21 @@ def run_attempts(
                 watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempt = _classified(attempt, result, attempts[-1] if attempts else None, kills)
-                attempts.append(attempt)
-                _tell(ledger, attempt, result)
                 mendable = attempt.verdict is None or attempt.verdict.restart
                 again = attempt.outcome in ("failed", "hung") and mendable
                 asked = requests.stop_asked or requests.checkpoint_at is not None
                 again = again and number < restart.max_restarts and not asked
                 new = reshape(attempt, result, place, options) if again and reshape is not None else None
                 if new is not None:  # every later attempt runs on the smaller world
+                    if place.run_dir is None and new.place.run_dir is not None:
+                        # This node became node 0: the run's figures are in the folder it took over.
+                        attempt = dataclasses.replace(attempt, reached=_reached(new.place),
+                                                      checkpoint=_checkpoint_now(new.place))  # fmt: skip
                     cmd, place, options = new.cmd, new.place, new.options
+                attempts.append(attempt)
+                _tell(ledger, attempt, result)
+                if new is not None:
+                    ledger.write(events.Shrink, **new.record)
                 if on_attempt_end is not None and place.run_dir is not None:
                     on_attempt_end(place.run_dir, tuple(attempts), again)
                 if not again:

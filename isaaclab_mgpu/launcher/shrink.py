@@ -83,6 +83,17 @@ class Shrink:
     envs_after: int | None
     """Environments per rank after (the ``--num_envs`` the ranks get); None: unchanged."""
 
+    def event(self, from_iteration: int | None) -> dict[str, object]:
+        """The fields of the ledger's ``shrink`` event, resuming from checkpoint ``from_iteration``."""
+        return {
+            "lost_nodes": self.lost, "lost_hosts": self.lost_hosts,
+            "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
+            "ranks_before": self.ranks_before, "ranks_after": self.ranks_after,
+            "num_envs_before": self.envs_before, "num_envs_after": self.envs_after,
+            "from_iteration": from_iteration,
+            "keeper_before": self.node_rank_before if self.node_rank == 0 else None,
+        }  # fmt: skip
+
     def describe(self) -> str:
         """One line for the console and the record."""
         hosts = ", ".join(f"node {n} ({h})" for n, h in zip(self.lost, self.lost_hosts, strict=True))
