@@ -227,6 +227,12 @@ def train(
     trains = (ident.task, ident.total) if ident is not None else None
     record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
     world = _Shrinking(resolved, cmd, record)
+    alive = None
+    if spec.node_floor is not None and _multi_node(cmd):
+        from isaaclab_mgpu.launcher.shrink import Liveness
+
+        alive = Liveness()  # for the whole run: the other nodes ask it before leaving this node out
+        options = dataclasses.replace(options, alive_port=alive.port)
     try:
         outcome = run_attempts(
             cmd,
@@ -246,6 +252,8 @@ def train(
     finally:
         if view is not None:
             view.close()
+        if alive is not None:
+            alive.close()
     if options.console:
         progress.result(outcome.result)
     resolved, cmd = world.resolved, world.cmd  # the world the run ended in (after any shrink)
@@ -275,18 +283,17 @@ class _Shrinking:
         from isaaclab_mgpu.launcher.build import build
         from isaaclab_mgpu.launcher.ledger import newest_checkpoint
 
-        if not result.lost_nodes:
+        hosts = {node: (host, port) for node, host, port in result.node_hosts}
+        # A candidate whose mgpu still answers is alive (its own rank failed): a restart of every node.
+        lost = tuple(n for n in result.lost_nodes if n not in hosts or hosts[n][1] is None
+                     or not shrink.answers(*hosts[n]))  # fmt: skip
+        if not lost:
             return None
-        plan = shrink.plan(self.resolved, result.lost_nodes, dict(result.node_hosts), socket.gethostname())
+        names = {node: host for node, (host, _) in hosts.items()}
+        plan = shrink.plan(self.resolved, lost, names, socket.gethostname())
         folder = place.run_dir or (Path(result.run_folder) if result.run_folder else None)
         if plan is None or (plan.node_rank == 0 and folder is None):
             return None  # a node 0 that never learnt the run folder cannot keep its record: stop
-        meeting = self.cmd.rendezvous
-        if meeting is not None and meeting.static and 0 in plan.lost:
-            wait = f"waiting up to {shrink.STORE_BACK_S:.0f} s for it to come back before leaving node 0 out"
-            report.note(f"node 0's store at {meeting.host}:{meeting.port} stopped: {wait}")
-            if shrink.store_back(meeting.host, meeting.port):
-                return None  # node 0's mgpu restarted its torchrun: a restart on every node
         self.resolved = shrink.reshaped(self.resolved, plan)
         self.cmd = build(self.resolved)
         if plan.node_rank == 0:

@@ -63,7 +63,7 @@ def _shrunk_run(cwd: Path, keeper_before: int) -> dict:
     assert (shrink.nodes_before, shrink.nodes_after, shrink.ranks_before, shrink.ranks_after) == (2, 1, 2, 1)
     assert (shrink.num_envs_before, shrink.num_envs_after) == (16, 32), shrink
     assert shrink.lost_nodes == (1 - keeper_before,) and shrink.from_iteration, shrink
-    assert (shrink.keeper_before if keeper_before else None) == (keeper_before or None), shrink
+    assert shrink.keeper_before == keeper_before and shrink.host == socket.gethostname(), shrink
     # The run's environment count per iteration is the same before and after: 2 x 16 = 1 x 32.
     assert s["world_size"] * s["num_envs_per_rank"] == 2 * 16, (s["world_size"], s["num_envs_per_rank"])
     assert ledger.events[-1].kind == "finished", [e.kind for e in ledger.events]

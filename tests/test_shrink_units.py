@@ -76,24 +76,29 @@ def test_no_shrink_without_a_floor_below_it_or_for_a_lost_node_itself():
 
 def _report(node, seq, process="sleeping", ended=False):
     ranks = (PeerRank(rank=node, stage="update", iteration=4, quiet_s=0.5, process=process),)
-    return NodeReport(node_rank=node, host=f"node{node}", seq=seq, ranks=ranks, ended=ended)
+    return NodeReport(
+        node_rank=node, host=f"node{node}", seq=seq, ranks=ranks, ended=ended, alive_port=7000 + node
+    )
 
 
-def test_lost_nodes_are_the_silent_ones_seen_while_the_store_answered():
+def test_lost_node_candidates_are_the_silent_ones_and_each_mgpu_answers_for_itself():
     peers = Peers(0, 3, "node0:29500", serves_store=True)
     peers.update({1: _report(1, 1), 2: _report(2, 1)}, now=0.0)
     peers.update({1: _report(1, 1), 2: _report(2, 9)}, now=GONE_S)
     assert peers.lost_nodes(GONE_S) == (1,)
-    assert peers.hosts() == {1: "node1", 2: "node2"}
-    # The store stopped answering before node 2 stood still for GONE_S: no news of node 2.
-    quiet = Peers(0, 2, "node0:29500", serves_store=True)
-    quiet.update({1: _report(1, 1)}, now=0.0)
-    quiet.update(None, now=1.0)
-    assert quiet.lost_nodes(60.0) == ()
+    assert peers.hosts() == {1: ("node1", 7001), 2: ("node2", 7002)}
     # A node that ended on purpose is not lost.
     done = Peers(0, 2, "node0:29500")
     done.update({1: _report(1, 1, ended=True)}, now=0.0)
     assert done.lost_nodes(60.0) == ()
+    # A candidate's mgpu alive answers on its liveness port; once it is gone, the port refuses.
+    alive = shrink.Liveness()
+    try:
+        assert shrink.answers("127.0.0.1", alive.port)
+        assert shrink.answers("127.0.0.1", alive.port)  # taken and closed, every time
+    finally:
+        alive.close()
+    assert not shrink.answers("127.0.0.1", alive.port)
 
 
 def test_a_silent_store_loses_its_node_unless_its_last_report_showed_its_own_rank_failing():

@@ -18,10 +18,13 @@ each surviving node's mgpu restarts its torchrun itself with the new world (:fun
   the same; ``per_rank`` keeps each rank's count (the batch shrinks with the world);
 - the restart resumes from the run's newest checkpoint, as every restart does.
 
-A node whose store went silent cannot tell node 0's machine gone from node 0's own rank failing
-(its torchrun, which served the store, ends either way): before leaving node 0 out, a survivor
-waits up to :data:`STORE_BACK_S` for the store's address to answer again (:func:`store_back`):
-node 0's mgpu, alive, restarts its torchrun there within seconds, and the run restarts whole.
+Which nodes are lost: the peers' reports give candidates (a node whose mgpu stopped publishing,
+or the node whose torchrun served the store, once the store stopped answering), but a node's
+own rank failing ends its torchrun, and with node 0's the store, just as a lost machine does. So
+each node's mgpu of a ``--min_nodes`` run listens on a port of its own for its whole life
+(:class:`Liveness`, published in its report) and a survivor asks each candidate there
+(:func:`answers`): a connection taken is a live mgpu that restarts its torchrun itself, and the
+run restarts whole; refused or unanswered, the node is lost.
 
 Every survivor decides alone from what it saw; the nodes never vote. Each judges the same reports
 (every node's mgpu publishes to the same store), so they agree when the loss is plain (a node's
@@ -42,8 +45,6 @@ from isaaclab_mgpu.launcher.scale import without_option
 
 #: The store's host when one node is left: its own torchrun serves it.
 ALONE = "127.0.0.1"
-#: Seconds a survivor waits for the store node's restarted torchrun before counting it lost.
-STORE_BACK_S = 12.0
 
 
 @dataclass(frozen=True)
@@ -192,19 +193,49 @@ def reshaped(r: ResolvedSpec, s: Shrink) -> ResolvedSpec:
     )
 
 
-def store_back(host: str, port: int, within: float = STORE_BACK_S) -> bool:
-    """True when ``host:port`` accepts a connection within ``within`` seconds (the store node's
-    mgpu restarted its torchrun: that node is not lost)."""
+class Liveness:
+    """A listening socket for the life of this mgpu: connections to it are taken and closed at once,
+    so a peer can tell this mgpu alive (between attempts too) from this node lost."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self._sock = socket.create_server(("", 0))
+        self.port: int = self._sock.getsockname()[1]
+        """The port, published to the other nodes."""
+        threading.Thread(target=self._serve, name="mgpu-liveness", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # closed
+                return
+            conn.close()
+
+    def close(self) -> None:
+        """Stop listening (this mgpu is ending)."""
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+def answers(host: str, port: int, tries: int = 2, timeout: float = 1.0) -> bool:
+    """True when ``host:port`` takes a connection (a live mgpu's :class:`Liveness`)."""
     import socket
     import time
 
-    end = time.monotonic() + within
-    while time.monotonic() < end:
+    for attempt in range(tries):
         try:
-            with socket.create_connection((host, port), timeout=1.0):
+            with socket.create_connection((host, port), timeout=timeout):
                 return True
+        except ConnectionRefusedError:
+            return False  # the host is up and nothing listens there: that mgpu is gone
         except OSError:
-            time.sleep(0.5)
+            if attempt + 1 < tries:
+                time.sleep(0.2)
     return False
 
 

@@ -171,6 +171,10 @@ class SuperviseOptions:
     """Until rank 0's first iteration, show only the built-in worker's own lines; the libraries'
     banners and torch elastic's log lines stay in the per-rank logs (:mod:`.output`)."""
 
+    alive_port: int | None = None
+    """Multi-node with ``--min_nodes``: the port this mgpu listens on for its whole life, published
+    to the other nodes, which tell a live mgpu from a lost node by it (:mod:`..shrink`)."""
+
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
             value = getattr(self, name)
@@ -255,6 +259,7 @@ class Supervisor:
                 host,
                 self.cmd.rendezvous,
                 run_dir=run_dir,
+                alive_port=self.options.alive_port,
                 devices=self.cmd.rank_devices,
                 gpu_state=functools.partial(nvml.gpu_state, visible=visible),
             )

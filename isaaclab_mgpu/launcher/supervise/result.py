@@ -113,8 +113,9 @@ class RunResult:
     """Multi-node, a rank failed on a broken connection: the other nodes the peers' reports show
     gone (:meth:`~isaaclab_mgpu.launcher.peers.Peers.lost_nodes`); what a shrink leaves out."""
 
-    node_hosts: tuple[tuple[int, str], ...] = ()
-    """Multi-node: each other node's rank and host as it last published them."""
+    node_hosts: tuple[tuple[int, str, int | None], ...] = ()
+    """Multi-node: each other node's rank, host and liveness port (``--min_nodes``) as it last
+    published them."""
 
     run_folder: str | None = None
     """Multi-node: the run folder node 0 published (node 0: its own), once known."""
