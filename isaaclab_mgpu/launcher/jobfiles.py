@@ -19,7 +19,10 @@ rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node ru
   ``#SBATCH --requeue`` and ``--open-mode=append`` in the header and ``--requeue`` on the train
   line (node 0's mgpu requeues the job after the warning's checkpoint; SLURM never requeues a
   time-out by itself). ``srun --kill-on-bad-exit=1`` ends the other nodes when one node's mgpu
-  fails. The rendezvous port is fixed in the script: ``--master_port`` when given, else one derived
+  fails; with ``--min_nodes`` (shrink instead of stop) the header has ``#SBATCH --no-kill`` and the
+  step runs ``srun --no-kill --kill-on-bad-exit=0``, so a lost node leaves the others running
+  (Kubernetes job files refuse ``--min_nodes``: the operator replaces a lost pod). The rendezvous
+  port is fixed in the script: ``--master_port`` when given, else one derived
   from the job id (two jobs sharing a first node then rarely collide); the first host of the
   allocation hosts torchrun's store there. An ``EXIT`` trap makes the job not requeueable
   (``scontrol update … Requeue=0``) when mgpu exits 93, its "no restart can mend this" code.
