@@ -47,7 +47,7 @@ from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from isaaclab_mgpu.launcher.attempts import Outcome
+    from isaaclab_mgpu.launcher.attempts import Attempt, Outcome, Reshape, RunPlace
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.ledger import RunLedger
@@ -276,6 +276,13 @@ def train(
     place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
     trains = (ident.task, ident.total) if ident is not None else None
     record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
+    world = _Shrinking(resolved, cmd, record)
+    alive = None
+    if spec.node_floor is not None and _multi_node(cmd):
+        from isaaclab_mgpu.launcher.shrink import Liveness
+
+        alive = Liveness()  # for the whole run: the other nodes ask it before leaving this node out
+        options = dataclasses.replace(options, alive_port=alive.port)
     try:
         outcome = run_attempts(
             cmd,
@@ -287,6 +294,7 @@ def train(
             # once the run folder is known (node 0), after what earlier launches of the run recorded
             on_attempt_end=functools.partial(runs.record_attempts, earlier=placement.earlier),
             ledger=record,
+            reshape=world if spec.node_floor is not None else None,
         )
     except BaseException:
         record.close()  # mgpu's own error or a second Ctrl-C: the ledger says running, as the summary
@@ -294,12 +302,58 @@ def train(
     finally:
         if view is not None:
             view.close()
+        if alive is not None:
+            alive.close()
     if options.console:
         progress.result(outcome.result)
+    resolved, cmd = world.resolved, world.cmd  # the world the run ended in (after any shrink)
     try:
         return conclude(resolved, cmd, outcome, record)
     finally:
         record.close()
+
+
+class _Shrinking:
+    """The launch's world as it is now; called before a restart, it plans a shrink after a lost node
+    (``--min_nodes``, :mod:`.launcher.shrink`), says it and gives the smaller world with its record."""
+
+    def __init__(self, resolved: ResolvedSpec, cmd: Command, record: RunLedger) -> None:
+        self.resolved = resolved
+        self.cmd = cmd
+        self.record = record
+
+    def __call__(
+        self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
+    ) -> Reshape | None:
+        import socket
+        from pathlib import Path
+
+        from isaaclab_mgpu.launcher import shrink
+        from isaaclab_mgpu.launcher.attempts import Reshape
+        from isaaclab_mgpu.launcher.build import build
+        from isaaclab_mgpu.launcher.ledger import newest_checkpoint
+
+        hosts = {node: (host, port) for node, host, port in result.node_hosts}
+        # A candidate whose mgpu still answers is alive (its own rank failed): a restart of every node.
+        lost = tuple(n for n in result.lost_nodes if n not in hosts or hosts[n][1] is None
+                     or not shrink.answers(*hosts[n]))  # fmt: skip
+        if not lost:
+            return None
+        names = {node: host for node, (host, _) in hosts.items()}
+        plan = shrink.plan(self.resolved, lost, names, socket.gethostname())
+        folder = place.run_dir or (Path(result.run_folder) if result.run_folder else None)
+        if plan is None or (plan.node_rank == 0 and folder is None):
+            return None  # a node 0 that never learnt the run folder cannot keep its record: stop
+        self.resolved = shrink.reshaped(self.resolved, plan)
+        self.cmd = build(self.resolved)
+        if plan.node_rank == 0:
+            place = dataclasses.replace(place, run_dir=folder)
+            self.record.adopt(folder)
+        found = newest_checkpoint(place.run_dir, place.named_by_rank)
+        at = found[0] if found is not None else None
+        report.warn(f"{plan.describe()}; restarting from {f'checkpoint {at}' if at else 'the beginning'}")
+        stall = dataclasses.replace(options.stall, multi_node=_multi_node(self.cmd))
+        return Reshape(self.cmd, place, dataclasses.replace(options, stall=stall), plan.event(at))
 
 
 def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:

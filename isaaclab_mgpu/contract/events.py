@@ -16,6 +16,8 @@ below, read and written by :mod:`.records`):
 ``stall``           the stall watch's verdict (a hang)
 ``fault``           an attempt ended by a failed or hung rank: rank, host, exit code or signal, reason
 ``restart``         mgpu restarts: from which checkpoint (iteration), iterations lost
+``shrink``          a node lost and the run restarted on fewer nodes: the node, nodes and num_envs
+                    before and after, the checkpoint it resumes from (``--min_nodes``)
 ``requeue``         the ranks stopped at a checkpoint on the requeue signal (requeued, or stopped)
 ``interrupted``     stopped as asked (Ctrl-C, SIGTERM, SIGHUP)
 ``finished``        the run reached its end
@@ -298,6 +300,44 @@ class Restart(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Shrink(Event):
+    """A node was lost and the run goes on on fewer nodes (``--min_nodes``); written by the node that
+    keeps the record after it, before the :class:`Restart` that follows."""
+
+    kind: ClassVar[str] = "shrink"
+
+    lost_nodes: tuple[Count, ...] = ()
+    """The lost nodes' ranks in the world before."""
+
+    lost_hosts: tuple[str, ...] = ()
+    """Their hosts."""
+
+    nodes_before: Count | None = None
+    """Nodes before."""
+
+    nodes_after: Count | None = None
+    """Nodes after."""
+
+    ranks_before: Count | None = None
+    """World size before."""
+
+    ranks_after: Count | None = None
+    """World size after."""
+
+    num_envs_before: Count | None = None
+    """Environments per rank before (None: not known to mgpu)."""
+
+    num_envs_after: Count | None = None
+    """Environments per rank after."""
+
+    from_iteration: Count | None = None
+    """The checkpoint's iteration the smaller world resumes from."""
+
+    keeper_before: Count | None = None
+    """The node rank (before) of the node that keeps the record now: not 0 when node 0 was lost."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Requeue(Event):
     """The ranks saved a checkpoint and stopped on the requeue signal."""
 
@@ -388,7 +428,7 @@ KINDS: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         Launched, AttemptStarted, RanksUp, Progress, Checkpoint, StragglerNamed, Stall, Fault,
-        Restart, Requeue, DriftNamed, Interrupted, Finished, Failed,
+        Restart, Shrink, Requeue, DriftNamed, Interrupted, Finished, Failed,
     )
 }  # fmt: skip
 
@@ -517,6 +557,9 @@ class Fold:
     lost: int = 0
     """Iterations repeated by restarts."""
 
+    shrinks: int = 0
+    """Restarts on fewer nodes after a lost node (``--min_nodes``)."""
+
     exit_code: int | None = None
     """The last launch's exit code, once it ended."""
 
@@ -561,6 +604,10 @@ def fold(events: Iterable[Event]) -> Fold:
                 changes["iteration"] = max(e.iteration, f.iteration or 0)
         elif isinstance(e, Restart):
             changes.update(restarts=f.restarts + 1, lost=f.lost + (e.lost or 0))
+        elif isinstance(e, Shrink):
+            changes["shrinks"] = f.shrinks + 1
+            if e.ranks_after is not None:
+                changes["world_size"] = e.ranks_after
         elif isinstance(e, StragglerNamed):
             if e.rank not in stragglers:
                 stragglers.append(e.rank)

@@ -19,6 +19,9 @@ jaxrun:
 - Each attempt's launcher logs into its own folder, ``<log root>/<run name>/attempt_<k>``
   (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
   (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
+- Before a restart the loop asks ``reshape`` (``--min_nodes``, :mod:`.shrink`) whether a node was
+  lost: then the restart and every later attempt run the smaller world's command (:class:`Reshape`),
+  and a node that became node 0 takes over the run folder and its record.
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
   started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
   checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.
@@ -65,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from isaaclab_mgpu.contract import elastic, resume
+from isaaclab_mgpu.contract import elastic, events, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import (
     ATTEMPT,
@@ -230,6 +233,32 @@ class Outcome:
         return tuple(a for a in self.attempts if a.outcome in ("failed", "hung"))
 
 
+@dataclass(frozen=True)
+class Reshape:
+    """The world the next attempt runs in after a shrink (``--min_nodes``, :mod:`.shrink`)."""
+
+    cmd: Command
+    """The command on the smaller world."""
+
+    place: RunPlace
+    """Where the run lives (a node that became node 0 learnt the folder from node 0's reports)."""
+
+    options: SuperviseOptions
+    """The supervision options on the smaller world (one node left: no peers to watch)."""
+
+    record: dict[str, object]
+    """The fields of the ledger's ``shrink`` event (:class:`~isaaclab_mgpu.contract.events.Shrink`),
+    written after the attempt's fault and before the restart."""
+
+
+class Reshaper(Protocol):
+    """What the loop asks before a restart: the smaller world when a node was lost, else None."""
+
+    def __call__(
+        self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
+    ) -> Reshape | None: ...
+
+
 class Watch(Protocol):
     """What the loop calls with an attempt's supervisor (:meth:`.ledger.RunLedger.watcher`)."""
 
@@ -274,11 +303,13 @@ def run_attempts(
     say: AttemptsProgress,
     on_attempt_end: Callable[[Path, tuple[Attempt, ...], bool], None] | None = None,
     ledger: RunLedger | None = None,
+    reshape: Reshaper | None = None,
 ) -> Outcome:
     """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times.
 
     ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
-    folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`)."""
+    folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
+    gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
@@ -308,12 +339,21 @@ def run_attempts(
                 watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempt = _classified(attempt, result, attempts[-1] if attempts else None, kills)
-                attempts.append(attempt)
-                _tell(ledger, attempt, result)
                 mendable = attempt.verdict is None or attempt.verdict.restart
                 again = attempt.outcome in ("failed", "hung") and mendable
                 asked = requests.stop_asked or requests.checkpoint_at is not None
                 again = again and number < restart.max_restarts and not asked
+                new = reshape(attempt, result, place, options) if again and reshape is not None else None
+                if new is not None:  # every later attempt runs on the smaller world
+                    if place.run_dir is None and new.place.run_dir is not None:
+                        # This node became node 0: the run's figures are in the folder it took over.
+                        attempt = dataclasses.replace(attempt, reached=_reached(new.place),
+                                                      checkpoint=_checkpoint_now(new.place))  # fmt: skip
+                    cmd, place, options = new.cmd, new.place, new.options
+                attempts.append(attempt)
+                _tell(ledger, attempt, result)
+                if new is not None:
+                    ledger.write(events.Shrink, **new.record)
                 if on_attempt_end is not None and place.run_dir is not None:
                     on_attempt_end(place.run_dir, tuple(attempts), again)
                 if not again:

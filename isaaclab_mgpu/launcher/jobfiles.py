@@ -19,7 +19,10 @@ rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node ru
   ``#SBATCH --requeue`` and ``--open-mode=append`` in the header and ``--requeue`` on the train
   line (node 0's mgpu requeues the job after the warning's checkpoint; SLURM never requeues a
   time-out by itself). ``srun --kill-on-bad-exit=1`` ends the other nodes when one node's mgpu
-  fails. The rendezvous port is fixed in the script: ``--master_port`` when given, else one derived
+  fails; with ``--min_nodes`` (shrink instead of stop) the header has ``#SBATCH --no-kill`` and the
+  step runs ``srun --no-kill --kill-on-bad-exit=0``, so a lost node leaves the others running
+  (Kubernetes job files refuse ``--min_nodes``: the operator replaces a lost pod). The rendezvous
+  port is fixed in the script: ``--master_port`` when given, else one derived
   from the job id (two jobs sharing a first node then rarely collide); the first host of the
   allocation hosts torchrun's store there. An ``EXIT`` trap makes the job not requeueable
   (``scontrol update … Requeue=0``) when mgpu exits 93, its "no restart can mend this" code.
@@ -322,6 +325,13 @@ def emit(spec: LaunchSpec, options: JobOptions) -> str:
             )
     if options.kind == "sbatch":
         return sbatch(spec, options)
+    if spec.min_nodes is not None:  # an elastic --nnodes MIN:MAX is refused as such (ranks_per_node)
+        raise UsageError(
+            f"--emit {options.kind}: --min_nodes asks the survivors to go on without a lost pod, but the "
+            "operator replaces a lost pod and restarts the job at its full size (Kubeflow Trainer v2.3.0 "
+            "has no elastic policy; a PyTorchJob's elasticPolicy is torchrun's own shrink, which hangs "
+            "its survivors): leave --min_nodes out"
+        )
     if spec.requeue:
         raise UsageError(
             f"--emit {options.kind}: --requeue is SLURM's (every pod's mgpu train would refuse it); "
@@ -358,6 +368,9 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
     lines += [f"#SBATCH --time={options.time or '04:00:00'}", f"#SBATCH --signal={signal}@{seconds}"]
     if spec.requeue:
         lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
+    shrinks = spec.node_floor is not None
+    if shrinks:  # a lost node costs the job that node, not the allocation (mgpu shrinks the run)
+        lines.append("#SBATCH --no-kill")
     lines += [f"#SBATCH --output={name}-%j.out", "", "set -euo pipefail", ""]
     train = argv[1] == "train"
     if train and spec.worker is not None and spec.worker.resume in (None, "auto"):
@@ -398,8 +411,17 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
         "# summary.json). A log root on a node's local disk cannot be continued elsewhere.",
     ]
     if train:
+        ends = (
+            [
+                f"# --min_nodes {spec.node_floor}: a lost node does not end the job (#SBATCH --no-kill,",
+                "# srun --no-kill --kill-on-bad-exit=0): the other nodes' mgpu restart the run on fewer",
+                "# nodes.",
+            ]
+            if shrinks
+            else ["# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once."]
+        )
         lines += [
-            "# srun --kill-on-bad-exit=1: when one node's mgpu fails, SLURM ends the others' at once.",
+            *ends,
             "# Check inside an allocation:",
             f"# srun --ntasks-per-node=1 {_shell(program)} dry-run <the same arguments>",
         ]
@@ -417,7 +439,8 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
         tail = ""
     lines += _no_requeue_on_93()
     # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
-    srun = f"srun --kill-on-bad-exit=1 --cpus-per-task={cpus}"
+    kill = "--no-kill --kill-on-bad-exit=0" if shrinks else "--kill-on-bad-exit=1"
+    srun = f"srun {kill} --cpus-per-task={cpus}"
     if not train:  # each node's report in a file of its own (%N: the node's name); a probe node
         # that failed a launch must not end the others before they report (their timeouts bound them)
         srun = f"srun --cpus-per-task={cpus} --output={name}-%j-%N.out"

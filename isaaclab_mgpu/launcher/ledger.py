@@ -294,6 +294,12 @@ class RunLedger:
                 **(dict(zip(("failure_class", "restartable", "fix"), judged, strict=True)) if judged else {}),
             )
 
+    def adopt(self, folder: Path) -> None:
+        """Become the run's one writer (a node that became node 0 when node 0 was lost)."""
+        if self._appender is None:
+            self.enabled = True
+            self.open(folder)
+
     def restart(self, number: int, *, from_iteration: int | None, lost: int | None, left: int) -> None:
         """mgpu restarts the run as attempt ``number``."""
         self.attempt = number

@@ -14,6 +14,10 @@ client of that store, in each node's mgpu:
 - :meth:`Board.read` takes the other nodes' latest reports, without waiting for a missing key;
   None when the store does not answer.
 
+With ``--min_nodes`` a report also carries the port the node's mgpu listens on for its whole life
+(:class:`~.shrink.Liveness`), and :meth:`Peers.lost_nodes` gives the nodes that look gone: the
+candidates a shrink asks on that port before leaving them out.
+
 :class:`Peers` remembers, on this node's clock (the nodes' clocks are never compared), when each
 other node's sequence last moved, and :meth:`Peers.elsewhere` turns that into the sentence that
 names the culprit on another node: a stopped or silent rank (global rank, node rank, host, last
@@ -112,6 +116,10 @@ class NodeReport:
 
     run_dir: str | None = None
     """The run folder, from node 0 (whose mgpu chose it and keeps its record); None elsewhere."""
+
+    alive_port: int | None = None
+    """A port the node's mgpu listens on for its whole life (``--min_nodes``): a connection there
+    answered tells a live mgpu, between attempts too, from a lost node."""
 
     def dumps(self) -> str:
         """The report as the JSON text stored."""
@@ -306,6 +314,32 @@ class Peers:
                 )
         return "; ".join(found) or None
 
+    def lost_nodes(self, now: float) -> tuple[int, ...]:
+        """The other nodes that look gone: their mgpu stopped publishing, or (the store silent) the
+        node that served it, unless its last report showed its mgpu alive and its own rank failed.
+        Candidates for a shrink to leave out (:mod:`.shrink` asks each one's mgpu first)."""
+        silent = self._silent_since is not None and not self.serves_store
+        if silent and self._silent_since is not None and now - self._silent_since >= STORE_TIMEOUT_S:
+            host = self._seen.get(self.store_node) if self.store_node is not None else None
+            alive = host is not None and (host.report.ended or any(
+                r.process in ("gone", "stopped") for r in host.report.ranks))  # fmt: skip
+            return (self.store_node,) if self.store_node is not None and not alive else ()
+        # A candidate only: our own store may have ended with our torchrun and left that node's
+        # sequence standing; the shrink asks each candidate's mgpu itself (its liveness port).
+        return tuple(
+            node
+            for node, seen in sorted(self._seen.items())
+            if node != self.node_rank and not seen.report.ended and now - seen.moved >= GONE_S
+        )
+
+    def hosts(self) -> dict[int, tuple[str, int | None]]:
+        """Each node's host and liveness port as it last published them (this node's excluded)."""
+        return {
+            node: (seen.report.host, seen.report.alive_port)
+            for node, seen in self._seen.items()
+            if node != self.node_rank
+        }
+
     def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
         """Every other node's ranks as last published, each with its node's host."""
         return [
@@ -390,6 +424,7 @@ class Sharer:
         peers: Peers,
         clock: Callable[[], float] | None = None,
         run_dir: str | None = None,
+        alive_port: int | None = None,
     ) -> None:
         import threading
         import time
@@ -397,6 +432,7 @@ class Sharer:
         self.board = board
         self.host = host
         self.run_dir = run_dir
+        self.alive_port = alive_port
         self._states = states
         self._peers = peers
         self._clock = clock or time.monotonic
@@ -423,6 +459,16 @@ class Sharer:
         """See :meth:`Peers.run_folder`."""
         with self._lock:
             return self._peers.run_folder()
+
+    def lost_nodes(self) -> tuple[int, ...]:
+        """See :meth:`Peers.lost_nodes`."""
+        with self._lock:
+            return self._peers.lost_nodes(self._clock())
+
+    def hosts(self) -> dict[int, tuple[str, int | None]]:
+        """See :meth:`Peers.hosts`."""
+        with self._lock:
+            return self._peers.hosts()
 
     def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
         """See :meth:`Peers.ranks_elsewhere`."""
@@ -456,7 +502,14 @@ class Sharer:
         self._seq += 1
         ranks = self._safe_states()
         report = NodeReport(
-            self.board.node_rank, self.host, self._seq, ranks, self._verdict, ended, self.run_dir
+            self.board.node_rank,
+            self.host,
+            self._seq,
+            ranks,
+            self._verdict,
+            ended,
+            self.run_dir,
+            self.alive_port,
         )
         self.board.publish(report)
 

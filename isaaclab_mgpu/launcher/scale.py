@@ -163,7 +163,7 @@ def default_world_sizes(gpus: int, nnodes: int = 1) -> tuple[int, ...]:
     return tuple(n * nnodes for n in per_node)
 
 
-def _without(args: Sequence[str], name: str) -> list[str]:
+def without_option(args: Sequence[str], name: str) -> list[str]:
     """``args`` without training option ``--name`` and its value (either spelling, ``=`` or not)."""
     spellings = {f"--{name}", f"--{name.replace('_', '-')}"}
     out: list[str] = []
@@ -184,7 +184,7 @@ def point_spec(
     spec: LaunchSpec, point: Point, iterations: int, *, copy: int | None = None, nnodes: int = 1
 ) -> LaunchSpec:
     """``spec`` for one point: its ranks per node, environments, iterations and run name (pure)."""
-    args = _without(spec.training_args, "run_name")
+    args = without_option(spec.training_args, "run_name")
     base = spec.run_name or "scale"
     name = f"{base}-{point.label}" + (f"-{copy}" if copy is not None else "")
     args += ["--max_iterations", str(iterations), "--run_name", name]

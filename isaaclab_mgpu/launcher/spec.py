@@ -83,6 +83,8 @@ JAXRUN_OPTIONS = ("nnodes", "node_rank", "tee", "local_ranks_filter", "log_dir")
 TORCHRUN_ONLY = (*(name for name in TORCHRUN_OPTIONS if name not in JAXRUN_OPTIONS), "virtual_local_rank")
 #: Signals ``--requeue_signal`` may name (SLURM's ``--signal`` warning; never a stop signal).
 REQUEUE_SIGNALS = ("USR1", "USR2", "XCPU", "PWR")
+#: What a shrink keeps (``--shrink_keep``): the run's environment count, or each rank's.
+SHRINK_KEEPS = ("total", "per_rank")
 
 Device = Literal["cuda", "cpu"]
 
@@ -424,6 +426,18 @@ class LaunchSpec:
             1, "keeps nothing to resume from; give 1 or more (leave it out to keep every checkpoint)"
         ),
     )  # fmt: skip
+    min_nodes: int | None = option(
+        help="Shrink instead of stop: when a node is lost and restarts remain, the other nodes restart "
+        "from the newest checkpoint on fewer nodes, down to N (also --nnodes MIN:MAX).",
+        panel=RESTARTS, metavar="N", commands=RUNNING, parse=number(int, "an integer count of nodes"),
+        check=at_least(1, "must be 1 or more"),
+    )  # fmt: skip
+    shrink_keep: str = option(
+        "total",
+        "What a shrink keeps: total (the run's environment count; each rank's --num_envs raised) or "
+        "per_rank (each rank's count as it was).",
+        panel=RESTARTS, metavar="total|per_rank", commands=RUNNING, choices=SHRINK_KEEPS,
+    )  # fmt: skip
     requeue_signal: str = option(
         "USR1",
         "The signal that asks the ranks to checkpoint at the next iteration and stop (SLURM: #SBATCH "
@@ -521,6 +535,14 @@ class LaunchSpec:
         """The largest node count ``nnodes`` allows (1 when unset)."""
         return node_counts(self.nnodes)[1]
 
+    @property
+    def node_floor(self) -> int | None:
+        """The fewest nodes a shrink may leave (``--min_nodes``, or ``--nnodes MIN:MAX``'s MIN below
+        MAX); None: a lost node stops the run."""
+        low, high = node_counts(self.nnodes)
+        floor = self.min_nodes if self.min_nodes is not None else (low if low < high else None)
+        return floor if floor is not None and floor < high else None
+
 
 _FIELDS = {f.name: f for f in dataclasses.fields(LaunchSpec)}
 
@@ -555,6 +577,18 @@ def _validate(s: LaunchSpec) -> None:
             "rank runs per GPU, so leave out --num_gpus (it defaults to the number of ids)"
         )
 
+    if s.min_nodes is not None:
+        low, high = node_counts(s.nnodes)
+        if s.min_nodes > high:
+            raise UsageError(f"--min_nodes {s.min_nodes} must be from 1 to --nnodes {s.nnodes or 1}")
+        if low < high and s.min_nodes != low:
+            raise UsageError(
+                f"--min_nodes {s.min_nodes} and --nnodes {s.nnodes} disagree on the fewest nodes; "
+                f"give one of them (--nnodes {high} --min_nodes {s.min_nodes}, "
+                f"or --nnodes {s.min_nodes}:{high})"
+            )
+        if s.uses_jax:
+            raise UsageError("--min_nodes: skrl JAX needs a fixed node count")
     if s.uses_jax and s.nnodes is not None and ":" in s.nnodes:
         raise UsageError(f"--nnodes {s.nnodes!r}: skrl JAX needs a fixed node count")
     if s.node_rank is not None and s.node_rank >= s.nnodes_max:

@@ -236,7 +236,8 @@ def _headline(st: Story) -> str:
     reached = "?" if f.iteration is None else str(f.iteration)
     at = "" if f.iteration is None and f.total is None else f" {reached}"
     at += f"/{f.total}" if f.total is not None and st.status != "finished" else ""
-    counts = [_plural(n, w) for n, w in ((f.restarts, "restart"), (f.requeues, "requeue")) if n]
+    tallies = ((f.restarts, "restart"), (f.shrinks, "shrink"), (f.requeues, "requeue"))
+    counts = [_plural(n, w) for n, w in tallies if n]
     if f.launches > 1:
         counts.insert(0, _plural(f.launches, "launch").replace("launchs", "launches"))
     if f.lost:
@@ -301,6 +302,15 @@ def _event_line(e: Any) -> tuple[str, str]:
         return (
             "restart",
             f"attempt {e.attempt} from iteration {e.from_iteration or 0} ({e.restarts_left} left)",
+        )
+    if isinstance(e, ev.Shrink):
+        lost = ", ".join(f"node {n} ({h})" for n, h in zip(e.lost_nodes, e.lost_hosts, strict=False))
+        envs = ""
+        if e.num_envs_before is not None and e.num_envs_after is not None:
+            envs = f", num_envs {e.num_envs_before} → {e.num_envs_after} per rank"
+        return "shrink", (
+            f"{lost} lost: {e.nodes_before} → {e.nodes_after} nodes, {e.ranks_before} → {e.ranks_after} "
+            f"ranks{envs}, from iteration {e.from_iteration or 0}"
         )
     if isinstance(e, ev.Requeue):
         at = f" at iteration {e.iteration}" if e.iteration is not None else ""

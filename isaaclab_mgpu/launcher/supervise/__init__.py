@@ -171,6 +171,10 @@ class SuperviseOptions:
     """Until rank 0's first iteration, show only the built-in worker's own lines; the libraries'
     banners and torch elastic's log lines stay in the per-rank logs (:mod:`.output`)."""
 
+    alive_port: int | None = None
+    """Multi-node with ``--min_nodes``: the port this mgpu listens on for its whole life, published
+    to the other nodes, which tell a live mgpu from a lost node by it (:mod:`..shrink`)."""
+
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
             value = getattr(self, name)
@@ -255,6 +259,7 @@ class Supervisor:
                 host,
                 self.cmd.rendezvous,
                 run_dir=run_dir,
+                alive_port=self.options.alive_port,
                 devices=self.cmd.rank_devices,
                 gpu_state=functools.partial(nvml.gpu_state, visible=visible),
             )
@@ -509,13 +514,15 @@ class Supervisor:
         if not self._interrupted and rc != 0:
             first_rank, own = min(self.cmd.rank_devices, default=0), self.cmd.env.get(ERROR_FILE)
             failure, self._log_dir = first_failure(self._output.lines, self._log_dir, first_rank, newest, own)
-        elsewhere = None
+        elsewhere, lost, hosts, folder = None, (), (), None
         if failure is not None and self._stall is None and self._watch is not None and _peer_broke(failure):
             # Before the watch is released: the other nodes' reports say which one went away.
             elsewhere = self._watch.explain_failure()
             self._stall = self._watch.hang_elsewhere(failure.local_rank, elsewhere)
             if self._stall is not None:
                 self._say.stall(self._stall)
+            lost, hosts = self._watch.peer_loss()  # what a shrink leaves out (launcher.shrink)
+            folder = (self._watch.run_folder() or (None, None))[0]
         stragglers = self._watch.stragglers.named if self._watch is not None else ()
         if self._watch is not None and (drift := self._watch.drift(read=True)) is not None:
             self._say.drift(drift)  # a rank that stopped on it reported it after the last look
@@ -542,6 +549,9 @@ class Supervisor:
             elsewhere=elsewhere,
             stragglers=stragglers,
             drift=found_drift,
+            lost_nodes=lost,
+            node_hosts=hosts,
+            run_folder=folder,
         )
 
     # -- the watchdog and the subreaper attribute ------------------------------------------------

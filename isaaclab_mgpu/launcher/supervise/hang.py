@@ -53,6 +53,7 @@ class HangWatch:
         host: str | None,
         rendezvous: Rendezvous | None = None,
         run_dir: str | None = None,
+        alive_port: int | None = None,
         devices: Mapping[int, str] | None = None,
         gpu_state: Callable[[str], str | None] | None = None,
     ) -> None:
@@ -63,7 +64,7 @@ class HangWatch:
         """The first drift a report carried (:meth:`drift`)."""
         self.sharer: peers.Sharer | None = None
         if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
-            self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir)
+            self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir, alive_port)
             self.sharer.start()
             sharer = self.sharer
             self.monitor.saving_elsewhere = lambda: any(
@@ -195,6 +196,13 @@ class HangWatch:
         # stuck, and ends by itself or with the rest of the tree once the launcher is gone.
         return dead[0], peers
 
+    def peer_loss(self) -> tuple[tuple[int, ...], tuple[tuple[int, str, int | None], ...]]:
+        """Multi-node: the other nodes counted as gone, and every other node's host and liveness
+        port as last published; empty elsewhere."""
+        if self.sharer is None:
+            return (), ()
+        return self.sharer.lost_nodes(), tuple(sorted((n, h, p) for n, (h, p) in self.sharer.hosts().items()))
+
     def run_folder(self) -> tuple[str, str] | None:
         """Multi-node: the run folder and the host of node 0, which keeps its record, once known."""
         if self.sharer is None:
@@ -211,7 +219,9 @@ class HangWatch:
         self.monitor.remove()
 
 
-def _sharer(monitor: StallMonitor, rendezvous: Rendezvous, host: str, run_dir: str | None) -> peers.Sharer:
+def _sharer(
+    monitor: StallMonitor, rendezvous: Rendezvous, host: str, run_dir: str | None, alive_port: int | None
+) -> peers.Sharer:
     board = peers.Board(
         (rendezvous.host, rendezvous.port), rendezvous.id, rendezvous.node_rank or 0, rendezvous.nnodes
     )
@@ -223,7 +233,8 @@ def _sharer(monitor: StallMonitor, rendezvous: Rendezvous, host: str, run_dir: s
         store_node=0 if rendezvous.static else None,
         serves_store=board.node_rank == 0 if rendezvous.static else rendezvous.host in here,
     )
-    return peers.Sharer(board, host, lambda: peers.states_from(monitor.states()), view, run_dir=run_dir)
+    states = lambda: peers.states_from(monitor.states())  # noqa: E731
+    return peers.Sharer(board, host, states, view, run_dir=run_dir, alive_port=alive_port)
 
 
 def _children(proc: psutil.Process) -> list[psutil.Process]:

@@ -109,6 +109,17 @@ class RunResult:
     drift: Drift | None = None
     """The first divergence between the ranks, from rank 0's progress report (the worker's drift check)."""
 
+    lost_nodes: tuple[int, ...] = ()
+    """Multi-node, a rank failed on a broken connection: the other nodes the peers' reports show
+    gone (:meth:`~isaaclab_mgpu.launcher.peers.Peers.lost_nodes`); what a shrink leaves out."""
+
+    node_hosts: tuple[tuple[int, str, int | None], ...] = ()
+    """Multi-node: each other node's rank, host and liveness port (``--min_nodes``) as it last
+    published them."""
+
+    run_folder: str | None = None
+    """Multi-node: the run folder node 0 published (node 0: its own), once known."""
+
 
 def exit_code(
     rc: int, *, stall: Stall | None, interrupted: bool, killed_after_grace: bool, failure: RankFailure | None
