@@ -25,6 +25,7 @@ from isaaclab_mgpu import report
 from isaaclab_mgpu.contract import summary
 from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
+    EXIT_KILLED_AFTER_GRACE,
     EXIT_NOT_RESTARTABLE,
     EXIT_REQUEUE,
     Drifted,
@@ -948,6 +949,13 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
         )
     at = f" at iteration {end.iteration}" if getattr(end, "iteration", None) is not None else ""
     saved = _checkpoint_at(folder, getattr(end, "iteration", None))
+    if isinstance(end, ev.Interrupted | ev.Requeue) and saved is None:
+        killed = getattr(end, "exit_code", None) == EXIT_KILLED_AFTER_GRACE
+        why = " (ranks SIGKILLed after mgpu's grace period)" if killed else ""
+        raise MgpuError(
+            f"SLURM job {job} stopped{at} without a checkpoint at the stop{why}; its newest checkpoint "
+            f"is {_checkpoint_at(folder, None) or 'none'}{again}"
+        )
     told = f", saved {saved}" if saved else ""
     report.note(f"stopped{at}{told} ({end.kind}); SLURM job {job} {ended or 'still ending'}{again}")
     return 0 if ended else _not_ended(job)
@@ -974,12 +982,21 @@ def _end_event(folder, seen: int):
 
 
 def _checkpoint_at(folder, iteration: int | None) -> str | None:
-    """The checkpoint the ledger recorded at ``iteration``, when it did."""
-    from isaaclab_mgpu.contract import events as ev
+    """The checkpoint at ``iteration`` (None: the newest) as the run folder or its ledger has it."""
+    from pathlib import Path
 
+    from isaaclab_mgpu.contract import events as ev
+    from isaaclab_mgpu.contract import resume
+
+    newest, _ = resume.newest_whole(Path(folder))
+    if newest is not None:
+        meta = resume.read_meta(newest)
+        it = meta.iteration if meta is not None else resume.iteration_of(newest)
+        if iteration is None or it == iteration:
+            return str(newest)
     ledger = ev.read(folder, kinds=("checkpoint",))
     events = ledger.events if ledger is not None else ()
-    found = [e for e in events if isinstance(e, ev.Checkpoint) and e.iteration == iteration]
+    found = [e for e in events if isinstance(e, ev.Checkpoint) and iteration in (None, e.iteration)]
     return found[-1].path if found else None
 
 
