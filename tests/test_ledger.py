@@ -144,20 +144,24 @@ def _ledger_of(folder: Path) -> list[ev.Event]:
 
 
 def _kinds(events: list[ev.Event]) -> list[str]:
-    """The kinds in order, each stretch of progress and checkpoint events (their number depends on
-    the machine's pace) as one ``trained``."""
+    """The kinds in order, each stretch of progress, checkpoint and rank 0's account events (their
+    number depends on the machine's pace) as one ``trained``; the launcher's summary notes left out."""
     out: list[str] = []
     for e in events:
-        kind = "trained" if e.kind in ("progress", "checkpoint") else e.kind
+        if e.kind == "summary":
+            continue
+        kind = "trained" if e.kind in ("progress", "checkpoint", "account") else e.kind
         if not (kind == "trained" and out and out[-1] == "trained"):
             out.append(kind)
     return out
 
 
 def _agrees_with_summary(folder: Path, events: list[ev.Event]) -> ev.Fold:
-    """What the ledger says (status, iterations reached, restarts) is what summary.json says."""
+    """summary.json is the fold of the ledger beside it, and what the story says (status, iterations
+    reached, restarts) is what the summary says."""
     f = ev.fold(events)
     s = summary_of(folder)
+    assert ev.summary_of(events).to_json() == s
     assert (f.status, f.iteration, f.restarts) == (s["status"], s["end_iteration"], len(s["restarts"])), (
         f,
         s,
@@ -251,7 +255,7 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     (folder,) = run_folders(tmp_path, "rsl_rl")
     events = _ledger_of(folder)
     assert _kinds(events)[-1] == "requeue", _kinds(events)
-    stop = events[-1]
+    stop = [e for e in events if e.kind != "summary"][-1]
     assert isinstance(stop, ev.Requeue) and not stop.requeued and stop.signal == "SIGUSR1", stop
     stopped_at = summary_of(folder)["end_iteration"]
     assert stop.iteration == stopped_at and 3 <= stopped_at < 6, (stop, stopped_at)
@@ -377,11 +381,12 @@ def test_stacks_finds_a_continued_run_through_its_ledger(tmp_path):
 def _requeued_run(folder: Path, status: str, reached: int, requeues: int, restarts: int) -> None:
     """A run folder as mgpu leaves it: rank 0's summary and node 0's ledger."""
     from isaaclab_mgpu.contract import summary
+    from isaaclab_mgpu.launcher.ledger import write_summary
 
     folder.mkdir(parents=True)
     record = {"status": status, "backend": "rsl_rl", "task": "cartpole", "end_iteration": reached,
               "total_iterations": 150, "restarts": [{"number": 0}] * restarts}  # fmt: skip
-    summary.write(folder, summary.Summary.from_json(record))
+    write_summary(folder, summary.Summary.from_json(record))
     story = [ev.Launched(time=1.0, host="n", essentials={"total": 150, "world_size": 2})]
     for k in range(requeues):
         story += [ev.Requeue(time=2.0 + k, iteration=34 * (k + 1), requeued=True), ev.Launched(time=2.5 + k)]

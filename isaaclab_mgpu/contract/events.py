@@ -20,6 +20,9 @@ below, read and written by :mod:`.records`):
 ``interrupted``     stopped as asked (Ctrl-C, SIGTERM, SIGHUP)
 ``finished``        the run reached its end
 ``failed``          the run ended failing (restarts used up, or none allowed): exit code, reason
+``account``         rank 0's account of its attempt (``summary.json``'s fields: pace, rewards,
+                    checksums, checkpoint…), as it reported it through the progress channel
+``summary``         ``summary.json`` fields the launcher sets (attempt records, how the run ended)
 ==================  =================================================================================
 
 **One writer.** A run's ledger has one writer, node 0's ``mgpu`` (the node hosting global rank 0;
@@ -35,7 +38,9 @@ event whose fields do not read. An older or equal version reads by the rules of 
 fields it lacks take their defaults, keys it does not know are dropped.
 
 :func:`fold` turns a run's events into its story's figures (:class:`Fold`): the status, the
-iterations reached and the total, restarts, requeues, faults, stragglers.
+iterations reached and the total, restarts, requeues, faults, stragglers. :func:`summary_of`
+folds them into the run's ``summary.json`` (:class:`~.summary.Summary`): node 0's mgpu writes
+nothing else there, so the file always equals the fold of the ledger beside it.
 
 Standard library only.
 """
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from isaaclab_mgpu.contract import records
+from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.layout import EVENTS
 from isaaclab_mgpu.contract.records import Count, NonNegative
 
@@ -65,6 +71,8 @@ __all__ = [
     "line",
     "parse",
     "read",
+    "summarize",
+    "summary_of",
 ]
 
 #: The schema's version: a reader skips events of a newer one.
@@ -383,12 +391,38 @@ class Failed(Event):
     """Iterations completed."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Account(Event):
+    """Rank 0's account of its attempt, as it last reported it (written when it changed)."""
+
+    kind: ClassVar[str] = "account"
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """``summary.json`` fields rank 0 knows (:class:`~.summary.Summary`'s names, as JSON); its
+    ``start_iteration`` is the attempt's start and its ``mean_rewards`` the rewards of the
+    iterations after :attr:`rewards_from` (:func:`~.summary.absorb`)."""
+
+    rewards_from: Count = 0
+    """Completed iterations before the first of ``fields["mean_rewards"]``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noted(Event):
+    """``summary.json`` fields the launcher sets: the attempts' records, how the run ended, the
+    stragglers and the drift it named (a summary written before the ledger, once, as it was)."""
+
+    kind: ClassVar[str] = "summary"
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """The fields (:class:`~.summary.Summary`'s names, as JSON)."""
+
+
 #: Every kind this version knows, by name.
 KINDS: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         Launched, AttemptStarted, RanksUp, Progress, Checkpoint, StragglerNamed, Stall, Fault,
-        Restart, Requeue, DriftNamed, Interrupted, Finished, Failed,
+        Restart, Requeue, DriftNamed, Interrupted, Finished, Failed, Account, Noted,
     )
 }  # fmt: skip
 
@@ -580,3 +614,51 @@ def fold(events: Iterable[Event]) -> Fold:
             changes["exit_code"] = code if code is not None else (0 if e.kind == "finished" else None)
         f = dataclasses.replace(f, **changes)
     return dataclasses.replace(f, faults=tuple(faults), stragglers=tuple(stragglers))
+
+
+def summary_of(events: Iterable[Event]) -> summaries.Summary:
+    """The run's ``summary.json``: its events folded (one fold, the only way the file is made)."""
+    s = summaries.Summary()
+    for e in events:
+        s = summarize(s, e)
+    return s
+
+
+def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
+    """``s`` after event ``e``: what ``launched`` and ``attempt_started`` say, rank 0's account, the
+    launcher's fields; other kinds tell the story and leave the summary as it is."""
+    if isinstance(e, Launched):
+        ess = e.essentials
+        known = {
+            k: ess.get(key)
+            for k, key in (("backend", "library"), ("framework", "framework"), ("task", "task"),
+                           ("world_size", "world_size"), ("total_iterations", "total"))
+            if ess.get(key) is not None
+        }  # fmt: skip
+        read = summaries.Summary.from_json(
+            {**known, "launcher_pid": e.pid, "launcher_host": e.host, "launcher_started": e.pid_started}
+        )
+        return read.replace(
+            **{k: getattr(s, k) for k in _KEPT},
+            status="running",
+            started_at=s.started_at if s.started_at is not None else e.time,
+            run_dir=s.run_dir or e.run_dir,
+            slurm_job_id=e.job_id or s.slurm_job_id,
+            **{k: getattr(read, k) if getattr(read, k) is not None else getattr(s, k) for k in _LAUNCH},
+        )
+    if isinstance(e, AttemptStarted):
+        return s.replace(status="running", attempt=e.attempt)
+    if isinstance(e, Account | Noted):
+        given = [k for k in e.fields if k in _FIELDS]
+        read = summaries.Summary.from_json({k: e.fields[k] for k in given})
+        if isinstance(e, Account):
+            return summaries.absorb(s, read, given, e.rewards_from)
+        return s.replace(**{k: getattr(read, k) for k in given})
+    return s
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(summaries.Summary)) - {"extra", "invalid"}
+#: What a launch sets (from ``launched``); every other field is kept from before.
+_LAUNCH = ("backend", "framework", "task", "world_size", "total_iterations",
+           "launcher_pid", "launcher_host", "launcher_started")  # fmt: skip
+_KEPT = tuple(sorted(_FIELDS - set(_LAUNCH) - {"status", "started_at", "run_dir", "slurm_job_id"}))

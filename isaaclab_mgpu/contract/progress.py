@@ -31,6 +31,11 @@ writes one rank's file, :class:`Reports` reads a folder of them (the supervisor'
 of their own (:mod:`isaaclab_mgpu.contract.probe_channel`) and, in a collective, the message size's
 index, bytes, mode and phase.
 
+Rank 0 also hands its account of the attempt through the same folder (:meth:`Reporter.account`:
+``summary.json``'s fields it knows, :data:`ACCOUNT`, replaced atomically as the run goes and at
+its end); node 0's ``mgpu`` turns it into the run ledger's ``account`` events and writes
+``summary.json`` from them (:mod:`isaaclab_mgpu.launcher.ledger`). A rank writes no summary.
+
 The first call also registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`, a
 real-time signal), so the supervisor can have the rank dump its Python stack (all threads) into
 ``stack.txt`` beside the rank's torchrun log files (``$TORCHELASTIC_ERROR_FILE``'s folder) when it
@@ -81,7 +86,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-from isaaclab_mgpu.contract import elastic, env, faults, records, stacks
+from isaaclab_mgpu.contract import elastic, env, faults, files, records, stacks
 from isaaclab_mgpu.contract.records import Count, NonNegative, Range
 from isaaclab_mgpu.contract.summary import Drift
 
@@ -116,6 +121,8 @@ STARTUP_STAGES = ("start", "init", "environment", "trainer", "broadcast")
 ITERATION_STAGES = ("iteration", "rollout", "update", "sync", "checkpoint")
 #: The rank finished training and is exiting.
 DONE = "done"
+#: Rank 0's account of its attempt (``summary.json``'s fields), beside the progress files.
+ACCOUNT = "account.json"
 #: Stages whose seconds count as neither busy nor waiting (rank 0 alone saves).
 UNTIMED_STAGES = ("checkpoint",)
 
@@ -212,6 +219,9 @@ class Reports:
         self.folder = Path(folder)
         self.last: dict[int, Report] = {}
         """Every rank's last report found (:meth:`read` updates it)."""
+        self.account: dict[str, Any] | None = None
+        """Rank 0's last account (:meth:`read_account` updates it); None: none yet."""
+        self._account_at: int | None = None
         self._rejected: dict[str, str] = {}
         self._told: set[str] = set()
 
@@ -229,6 +239,18 @@ class Reports:
                 found[rep.rank] = rep
         self.last = found
         return found
+
+    def read_account(self) -> dict[str, Any] | None:
+        """Rank 0's account, read again when its file changed (:meth:`Reporter.account`)."""
+        path = self.folder / ACCOUNT
+        try:
+            at = path.stat().st_mtime_ns
+            if at != self._account_at:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                self.account, self._account_at = (data if isinstance(data, dict) else None), at
+        except (OSError, ValueError):
+            pass  # none yet, or the folder is gone: keep the last one
+        return self.account
 
     def rejected(self) -> list[tuple[str, str]]:
         """Malformed progress files not named before, each with what is wrong (each named once)."""
@@ -374,6 +396,16 @@ class Reporter:
     def drift(self, found: Drift) -> None:
         """Carry ``found`` in every report from the next one on (the supervisor names it once)."""
         self._drift = f'"drift": {json.dumps(records.plain(found))}, '
+
+    def account(self, fields: dict[str, Any]) -> None:
+        """Rank 0: replace its account of the attempt (``summary.json``'s fields, JSON-ready) that
+        node 0's mgpu reads; a no-op outside ``mgpu train`` and on any other rank."""
+        if self.path is None or self.rank != 0:
+            return
+        try:  # noqa: SIM105
+            files.write_json(self.path.parent / ACCOUNT, fields)
+        except OSError:
+            pass  # the reader's folder is gone (the run is ending): the rank goes on
 
     def on_iteration_end(self, flush: Any) -> None:
         """Call ``flush()`` as each iteration ends; it returns collective seconds measured late

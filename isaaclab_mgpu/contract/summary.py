@@ -39,12 +39,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from isaaclab_mgpu.contract import files, records
+from isaaclab_mgpu.contract import records
 from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
@@ -508,41 +508,37 @@ def read(folder: str | Path) -> Summary | None:
     return Summary.from_json(data) if isinstance(data, dict) else None
 
 
-def write(folder: str | Path, summary: Summary) -> Path:
-    """Replace ``folder``'s summary.json with ``summary`` atomically; return its path."""
-    path = Path(folder) / SUMMARY
-    files.write_json(path, summary.to_json())
-    return path
+def absorb(found: Summary, account: Summary, given: Iterable[str], rewards_from: int) -> Summary:
+    """``found`` with rank 0's ``account`` of one attempt merged in: one run across restarts,
+    requeues and resumes (the one place this merge is made).
 
-
-def update(folder: str | Path, **changes: Any) -> Summary:
-    """Merge ``changes`` into the folder's summary (an empty one when there is none) and write it."""
-    summary = (read(folder) or Summary()).replace(**changes)
-    write(folder, summary)
-    return summary
-
-
-def settle(folder: str | Path, status: str, exit_status: int, identity: Mapping[str, Any]) -> bool:
-    """Record how a run ended when its rank 0 could not: only a summary still ``running`` (or none)
-    changes. ``identity`` (fields such as backend, task, world size) fills a summary that never was.
-    Returns True when the file was written."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return False
-    found = read(folder)
-    if found is not None and (found.status or "running") != "running":
-        return False
-    base = found or Summary(**identity)
-    fill = {k: v for k, v in identity.items() if getattr(base, k) is None}
-    summary = base.replace(
-        **fill,
-        run_dir=base.run_dir or str(folder),
-        status=status,
-        exit_status=exit_status,
-        settled_by="launcher",
+    ``given``: the account's fields rank 0 set (they replace ``found``'s); its ``start_iteration``
+    is the attempt's start, its ``mean_rewards`` the rewards of the iterations after
+    ``rewards_from`` (an earlier attempt's rewards up to there are kept), its ``segments`` the
+    attempt's own stretch (:func:`with_segment`). Iterations count from the run's first start."""
+    start = account.start_iteration or 0
+    known = {k: getattr(account, k) for k in given if k not in _MERGED and hasattr(account, k)}
+    s = found.replace(**known)
+    first = (
+        found.start_iteration
+        if found.start_iteration is not None and found.start_iteration <= start
+        else start
     )
-    try:
-        write(folder, summary)
-    except OSError:
-        return False
-    return True
+    rewards = (*found.mean_rewards[: max(rewards_from - first, 0)], *account.mean_rewards)
+    measured = [r for r in rewards if r is not None]
+    end = account.end_iteration if account.end_iteration is not None else found.end_iteration
+    for current in account.segments:
+        s = with_segment(s, current)
+    return s.replace(
+        start_iteration=first,
+        resumed_at=start if start > first else found.resumed_at,
+        end_iteration=end,
+        iterations=end - first if end is not None else None,
+        mean_rewards=rewards,
+        first_mean_reward=measured[0] if measured else None,
+        last_mean_reward=measured[-1] if measured else None,
+    )
+
+
+#: An account's fields :func:`absorb` merges rather than replaces.
+_MERGED = ("start_iteration", "end_iteration", "iterations", "mean_rewards", "segments", "whole")

@@ -28,11 +28,11 @@ jaxrun:
   stall verdict, the fault and the restart as the attempt ends; the command layer writes the rest.
 - An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
   which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
-  the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`) and writes the launcher's
-  fields into its summary (:data:`~isaaclab_mgpu.contract.env.RUN_KEEPER`), and from the
-  end of the attempt that named it the loop treats the folder as its own: attempts recorded there,
-  restarts handed it as what to continue. Its checkpoints are the library's, so the newest one's
-  iteration is what rank 0 recorded (``checkpoint_iteration``), not a ``model_<N>.json``.
+  the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`; the ledger opens there at
+  once), and from the end of the attempt that named it the loop treats the folder as its own:
+  attempts recorded there, restarts handed it as what to continue. Its checkpoints are the
+  library's, so the newest one's iteration is what rank 0's account gave
+  (``checkpoint_iteration``), not a ``model_<N>.json``.
 
 The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
 sends) and the stop signals are only recorded, by the one signal recorder
@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -74,7 +73,6 @@ from isaaclab_mgpu.contract.env import (
     RESUME,
     RUN_DIR,
     RUN_DIR_REPORT,
-    RUN_KEEPER,
 )
 from isaaclab_mgpu.launcher import verdicts
 from isaaclab_mgpu.launcher.build import Command, for_attempt
@@ -191,11 +189,7 @@ class RunPlace:
 
     named_by_rank: bool = False
     """The ranks name the run folder themselves (Isaac Lab's): :attr:`run_dir` is learned from
-    rank 0's report once an attempt ends, and the launcher's fields travel in the environment."""
-
-    keeper: tuple[tuple[str, Any], ...] = ()
-    """The summary fields the launcher keeps (who keeps the run, its SLURM job) for rank 0 to
-    write when it names the folder itself (:data:`~isaaclab_mgpu.contract.env.RUN_KEEPER`)."""
+    rank 0's report once an attempt ends."""
 
 
 @dataclass(frozen=True)
@@ -256,7 +250,6 @@ def attempt_env(
     env[ERROR_FILE] = str(elastic.launcher_error_file(cmd.log_dir, owner))
     if place.named_by_rank and report_file is not None:
         env[RUN_DIR_REPORT] = report_file
-        env[RUN_KEEPER] = json.dumps(dict(place.keeper))
     if place.run_dir is not None:
         env[RUN_DIR] = str(place.run_dir)
     source = place.resume if number == 0 else (str(place.run_dir) if place.run_dir is not None else None)

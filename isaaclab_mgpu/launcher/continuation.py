@@ -17,25 +17,21 @@ Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (res
 
 An Isaac Lab task's folder is named by Isaac Lab in its rank 0 (from the agent config, which only
 Isaac Lab reads; :mod:`isaaclab_mgpu.rank.isaac_resume` chooses what it continues): the placement
-then only says so (:attr:`~isaaclab_mgpu.launcher.attempts.RunPlace.named_by_rank`) and carries the
-launcher's summary fields for rank 0 to write (:func:`keeper`). A requeued SLURM job and
-``--resume auto`` find the run they continue by the summaries Isaac Lab runs' rank 0 writes (the
-recorded job id; the newest unfinished run of this library, framework and task), and hand its
-folder to rank 0 (``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resolved by the rank
+then only says so (:attr:`~isaaclab_mgpu.launcher.attempts.RunPlace.named_by_rank`). A requeued
+SLURM job and ``--resume auto`` find the run they continue by its summary (the recorded job id;
+the newest unfinished run of this library, framework and task), and hand its folder to rank 0
+(``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resolved by the rank
 (:mod:`isaaclab_mgpu.rank.isaac_resume`), by each library's checkpoint names.
 
 Candidates are only run folders inside the log root that this user owns, never reached through a
 symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). A checkpoint is checked against
 its metadata file before anything starts: another task, library or framework is bad input (exit
-2); another world size is allowed and said. The launcher writes the run's first ``summary.json``
-(who keeps it: this process, its host and start time, so a run whose launcher is gone is never
-listed as running; the SLURM job id).
+2); another world size is allowed and said. Nothing here writes ``summary.json``: the run's ledger
+does (:mod:`.ledger`; its ``launched`` event names who keeps the run and its SLURM job).
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -217,11 +213,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         # Isaac Lab's rank 0 names the folder (isaaclab_mgpu.rank.isaac) and reports it: the attempts
         # are recorded there once it is known, and rank 0 writes who keeps the run.
         folder, notes = _isaac_run(resolved, ident, given)
-        place = RunPlace(
-            resume=str(folder) if folder is not None else None,
-            named_by_rank=True,
-            keeper=tuple(keeper(resolved).items()),
-        )
+        place = RunPlace(resume=str(folder) if folder is not None else None, named_by_rank=True)
         return Placement(place, notes, continued=folder is not None, earlier=_earlier(folder))
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     choice = choose(resolved, world_size, ident, given)
@@ -236,9 +228,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
             return Placement(RunPlace(folder, source), (done,), continued=True, done=True)
         total = f" of {ident.total}" if ident.total else ""
         notes = (f"{why}: continuing {folder} at iteration {at}{total}", *choice.notes)
-        earlier = _earlier(folder)
-        _begin(folder, resolved, ident, world_size)
-        return Placement(RunPlace(folder, source), notes, continued=True, earlier=earlier)
+        return Placement(RunPlace(folder, source), notes, continued=True, earlier=_earlier(folder))
     stamp = resolved.run_stamp or time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         folder = runs.create_run_folder(experiment, stamp, ident.run_name)
@@ -247,7 +237,6 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
     new_notes: tuple[str, ...] = ()
     if given == RESUME_AUTO:
         new_notes = (f"--resume auto: no unfinished run under {experiment}; starting {folder}",)
-    _begin(folder, resolved, ident, world_size)
     return Placement(RunPlace(folder, None), new_notes)
 
 
@@ -362,37 +351,7 @@ def continue_line(command_line: tuple[str, ...], folder: Path, program: tuple[st
     return shell_join([*program, *out, "--resume", str(folder)])
 
 
-def keeper(resolved: ResolvedSpec) -> dict[str, object]:
-    """Who keeps the run (this process, its host and start time) and its SLURM job, as summary fields."""
-    import psutil
-
-    fields: dict[str, object] = {
-        "launcher_pid": os.getpid(),
-        "launcher_host": socket.gethostname(),
-        "launcher_started": psutil.Process().create_time(),
-    }
-    if resolved.slurm_job_id:
-        fields["slurm_job_id"] = resolved.slurm_job_id
-    return fields
-
-
 def _earlier(folder: Path | None) -> Earlier:
     """What ``folder``'s summary records of earlier launches (nothing for no folder or summary)."""
     found = summaries.read(folder) if folder is not None else None
     return (found.attempts, found.restarts) if found is not None and found.attempts else ()
-
-
-def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:
-    """The launcher's part of ``summary.json``: kept by rank 0 and merged into every write."""
-    found = summaries.read(folder) or summaries.Summary(started_at=time.time())
-    found = found.replace(
-        status="running",
-        backend=ident.library,
-        framework=ident.framework,
-        task=ident.task,
-        world_size=world_size,
-        total_iterations=ident.total,
-        run_dir=str(folder),
-        **keeper(resolved),
-    )
-    summaries.write(folder, found)
