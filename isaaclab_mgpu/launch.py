@@ -33,7 +33,7 @@ from isaaclab_mgpu.contract.errors import (
     failed_run_code,
 )
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
-from isaaclab_mgpu.launcher import runs, workarounds
+from isaaclab_mgpu.launcher import workarounds
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.pipeline import prepare
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
@@ -234,7 +234,7 @@ def train(
             progress if view is None else view.telling(progress),
             progress,
             # once the run folder is known (node 0), after what earlier launches of the run recorded
-            on_attempt_end=functools.partial(runs.record_attempts, record, earlier=placement.earlier),
+            on_attempt_end=functools.partial(record.record_attempts, earlier=placement.earlier),
             ledger=record,
         )
     except BaseException:

@@ -292,13 +292,15 @@ def run_attempts(
                 result, sup = _one(
                     this, options, progress, requests, restart, installed, request_file, say, watch
                 )
-                if place.named_by_rank and place.run_dir is None:
+                named = place.named_by_rank and place.run_dir is None
+                if named:
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
-                    started = _started_here(place, number) if place.run_dir is not None else None
                     if place.run_dir is not None:
                         ledger.open(place.run_dir)
                         watch = ledger.watcher(number, this, started, place.run_dir, True)
                 watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
+                if named:  # where rank 0's account (folded just now) says it started
+                    started = _started_here(place, number) if place.run_dir is not None else None
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempt = _classified(attempt, result, attempts[-1] if attempts else None, kills)
                 attempts.append(attempt)

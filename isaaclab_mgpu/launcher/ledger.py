@@ -43,7 +43,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +173,27 @@ class RunLedger:
         """Set ``fields`` (:class:`~isaaclab_mgpu.contract.summary.Summary`'s) in the run's summary."""
         plain = summaries.Summary().replace(**fields).to_json()
         self.write(ev.Noted, fields={k: plain[k] for k in fields})
+
+    def record_attempts(
+        self,
+        folder: Path,
+        attempts: Sequence[Any],
+        restarting: bool,
+        earlier: tuple[Sequence[Mapping[str, Any]], ...] = (),
+    ) -> None:
+        """Note the run's attempts so far (:class:`~.attempts.Attempt`) in its summary, and each
+        restart: its cause, the iteration the next attempt resumes from, the iterations lost
+        (``folder``: the run folder, known by now).
+
+        ``earlier`` is ``(attempts, restarts)`` as the summary held them before this launch (a
+        requeued SLURM job, a resume): they stay first, and every record says which launch it
+        belongs to (``launch``: 0 for the run's first ``mgpu train``, then one more per launch)."""
+        before, restarts_before = (tuple(earlier[0]), tuple(earlier[1])) if earlier else ((), ())
+        launch = 1 + max((_launch(a) for a in before), default=-1)
+        ended = list(attempts) if restarting else list(attempts[:-1])
+        restarts = tuple({**a.as_json(), "launch": launch, "resumed_from": a.checkpoint} for a in ended)
+        now = tuple({**a.as_json(), "launch": launch} for a in attempts)
+        self.note(attempts=(*before, *now), restarts=(*restarts_before, *restarts))
 
     def settle(self, status: str, exit_status: int, **fields: Any) -> None:
         """Record how the run ended when its rank 0 could not: only a summary still ``running``."""
@@ -413,6 +434,12 @@ class _Window:
         if self.iteration is not None and iteration > self.iteration:
             return (now - self.at) / (iteration - self.iteration)
         return None
+
+
+def _launch(record: Mapping[str, Any]) -> int:
+    # Records written before launches were counted belong to the first one.
+    value = record.get("launch", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _completed(rep: Report) -> int:

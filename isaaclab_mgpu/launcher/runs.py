@@ -17,8 +17,7 @@ as ``lost``. A run that continues another in a folder of its own (Isaac Lab's ``
 starts one) names it in ``continues``; :func:`linked` gives each row its chain, back to the first
 folder, and marks the run it continues with the folder that goes on (``continued_in``).
 
-:func:`create_run_folder` makes a new run's folder exclusively; :func:`record_attempts` notes the
-attempts and restarts in the run's ledger (:mod:`.ledger`, whose fold is ``summary.json``).
+:func:`create_run_folder` makes a new run's folder exclusively.
 """
 
 from __future__ import annotations
@@ -28,10 +27,10 @@ import dataclasses
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract import summary as summaries
@@ -39,9 +38,6 @@ from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.contract.layout import EVENTS, STAMP_FORMAT, SUMMARY
 from isaaclab_mgpu.contract.summary import Steady, Summary
 from isaaclab_mgpu.contract.text import has_control
-
-if TYPE_CHECKING:
-    from isaaclab_mgpu.launcher.ledger import RunLedger
 
 #: Statuses of a run that stopped before its total and may be continued (``--resume auto``).
 UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost", "drifted")
@@ -60,34 +56,6 @@ def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) ->
             continue
         return folder
     raise OSError(f"no free run folder name under {experiment_dir} for {stamp}")
-
-
-def record_attempts(
-    ledger: RunLedger,
-    folder: Path,
-    attempts: Sequence[Any],
-    restarting: bool,
-    earlier: tuple[Sequence[Mapping[str, Any]], ...] = (),
-) -> None:
-    """Record the run's attempts so far (:class:`~.attempts.Attempt`) in its summary (``ledger``'s
-    note; ``folder`` is where it writes), and each restart: its cause, the iteration the next
-    attempt resumes from, the iterations lost.
-
-    ``earlier`` is ``(attempts, restarts)`` as the summary held them before this launch (a requeued
-    SLURM job, a resume): they stay first, and every record says which launch it belongs to
-    (``launch``: 0 for the run's first ``mgpu train``, then one more per continuing launch)."""
-    before, restarts_before = (tuple(earlier[0]), tuple(earlier[1])) if earlier else ((), ())
-    launch = 1 + max((_launch(a) for a in before), default=-1)
-    ended = list(attempts) if restarting else list(attempts[:-1])
-    restarts = tuple({**a.as_json(), "launch": launch, "resumed_from": a.checkpoint} for a in ended)
-    now = tuple({**a.as_json(), "launch": launch} for a in attempts)
-    ledger.note(attempts=(*before, *now), restarts=(*restarts_before, *restarts))
-
-
-def _launch(record: Mapping[str, Any]) -> int:
-    # Records written before launches were counted belong to the first one.
-    value = record.get("launch", 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 @dataclass(frozen=True)
