@@ -278,6 +278,42 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_killed_rank_a_requeue_and_a_resume_leave_a_ledger_whose_fold_is_the_summary(tmp_path):
+    """One run meets all three: rank 1 SIGKILLed at iteration 3 (a restart from the checkpoint at 2),
+    the requeue signal on mgpu (saved and stopped, exit 75), then ``--resume auto`` to the end;
+    after each launch summary.json is the fold of events.jsonl, one run across all of it."""
+    long = ("--num_envs", "16", "--max_iterations", "400", "--save_interval", "2", "env.episode_length=16")
+    kill = ("--simulate_fault", "kill@3,rank=1", "--max_restarts", "1")
+    first = Run(train_argv("rsl_rl", *kill, *long), tmp_path)
+    first.wait_for("iteration 6/400", 240)  # only the restarted attempt gets there
+    first.proc.send_signal(signal.SIGUSR1)  # SLURM's time-limit warning, as mgpu's requeue signal
+    code, out = first.finish(240)
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    f = _agrees_with_summary(folder, _ledger_of(folder))
+    assert (f.status, f.restarts, f.requeues, len(f.faults)) == ("stopped", 1, 1, 1), f
+    reached = f.iteration
+    assert reached is not None and reached >= 6, f
+    end = str(reached + 2)
+    again = Run(train_argv("rsl_rl", "--resume", "auto", *long[:3], end, *long[4:]), tmp_path)
+    code, out = again.finish(240)
+    assert code == 0, out[-4000:]
+    f = _agrees_with_summary(folder, _ledger_of(folder))
+    assert (f.status, f.iteration, f.launches, f.restarts, f.requeues) == (
+        "finished",
+        reached + 2,
+        2,
+        1,
+        1,
+    ), f
+    s = summary_of(folder)
+    assert (s["start_iteration"], s["end_iteration"], s["iterations"]) == (0, reached + 2, reached + 2), s
+    assert len(s["mean_rewards"]) == reached + 2 and s["checksums_equal"] is True, s
+    assert s["whole"]["segments"] == len(s["segments"]) == 3, s["segments"]  # two attempts, one resume
+    assert [a["outcome"] for a in s["attempts"]] == ["failed", "stopped", "finished"], s["attempts"]
+
+
+@pytest.mark.slow
 def test_mgpu_stacks_finds_a_resumed_run_by_its_folder_through_the_ledger(tmp_path):
     """The form docs/commands.md gives, on a run whose ranks carry the resuming launch's stamp."""
     first = train_argv("rsl_rl", "--simulate_fault", "requeue@2", *TINY)
@@ -438,3 +474,77 @@ def test_a_ledger_whose_mgpu_is_gone_is_lost_and_one_whose_mgpu_runs_is_running(
         ("2026-01-02", "running", "loop.py"),
         ("2026-01-01", "lost", "loop.py"),
     ]
+
+
+_WRITERS = {"write_json", "write_text", "write_bytes", "atomic_open", "open", "dump", "rename", "symlink_to"}
+
+
+def _writes_a_file(fn) -> bool:
+    import ast
+
+    for c in ast.walk(fn):
+        if isinstance(c, ast.Call):
+            f = c.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            base = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+            if name in _WRITERS or (name == "replace" and base == "os"):
+                return True
+    return False
+
+
+def _summary_writers(root: Path) -> set[str]:
+    """Modules that write summary.json: a function naming it (``SUMMARY`` or the literal) that writes
+    a file, or a call of such a function from another module (as imported: ``summaries.write``)."""
+    import ast
+
+    trees = {
+        p.relative_to(root).as_posix(): ast.parse(p.read_text(encoding="utf-8")) for p in root.rglob("*.py")
+    }
+    direct: dict[str, set[str]] = {}
+    for mod, tree in trees.items():
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
+            names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+            literal = any(
+                isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith("summary.json")
+                for n in ast.walk(fn)
+            )
+            if ("SUMMARY" in names or literal) and _writes_a_file(fn):
+                direct.setdefault(mod, set()).add(fn.name)
+    for mod, fns in direct.items():  # and the functions of that module that call them
+        defs = [n for n in ast.walk(trees[mod]) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        for _ in range(len(defs)):
+            for fn in defs:
+                called = {getattr(c.func, "id", None) for c in ast.walk(fn) if isinstance(c, ast.Call)}
+                if called & fns:
+                    fns.add(fn.name)
+    found = set(direct)
+    for mod, tree in trees.items():  # callers of those functions, by what each module imported
+        aliases: dict[str, str] = {}  # local name -> module of the writer, or "module:function"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("isaaclab_mgpu"):
+                base = node.module.removeprefix("isaaclab_mgpu").strip(".").replace(".", "/")
+                for a in node.names:
+                    local = a.asname or a.name
+                    sub = f"{base}/{a.name}.py".lstrip("/")
+                    aliases[local] = sub if sub in direct else f"{base}.py:{a.name}"
+        for c in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
+            f = c.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                target = aliases.get(f.value.id)
+                if target in direct and f.attr in direct[target]:
+                    found.add(mod)
+            elif isinstance(f, ast.Name) and ":" in aliases.get(f.id, ""):
+                target, name = aliases[f.id].split(":")
+                if name in direct.get(target, ()):
+                    found.add(mod)
+    return found
+
+
+def test_summary_json_is_written_by_the_ledger_alone_and_never_on_the_rank_side():
+    """One writer of summary.json in the package (the ledger's fold, node 0's mgpu); none under rank/."""
+    import isaaclab_mgpu
+
+    writers = _summary_writers(Path(isaaclab_mgpu.__file__).parent)
+    assert writers == {"launcher/ledger.py"}, writers
+    assert not any(w.startswith("rank/") for w in writers)
