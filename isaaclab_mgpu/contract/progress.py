@@ -43,8 +43,9 @@ stalls; the report names that file, and only a rank that named one is ever sent 
 
 SIGUSR1 is SLURM's "the time limit is near" (``--signal=USR1@90`` sends it to every process of the
 job step). Under ``mgpu`` (``MGPU_RUN_ID`` set) the first :class:`Reporter` of the process makes
-the rank survive it: the signal is recorded, :func:`stop_requested` turns True, and the rank goes
-on (a program that installed its own SIGUSR1 handler keeps it). What a rank does then (save a
+the rank survive it: the signal is recorded (the rank's one recorder, :mod:`.signals`),
+:func:`stop_requested` turns True, and the rank goes on (a program that installed its own SIGUSR1
+handler keeps it). What a rank does then (save a
 checkpoint, stop) is its own business; ``mgpu``'s supervisor records the signal the same way.
 
 :func:`process_group_timeout` is the second line of defence for programs that create their own
@@ -77,7 +78,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import sys
 import time
@@ -88,6 +88,7 @@ from typing import Annotated, Any
 
 from isaaclab_mgpu.contract import elastic, env, faults, files, records, stacks
 from isaaclab_mgpu.contract.records import Count, NonNegative, Range
+from isaaclab_mgpu.contract.signals import record_stop_requests, stop_requested
 from isaaclab_mgpu.contract.summary import Drift
 
 __all__ = [
@@ -460,33 +461,6 @@ class Reporter:
         if self.path is None:
             return None
         return stacks.register(self.path.parent / f"stack.{self.rank}.txt")
-
-
-_stop_requested = False
-_armed = False
-
-
-def _record_stop_request(_signum: int, _frame: object) -> None:
-    global _stop_requested
-    _stop_requested = True
-
-
-def record_stop_requests() -> None:
-    """Record SIGUSR1 (see :func:`stop_requested`) instead of dying of it, unless handled already."""
-    global _armed
-    if _armed or not hasattr(signal, "SIGUSR1"):
-        return
-    _armed = True
-    try:
-        if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
-            signal.signal(signal.SIGUSR1, _record_stop_request)
-    except ValueError:
-        _armed = False  # not the main thread: the next Reporter made there tries again
-
-
-def stop_requested() -> bool:
-    """True once this rank got SIGUSR1 under ``mgpu`` (SLURM: the time limit is near)."""
-    return _stop_requested
 
 
 _reporter: Reporter | None = None

@@ -31,18 +31,16 @@ Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from isaaclab_mgpu.contract import progress, resume
+from isaaclab_mgpu.contract import progress, resume, signals
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import CHECKPOINT_REQUEST
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
@@ -448,25 +446,6 @@ def _newest_checkpoint(run_dir: Path) -> Path | None:
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
-@contextlib.contextmanager
-def _interrupts() -> Iterator[list[int]]:
-    """SIGINT still raises KeyboardInterrupt (Isaac Lab stops on it), and is recorded in the list."""
-    seen: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield seen
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        seen.append(signum)
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGINT, interrupt)
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     """Train one rank of an Isaac Lab task on Isaac Lab's own code path; return its exit code."""
     check_version()
@@ -510,17 +489,17 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
         with (
             compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book),
-            _interrupts() as stop,
+            signals.recording((signal.SIGINT,), interrupt=True) as stop,
         ):
             try:
                 # A full disk (a checkpoint, the summary, a log): one line, exit 74, never restarted.
                 with disk_full_is_one_line(lambda: book.run_dir, lambda d: _whole(library, d)):
                     code = run_train_cli(argv)
             except KeyboardInterrupt:  # a stop on mgpu's checkpoint request leaves skrl's run this way
-                code = 0 if book.stopped and not stop else EXIT_INTERRUPTED
+                code = 0 if book.stopped and stop.signal is None else EXIT_INTERRUPTED
     # Isaac Lab ends ``learn`` quietly on a KeyboardInterrupt and returns 0: an interrupted rank
     # exits with the interrupted code, as an embedded one does.
-    code = EXIT_INTERRUPTED if stop else int(code or 0)
+    code = EXIT_INTERRUPTED if stop.signal is not None else int(code or 0)
     if own_group:
         import torch.distributed as dist
 

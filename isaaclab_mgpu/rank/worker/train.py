@@ -10,10 +10,11 @@ all ranks agree on stopping at the same iteration boundary (a rank stopping alon
 others waiting in a collective). Every ``--drift_interval`` iterations the same row carries
 each rank's hashes of its parameters, optimizer state and normalizer statistics
 (:mod:`.drift`); the first divergence goes into rank 0's progress report, from which ``mgpu
-train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM (a
-handler only records it; the run ends ``interrupted``, 130 on every rank), mgpu's checkpoint
-request (:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run
-ends ``stopped``, 0 on every rank, to be continued) and, under ``--on_drift stop``, a drift (the
+train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM (the
+rank's one recorder, :mod:`isaaclab_mgpu.contract.signals`, only records it; the run ends
+``interrupted``, 130 on every rank), mgpu's checkpoint request
+(:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run ends
+``stopped``, 0 on every rank, to be continued) and, under ``--on_drift stop``, a drift (the
 run ends ``drifted``, 0 on every rank; ``mgpu train`` exits 65).
 
 **Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
@@ -40,17 +41,15 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from isaaclab_mgpu.contract import faults, progress, resume
+from isaaclab_mgpu.contract import faults, progress, resume, signals
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
@@ -75,31 +74,6 @@ from isaaclab_mgpu.rank.worker.rank import (
 
 #: See :data:`isaaclab_mgpu.contract.summary.REFRESH_BUDGET` (shared with the Isaac Lab path).
 REFRESH_BUDGET = summaries.REFRESH_BUDGET
-
-
-class StopRequest:
-    """Set by SIGINT/SIGTERM; read between iterations."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self.signal = signum
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[StopRequest]:
-    """Record SIGINT/SIGTERM while the block runs (main thread only); restore the old handlers."""
-    request = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
-    old = {s: signal.signal(s, request) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield request
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
 
 
 def _seed(seed: int) -> None:
@@ -446,7 +420,7 @@ def _loop(
     check = drift.Check(args.drift_interval, agreed=start)
     fault = faults.for_this_rank(environ) if RUN_ID in environ else None
     fault = fault if fault is not None and fault.kind == "drift" else None
-    with stop_on_signals() as stop:
+    with signals.recording() as stop:
         # A resumed run shows its last known mean reward until this segment's first episodes end.
         known = summaries.read(run_dir) if start and ctx.rank == 0 else None
         last = known.last_mean_reward if known is not None else None
