@@ -233,8 +233,7 @@ def train(
             options,
             progress if view is None else view.telling(progress),
             progress,
-            # once the run folder is known (node 0), after what earlier launches of the run recorded
-            on_attempt_end=functools.partial(record.record_attempts, earlier=placement.earlier),
+            on_attempt_end=record.record_attempts,  # once the run folder is known (node 0)
             ledger=record,
         )
     except BaseException:

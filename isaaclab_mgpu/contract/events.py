@@ -629,23 +629,15 @@ def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
     launcher's fields; other kinds tell the story and leave the summary as it is."""
     if isinstance(e, Launched):
         ess = e.essentials
-        known = {
-            k: ess.get(key)
-            for k, key in (("backend", "library"), ("framework", "framework"), ("task", "task"),
-                           ("world_size", "world_size"), ("total_iterations", "total"))
-            if ess.get(key) is not None
-        }  # fmt: skip
-        read = summaries.Summary.from_json(
-            {**known, "launcher_pid": e.pid, "launcher_host": e.host, "launcher_started": e.pid_started}
-        )
-        return read.replace(
-            **{k: getattr(s, k) for k in _KEPT},
-            status="running",
-            started_at=s.started_at if s.started_at is not None else e.time,
-            run_dir=s.run_dir or e.run_dir,
-            slurm_job_id=e.job_id or s.slurm_job_id,
-            **{k: getattr(read, k) if getattr(read, k) is not None else getattr(s, k) for k in _LAUNCH},
-        )
+        fresh = summaries.Summary.from_json({
+            "backend": ess.get("library"), "framework": ess.get("framework"), "task": ess.get("task"),
+            "world_size": ess.get("world_size"), "total_iterations": ess.get("total"),
+            "launcher_pid": e.pid, "launcher_host": e.host, "launcher_started": e.pid_started,
+            "slurm_job_id": e.job_id,
+        })  # fmt: skip
+        known = {k: v for k in _LAUNCH if (v := getattr(fresh, k)) is not None}
+        started = s.started_at if s.started_at is not None else e.time
+        return s.replace(**known, status="running", started_at=started, run_dir=s.run_dir or e.run_dir)
     if isinstance(e, AttemptStarted):
         return s.replace(status="running", attempt=e.attempt)
     if isinstance(e, Account | Noted):
@@ -658,7 +650,6 @@ def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(summaries.Summary)) - {"extra", "invalid"}
-#: What a launch sets (from ``launched``); every other field is kept from before.
+#: What a launch sets (from ``launched``), when it knows it; every other field is kept.
 _LAUNCH = ("backend", "framework", "task", "world_size", "total_iterations",
-           "launcher_pid", "launcher_host", "launcher_started")  # fmt: skip
-_KEPT = tuple(sorted(_FIELDS - set(_LAUNCH) - {"status", "started_at", "run_dir", "slurm_job_id"}))
+           "launcher_pid", "launcher_host", "launcher_started", "slurm_job_id")  # fmt: skip

@@ -31,10 +31,8 @@ writes one rank's file, :class:`Reports` reads a folder of them (the supervisor'
 of their own (:mod:`isaaclab_mgpu.contract.probe_channel`) and, in a collective, the message size's
 index, bytes, mode and phase.
 
-Rank 0 also hands its account of the attempt through the same folder (:meth:`Reporter.account`:
-``summary.json``'s fields it knows, :data:`ACCOUNT`, replaced atomically as the run goes and at
-its end); node 0's ``mgpu`` turns it into the run ledger's ``account`` events and writes
-``summary.json`` from them (:mod:`isaaclab_mgpu.launcher.ledger`). A rank writes no summary.
+Rank 0 also hands its account of the attempt (``summary.json``'s fields) through the same folder,
+:data:`ACCOUNT` (:meth:`Reporter.account`); node 0's ``mgpu`` folds it into ``summary.json``.
 
 The first call also registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`, a
 real-time signal), so the supervisor can have the rank dump its Python stack (all threads) into

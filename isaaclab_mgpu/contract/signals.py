@@ -1,19 +1,12 @@
-"""A rank's one signal recorder: every signal handler of the rank side is here.
+"""The rank side's one signal recorder (the worker, the Isaac Lab path, the progress reporter).
 
-- Start-up: Python turns SIGINT into ``KeyboardInterrupt``, whose traceback from the middle of
-  ``import torch`` is all a user would see of a Ctrl-C pressed then. :func:`quiet_interrupts` makes
-  SIGINT end the process with :data:`~.errors.EXIT_INTERRUPTED` instead (a ``SystemExit``, which
-  prints nothing); :func:`recording` replaces it while training.
-- Training: :func:`recording` records SIGINT and SIGTERM (:class:`Recorder`) while its block runs
-  and restores the handlers after. The built-in worker reads the record between iterations and
-  stops at an iteration boundary; the Isaac Lab path asks for ``interrupt=True`` (the signal is
-  recorded, then raised as ``KeyboardInterrupt``, on which Isaac Lab's libraries stop).
-- SIGUSR1 is SLURM's "the time limit is near" (``--signal=USR1@90``): under ``mgpu`` the progress
-  reporter (:mod:`.progress`) calls :func:`record_stop_requests`, so the rank survives it and
-  :func:`stop_requested` turns True (a program that installed its own SIGUSR1 handler keeps it).
-
-Handlers are installed from the main thread only (elsewhere Python refuses): off it, nothing is
-recorded and the old behaviour stays. Standard library only: it runs before anything heavy.
+:func:`quiet_interrupts`: a Ctrl-C during start-up exits :data:`~.errors.EXIT_INTERRUPTED` without
+the traceback of a half-done ``import torch``. :func:`recording`: SIGINT and SIGTERM recorded while
+training (:class:`Recorder`; ``interrupt=True``, the Isaac Lab path's, then raises
+``KeyboardInterrupt``, on which its libraries stop), the old handlers back after.
+:func:`record_stop_requests`: under ``mgpu`` the rank survives SLURM's SIGUSR1 (the time limit is
+near) and :func:`stop_requested` turns True (a handler of the program's own is kept). Main thread
+only (Python refuses others). Standard library only: it runs before anything heavy.
 """
 
 from __future__ import annotations

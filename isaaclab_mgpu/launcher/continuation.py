@@ -33,10 +33,9 @@ does (:mod:`.ledger`; its ``launched`` event names who keeps the run and its SLU
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from isaaclab_mgpu.contract import layout, resume
 from isaaclab_mgpu.contract import summary as summaries
@@ -69,10 +68,6 @@ class Identity:
         return meta.identity() == (self.library, self.framework, self.task)
 
 
-#: ``(attempts, restarts)`` as a continued run's summary.json records them; () for a new run.
-Earlier = tuple[tuple[Mapping[str, Any], ...], tuple[Mapping[str, Any], ...]] | tuple[()]
-
-
 @dataclass(frozen=True)
 class Placement:
     """The run folder, what the first attempt resumes from, and what to tell people about it."""
@@ -88,10 +83,6 @@ class Placement:
 
     done: bool = False
     """The continued run is already at its total: nothing is started and nothing written."""
-
-    earlier: Earlier = ()
-    """The attempts and restarts the continued run's summary already records (earlier jobs,
-    resumes), which this launch's are recorded after: one run, one record."""
 
 
 def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
@@ -214,7 +205,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         # are recorded there once it is known, and rank 0 writes who keeps the run.
         folder, notes = _isaac_run(resolved, ident, given)
         place = RunPlace(resume=str(folder) if folder is not None else None, named_by_rank=True)
-        return Placement(place, notes, continued=folder is not None, earlier=_earlier(folder))
+        return Placement(place, notes, continued=folder is not None)
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     choice = choose(resolved, world_size, ident, given)
     if choice is not None:
@@ -228,7 +219,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
             return Placement(RunPlace(folder, source), (done,), continued=True, done=True)
         total = f" of {ident.total}" if ident.total else ""
         notes = (f"{why}: continuing {folder} at iteration {at}{total}", *choice.notes)
-        return Placement(RunPlace(folder, source), notes, continued=True, earlier=_earlier(folder))
+        return Placement(RunPlace(folder, source), notes, continued=True)
     stamp = resolved.run_stamp or time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         folder = runs.create_run_folder(experiment, stamp, ident.run_name)
@@ -349,9 +340,3 @@ def continue_line(command_line: tuple[str, ...], folder: Path, program: tuple[st
     from isaaclab_mgpu.launcher.build import shell_join
 
     return shell_join([*program, *out, "--resume", str(folder)])
-
-
-def _earlier(folder: Path | None) -> Earlier:
-    """What ``folder``'s summary records of earlier launches (nothing for no folder or summary)."""
-    found = summaries.read(folder) if folder is not None else None
-    return (found.attempts, found.restarts) if found is not None and found.attempts else ()

@@ -17,16 +17,12 @@ iteration and each rank's busy and wait seconds per iteration over the window fr
 totals; rank 0's account of its attempt (the same folder; ``account`` events, each with only the
 rewards not sent before) adds the steady env-steps/s and the mean reward. No second channel.
 
-**summary.json is the ledger's fold.** After every event that changes it, :func:`write_summary`
-(the one function in the package that writes the file) replaces it with
-:func:`~isaaclab_mgpu.contract.events.summary_of` of the run's events: the ``launched`` event gives
-who keeps the run (this process, its host and start time: ``mgpu runs`` tells a run whose launcher
-was SIGKILLed by that pid, the file still saying ``running``), rank 0's ``account`` events what it
-trained (merged across restarts, requeues and resumes by one function,
-:func:`~isaaclab_mgpu.contract.summary.absorb`), :meth:`RunLedger.note` and :meth:`RunLedger.settle`
-what the launcher decides (the attempts' records, how the run ended). A run folder that holds a
-summary but no ledger (written before the ledger) gets that summary as its first event, so the two
-stay equal. Multi-node: only node 0 writes; rank 0 lives there, so its account is read there.
+**summary.json is the ledger's fold**: after each event that changes it, :func:`write_summary` (the
+package's one writer of the file) replaces it with
+:func:`~isaaclab_mgpu.contract.events.summary_of` of the run's events: ``launched`` names who keeps
+the run (a SIGKILLed mgpu leaves ``running`` with its pid: ``mgpu runs`` says ``lost``),
+``account`` what rank 0 trained, :meth:`RunLedger.note` and :meth:`RunLedger.settle` what the
+launcher decided. A summary older than its folder's ledger becomes the ledger's first event.
 
 Where the ledger goes: the run folder. A built-in worker run's is made before the first attempt;
 an Isaac Lab run's is named by its rank 0 while the first attempt starts (it reports the folder),
@@ -126,6 +122,7 @@ class RunLedger:
         self._appender: ev.Appender | None = None
         self._waiting: list[ev.Event] = []
         self._window: _Window | None = None
+        self._before: tuple[tuple[Mapping[str, Any], ...], ...] = ((), ())
         self.summary = summaries.Summary()
         """The run's summary as folded so far (what summary.json holds once the folder is known)."""
         if folder is not None:
@@ -146,6 +143,7 @@ class RunLedger:
         self.summary = ev.summary_of(earlier.events if earlier is not None else ())
         if legacy is not None:  # a summary written before the ledger: its first event, as it was
             self._append(ev.Noted(time=time.time(), host=self.host, fields=legacy.to_json()))
+        self._before = (self.summary.attempts, self.summary.restarts)  # earlier launches'
         for event in self._waiting:
             self._append(event)
         self._waiting.clear()
@@ -174,21 +172,12 @@ class RunLedger:
         plain = summaries.Summary().replace(**fields).to_json()
         self.write(ev.Noted, fields={k: plain[k] for k in fields})
 
-    def record_attempts(
-        self,
-        folder: Path,
-        attempts: Sequence[Any],
-        restarting: bool,
-        earlier: tuple[Sequence[Mapping[str, Any]], ...] = (),
-    ) -> None:
+    def record_attempts(self, folder: Path, attempts: Sequence[Any], restarting: bool) -> None:
         """Note the run's attempts so far (:class:`~.attempts.Attempt`) in its summary, and each
         restart: its cause, the iteration the next attempt resumes from, the iterations lost
-        (``folder``: the run folder, known by now).
-
-        ``earlier`` is ``(attempts, restarts)`` as the summary held them before this launch (a
-        requeued SLURM job, a resume): they stay first, and every record says which launch it
-        belongs to (``launch``: 0 for the run's first ``mgpu train``, then one more per launch)."""
-        before, restarts_before = (tuple(earlier[0]), tuple(earlier[1])) if earlier else ((), ())
+        (``folder``: the run folder, known by now). Earlier launches' records (a requeued SLURM job,
+        a resume) stay first; each says which launch it belongs to (``launch``: 0 for the first)."""
+        before, restarts_before = self._before
         launch = 1 + max((_launch(a) for a in before), default=-1)
         ended = list(attempts) if restarting else list(attempts[:-1])
         restarts = tuple({**a.as_json(), "launch": launch, "resumed_from": a.checkpoint} for a in ended)

@@ -58,6 +58,7 @@ from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
     checksum_words,
+    identity,
     rank_context,
     run_stamp,
     words_checksum,
@@ -197,7 +198,8 @@ class Bookkeeper(compat.Observer):
                 "give the options that run was started with (--run_name, the agent's experiment settings)"
             )
         if self.ctx.rank == 0 and self.run_dir is not None and self.args is not None:
-            self._begin(self.run_dir, self.args)
+            resume.report_run_dir(self.run_dir, self.environ)  # the launcher's ledger goes there
+            self._refresh(force=True)
 
     def resumed(self, iteration: int, checkpoint: str) -> None:
         """The library loaded the checkpoint: the count goes on from ``iteration``."""
@@ -246,7 +248,7 @@ class Bookkeeper(compat.Observer):
             return
         self.saved_at = iteration
         found = resume.isaac_checkpoints(self.library, self.run_dir) if self.library else []
-        self.saved_path = found[-1][1] if found else _newest_checkpoint(self.run_dir)
+        self.saved_path = found[-1][1] if found else None
         if found:  # --keep_checkpoints: the older ones go now that this one is whole on disk
             every = resume.isaac_checkpoint_files(self.library, self.run_dir)
             resume.prune(every, found[-1][1], resume.keep_checkpoints(self.environ))
@@ -291,12 +293,6 @@ class Bookkeeper(compat.Observer):
 
     # --- rank 0's account of the attempt (node 0's mgpu folds it into summary.json) ------------
 
-    def _begin(self, run_dir: Path, args: WorkerArgs) -> None:
-        """Report the folder Isaac Lab named to the launcher (its ledger goes there) and hand it
-        this attempt's first account."""
-        resume.report_run_dir(run_dir, self.environ)
-        self._refresh(force=True)
-
     def _refresh(self, *, force: bool = False) -> None:
         """This attempt's progress as rank 0's account (every iteration while that is cheap)."""
         if self.run_dir is None or self.args is None:
@@ -323,14 +319,8 @@ class Bookkeeper(compat.Observer):
         checkpoint = self.saved_path
         fields: dict[str, Any] = {
             "status": "running",
-            "attempt": resume.attempt(self.environ),
-            "world_size": self.ctx.world_size,
-            "backend": args.rl_library,
-            "framework": args.ml_framework,
-            "device": "cuda" if self.ctx.is_cuda else "cpu",
-            "task": args.task,
+            **identity(args, self.ctx, self.environ),
             "num_envs_per_rank": args.num_envs,
-            "seed": args.seed,
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "start_iteration": self.start,
             "end_iteration": done,
@@ -371,13 +361,9 @@ class Bookkeeper(compat.Observer):
         rewards = [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in per_iter.T]
         iterations = len(self.rewards)
         if self.saved_path is None and run_dir is not None:
-            self.saved_path = _newest_checkpoint(run_dir)
-        if self.stopped and exit_status == 0:
-            status = "stopped"
-        elif exit_status == EXIT_INTERRUPTED:
-            status = "interrupted"
-        else:
-            status = "finished" if exit_status == 0 else "failed"
+            self.saved_path = _whole(self.library, run_dir) if self.library else None
+        ended = {0: "stopped" if self.stopped else "finished", EXIT_INTERRUPTED: "interrupted"}
+        status = ended.get(exit_status, "failed")
         return self._account(
             self._progress(
                 rewards[:iterations] if self.gathered is not None else self.rewards,
@@ -439,11 +425,6 @@ def _checksum(modules: list[Any]) -> str:
 def _whole(library: str, run_dir: Path) -> Path | None:
     found = resume.isaac_checkpoints(library, run_dir)
     return found[-1][1] if found else None
-
-
-def _newest_checkpoint(run_dir: Path) -> Path | None:
-    found = [p for p in run_dir.rglob("*") if p.is_file() and p.suffix in (".pt", ".pth", ".ckpt", ".pickle")]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:

@@ -28,10 +28,10 @@ TensorBoard drop what a failed attempt logged after its last checkpoint (one cur
 twice). Not restored: the environments (episodes start afresh) and the random generators.
 
 Rank 0 writes ``model_<N>.pt`` (and ``model_<N>.json``) every ``--save_interval`` iterations, at
-the end and when stopped, and hands ``mgpu train`` its account of the attempt as it goes
-(:meth:`isaaclab_mgpu.contract.progress.Reporter.account`: iterations done, rewards, last
-checkpoint, and at the end the pace, checksums and timing; every iteration, or at most 2 % of the
-time, see :data:`REFRESH_BUDGET`), from which node 0's mgpu writes ``summary.json``; with
+the end and when stopped, and hands ``mgpu train`` its account of the attempt
+(:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`: iterations, rewards, checkpoint; at the
+end pace, checksums, timing; at most 2 % of the time: ``summary.REFRESH_BUDGET``), which node 0's
+mgpu folds into ``summary.json``; with
 ``--logger tensorboard`` (the default) it also writes the library's TensorBoard event file every
 iteration, plus the worker's own scalars (:mod:`.metrics`).
 """
@@ -63,6 +63,7 @@ from isaaclab_mgpu.rank.worker.rank import (
     RankContext,
     checksum_words,
     close_local_channel,
+    identity,
     init_torch_group,
     leave_torch_group,
     open_local_channel,
@@ -71,9 +72,6 @@ from isaaclab_mgpu.rank.worker.rank import (
     run_dir_of,
     words_checksum,
 )
-
-#: See :data:`isaaclab_mgpu.contract.summary.REFRESH_BUDGET` (shared with the Isaac Lab path).
-REFRESH_BUDGET = summaries.REFRESH_BUDGET
 
 
 def _seed(seed: int) -> None:
@@ -243,14 +241,8 @@ def _train(
 
     start, resumed_from = _resume(args, ctx, comm, trainer, run_dir, environ, total, console)
     who = {
-        "attempt": resume.attempt(environ),
-        "world_size": ctx.world_size,
-        "backend": args.rl_library,
-        "framework": args.ml_framework,
-        "device": "cuda" if ctx.is_cuda else "cpu",
-        "task": args.task,
+        **identity(args, ctx, environ),
         "num_envs_per_rank": int(env.num_envs),
-        "seed": args.seed,
         "logger": args.logger,
         "wandb_run_id": wandb_id,
         "run_dir": str(run_dir),
@@ -466,7 +458,7 @@ def _loop(
             if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
                 progress.beat("checkpoint")
                 loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
-            if ctx.rank == 0 and time.perf_counter() - refreshed >= REFRESH_BUDGET * refresh_cost:
+            if ctx.rank == 0 and time.perf_counter() - refreshed >= summaries.REFRESH_BUDGET * refresh_cost:
                 loop.train_time, refreshed = time.perf_counter() - t0, time.perf_counter()
                 _account(loop)
                 refresh_cost = time.perf_counter() - refreshed
