@@ -522,7 +522,8 @@ def _save(
 def _account(loop: _Loop, **final: Any) -> Summary:
     """Rank 0: hand mgpu its account of this attempt (its progress, with ``final``'s fields at the
     end); returns it. mgpu merges it into the run's (:func:`~isaaclab_mgpu.contract.summary.absorb`)."""
-    measured = len(loop.iteration_s)
+    steps = loop.steps_per_iteration
+    segment = summaries.segment(loop.began, loop.start, loop.done, loop.train_time, loop.iteration_s, steps)
     account = Summary(
         status="running",
         **loop.who,
@@ -530,16 +531,10 @@ def _account(loop: _Loop, **final: Any) -> Summary:
         end_iteration=loop.done,
         total_iterations=loop.total,
         s_per_iteration=round(loop.train_time / max(loop.done - loop.start, 1), 4),
-        steady=summaries.steady_pace(loop.iteration_s, loop.steps_per_iteration),
+        steady=summaries.steady_pace(loop.iteration_s, steps),
         mean_rewards=tuple(loop.rewards),
         checkpoint=str(loop.last_saved) if loop.last_saved else None,
-        segments=(
-            summaries.segment(
-                loop.began, loop.start, loop.done, loop.train_time, loop.iteration_s, loop.steps_per_iteration
-            ),
-        )
-        if measured
-        else (),
+        segments=(segment,) if loop.iteration_s else (),
     ).replace(**final)
     progress.reporter().account({k: v for k, v in account.to_json().items() if v is not None})
     return account
