@@ -189,10 +189,10 @@ class Progress(Event):
     """Seconds per iteration over the window since the last progress event."""
 
     env_steps_per_s: NonNegative | None = None
-    """Env-steps per second of all ranks (rank 0's summary, steady)."""
+    """Env-steps per second of all ranks (rank 0's account, steady)."""
 
     reward: float | None = None
-    """The latest mean episode reward (rank 0's summary)."""
+    """The latest mean episode reward (rank 0's account)."""
 
     ranks: tuple[Annotated[RankPace, records.ROW], ...] = ()
     """Per-rank busy/wait seconds per iteration over the window, where the ranks time them."""

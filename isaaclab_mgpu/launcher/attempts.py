@@ -20,7 +20,7 @@ jaxrun:
   (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
   (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
-  started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
+  started at, the iteration reached (the run's summary: rank 0's account) and the newest
   checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.
 - Each attempt's life goes into the run's ledger (``events.jsonl``, :mod:`.ledger`): the loop hands
   every attempt's supervisor to :meth:`~.ledger.RunLedger.watcher` (attempt started, ranks up,
@@ -442,7 +442,7 @@ def _ranks_folder(result: RunResult) -> str | None:
 
 
 def _reached(place: RunPlace) -> int | None:
-    """Iterations the run has completed, as rank 0's summary says (refreshed every iteration)."""
+    """Iterations the run has completed, as the run's summary says (rank 0's account folded)."""
     if place.run_dir is None:
         return None
     found = summaries.read(place.run_dir)

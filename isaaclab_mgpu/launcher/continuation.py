@@ -202,7 +202,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
     ident, given = identity_of(spec)
     if ident.task.startswith("Isaac-"):
         # Isaac Lab's rank 0 names the folder (isaaclab_mgpu.rank.isaac) and reports it: the attempts
-        # are recorded there once it is known, and rank 0 writes who keeps the run.
+        # are recorded there once it is known.
         folder, notes = _isaac_run(resolved, ident, given)
         place = RunPlace(resume=str(folder) if folder is not None else None, named_by_rank=True)
         return Placement(place, notes, continued=folder is not None)
@@ -235,7 +235,7 @@ def _isaac_run(
     resolved: ResolvedSpec, ident: Identity, given: str | None
 ) -> tuple[Path | None, tuple[str, ...]]:
     """The Isaac Lab run a requeued SLURM job or ``--resume auto`` continues (its rank 0 is handed
-    the folder), found by the summaries Isaac Lab runs' rank 0 writes; None: what the rank decides
+    the folder), found by the runs' summaries; None: what the rank decides
     (``--resume PATH`` and ``--resume`` are resolved there, by each library's checkpoint names)."""
     root = Path(layout.DEFAULT_LOG_ROOT)  # Isaac Lab writes under ./logs
     library = root / ident.library

@@ -72,7 +72,7 @@ __all__ = [
 
 #: Seconds between two progress events while the run trains (a long run writes a few a minute).
 PROGRESS_S = 10.0
-#: Seconds between two looks at the run folder's checkpoints and rank 0's summary.
+#: Seconds between two looks at the run folder's checkpoints and rank 0's account.
 _LOOK_S = 2.0
 #: Stages after which a rank's reported iteration is complete.
 _ENDED = ("finish", DONE)
