@@ -365,6 +365,7 @@ def test_a_script_run_keeps_a_ledger_beside_its_logs_that_mgpu_runs_lists(tmp_pa
     assert "trained" in kinds, kinds  # the ranks' progress reports, as the stall watch read them
     assert events[0].essentials["script"] == str(script) and events[0].essentials["total"] is None
     assert max(e.iteration for e in events if isinstance(e, ev.Progress)) >= 6, events
+    assert not (folder / "summary.json").exists()  # no rank 0 of mgpu's to give an account: the ledger alone
     (row,) = _runs_json(tmp_path, "logs")
     assert (row["folder"], row["status"], row["world_size"], row["task"]) == (
         str(Path("logs") / folder.relative_to(tmp_path / "logs")), "finished", 2, "loop.py",

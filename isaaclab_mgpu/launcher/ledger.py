@@ -113,9 +113,10 @@ class RunLedger:
     """The run's ledger, written by this ``mgpu`` alone (node 0): events are stamped with the time,
     this host and the current attempt, and wait in memory until the folder is known."""
 
-    def __init__(self, folder: Path | None = None, *, enabled: bool = True) -> None:
-        """``folder``: the run folder when known now; ``enabled`` False: a node > 0, which writes nothing."""
-        self.enabled = enabled
+    def __init__(self, folder: Path | None = None, *, enabled: bool = True, summarized: bool = True) -> None:
+        """``folder``: the run folder when known now; ``enabled`` False: a node > 0, which writes
+        nothing; ``summarized`` False: no summary.json (a ``--script`` run: no rank 0 of mgpu's)."""
+        self.enabled, self.summarized = enabled, summarized
         self.folder: Path | None = None
         self.attempt: int | None = None
         self.host = socket.gethostname()
@@ -164,6 +165,7 @@ class RunLedger:
         self._appender.append(event)
         if event.kind in _SUMMARIZED:
             self.summary = ev.summarize(self.summary, event)
+        if event.kind in _SUMMARIZED and self.summarized:
             with contextlib.suppress(OSError):  # a full disk: the ledger holds it, the run goes on
                 write_summary(self.folder, self.summary)
 
@@ -469,7 +471,7 @@ def for_launch(
             folder = create_run_folder(script_folder(cmd), stamp, None)
         except OSError:
             return RunLedger(enabled=False)  # no ledger where none can be made; the run goes on
-    ledger = RunLedger(folder)
+    ledger = RunLedger(folder, summarized=spec.builtin_worker)
     at = newest_checkpoint(run_dir, named_by_rank) if continued else None
     ledger.write(
         ev.Launched,
