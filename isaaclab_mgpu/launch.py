@@ -22,7 +22,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from isaaclab_mgpu import report
-from isaaclab_mgpu.contract import summary
 from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
     EXIT_KILLED_AFTER_GRACE,
@@ -292,8 +291,7 @@ def train(
             options,
             progress if view is None else view.telling(progress),
             progress,
-            # once the run folder is known (node 0), after what earlier launches of the run recorded
-            on_attempt_end=functools.partial(runs.record_attempts, earlier=placement.earlier),
+            on_attempt_end=record.record_attempts,  # once the run folder is known (node 0)
             ledger=record,
             reshape=world if spec.node_floor is not None else None,
         )
@@ -368,11 +366,11 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
     record = record if record is not None else RunLedger(enabled=False)
     spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
     node0 = (resolved.node_rank or 0) == 0
-    if folder is not None and node0 and outcome.result.stragglers:
-        runs.mark(folder, stragglers=outcome.result.stragglers)  # the ranks wrote theirs already
+    if outcome.result.stragglers:
+        record.note(stragglers=outcome.result.stragglers)
     drift = outcome.result.drift
-    if folder is not None and node0 and drift is not None:
-        runs.mark(folder, drift=drift)
+    if drift is not None:
+        record.note(drift=drift)
         record.write(events.DriftNamed, rank=drift.rank, component=drift.component,
                      since_iteration=drift.since_iteration, found_at=drift.found_at,
                      stopped=last.outcome == "drifted")  # fmt: skip
@@ -382,8 +380,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
         )
         return 0
     if last.outcome == "drifted":
-        if folder is not None:
-            runs.mark(folder, exit_status=Drifted.exit_code)
+        record.note(exit_status=Drifted.exit_code)
         what = drift.describe() if drift is not None else "the ranks drifted apart"
         at = f" at iteration {last.reached}" if last.reached is not None else ""
         raise Drifted(
@@ -399,8 +396,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             # Everything is recorded and said before scontrol requeue: SLURM then cancels this job
             # step at once (SIGTERM), and a line or a summary written after it may never be.
             stop(requeued=True)
-            if folder is not None:
-                runs.mark(folder, status="requeued", exit_status=EXIT_REQUEUE)
+            record.note(status="requeued", exit_status=EXIT_REQUEUE)
             report.note(
                 f"stopped at a checkpoint{where} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
                 "the requeued job continues this run"
@@ -412,8 +408,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             ok, said = requeue(resolved.slurm_job_id)
             if not ok:
                 stop(requeued=False, said=said or "no output")
-                if folder is not None:
-                    runs.mark(folder, status="stopped", exit_status=EXIT_REQUEUE)
+                record.note(status="stopped", exit_status=EXIT_REQUEUE)
                 raise MgpuError(
                     f"stopped at a checkpoint{where} on {signame}, but scontrol requeue "
                     f"{resolved.slurm_job_id} failed: {said or 'no output'}; resubmit the job by hand",
@@ -421,8 +416,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
                 )
             raise Requeued(f"requeued SLURM job {resolved.slurm_job_id}")
         stop(requeued=False)
-        if folder is not None:
-            runs.mark(folder, exit_status=EXIT_REQUEUE)
+        record.note(exit_status=EXIT_REQUEUE)
         if spec.requeue and not node0:
             raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
         again = _resubmit_line(resolved)
@@ -434,8 +428,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
                 else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
             )
         )
-    if folder is not None:
-        settle_run(resolved, cmd, outcome)
+    settle_run(outcome, record)
     try:
         exit_code(outcome.result, cmd, spec)
     except Interrupted as exc:
@@ -523,27 +516,18 @@ def _resubmit_line(resolved: ResolvedSpec) -> str | None:
     return shell_join(list(argv))
 
 
-def settle_run(resolved: ResolvedSpec, cmd: Command, outcome: Outcome) -> None:
-    """Record in the run's summary.json how the launch ended when rank 0 could not (see :mod:`.runs`)."""
-    spec, result, folder = resolved.spec, outcome.result, outcome.run_dir
-    if folder is None:
-        return
+def settle_run(outcome: Outcome, record: RunLedger) -> None:
+    """Record in the run's summary how the launch ended when rank 0 could not (its ledger's note)."""
+    result = outcome.result
     if result.stall is not None:
         status = "hung"
     elif result.interrupted:
         status = "interrupted"
     else:
         status = "failed"
-    identity = {
-        "backend": spec.library,
-        "framework": spec.framework,
-        "task": spec.task,
-        "world_size": cmd.world_size,
-    }
     code = failed_run_code(result.exit_code, _mendable(outcome)) if status == "failed" else result.exit_code
-    summary.settle(folder, status, code, identity)
-    if status == "failed" and code != result.exit_code:
-        runs.mark(folder, rank_exit_code=result.exit_code)
+    collided = {"rank_exit_code": result.exit_code} if status == "failed" and code != result.exit_code else {}
+    record.settle(status, code, **collided)
 
 
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:

@@ -10,6 +10,7 @@ import pytest
 
 from isaaclab_mgpu.contract import files, layout, summary
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
+from isaaclab_mgpu.launcher.ledger import write_summary
 
 
 def test_summary_round_trips_through_json(tmp_path):
@@ -23,7 +24,7 @@ def test_summary_round_trips_through_json(tmp_path):
         checksums_equal=True,
         extra={"written_by_a_newer_mgpu": [1, 2]},
     )
-    path = summary.write(tmp_path, s)
+    path = write_summary(tmp_path, s)
     assert path == tmp_path / layout.SUMMARY
     data = json.loads(path.read_text())
     assert data["env_steps_per_s"] == {"total": 10.0, "per_rank": [4.0, 6.0]}
@@ -58,7 +59,7 @@ def test_a_field_of_the_wrong_type_reads_as_unknown(key, value):
 def test_non_finite_numbers_are_unknown_and_never_written(tmp_path):
     s = Summary.from_json({"started_at": math.nan, "s_per_iteration": math.inf})
     assert (s.started_at, s.s_per_iteration) == (None, None)
-    summary.write(tmp_path, Summary(s_per_iteration=math.nan, mean_rewards=(math.inf, 1.0)))
+    write_summary(tmp_path, Summary(s_per_iteration=math.nan, mean_rewards=(math.inf, 1.0)))
     text = (tmp_path / layout.SUMMARY).read_text()
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text)["mean_rewards"] == [None, 1.0]
@@ -83,19 +84,9 @@ def test_whole_run_figures_sum_every_segment_and_leave_each_warmup_out(tmp_path)
     # Steady time over steady iterations of both stretches, not a mean of their means.
     assert w.steady_s_per_iteration == pytest.approx(3.1 / 7, abs=1e-5)
     assert w.steady_env_steps_per_s == pytest.approx(700 / 3.1)
-    summary.write(tmp_path, s)
+    write_summary(tmp_path, s)
     back = summary.read(tmp_path)
     assert back.segments == s.segments and back.whole == s.whole and not back.invalid
-
-
-def test_settle_fills_a_missing_summary_and_keeps_a_final_one(tmp_path):
-    identity = {"backend": "rsl_rl", "task": "cartpole", "world_size": 2}
-    assert summary.settle(tmp_path, "failed", 3, identity)
-    s = summary.read(tmp_path)
-    assert (s.status, s.exit_status, s.world_size, s.settled_by) == ("failed", 3, 2, "launcher")
-    summary.write(tmp_path, s.replace(status="finished"))
-    assert not summary.settle(tmp_path, "hung", 4, identity)
-    assert summary.read(tmp_path).status == "finished"
 
 
 def test_atomic_write_never_follows_a_planted_name_and_leaves_nothing_behind(tmp_path):

@@ -29,6 +29,7 @@ from isaaclab_mgpu.contract.errors import EXIT_DRIFT, RESERVED
 from isaaclab_mgpu.contract.summary import Drift, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgsError, parse
 from isaaclab_mgpu.launcher import runs
+from isaaclab_mgpu.launcher.ledger import write_summary
 from isaaclab_mgpu.rank import drift
 
 A = {"policy": [np.arange(6.0)], "optimizer": [np.ones(3), np.array([1e-3])], "normalizer": [np.zeros(4)]}
@@ -225,7 +226,7 @@ def test_a_drift_rides_in_every_report_from_then_on(tmp_path):
 
 def test_the_summary_keeps_the_drift_and_mgpu_runs_shows_it(tmp_path):
     found = Drift(rank=1, component="policy", since_iteration=10, found_at=20, components=("policy",))
-    summaries.write(tmp_path, Summary(status="drifted", checksums_equal=False, drift=found))
+    write_summary(tmp_path, Summary(status="drifted", checksums_equal=False, drift=found))
     s = summaries.read(tmp_path)
     assert s.drift == found and not s.invalid
     row = runs.row(tmp_path, s)

@@ -2,7 +2,7 @@
 
 Real files in a temporary log root, a real torch ``TCPStore`` standing in for torchrun's agent store
 (the same class torchrun serves), and TensorBoard's own directory loader for the restart marker.
-Rank 0's ``summary.json`` of an Isaac Lab run (the Bookkeeper driven as the library patches drive
+Rank 0's account of an Isaac Lab run (the Bookkeeper driven as the library patches drive
 it), and mgpu's attempts loop recording a restart in the folder a stand-in rank names itself (real
 processes under mgpu's JAX launcher; the rank keeps its folder with the real Bookkeeper). The Isaac
 Lab end-to-end resume is in ``test_isaac_e2e.py``.
@@ -209,7 +209,7 @@ def test_the_resume_line_names_where_it_goes_on_and_that_the_library_unpickles(c
     )
 
 
-# --- rank 0's summary.json of an Isaac Lab run, as the Bookkeeper keeps it -------------------------
+# --- rank 0's account of an Isaac Lab run, as the Bookkeeper gives it -------------------------------
 
 
 def _book(tmp_path: Path, attempt: int, cont: ir.Continuation | None = None, *, mgpu: bool = True):
@@ -219,12 +219,10 @@ def _book(tmp_path: Path, attempt: int, cont: ir.Continuation | None = None, *, 
     from isaaclab_mgpu.rank.worker.args import parse_args
     from isaaclab_mgpu.rank.worker.rank import RankContext
 
-    keeper = {"launcher_pid": 4242, "launcher_host": "node0", "launcher_started": 1.5e9, "slurm_job_id": "77"}
     environ = {
         env.ATTEMPT: str(attempt),
         env.CHECKPOINT_REQUEST: str(tmp_path / "request"),
         env.RUN_DIR_REPORT: str(tmp_path / "reported"),
-        env.RUN_KEEPER: json.dumps(keeper),
     }
     args = parse_args(["--task", "Isaac-Cartpole-Direct", "--device", "cpu", "--num_envs", "64",
                        "--max_iterations", "6", "--rl_library", "rsl_rl"])  # fmt: skip
@@ -232,27 +230,37 @@ def _book(tmp_path: Path, attempt: int, cont: ir.Continuation | None = None, *, 
     return Bookkeeper(ctx, "torch", cont, 6, "rsl_rl", args, environ if mgpu else {}), args
 
 
-def _summary(folder: Path) -> dict:
-    return json.loads((folder / "summary.json").read_text())
+def _folded(*accounts) -> dict:
+    """What node 0's mgpu writes in summary.json from rank 0's accounts, each its account event."""
+    from isaaclab_mgpu.contract import events as ev
+
+    told = [
+        ev.Account(
+            time=1.0,
+            fields={k: v for k, v in a.to_json().items() if v is not None},
+            rewards_from=a.start_iteration or 0,
+        )
+        for a in accounts
+    ]
+    return ev.summary_of(told).to_json()
 
 
 @pytest.fixture
 def every_iteration(monkeypatch):
-    """Rank 0 refreshes the summary every iteration: these iterations take microseconds, where
+    """Rank 0 refreshes its account every iteration: these iterations take microseconds, where
     the refresh budget (50 times a refresh's cost) assumes real training's seconds."""
     from isaaclab_mgpu.rank import isaac
 
     monkeypatch.setattr(isaac, "REFRESH_BUDGET", 0)
 
 
-def test_rank_0_keeps_an_isaac_run_summary_true_across_a_restart(tmp_path, every_iteration):
+def test_rank_0s_accounts_of_an_isaac_run_fold_into_one_summary_across_a_restart(tmp_path, every_iteration):
     folder = _run(tmp_path / "logs", "rsl_rl", STAMP, [])
-    book, args = _book(tmp_path, 0, ir.Continuation(STAMP))
+    book, _ = _book(tmp_path, 0, ir.Continuation(STAMP))
     book.run_folder(str(folder))
-    s = _summary(folder)  # running from the moment Isaac Lab names the folder, kept by node0's mgpu
+    s = book.account.to_json()  # given from the moment Isaac Lab names the folder
     assert (s["status"], s["attempt"], s["backend"], s["task"], s["total_iterations"]) == (
         "running", 0, "rsl_rl", "Isaac-Cartpole-Direct", 6)  # fmt: skip
-    assert (s["launcher_pid"], s["launcher_host"], s["slurm_job_id"]) == (4242, "node0", "77")
     assert (tmp_path / "reported").read_text() == str(folder.resolve())  # what the launcher reads
     book.synced([])
     for reward in (1.0, 2.0, 3.0):
@@ -260,14 +268,15 @@ def test_rank_0_keeps_an_isaac_run_summary_true_across_a_restart(tmp_path, every
         if reward == 2.0:
             _zip(folder / "model_1.pt", b"after iteration 2")  # rsl-rl's model_<k>: k + 1 done
             book.saved(2)
-    s = _summary(folder)  # rank 1 dies here: the summary says how far the run got
+    first = book.account  # rank 1 dies here: the account says how far the run got
+    s = _folded(first)
     assert (s["status"], s["end_iteration"], s["iterations"], s["mean_rewards"]) == (
         "running", 3, 3, [1.0, 2.0, 3.0])  # fmt: skip
     assert (s["checkpoint"], s["checkpoint_iteration"]) == (str(folder / "model_1.pt"), 2)
 
     # mgpu's restart: attempt 1 continues the folder from model_1.pt (2 iterations done)
     cont = ir.Continuation(STAMP, folder=str(folder), checkpoint=str(folder / "model_1.pt"))
-    book, args = _book(tmp_path, 1, cont)
+    book, _args = _book(tmp_path, 1, cont)
     book.run_folder(str(folder))
     book.resumed(2, str(folder / "model_1.pt"))
     book.synced([])
@@ -276,14 +285,13 @@ def test_rank_0_keeps_an_isaac_run_summary_true_across_a_restart(tmp_path, every
     _zip(folder / "model_5.pt", b"the end")
     book.saved(6)
     book.finished()
-    s = book.summary(args, 0).to_json()
+    s = _folded(first, book.summary(0))
     assert (s["status"], s["attempt"], s["exit_status"]) == ("finished", 1, 0)
     assert (s["start_iteration"], s["resumed_at"], s["end_iteration"], s["iterations"]) == (0, 2, 6, 6)
     assert s["mean_rewards"] == [1.0, 2.0, 3.5, 4.0, 5.0, 6.0]  # attempt 0's work up to the checkpoint kept
     assert (s["first_mean_reward"], s["last_mean_reward"]) == (1.0, 6.0)
     assert (s["checkpoint"], s["checkpoint_iteration"]) == (str(folder / "model_5.pt"), 6)
     assert s["resumed_from"] == str(folder / "model_1.pt") and s["continues"] is None
-    assert (s["launcher_pid"], s["slurm_job_id"]) == (4242, "77")
 
 
 def test_a_checkpoint_of_another_run_loaded_into_a_new_folder_is_recorded_as_its_continuation(
@@ -296,7 +304,7 @@ def test_a_checkpoint_of_another_run_loaded_into_a_new_folder_is_recorded_as_its
     book.run_folder(str(folder))
     book.synced([])
     book.iteration(64 * 16, 7.0)
-    s = _summary(folder)
+    s = _folded(book.account)
     assert s["continues"] == str(earlier.resolve()) and s["resumed_from"] == str(earlier / "model_3.pt")
     assert (s["start_iteration"], s["end_iteration"], s["iterations"], s["resumed_at"]) == (4, 5, 1, None)
 
@@ -305,7 +313,7 @@ def test_the_checkpoint_request_stops_an_isaac_run_at_an_iteration_boundary(
     tmp_path, capsys, every_iteration
 ):
     folder = _run(tmp_path / "logs", "rsl_rl", STAMP, [])
-    book, args = _book(tmp_path, 0, ir.Continuation(STAMP))
+    book, _args = _book(tmp_path, 0, ir.Continuation(STAMP))
     book.run_folder(str(folder))
     book.synced([])
     assert book.iteration(64, 1.0) is False
@@ -315,7 +323,7 @@ def test_the_checkpoint_request_stops_an_isaac_run_at_an_iteration_boundary(
     _zip(folder / "model_1.pt", b"saved on request")
     book.saved(2)
     book.finished()
-    s = book.summary(args, 0)
+    s = book.summary(0)
     assert (s.status, s.end_iteration, s.checkpoint_iteration) == ("stopped", 2, 2)
     # run by hand (no mgpu to ask) the request is never read: no collective per iteration either
     alone, _ = _book(tmp_path, 0, ir.Continuation(STAMP), mgpu=False)
@@ -346,6 +354,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.ledger import RunLedger
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions
+    from isaaclab_mgpu.launcher.supervise.stall import StallOptions
 
     monkeypatch.chdir(tmp_path)
     workers, logs = Path(__file__).parent / "workers", str(tmp_path / "logs" / "mgpu")
@@ -355,16 +364,18 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
         env={env.RUN_STAMP: STAMP, env.RUN_ID: "isaac-standin-test"},
         world_size=2, rank_devices={0: "cpu", 1: "cpu"}, launcher="jaxrun", log_dir=logs,
     )  # fmt: skip
-    keeper = (("launcher_pid", 4242), ("launcher_host", "node0"), ("launcher_started", 1.5e9))
     said, record = _Said(), RunLedger()  # no folder yet: rank 0 names it
     outcome = run_attempts(
         cmd,
-        RunPlace(named_by_rank=True, keeper=keeper),  # what continuation.place gives an Isaac Lab task
+        RunPlace(named_by_rank=True),  # what continuation.place gives an Isaac Lab task
         RestartOptions(max_restarts=1),
-        SuperviseOptions(grace_period=2, kill_after=2, console=False),
+        # The stall watch's progress folder carries rank 0's account (a bound far from any verdict).
+        SuperviseOptions(
+            grace_period=2, kill_after=2, console=False, stall=StallOptions(600, startup_timeout=600)
+        ),
         None,
         said,
-        on_attempt_end=runs.record_attempts,
+        on_attempt_end=record.record_attempts,
         ledger=record,
     )
     record.close()
@@ -375,7 +386,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     s = json.loads((folder / "summary.json").read_text())
     assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"], s["iterations"]) == (
         "finished", 0, 2, 4, 4)  # fmt: skip
-    assert s["mean_rewards"] == [0.0, 1.0, 2.0, 3.0] and s["launcher_pid"] == 4242
+    assert s["mean_rewards"] == [0.0, 1.0, 2.0, 3.0]
     (restart,) = s["restarts"]
     assert (restart["rank"], restart["how"], restart["started_at"], restart["reached"]) == (
         1, "signal SIGKILL", 0, 3)  # fmt: skip
@@ -386,11 +397,11 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     # The ledger's events waited for the folder rank 0 named, then went there.
     from isaaclab_mgpu.contract import events
 
-    kinds = [
-        e.kind for e in events.read(folder).events if e.kind not in ("progress", "checkpoint", "straggler")
-    ]
-    # No stall watch here (SuperviseOptions.stall None): no progress reports read, so no ranks_up.
+    quiet = ("progress", "checkpoint", "straggler", "account", "summary")
+    kinds = [e.kind for e in events.read(folder).events if e.kind not in quiet]
+    # Rank 1 never reports (it only dies): no ranks_up.
     assert kinds == ["attempt_started", "fault", "restart", "attempt_started"], kinds
+    assert events.summary_of(events.read(folder).events).to_json() == s  # summary.json is the fold
     (fault,) = [e for e in events.read(folder).events if isinstance(e, events.Fault)]
     assert (fault.rank, fault.signal, fault.iteration, fault.checkpoint, fault.lost) == (
         1,
@@ -448,7 +459,7 @@ def test_rsl_rl_saves_through_its_own_save_and_leaves_learn_when_asked(tmp_path)
 
 
 def test_a_requeued_job_and_resume_auto_continue_an_isaac_run_found_by_its_summary(tmp_path, monkeypatch):
-    """The launcher finds the Isaac Lab run to continue by the summaries rank 0 wrote (real files);
+    """The launcher finds the Isaac Lab run to continue by the runs' summaries (real files);
     the rank then continues what it is handed, and a new run when nothing was found."""
     import dataclasses
 
@@ -483,7 +494,6 @@ def test_a_requeued_job_and_resume_auto_continue_an_isaac_run_found_by_its_summa
     requeued = placed(slurm=True)
     assert requeued.place.named_by_rank and requeued.continued
     assert requeued.place.resume == str(Path("logs/rsl_rl/cartpole_direct/2026-01-01_00-00-00"))
-    assert dict(requeued.place.keeper)["slurm_job_id"] == "77"
     auto = placed("--resume", "auto")  # the newest unfinished one of this task and library
     assert auto.place.resume == str(Path("logs/rsl_rl/cartpole_direct/2026-01-02_00-00-00")), auto
     assert placed("--resume", "auto", library="skrl").place.resume is None

@@ -144,20 +144,24 @@ def _ledger_of(folder: Path) -> list[ev.Event]:
 
 
 def _kinds(events: list[ev.Event]) -> list[str]:
-    """The kinds in order, each stretch of progress and checkpoint events (their number depends on
-    the machine's pace) as one ``trained``."""
+    """The kinds in order, each stretch of progress, checkpoint and rank 0's account events (their
+    number depends on the machine's pace) as one ``trained``; the launcher's summary notes left out."""
     out: list[str] = []
     for e in events:
-        kind = "trained" if e.kind in ("progress", "checkpoint") else e.kind
+        if e.kind == "summary":
+            continue
+        kind = "trained" if e.kind in ("progress", "checkpoint", "account") else e.kind
         if not (kind == "trained" and out and out[-1] == "trained"):
             out.append(kind)
     return out
 
 
 def _agrees_with_summary(folder: Path, events: list[ev.Event]) -> ev.Fold:
-    """What the ledger says (status, iterations reached, restarts) is what summary.json says."""
+    """summary.json is the fold of the ledger beside it, and what the story says (status, iterations
+    reached, restarts) is what the summary says."""
     f = ev.fold(events)
     s = summary_of(folder)
+    assert ev.summary_of(events).to_json() == s
     assert (f.status, f.iteration, f.restarts) == (s["status"], s["end_iteration"], len(s["restarts"])), (
         f,
         s,
@@ -251,7 +255,7 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     (folder,) = run_folders(tmp_path, "rsl_rl")
     events = _ledger_of(folder)
     assert _kinds(events)[-1] == "requeue", _kinds(events)
-    stop = events[-1]
+    stop = [e for e in events if e.kind != "summary"][-1]
     assert isinstance(stop, ev.Requeue) and not stop.requeued and stop.signal == "SIGUSR1", stop
     stopped_at = summary_of(folder)["end_iteration"]
     assert stop.iteration == stopped_at and 3 <= stopped_at < 6, (stop, stopped_at)
@@ -271,6 +275,42 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     assert (f.status, f.iteration, f.launches, f.requeues, f.restarts) == ("finished", 6, 2, 1, 0), f
     (row,) = _runs_json(tmp_path, "logs")
     assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", 6, 1, 0), row
+
+
+@pytest.mark.slow
+def test_a_killed_rank_a_requeue_and_a_resume_leave_a_ledger_whose_fold_is_the_summary(tmp_path):
+    """One run meets all three: rank 1 SIGKILLed at iteration 3 (a restart from the checkpoint at 2),
+    the requeue signal on mgpu (saved and stopped, exit 75), then ``--resume auto`` to the end;
+    after each launch summary.json is the fold of events.jsonl, one run across all of it."""
+    long = ("--num_envs", "16", "--max_iterations", "400", "--save_interval", "2", "env.episode_length=16")
+    kill = ("--simulate_fault", "kill@3,rank=1", "--max_restarts", "1")
+    first = Run(train_argv("rsl_rl", *kill, *long), tmp_path)
+    first.wait_for("iteration 6/400", 240)  # only the restarted attempt gets there
+    first.proc.send_signal(signal.SIGUSR1)  # SLURM's time-limit warning, as mgpu's requeue signal
+    code, out = first.finish(240)
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    f = _agrees_with_summary(folder, _ledger_of(folder))
+    assert (f.status, f.restarts, f.requeues, len(f.faults)) == ("stopped", 1, 1, 1), f
+    reached = f.iteration
+    assert reached is not None and reached >= 6, f
+    end = str(reached + 2)
+    again = Run(train_argv("rsl_rl", "--resume", "auto", *long[:3], end, *long[4:]), tmp_path)
+    code, out = again.finish(240)
+    assert code == 0, out[-4000:]
+    f = _agrees_with_summary(folder, _ledger_of(folder))
+    assert (f.status, f.iteration, f.launches, f.restarts, f.requeues) == (
+        "finished",
+        reached + 2,
+        2,
+        1,
+        1,
+    ), f
+    s = summary_of(folder)
+    assert (s["start_iteration"], s["end_iteration"], s["iterations"]) == (0, reached + 2, reached + 2), s
+    assert len(s["mean_rewards"]) == reached + 2 and s["checksums_equal"] is True, s
+    assert s["whole"]["segments"] == len(s["segments"]) == 3, s["segments"]  # two attempts, one resume
+    assert [a["outcome"] for a in s["attempts"]] == ["failed", "stopped", "finished"], s["attempts"]
 
 
 @pytest.mark.slow
@@ -325,6 +365,7 @@ def test_a_script_run_keeps_a_ledger_beside_its_logs_that_mgpu_runs_lists(tmp_pa
     assert "trained" in kinds, kinds  # the ranks' progress reports, as the stall watch read them
     assert events[0].essentials["script"] == str(script) and events[0].essentials["total"] is None
     assert max(e.iteration for e in events if isinstance(e, ev.Progress)) >= 6, events
+    assert not (folder / "summary.json").exists()  # no rank 0 of mgpu's to give an account: the ledger alone
     (row,) = _runs_json(tmp_path, "logs")
     assert (row["folder"], row["status"], row["world_size"], row["task"]) == (
         str(Path("logs") / folder.relative_to(tmp_path / "logs")), "finished", 2, "loop.py",
@@ -377,11 +418,12 @@ def test_stacks_finds_a_continued_run_through_its_ledger(tmp_path):
 def _requeued_run(folder: Path, status: str, reached: int, requeues: int, restarts: int) -> None:
     """A run folder as mgpu leaves it: rank 0's summary and node 0's ledger."""
     from isaaclab_mgpu.contract import summary
+    from isaaclab_mgpu.launcher.ledger import write_summary
 
     folder.mkdir(parents=True)
     record = {"status": status, "backend": "rsl_rl", "task": "cartpole", "end_iteration": reached,
               "total_iterations": 150, "restarts": [{"number": 0}] * restarts}  # fmt: skip
-    summary.write(folder, summary.Summary.from_json(record))
+    write_summary(folder, summary.Summary.from_json(record))
     story = [ev.Launched(time=1.0, host="n", essentials={"total": 150, "world_size": 2})]
     for k in range(requeues):
         story += [ev.Requeue(time=2.0 + k, iteration=34 * (k + 1), requeued=True), ev.Launched(time=2.5 + k)]
@@ -433,3 +475,77 @@ def test_a_ledger_whose_mgpu_is_gone_is_lost_and_one_whose_mgpu_runs_is_running(
         ("2026-01-02", "running", "loop.py"),
         ("2026-01-01", "lost", "loop.py"),
     ]
+
+
+_WRITERS = {"write_json", "write_text", "write_bytes", "atomic_open", "open", "dump", "rename", "symlink_to"}
+
+
+def _writes_a_file(fn) -> bool:
+    import ast
+
+    for c in ast.walk(fn):
+        if isinstance(c, ast.Call):
+            f = c.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            base = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+            if name in _WRITERS or (name == "replace" and base == "os"):
+                return True
+    return False
+
+
+def _summary_writers(root: Path) -> set[str]:
+    """Modules that write summary.json: a function naming it (``SUMMARY`` or the literal) that writes
+    a file, or a call of such a function from another module (as imported: ``summaries.write``)."""
+    import ast
+
+    trees = {
+        p.relative_to(root).as_posix(): ast.parse(p.read_text(encoding="utf-8")) for p in root.rglob("*.py")
+    }
+    direct: dict[str, set[str]] = {}
+    for mod, tree in trees.items():
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
+            names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+            literal = any(
+                isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith("summary.json")
+                for n in ast.walk(fn)
+            )
+            if ("SUMMARY" in names or literal) and _writes_a_file(fn):
+                direct.setdefault(mod, set()).add(fn.name)
+    for mod, fns in direct.items():  # and the functions of that module that call them
+        defs = [n for n in ast.walk(trees[mod]) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        for _ in range(len(defs)):
+            for fn in defs:
+                called = {getattr(c.func, "id", None) for c in ast.walk(fn) if isinstance(c, ast.Call)}
+                if called & fns:
+                    fns.add(fn.name)
+    found = set(direct)
+    for mod, tree in trees.items():  # callers of those functions, by what each module imported
+        aliases: dict[str, str] = {}  # local name -> module of the writer, or "module:function"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("isaaclab_mgpu"):
+                base = node.module.removeprefix("isaaclab_mgpu").strip(".").replace(".", "/")
+                for a in node.names:
+                    local = a.asname or a.name
+                    sub = f"{base}/{a.name}.py".lstrip("/")
+                    aliases[local] = sub if sub in direct else f"{base}.py:{a.name}"
+        for c in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
+            f = c.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                target = aliases.get(f.value.id)
+                if target in direct and f.attr in direct[target]:
+                    found.add(mod)
+            elif isinstance(f, ast.Name) and ":" in aliases.get(f.id, ""):
+                target, name = aliases[f.id].split(":")
+                if name in direct.get(target, ()):
+                    found.add(mod)
+    return found
+
+
+def test_summary_json_is_written_by_the_ledger_alone_and_never_on_the_rank_side():
+    """One writer of summary.json in the package (the ledger's fold, node 0's mgpu); none under rank/."""
+    import isaaclab_mgpu
+
+    writers = _summary_writers(Path(isaaclab_mgpu.__file__).parent)
+    assert writers == {"launcher/ledger.py"}, writers
+    assert not any(w.startswith("rank/") for w in writers)

@@ -12,9 +12,8 @@ from typing import Annotated, Any
 import pytest
 
 from isaaclab_mgpu.contract import probe_channel, progress, records, resume
-from isaaclab_mgpu.contract.env import PROGRESS_DIR, RUN_KEEPER
+from isaaclab_mgpu.contract.env import PROGRESS_DIR
 from isaaclab_mgpu.contract.records import ROW, Count, Older, OneOf, Range
-from isaaclab_mgpu.contract.summary import Summary
 from isaaclab_mgpu.launcher.peers import NodeReport, PeerRank
 
 
@@ -218,15 +217,6 @@ def test_checkpoint_metadata_with_one_bad_field_is_not_trusted(tmp_path):
         data = {**records.plain(meta), **bad}
         resume.meta_path(checkpoint).write_text(json.dumps(data))
         assert resume.read_meta(checkpoint) is None, bad
-
-
-def test_the_run_keeper_fields_read_with_the_summarys_types():
-    keeper = {"launcher_pid": 4242, "launcher_host": "node0", "launcher_started": 1.5e9, "slurm_job_id": "77"}
-    assert resume.keeper({RUN_KEEPER: json.dumps({**keeper, "other": 1})}) == keeper
-    bad = {"launcher_pid": True, "launcher_host": 5, "launcher_started": 1e300, "slurm_job_id": "77"}
-    assert resume.keeper({RUN_KEEPER: json.dumps(bad)}) == {"slurm_job_id": "77"}
-    assert resume.keeper({RUN_KEEPER: "[1]"}) == {} == resume.keeper({})
-    assert set(resume.KEEPER_FIELDS) <= {f for f in Summary.__dataclass_fields__}
 
 
 def test_node_reports_are_compact_rows_and_a_bad_row_is_no_report():

@@ -393,6 +393,7 @@ def test_killed_mgpu_run_is_continued_by_resume_auto(tmp_path):
 
 def test_a_running_summary_whose_launcher_is_gone_is_listed_as_lost(tmp_path):
     from isaaclab_mgpu.contract import summary
+    from isaaclab_mgpu.launcher.ledger import write_summary
     from isaaclab_mgpu.launcher.runs import find_runs
 
     gone = psutil.Popen([sys.executable, "-c", "pass"])
@@ -405,7 +406,7 @@ def test_a_running_summary_whose_launcher_is_gone_is_listed_as_lost(tmp_path):
         record = summary.Summary(
             status="running", launcher_pid=pid, launcher_host=host, launcher_started=started
         )
-        summary.write(folder, record)
+        write_summary(folder, record)
     assert sorted((Path(r.folder).name[-1], r.status) for r in find_runs(tmp_path)) == [
         ("a", "lost"),
         ("b", "running"),

@@ -9,8 +9,10 @@ import pytest
 from training_helpers import run
 
 from isaaclab_mgpu.cli import main
+from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract.files import write_json
-from isaaclab_mgpu.contract.summary import Summary, settle
+from isaaclab_mgpu.contract.summary import Summary
+from isaaclab_mgpu.launcher.ledger import RunLedger
 from isaaclab_mgpu.launcher.runs import find_runs, status_of
 
 
@@ -42,18 +44,19 @@ def test_status_of_older_summaries():
 
 
 def test_settle_changes_only_a_running_summary(tmp_path):
+    """The ledger's settle (a summary written before the ledger is its first event, kept whole)."""
     running = make(tmp_path, "rsl_rl", "cartpole", "a", status="running", iterations=7)
     done = make(tmp_path, "rsl_rl", "cartpole", "b", status="finished")
-    bare = tmp_path / "rsl_rl" / "cartpole" / "c"
-    bare.mkdir()
-    identity = {"backend": "rsl_rl", "framework": "torch", "task": "cartpole", "world_size": 2}
-    assert settle(running, "failed", 3, identity)
+    RunLedger(running).settle("failed", 3)
     data = json.loads((running / "summary.json").read_text())
-    assert (data["status"], data["exit_status"], data["iterations"]) == ("failed", 3, 7)
-    assert not settle(done, "failed", 3, identity)
-    assert settle(bare, "hung", 124, identity)
-    assert json.loads((bare / "summary.json").read_text())["world_size"] == 2
-    assert not settle(tmp_path / "missing", "failed", 1, identity)
+    assert (data["status"], data["exit_status"], data["iterations"], data["settled_by"]) == (
+        "failed", 3, 7, "launcher")  # fmt: skip
+    RunLedger(done).settle("failed", 3)
+    assert json.loads((done / "summary.json").read_text())["status"] == "finished"
+    for folder in (running, done):  # the file is the fold of the ledger beside it
+        assert ev.summary_of(ev.read(folder).events).to_json() == json.loads(
+            (folder / "summary.json").read_text()
+        )
 
 
 def test_runs_command(tmp_path, capsys):
@@ -101,7 +104,6 @@ def test_launcher_settles_the_status_from_the_run_result(tmp_path, monkeypatch, 
 
     from isaaclab_mgpu.launch import settle_run
     from isaaclab_mgpu.launcher.attempts import Attempt, Outcome
-    from isaaclab_mgpu.launcher.build import build
     from isaaclab_mgpu.launcher.resolve import resolve
     from isaaclab_mgpu.launcher.spec import LaunchSpec
     from isaaclab_mgpu.launcher.supervise import RunResult
@@ -115,7 +117,7 @@ def test_launcher_settles_the_status_from_the_run_result(tmp_path, monkeypatch, 
     fields = {"interrupted": False, "killed_after_grace": False, "failure": None, "log_dir": None,
               "survivors": (), **result}  # fmt: skip
     ended = Attempt(number=0, outcome=status, exit_code=result["exit_code"])
-    settle_run(resolved, build(resolved), Outcome((ended,), RunResult(**fields), folder))
+    settle_run(Outcome((ended,), RunResult(**fields), folder), RunLedger(folder))
     data = json.loads((folder / "summary.json").read_text())
     assert (data["status"], data["exit_status"]) == (status, result["exit_code"])
 

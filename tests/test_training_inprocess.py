@@ -69,7 +69,8 @@ def test_success_restores_argv_and_torch_flags(state, tmp_path, monkeypatch):
     assert seen["flags"] == (True, True, False, False)  # the rsl-rl path really set them
     assert seen["argv"][1:] == _argv(tmp_path)
     assert _flags() == BEFORE and sys.argv == ["caller", "--mine"]
-    assert list(tmp_path.glob("rsl_rl/cartpole/*/summary.json"))
+    # Run by hand (no mgpu) the rank writes no summary.json (node 0's mgpu does); its checkpoint is there.
+    assert list(tmp_path.glob("rsl_rl/cartpole/*/model_*.pt"))
 
 
 def test_exception_after_flags_were_set_restores_state(state, tmp_path, monkeypatch):

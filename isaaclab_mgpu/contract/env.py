@@ -47,9 +47,6 @@ CHECKPOINT_REQUEST = "MGPU_CHECKPOINT_REQUEST"
 #: A file where a rank 0 that names its own run folder (Isaac Lab's) writes that folder's path.
 RUN_DIR_REPORT = "MGPU_RUN_DIR_REPORT"
 
-#: The summary.json fields node 0's launcher keeps (who keeps the run, the SLURM job), as JSON.
-RUN_KEEPER = "MGPU_RUN_KEEPER"
-
 #: ``--keep_checkpoints N``: rank 0 keeps the newest N checkpoints, deleting older ones (absent: all).
 KEEP_CHECKPOINTS = "MGPU_KEEP_CHECKPOINTS"
 

@@ -22,6 +22,9 @@ below, read and written by :mod:`.records`):
 ``interrupted``     stopped as asked (Ctrl-C, SIGTERM, SIGHUP)
 ``finished``        the run reached its end
 ``failed``          the run ended failing (restarts used up, or none allowed): exit code, reason
+``account``         rank 0's account of its attempt (``summary.json``'s fields: pace, rewards,
+                    checksums, checkpoint…), as it reported it through the progress channel
+``summary``         ``summary.json`` fields the launcher sets (attempt records, how the run ended)
 ==================  =================================================================================
 
 **One writer.** A run's ledger has one writer, node 0's ``mgpu`` (the node hosting global rank 0;
@@ -37,7 +40,9 @@ event whose fields do not read. An older or equal version reads by the rules of 
 fields it lacks take their defaults, keys it does not know are dropped.
 
 :func:`fold` turns a run's events into its story's figures (:class:`Fold`): the status, the
-iterations reached and the total, restarts, requeues, faults, stragglers.
+iterations reached and the total, restarts, requeues, faults, stragglers. :func:`summary_of`
+folds them into the run's ``summary.json`` (:class:`~.summary.Summary`): node 0's mgpu writes
+nothing else there, so the file always equals the fold of the ledger beside it.
 
 Standard library only.
 """
@@ -53,6 +58,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from isaaclab_mgpu.contract import records
+from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.layout import EVENTS
 from isaaclab_mgpu.contract.records import Count, NonNegative
 
@@ -67,6 +73,8 @@ __all__ = [
     "line",
     "parse",
     "read",
+    "summarize",
+    "summary_of",
 ]
 
 #: The schema's version: a reader skips events of a newer one.
@@ -183,10 +191,10 @@ class Progress(Event):
     """Seconds per iteration over the window since the last progress event."""
 
     env_steps_per_s: NonNegative | None = None
-    """Env-steps per second of all ranks (rank 0's summary, steady)."""
+    """Env-steps per second of all ranks (rank 0's account, steady)."""
 
     reward: float | None = None
-    """The latest mean episode reward (rank 0's summary)."""
+    """The latest mean episode reward (rank 0's account)."""
 
     ranks: tuple[Annotated[RankPace, records.ROW], ...] = ()
     """Per-rank busy/wait seconds per iteration over the window, where the ranks time them."""
@@ -423,12 +431,38 @@ class Failed(Event):
     """Iterations completed."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Account(Event):
+    """Rank 0's account of its attempt, as it last reported it (written when it changed)."""
+
+    kind: ClassVar[str] = "account"
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """``summary.json`` fields rank 0 knows (:class:`~.summary.Summary`'s names, as JSON); its
+    ``start_iteration`` is the attempt's start and its ``mean_rewards`` the rewards of the
+    iterations after :attr:`rewards_from` (:func:`~.summary.absorb`)."""
+
+    rewards_from: Count = 0
+    """Completed iterations before the first of ``fields["mean_rewards"]``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noted(Event):
+    """``summary.json`` fields the launcher sets: the attempts' records, how the run ended, the
+    stragglers and the drift it named (a summary written before the ledger, once, as it was)."""
+
+    kind: ClassVar[str] = "summary"
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """The fields (:class:`~.summary.Summary`'s names, as JSON)."""
+
+
 #: Every kind this version knows, by name.
 KINDS: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         Launched, AttemptStarted, RanksUp, Progress, Checkpoint, StragglerNamed, Stall, Fault,
-        Restart, Shrink, Requeue, DriftNamed, Interrupted, Finished, Failed,
+        Restart, Shrink, Requeue, DriftNamed, Interrupted, Finished, Failed, Account, Noted,
     )
 }  # fmt: skip
 
@@ -627,3 +661,42 @@ def fold(events: Iterable[Event]) -> Fold:
             changes["exit_code"] = code if code is not None else (0 if e.kind == "finished" else None)
         f = dataclasses.replace(f, **changes)
     return dataclasses.replace(f, faults=tuple(faults), stragglers=tuple(stragglers))
+
+
+def summary_of(events: Iterable[Event]) -> summaries.Summary:
+    """The run's ``summary.json``: its events folded (one fold, the only way the file is made)."""
+    s = summaries.Summary()
+    for e in events:
+        s = summarize(s, e)
+    return s
+
+
+def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
+    """``s`` after event ``e``: what ``launched`` and ``attempt_started`` say, rank 0's account, the
+    launcher's fields; other kinds tell the story and leave the summary as it is."""
+    if isinstance(e, Launched):
+        ess = e.essentials
+        fresh = summaries.Summary.from_json({
+            "backend": ess.get("library"), "framework": ess.get("framework"), "task": ess.get("task"),
+            "world_size": ess.get("world_size"), "total_iterations": ess.get("total"),
+            "launcher_pid": e.pid, "launcher_host": e.host, "launcher_started": e.pid_started,
+            "slurm_job_id": e.job_id,
+        })  # fmt: skip
+        known = {k: v for k in _LAUNCH if (v := getattr(fresh, k)) is not None}
+        started = s.started_at if s.started_at is not None else e.time
+        return s.replace(**known, status="running", started_at=started, run_dir=s.run_dir or e.run_dir)
+    if isinstance(e, AttemptStarted):
+        return s.replace(status="running", attempt=e.attempt)
+    if isinstance(e, Account | Noted):
+        given = [k for k in e.fields if k in _FIELDS]
+        read = summaries.Summary.from_json({k: e.fields[k] for k in given})
+        if isinstance(e, Account):
+            return summaries.absorb(s, read, given, e.rewards_from)
+        return s.replace(**{k: getattr(read, k) for k in given})
+    return s
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(summaries.Summary)) - {"extra", "invalid"}
+#: What a launch sets (from ``launched``), when it knows it; every other field is kept.
+_LAUNCH = ("backend", "framework", "task", "world_size", "total_iterations",
+           "launcher_pid", "launcher_host", "launcher_started", "slurm_job_id")  # fmt: skip

@@ -5,7 +5,7 @@ A run of the built-in worker lives in ``<log_root>/<library>/<experiment>/<stamp
 launcher chooses ``<stamp>`` once (:data:`STAMP_FORMAT`, Isaac Lab's) and hands it to every rank
 through :data:`~isaaclab_mgpu.contract.env.RUN_STAMP`, so all ranks name the same folder. Inside it:
 
-- ``summary.json`` (:data:`SUMMARY`, :mod:`.summary`), written by rank 0;
+- ``summary.json`` (:data:`SUMMARY`, :mod:`.summary`), the ledger's fold, written by node 0's mgpu;
 - ``events.jsonl`` (:data:`EVENTS`, :mod:`.events`), the run's ledger, written by node 0's ``mgpu``;
 - ``model_<N>.pt`` checkpoints after ``N`` completed iterations (:func:`checkpoint_name`);
 - ``rank_<r>/`` for every rank ``r > 0`` (:func:`rank_folder`): rank 0 owns the folder itself.

@@ -31,6 +31,9 @@ writes one rank's file, :class:`Reports` reads a folder of them (the supervisor'
 of their own (:mod:`isaaclab_mgpu.contract.probe_channel`) and, in a collective, the message size's
 index, bytes, mode and phase.
 
+Rank 0 also hands its account of the attempt (``summary.json``'s fields) through the same folder,
+:data:`ACCOUNT` (:meth:`Reporter.account`); node 0's ``mgpu`` folds it into ``summary.json``.
+
 The first call also registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`, a
 real-time signal), so the supervisor can have the rank dump its Python stack (all threads) into
 ``stack.txt`` beside the rank's torchrun log files (``$TORCHELASTIC_ERROR_FILE``'s folder) when it
@@ -38,8 +41,9 @@ stalls; the report names that file, and only a rank that named one is ever sent 
 
 SIGUSR1 is SLURM's "the time limit is near" (``--signal=USR1@90`` sends it to every process of the
 job step). Under ``mgpu`` (``MGPU_RUN_ID`` set) the first :class:`Reporter` of the process makes
-the rank survive it: the signal is recorded, :func:`stop_requested` turns True, and the rank goes
-on (a program that installed its own SIGUSR1 handler keeps it). What a rank does then (save a
+the rank survive it: the signal is recorded (the rank's one recorder, :mod:`.signals`),
+:func:`stop_requested` turns True, and the rank goes on (a program that installed its own SIGUSR1
+handler keeps it). What a rank does then (save a
 checkpoint, stop) is its own business; ``mgpu``'s supervisor records the signal the same way.
 
 :func:`process_group_timeout` is the second line of defence for programs that create their own
@@ -72,7 +76,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import sys
 import time
@@ -81,8 +84,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-from isaaclab_mgpu.contract import elastic, env, faults, records, stacks
+from isaaclab_mgpu.contract import elastic, env, faults, files, records, stacks
 from isaaclab_mgpu.contract.records import Count, NonNegative, Range
+from isaaclab_mgpu.contract.signals import record_stop_requests, stop_requested
 from isaaclab_mgpu.contract.summary import Drift
 
 __all__ = [
@@ -116,6 +120,8 @@ STARTUP_STAGES = ("start", "init", "environment", "trainer", "broadcast")
 ITERATION_STAGES = ("iteration", "rollout", "update", "sync", "checkpoint")
 #: The rank finished training and is exiting.
 DONE = "done"
+#: Rank 0's account of its attempt (``summary.json``'s fields), beside the progress files.
+ACCOUNT = "account.json"
 #: Stages whose seconds count as neither busy nor waiting (rank 0 alone saves).
 UNTIMED_STAGES = ("checkpoint",)
 
@@ -212,6 +218,9 @@ class Reports:
         self.folder = Path(folder)
         self.last: dict[int, Report] = {}
         """Every rank's last report found (:meth:`read` updates it)."""
+        self.account: dict[str, Any] | None = None
+        """Rank 0's last account (:meth:`read_account` updates it); None: none yet."""
+        self._account_at: int | None = None
         self._rejected: dict[str, str] = {}
         self._told: set[str] = set()
 
@@ -229,6 +238,18 @@ class Reports:
                 found[rep.rank] = rep
         self.last = found
         return found
+
+    def read_account(self) -> dict[str, Any] | None:
+        """Rank 0's account, read again when its file changed (:meth:`Reporter.account`)."""
+        path = self.folder / ACCOUNT
+        try:
+            at = path.stat().st_mtime_ns
+            if at != self._account_at:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                self.account, self._account_at = (data if isinstance(data, dict) else None), at
+        except (OSError, ValueError):
+            pass  # none yet, or the folder is gone: keep the last one
+        return self.account
 
     def rejected(self) -> list[tuple[str, str]]:
         """Malformed progress files not named before, each with what is wrong (each named once)."""
@@ -375,6 +396,16 @@ class Reporter:
         """Carry ``found`` in every report from the next one on (the supervisor names it once)."""
         self._drift = f'"drift": {json.dumps(records.plain(found))}, '
 
+    def account(self, fields: dict[str, Any]) -> None:
+        """Rank 0: replace its account of the attempt (``summary.json``'s fields, JSON-ready) that
+        node 0's mgpu reads; a no-op outside ``mgpu train`` and on any other rank."""
+        if self.path is None or self.rank != 0:
+            return
+        try:  # noqa: SIM105
+            files.write_json(self.path.parent / ACCOUNT, fields)
+        except OSError:
+            pass  # the reader's folder is gone (the run is ending): the rank goes on
+
     def on_iteration_end(self, flush: Any) -> None:
         """Call ``flush()`` as each iteration ends; it returns collective seconds measured late
         (a GPU's collectives, timed by CUDA events that complete after the host call returned)."""
@@ -428,33 +459,6 @@ class Reporter:
         if self.path is None:
             return None
         return stacks.register(self.path.parent / f"stack.{self.rank}.txt")
-
-
-_stop_requested = False
-_armed = False
-
-
-def _record_stop_request(_signum: int, _frame: object) -> None:
-    global _stop_requested
-    _stop_requested = True
-
-
-def record_stop_requests() -> None:
-    """Record SIGUSR1 (see :func:`stop_requested`) instead of dying of it, unless handled already."""
-    global _armed
-    if _armed or not hasattr(signal, "SIGUSR1"):
-        return
-    _armed = True
-    try:
-        if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
-            signal.signal(signal.SIGUSR1, _record_stop_request)
-    except ValueError:
-        _armed = False  # not the main thread: the next Reporter made there tries again
-
-
-def stop_requested() -> bool:
-    """True once this rank got SIGUSR1 under ``mgpu`` (SLURM: the time limit is near)."""
-    return _stop_requested
 
 
 _reporter: Reporter | None = None

@@ -15,10 +15,6 @@ It tells every rank it starts, through the environment:
                               itself (Isaac Lab's folders: the launcher cannot know the agent config's
                               experiment name), so the launcher records the attempts there and hands the
                               folder to every restart
-``MGPU_RUN_KEEPER``           the ``summary.json`` fields the launcher keeps (its pid, host and start time,
-                              the SLURM job id; JSON): a rank 0 that names its own folder writes them into its
-                              first summary (:func:`keeper`), so a run whose launcher is gone is never listed
-                              as running
 ============================  ================================================================================
 
 Each variable's one Python name is in :mod:`isaaclab_mgpu.contract.env` (``env.RUN_DIR``, ...).
@@ -58,14 +54,11 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from isaaclab_mgpu.contract import env, files, layout, records
 from isaaclab_mgpu.contract.records import Count, Range
-from isaaclab_mgpu.contract.summary import Summary
 
-#: The ``MGPU_RUN_KEEPER`` fields: :class:`~isaaclab_mgpu.contract.summary.Summary`'s, read with its types.
-KEEPER_FIELDS = ("launcher_pid", "launcher_host", "launcher_started", "slurm_job_id")
 #: Format tag of mgpu's checkpoints and their metadata files.
 FORMAT = "isaaclab-mgpu/1"
 
@@ -270,20 +263,6 @@ def reported_run_dir(report: str | Path) -> Path | None:
     except (OSError, ValueError):
         return None
     return folder if folder.is_absolute() and folder.is_dir() else None
-
-
-def keeper(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The launcher's ``MGPU_RUN_KEEPER`` fields, each of its type (others left out)."""
-    text = (os.environ if environ is None else environ).get(env.RUN_KEEPER)
-    try:
-        data = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    read = records.read(Summary, {k: data[k] for k in KEEPER_FIELDS if k in data}).record
-    assert read is not None  # every field of a summary has a default
-    return {k: getattr(read, k) for k in KEEPER_FIELDS if getattr(read, k) is not None}
 
 
 def attempt(environ: Mapping[str, str] | None = None) -> int:

@@ -1,37 +1,27 @@
 """``summary.json``: what a run is and how far it got, one typed record for every writer and reader.
 
-Rank 0 writes it (the built-in worker and the Isaac Lab path alike), the launcher settles it when
-rank 0 could not (:func:`settle`), and ``mgpu runs`` reads it. The file is one JSON object whose
-keys are :class:`Summary`'s field names; :meth:`Summary.to_json` writes strict JSON (a non-finite
-number becomes ``null``) and :meth:`Summary.from_json` reads any object without trusting it: a
-field of the wrong type or out of range reads as ``None`` ("unknown") and is named in
-:attr:`Summary.invalid`, keys this version does not know are kept in :attr:`Summary.extra` and
-written back unchanged. Files are replaced atomically (:mod:`.files`), so a reader never sees
-half of one.
+Node 0's ``mgpu train`` writes it, as the fold of the run's ledger
+(:func:`isaaclab_mgpu.contract.events.summary_of`; the ranks write none: rank 0 hands its account of
+each attempt through the progress channel, merged into the run by :func:`absorb`), and ``mgpu runs``
+reads it. The file is one JSON object of :class:`Summary`'s fields: :meth:`Summary.to_json` writes
+strict JSON (a non-finite number becomes ``null``), :meth:`Summary.from_json` reads any object
+without trusting it (a field of the wrong type or out of range reads as ``None`` and is named in
+:attr:`Summary.invalid`; unknown keys are kept in :attr:`Summary.extra`).
 
-Pace: ``train_time_s``, ``s_per_iteration`` and ``env_steps_per_s`` describe the latest segment
-(this launch, restart or resumed job), warm-up included; a segment's first iteration holds
-just-in-time compilation (skrl JAX: seconds) and first allocations, so :class:`Steady` (``steady``,
-from :func:`steady_pace`) gives the pace after it, the median of the later iterations, with the
-warm-up's own seconds apart. A run continued in its folder (resume, restart, requeue) keeps one
-:class:`Segment` per stretch in ``segments``, and ``whole`` (:class:`Whole`) sums them: train time
-over all segments, steady seconds per iteration = steady time ÷ steady iterations (each segment's
-warm-up left out), env-steps/s from those. :class:`Timing` (``timing``,
-rank 0 at the end) gives each rank's busy and wait seconds per steady iteration and the
-collectives' share; ``stragglers`` (:class:`Straggler`, written by node 0's ``mgpu train``) the
-ranks named as holding the others back; ``drift`` (:class:`Drift`, node 0's ``mgpu train``, from
-rank 0's progress report) the first rank whose parameters, optimizer state or normalizer
-statistics stopped matching rank 0's.
+Pace: ``train_time_s``, ``s_per_iteration`` and ``env_steps_per_s`` describe the latest segment,
+warm-up included; :class:`Steady` (:func:`steady_pace`) the pace after the first iteration (JIT
+compilation, first allocations), with the warm-up's seconds apart. A run continued in its folder
+(resume, restart, requeue) keeps one :class:`Segment` per stretch, and :class:`Whole` sums them
+(steady seconds per iteration = steady time ÷ steady iterations). :class:`Timing`: each rank's busy
+and wait seconds per steady iteration; :class:`Straggler`: ranks named as holding the others back;
+:class:`Drift`: the first rank whose state stopped matching.
 
-Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted``, ``stopped`` (saved and
-stopped on the requeue signal, to be continued) or ``drifted`` (saved and stopped because the ranks
-drifted apart under ``--on_drift stop``) when rank 0 ends; the launcher settles a summary
-still ``running`` once every process is gone: ``failed``, ``hung`` or ``interrupted``, and marks a
-requeued one ``requeued``. One run keeps one summary across mgpu's restarts and SLURM's requeues:
-``attempts`` and ``restarts`` record each launch, ``launcher_*`` who keeps the file (so ``mgpu runs``
-never shows a run as running once its launcher is gone). The built-in worker and an Isaac Lab rank
-0 write the same record; where Isaac Lab puts a continued run into a new folder, ``continues``
-names the folder it continues (the chain).
+Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted``, ``stopped`` (saved on the
+requeue signal) or ``drifted`` (``--on_drift stop``) as rank 0 ends; ``failed``, ``hung`` or
+``interrupted`` when the launcher settles a run rank 0 could not end, ``requeued`` when it requeued
+the job. ``attempts`` and ``restarts`` record each launch, ``launcher_*`` who keeps the run (so
+``mgpu runs`` never shows a run as running once its launcher is gone); ``continues`` names the
+folder a run continues in a new one (Isaac Lab's ``--checkpoint``: the chain).
 """
 
 from __future__ import annotations
@@ -39,12 +29,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from isaaclab_mgpu.contract import files, records
+from isaaclab_mgpu.contract import records
 from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
@@ -508,41 +498,37 @@ def read(folder: str | Path) -> Summary | None:
     return Summary.from_json(data) if isinstance(data, dict) else None
 
 
-def write(folder: str | Path, summary: Summary) -> Path:
-    """Replace ``folder``'s summary.json with ``summary`` atomically; return its path."""
-    path = Path(folder) / SUMMARY
-    files.write_json(path, summary.to_json())
-    return path
+def absorb(found: Summary, account: Summary, given: Iterable[str], rewards_from: int) -> Summary:
+    """``found`` with rank 0's ``account`` of one attempt merged in: one run across restarts,
+    requeues and resumes (the one place this merge is made).
 
-
-def update(folder: str | Path, **changes: Any) -> Summary:
-    """Merge ``changes`` into the folder's summary (an empty one when there is none) and write it."""
-    summary = (read(folder) or Summary()).replace(**changes)
-    write(folder, summary)
-    return summary
-
-
-def settle(folder: str | Path, status: str, exit_status: int, identity: Mapping[str, Any]) -> bool:
-    """Record how a run ended when its rank 0 could not: only a summary still ``running`` (or none)
-    changes. ``identity`` (fields such as backend, task, world size) fills a summary that never was.
-    Returns True when the file was written."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return False
-    found = read(folder)
-    if found is not None and (found.status or "running") != "running":
-        return False
-    base = found or Summary(**identity)
-    fill = {k: v for k, v in identity.items() if getattr(base, k) is None}
-    summary = base.replace(
-        **fill,
-        run_dir=base.run_dir or str(folder),
-        status=status,
-        exit_status=exit_status,
-        settled_by="launcher",
+    ``given``: the account's fields rank 0 set (they replace ``found``'s); its ``start_iteration``
+    is the attempt's start, its ``mean_rewards`` the rewards of the iterations after
+    ``rewards_from`` (an earlier attempt's rewards up to there are kept), its ``segments`` the
+    attempt's own stretch (:func:`with_segment`). Iterations count from the run's first start."""
+    start = account.start_iteration or 0
+    known = {k: getattr(account, k) for k in given if k not in _MERGED and hasattr(account, k)}
+    s = found.replace(**known)
+    first = (
+        found.start_iteration
+        if found.start_iteration is not None and found.start_iteration <= start
+        else start
     )
-    try:
-        write(folder, summary)
-    except OSError:
-        return False
-    return True
+    rewards = (*found.mean_rewards[: max(rewards_from - first, 0)], *account.mean_rewards)
+    measured = [r for r in rewards if r is not None]
+    end = account.end_iteration if account.end_iteration is not None else found.end_iteration
+    for current in account.segments:
+        s = with_segment(s, current)
+    return s.replace(
+        start_iteration=first,
+        resumed_at=start if start > first else found.resumed_at,
+        end_iteration=end,
+        iterations=end - first if end is not None else None,
+        mean_rewards=rewards,
+        first_mean_reward=measured[0] if measured else None,
+        last_mean_reward=measured[-1] if measured else None,
+    )
+
+
+#: An account's fields :func:`absorb` merges rather than replaces.
+_MERGED = ("start_iteration", "end_iteration", "iterations", "mean_rewards", "segments", "whole")

@@ -23,7 +23,7 @@ jaxrun:
   lost: then the restart and every later attempt run the smaller world's command (:class:`Reshape`),
   and a node that became node 0 takes over the run folder and its record.
 - Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
-  started at, the iteration reached (rank 0's summary, refreshed every iteration) and the newest
+  started at, the iteration reached (the run's summary: rank 0's account) and the newest
   checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.
 - Each attempt's life goes into the run's ledger (``events.jsonl``, :mod:`.ledger`): the loop hands
   every attempt's supervisor to :meth:`~.ledger.RunLedger.watcher` (attempt started, ranks up,
@@ -31,11 +31,11 @@ jaxrun:
   stall verdict, the fault and the restart as the attempt ends; the command layer writes the rest.
 - An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
   which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
-  the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`) and writes the launcher's
-  fields into its summary (:data:`~isaaclab_mgpu.contract.env.RUN_KEEPER`), and from the
-  end of the attempt that named it the loop treats the folder as its own: attempts recorded there,
-  restarts handed it as what to continue. Its checkpoints are the library's, so the newest one's
-  iteration is what rank 0 recorded (``checkpoint_iteration``), not a ``model_<N>.json``.
+  the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`; the ledger opens there at
+  once), and from the end of the attempt that named it the loop treats the folder as its own:
+  attempts recorded there, restarts handed it as what to continue. Its checkpoints are the
+  library's, so the newest one's iteration is what rank 0's account gave
+  (``checkpoint_iteration``), not a ``model_<N>.json``.
 
 The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
 sends) and the stop signals are only recorded, by the one signal recorder
@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -77,7 +76,6 @@ from isaaclab_mgpu.contract.env import (
     RESUME,
     RUN_DIR,
     RUN_DIR_REPORT,
-    RUN_KEEPER,
 )
 from isaaclab_mgpu.launcher import verdicts
 from isaaclab_mgpu.launcher.build import Command, for_attempt
@@ -194,11 +192,7 @@ class RunPlace:
 
     named_by_rank: bool = False
     """The ranks name the run folder themselves (Isaac Lab's): :attr:`run_dir` is learned from
-    rank 0's report once an attempt ends, and the launcher's fields travel in the environment."""
-
-    keeper: tuple[tuple[str, Any], ...] = ()
-    """The summary fields the launcher keeps (who keeps the run, its SLURM job) for rank 0 to
-    write when it names the folder itself (:data:`~isaaclab_mgpu.contract.env.RUN_KEEPER`)."""
+    rank 0's report once an attempt ends."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +279,6 @@ def attempt_env(
     env[ERROR_FILE] = str(elastic.launcher_error_file(cmd.log_dir, owner))
     if place.named_by_rank and report_file is not None:
         env[RUN_DIR_REPORT] = report_file
-        env[RUN_KEEPER] = json.dumps(dict(place.keeper))
     if place.run_dir is not None:
         env[RUN_DIR] = str(place.run_dir)
     source = place.resume if number == 0 else (str(place.run_dir) if place.run_dir is not None else None)
@@ -330,13 +323,15 @@ def run_attempts(
                 result, sup = _one(
                     this, options, progress, requests, restart, installed, request_file, say, watch
                 )
-                if place.named_by_rank and place.run_dir is None:
+                named = place.named_by_rank and place.run_dir is None
+                if named:
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
-                    started = _started_here(place, number) if place.run_dir is not None else None
                     if place.run_dir is not None:
                         ledger.open(place.run_dir)
                         watch = ledger.watcher(number, this, started, place.run_dir, True)
                 watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
+                if named:  # where rank 0's account (folded just now) says it started
+                    started = _started_here(place, number) if place.run_dir is not None else None
                 attempt = _judge(number, result, place, started, time.monotonic() - t0, requests)
                 attempt = _classified(attempt, result, attempts[-1] if attempts else None, kills)
                 mendable = attempt.verdict is None or attempt.verdict.restart
@@ -487,7 +482,7 @@ def _ranks_folder(result: RunResult) -> str | None:
 
 
 def _reached(place: RunPlace) -> int | None:
-    """Iterations the run has completed, as rank 0's summary says (refreshed every iteration)."""
+    """Iterations the run has completed, as the run's summary says (rank 0's account folded)."""
     if place.run_dir is None:
         return None
     found = summaries.read(place.run_dir)

@@ -17,30 +17,25 @@ Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (res
 
 An Isaac Lab task's folder is named by Isaac Lab in its rank 0 (from the agent config, which only
 Isaac Lab reads; :mod:`isaaclab_mgpu.rank.isaac_resume` chooses what it continues): the placement
-then only says so (:attr:`~isaaclab_mgpu.launcher.attempts.RunPlace.named_by_rank`) and carries the
-launcher's summary fields for rank 0 to write (:func:`keeper`). A requeued SLURM job and
-``--resume auto`` find the run they continue by the summaries Isaac Lab runs' rank 0 writes (the
-recorded job id; the newest unfinished run of this library, framework and task), and hand its
-folder to rank 0 (``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resolved by the rank
+then only says so (:attr:`~isaaclab_mgpu.launcher.attempts.RunPlace.named_by_rank`). A requeued
+SLURM job and ``--resume auto`` find the run they continue by its summary (the recorded job id;
+the newest unfinished run of this library, framework and task), and hand its folder to rank 0
+(``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resolved by the rank
 (:mod:`isaaclab_mgpu.rank.isaac_resume`), by each library's checkpoint names.
 
 Candidates are only run folders inside the log root that this user owns, never reached through a
 symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). A checkpoint is checked against
 its metadata file before anything starts: another task, library or framework is bad input (exit
-2); another world size is allowed and said. The launcher writes the run's first ``summary.json``
-(who keeps it: this process, its host and start time, so a run whose launcher is gone is never
-listed as running; the SLURM job id).
+2); another world size is allowed and said. Nothing here writes ``summary.json``: the run's ledger
+does (:mod:`.ledger`; its ``launched`` event names who keeps the run and its SLURM job).
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from isaaclab_mgpu.contract import layout, resume
 from isaaclab_mgpu.contract import summary as summaries
@@ -73,10 +68,6 @@ class Identity:
         return meta.identity() == (self.library, self.framework, self.task)
 
 
-#: ``(attempts, restarts)`` as a continued run's summary.json records them; () for a new run.
-Earlier = tuple[tuple[Mapping[str, Any], ...], tuple[Mapping[str, Any], ...]] | tuple[()]
-
-
 @dataclass(frozen=True)
 class Placement:
     """The run folder, what the first attempt resumes from, and what to tell people about it."""
@@ -92,10 +83,6 @@ class Placement:
 
     done: bool = False
     """The continued run is already at its total: nothing is started and nothing written."""
-
-    earlier: Earlier = ()
-    """The attempts and restarts the continued run's summary already records (earlier jobs,
-    resumes), which this launch's are recorded after: one run, one record."""
 
 
 def identity_of(spec: LaunchSpec) -> tuple[Identity, str | None]:
@@ -215,14 +202,10 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
     ident, given = identity_of(spec)
     if ident.task.startswith("Isaac-"):
         # Isaac Lab's rank 0 names the folder (isaaclab_mgpu.rank.isaac) and reports it: the attempts
-        # are recorded there once it is known, and rank 0 writes who keeps the run.
+        # are recorded there once it is known.
         folder, notes = _isaac_run(resolved, ident, given)
-        place = RunPlace(
-            resume=str(folder) if folder is not None else None,
-            named_by_rank=True,
-            keeper=tuple(keeper(resolved).items()),
-        )
-        return Placement(place, notes, continued=folder is not None, earlier=_earlier(folder))
+        place = RunPlace(resume=str(folder) if folder is not None else None, named_by_rank=True)
+        return Placement(place, notes, continued=folder is not None)
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     choice = choose(resolved, world_size, ident, given)
     if choice is not None:
@@ -236,9 +219,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
             return Placement(RunPlace(folder, source), (done,), continued=True, done=True)
         total = f" of {ident.total}" if ident.total else ""
         notes = (f"{why}: continuing {folder} at iteration {at}{total}", *choice.notes)
-        earlier = _earlier(folder)
-        _begin(folder, resolved, ident, world_size)
-        return Placement(RunPlace(folder, source), notes, continued=True, earlier=earlier)
+        return Placement(RunPlace(folder, source), notes, continued=True)
     stamp = resolved.run_stamp or time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         folder = runs.create_run_folder(experiment, stamp, ident.run_name)
@@ -247,7 +228,6 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
     new_notes: tuple[str, ...] = ()
     if given == RESUME_AUTO:
         new_notes = (f"--resume auto: no unfinished run under {experiment}; starting {folder}",)
-    _begin(folder, resolved, ident, world_size)
     return Placement(RunPlace(folder, None), new_notes)
 
 
@@ -255,7 +235,7 @@ def _isaac_run(
     resolved: ResolvedSpec, ident: Identity, given: str | None
 ) -> tuple[Path | None, tuple[str, ...]]:
     """The Isaac Lab run a requeued SLURM job or ``--resume auto`` continues (its rank 0 is handed
-    the folder), found by the summaries Isaac Lab runs' rank 0 writes; None: what the rank decides
+    the folder), found by the runs' summaries; None: what the rank decides
     (``--resume PATH`` and ``--resume`` are resolved there, by each library's checkpoint names)."""
     root = Path(layout.DEFAULT_LOG_ROOT)  # Isaac Lab writes under ./logs
     library = root / ident.library
@@ -360,39 +340,3 @@ def continue_line(command_line: tuple[str, ...], folder: Path, program: tuple[st
     from isaaclab_mgpu.launcher.build import shell_join
 
     return shell_join([*program, *out, "--resume", str(folder)])
-
-
-def keeper(resolved: ResolvedSpec) -> dict[str, object]:
-    """Who keeps the run (this process, its host and start time) and its SLURM job, as summary fields."""
-    import psutil
-
-    fields: dict[str, object] = {
-        "launcher_pid": os.getpid(),
-        "launcher_host": socket.gethostname(),
-        "launcher_started": psutil.Process().create_time(),
-    }
-    if resolved.slurm_job_id:
-        fields["slurm_job_id"] = resolved.slurm_job_id
-    return fields
-
-
-def _earlier(folder: Path | None) -> Earlier:
-    """What ``folder``'s summary records of earlier launches (nothing for no folder or summary)."""
-    found = summaries.read(folder) if folder is not None else None
-    return (found.attempts, found.restarts) if found is not None and found.attempts else ()
-
-
-def _begin(folder: Path, resolved: ResolvedSpec, ident: Identity, world_size: int | None) -> None:
-    """The launcher's part of ``summary.json``: kept by rank 0 and merged into every write."""
-    found = summaries.read(folder) or summaries.Summary(started_at=time.time())
-    found = found.replace(
-        status="running",
-        backend=ident.library,
-        framework=ident.framework,
-        task=ident.task,
-        world_size=world_size,
-        total_iterations=ident.total,
-        run_dir=str(folder),
-        **keeper(resolved),
-    )
-    summaries.write(folder, found)

@@ -14,16 +14,23 @@
 Progress comes from the ranks' progress reports (:mod:`isaaclab_mgpu.contract.progress`), which
 the supervisor's stall watch reads anyway: the iterations every local rank completed, seconds per
 iteration and each rank's busy and wait seconds per iteration over the window from their timed
-totals; rank 0's ``summary.json`` (which the launcher reads between attempts too) adds the steady
-env-steps/s and the mean reward. No second channel.
+totals; rank 0's account of its attempt (the same folder; ``account`` events, each with only the
+rewards not sent before) adds the steady env-steps/s and the mean reward. No second channel.
+
+**summary.json is the ledger's fold**: after each event that changes it, :func:`write_summary` (the
+package's one writer of the file) replaces it with
+:func:`~isaaclab_mgpu.contract.events.summary_of` of the run's events: ``launched`` names who keeps
+the run (a SIGKILLed mgpu leaves ``running`` with its pid: ``mgpu runs`` says ``lost``),
+``account`` what rank 0 trained, :meth:`RunLedger.note` and :meth:`RunLedger.settle` what the
+launcher decided. A summary older than its folder's ledger becomes the ledger's first event.
 
 Where the ledger goes: the run folder. A built-in worker run's is made before the first attempt;
-an Isaac Lab run's is named by its rank 0 once the first attempt ends, so the events wait in memory
-until then (:meth:`RunLedger.open`). A ``--script`` run has no run folder of its own: node 0's mgpu
-makes one for the ledger beside the program's per-rank logs, ``<--log_dir>/<run name>/<stamp>``
-(:func:`script_folder`; by default ``logs/mgpu/<program>/<stamp>``), where ``mgpu runs`` lists it.
-Only node 0 writes; other nodes' ledgers are off (the one-writer rule: appends from two hosts on a
-shared file system interleave).
+an Isaac Lab run's is named by its rank 0 while the first attempt starts (it reports the folder),
+so the events wait in memory until then (:meth:`RunLedger.open`). A ``--script`` run has no run
+folder of its own: node 0's mgpu makes one for the ledger beside the program's per-rank logs,
+``<--log_dir>/<run name>/<stamp>`` (:func:`script_folder`; by default
+``logs/mgpu/<program>/<stamp>``), where ``mgpu runs`` lists it. Only node 0 writes; other nodes'
+ledgers are off (the one-writer rule: appends from two hosts on a shared file system interleave).
 """
 
 from __future__ import annotations
@@ -32,16 +39,17 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from isaaclab_mgpu.contract import events as ev
-from isaaclab_mgpu.contract import resume
+from isaaclab_mgpu.contract import files, resume
 from isaaclab_mgpu.contract import summary as summaries
-from isaaclab_mgpu.contract.layout import EVENTS, STAMP_FORMAT
+from isaaclab_mgpu.contract.env import RUN_DIR_REPORT
+from isaaclab_mgpu.contract.layout import EVENTS, STAMP_FORMAT, SUMMARY
 from isaaclab_mgpu.contract.progress import DONE
 
 if TYPE_CHECKING:
@@ -52,14 +60,32 @@ if TYPE_CHECKING:
     from isaaclab_mgpu.launcher.supervise import Supervisor
     from isaaclab_mgpu.launcher.supervise.stall import Stall
 
-__all__ = ["PROGRESS_S", "RunLedger", "essentials", "for_launch", "newest_checkpoint", "script_folder"]
+__all__ = [
+    "PROGRESS_S",
+    "RunLedger",
+    "essentials",
+    "for_launch",
+    "newest_checkpoint",
+    "script_folder",
+    "write_summary",
+]
 
 #: Seconds between two progress events while the run trains (a long run writes a few a minute).
 PROGRESS_S = 10.0
-#: Seconds between two looks at the run folder's checkpoints and rank 0's summary.
+#: Seconds between two looks at the run folder's checkpoints and rank 0's account.
 _LOOK_S = 2.0
 #: Stages after which a rank's reported iteration is complete.
 _ENDED = ("finish", DONE)
+#: The kinds that change ``summary.json`` (:func:`~isaaclab_mgpu.contract.events.summarize`).
+_SUMMARIZED = ("launched", "attempt_started", "account", "summary")
+
+
+def write_summary(folder: str | Path, summary: summaries.Summary) -> Path:
+    """Replace ``folder``'s summary.json with ``summary`` atomically; return its path. The one writer
+    of the file (the ledger's fold; tests make fixtures with it)."""
+    path = Path(folder) / SUMMARY
+    files.write_json(path, summary.to_json())
+    return path
 
 
 def script_folder(cmd: Command) -> Path:
@@ -73,7 +99,7 @@ def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int, P
     library's own, known by its iteration alone); None off node 0."""
     if run_dir is None:
         return None
-    if named_by_rank:  # the library's own checkpoints: rank 0 recorded the newest one's iteration
+    if named_by_rank:  # the library's own checkpoints: rank 0's account gave the newest one's iteration
         found = summaries.read(run_dir)
         return (found.checkpoint_iteration if found is not None else None) or 0, None
     newest, _ = resume.newest_whole(run_dir)
@@ -87,15 +113,19 @@ class RunLedger:
     """The run's ledger, written by this ``mgpu`` alone (node 0): events are stamped with the time,
     this host and the current attempt, and wait in memory until the folder is known."""
 
-    def __init__(self, folder: Path | None = None, *, enabled: bool = True) -> None:
-        """``folder``: the run folder when known now; ``enabled`` False: a node > 0, which writes nothing."""
-        self.enabled = enabled
+    def __init__(self, folder: Path | None = None, *, enabled: bool = True, summarized: bool = True) -> None:
+        """``folder``: the run folder when known now; ``enabled`` False: a node > 0, which writes
+        nothing; ``summarized`` False: no summary.json (a ``--script`` run: no rank 0 of mgpu's)."""
+        self.enabled, self.summarized = enabled, summarized
         self.folder: Path | None = None
         self.attempt: int | None = None
         self.host = socket.gethostname()
         self._appender: ev.Appender | None = None
         self._waiting: list[ev.Event] = []
         self._window: _Window | None = None
+        self._before: tuple[tuple[Mapping[str, Any], ...], ...] = ((), ())
+        self.summary = summaries.Summary()
+        """The run's summary as folded so far (what summary.json holds once the folder is known)."""
         if folder is not None:
             self.open(folder)
 
@@ -103,14 +133,20 @@ class RunLedger:
         """Start writing into ``folder``'s ledger (the events so far first); later calls do nothing."""
         if not self.enabled or self._appender is not None:
             return
+        earlier = ev.read(folder)
+        legacy = summaries.read(folder) if earlier is None or not earlier.events else None
         try:
             self._appender = ev.Appender(Path(folder) / EVENTS)
         except OSError:
             self.enabled = False  # the run goes on without its ledger, as with a full disk
             return
         self.folder = Path(folder)
+        self.summary = ev.summary_of(earlier.events if earlier is not None else ())
+        if legacy is not None:  # a summary written before the ledger: its first event, as it was
+            self._append(ev.Noted(time=time.time(), host=self.host, fields=legacy.to_json()))
+        self._before = (self.summary.attempts, self.summary.restarts)  # earlier launches'
         for event in self._waiting:
-            self._appender.append(event)
+            self._append(event)
         self._waiting.clear()
 
     def write(self, kind: type[ev.Event], **fields: Any) -> None:
@@ -122,7 +158,38 @@ class RunLedger:
         if self._appender is None:
             self._waiting.append(event)
         else:
-            self._appender.append(event)
+            self._append(event)
+
+    def _append(self, event: ev.Event) -> None:
+        assert self._appender is not None and self.folder is not None
+        self._appender.append(event)
+        if event.kind in _SUMMARIZED:
+            self.summary = ev.summarize(self.summary, event)
+        if event.kind in _SUMMARIZED and self.summarized:
+            with contextlib.suppress(OSError):  # a full disk: the ledger holds it, the run goes on
+                write_summary(self.folder, self.summary)
+
+    def note(self, **fields: Any) -> None:
+        """Set ``fields`` (:class:`~isaaclab_mgpu.contract.summary.Summary`'s) in the run's summary."""
+        plain = summaries.Summary().replace(**fields).to_json()
+        self.write(ev.Noted, fields={k: plain[k] for k in fields})
+
+    def record_attempts(self, folder: Path, attempts: Sequence[Any], restarting: bool) -> None:
+        """Note the run's attempts so far (:class:`~.attempts.Attempt`) in its summary, and each
+        restart: its cause, the iteration the next attempt resumes from, the iterations lost
+        (``folder``: the run folder, known by now). Earlier launches' records (a requeued SLURM job,
+        a resume) stay first; each says which launch it belongs to (``launch``: 0 for the first)."""
+        before, restarts_before = self._before
+        launch = 1 + max((_launch(a) for a in before), default=-1)
+        ended = list(attempts) if restarting else list(attempts[:-1])
+        restarts = tuple({**a.as_json(), "launch": launch, "resumed_from": a.checkpoint} for a in ended)
+        now = tuple({**a.as_json(), "launch": launch} for a in attempts)
+        self.note(attempts=(*before, *now), restarts=(*restarts_before, *restarts))
+
+    def settle(self, status: str, exit_status: int, **fields: Any) -> None:
+        """Record how the run ended when its rank 0 could not: only a summary still ``running``."""
+        if (self.summary.status or "running") == "running":
+            self.note(status=status, exit_status=exit_status, settled_by="launcher", **fields)
 
     def close(self) -> None:
         """Stop writing (a ledger never opened drops what waited)."""
@@ -159,9 +226,16 @@ class RunLedger:
         self, number: int, cmd: Command, resumes_at: int | None, run_dir: Path | None, named_by_rank: bool
     ) -> Callable[..., None]:
         """What the attempts loop calls with attempt ``number``'s supervisor: once it started
-        (``begun``), then at every poll, and once more when it ended (``final``)."""
+        (``begun``), then at every poll, and once more when it ended (``final``). An Isaac Lab
+        run's ledger opens as soon as its rank 0 reports the folder it named."""
+        report = cmd.env.get(RUN_DIR_REPORT) if named_by_rank else None
 
         def watch(sup: Supervisor, begun: bool, *, final: bool = False) -> None:
+            nonlocal run_dir
+            if run_dir is None and report and self.enabled:
+                run_dir = resume.reported_run_dir(report)
+                if run_dir is not None:
+                    self.open(run_dir)
             if begun:
                 ranks = tuple(sorted(cmd.rank_devices))
                 self.attempt_started(
@@ -173,7 +247,8 @@ class RunLedger:
                     log_dir=cmd.log_dir,
                 )
             else:
-                self.look(sup.reports(), sup.stragglers(), sup.log_dir, run_dir, named_by_rank, final=final)
+                self.look(sup.reports(), sup.stragglers(), sup.log_dir, run_dir, named_by_rank,
+                          final=final, account=sup.account())  # fmt: skip
 
         return watch
 
@@ -186,15 +261,16 @@ class RunLedger:
         named_by_rank: bool,
         *,
         final: bool = False,
+        account: Mapping[str, Any] | None = None,
     ) -> None:
         """What the attempt's supervisor read since the last look, as events (called every poll;
-        ``final``: the attempt ended, write the last progress now)."""
+        ``final``: the attempt ended, write the last progress now; ``account``: rank 0's)."""
         w = self._window
         if not self.enabled or w is None:
             return
         # A run folder that cannot be read now is read at the next look: the run goes on.
         with contextlib.suppress(OSError):
-            self._look(w, reports, stragglers, logs, run_dir, named_by_rank, final)
+            self._look(w, reports, stragglers, logs, run_dir, named_by_rank, final, account)
 
     def _look(
         self,
@@ -205,6 +281,7 @@ class RunLedger:
         run_dir: Path | None,
         named_by_rank: bool,
         final: bool,
+        account: Mapping[str, Any] | None,
     ) -> None:
         now = time.monotonic()
         if not w.up and w.ranks and w.ranks <= set(reports):
@@ -219,6 +296,8 @@ class RunLedger:
         if not final and now < w.next_look:
             return
         w.next_look = now + _LOOK_S
+        if account is not None and account != w.account:
+            self._account(w, account)
         found = newest_checkpoint(run_dir, named_by_rank)
         if found is not None and found[0] > 0 and found[0] != w.checkpoint:
             w.checkpoint = found[0]
@@ -228,12 +307,22 @@ class RunLedger:
         if final or now >= w.next_progress:
             self._progress(w, reports, run_dir, now)
 
+    def _account(self, w: _Window, account: Mapping[str, Any]) -> None:
+        """Rank 0's account as an event: the rewards it already sent in this attempt left out."""
+        rewards = list(account.get("mean_rewards") or ())
+        start = account.get("start_iteration")
+        start = start if isinstance(start, int) and not isinstance(start, bool) and start >= 0 else 0
+        sent = w.sent if start == w.account_start else []
+        kept = len(sent) if rewards[: len(sent)] == sent else 0
+        self.write(ev.Account, fields={**account, "mean_rewards": rewards[kept:]}, rewards_from=start + kept)
+        w.account, w.sent, w.account_start = account, rewards, start
+
     def _progress(self, w: _Window, reports: Mapping[int, Report], run_dir: Path | None, now: float) -> None:
         done = [_completed(r) for r in reports.values() if r.iteration is not None]
         if not done:
             return
         iteration = min(done)
-        s = summaries.read(run_dir) if run_dir is not None else None
+        s = self.summary if run_dir is not None else None
         if s is not None and s.end_iteration is not None and s.attempt == self.attempt:
             iteration = max(iteration, s.end_iteration)
         if w.iteration is not None and iteration <= w.iteration:
@@ -319,6 +408,11 @@ class _Window:
         self.totals: dict[int, tuple[Any, ...]] = {}
         self.next_look = 0.0
         self.next_progress = 0.0
+        self.account: Mapping[str, Any] | None = None
+        """Rank 0's account as last written."""
+        self.sent: list[Any] = []
+        """The rewards of this attempt already written in ``account`` events."""
+        self.account_start: int | None = None
 
     def pace(self, rep: Report) -> ev.RankPace | None:
         """The rank's busy and wait seconds per timed iteration since the last progress event."""
@@ -337,6 +431,12 @@ class _Window:
         if self.iteration is not None and iteration > self.iteration:
             return (now - self.at) / (iteration - self.iteration)
         return None
+
+
+def _launch(record: Mapping[str, Any]) -> int:
+    # Records written before launches were counted belong to the first one.
+    value = record.get("launch", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _completed(rep: Report) -> int:
@@ -377,7 +477,7 @@ def for_launch(
             folder = create_run_folder(script_folder(cmd), stamp, None)
         except OSError:
             return RunLedger(enabled=False)  # no ledger where none can be made; the run goes on
-    ledger = RunLedger(folder)
+    ledger = RunLedger(folder, summarized=spec.builtin_worker)
     at = newest_checkpoint(run_dir, named_by_rank) if continued else None
     ledger.write(
         ev.Launched,

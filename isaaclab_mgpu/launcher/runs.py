@@ -1,9 +1,9 @@
 """Reading run folders afterwards: the list ``mgpu runs`` shows, and the folder a launch will use.
 
 The layout (``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``) is
-:mod:`isaaclab_mgpu.contract.layout`'s; ``summary.json`` and how its status stays true are
-:mod:`isaaclab_mgpu.contract.summary`'s. A launcher killed with SIGKILL cannot settle its run, so
-that run keeps ``running`` until its processes' absence is noticed.
+:mod:`isaaclab_mgpu.contract.layout`'s; ``summary.json`` is :mod:`isaaclab_mgpu.contract.summary`'s
+record, written by the run's ledger (:mod:`.ledger`) alone. A launcher killed with SIGKILL cannot
+settle its run, so that run keeps ``running`` until its processes' absence is noticed.
 
 :func:`find_runs` reads only summary files (one directory walk, three levels deep at most, no
 descent below a folder that holds a ``summary.json``, no symlink followed), newest first by the
@@ -17,8 +17,7 @@ as ``lost``. A run that continues another in a folder of its own (Isaac Lab's ``
 starts one) names it in ``continues``; :func:`linked` gives each row its chain, back to the first
 folder, and marks the run it continues with the folder that goes on (``continued_in``).
 
-:func:`create_run_folder` makes a new run's folder exclusively; :func:`record_attempts` and
-:func:`mark` are the launcher's writes to a run's summary between attempts (no rank runs then).
+:func:`create_run_folder` makes a new run's folder exclusively.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import dataclasses
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,39 +56,6 @@ def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) ->
             continue
         return folder
     raise OSError(f"no free run folder name under {experiment_dir} for {stamp}")
-
-
-def mark(folder: Path, **fields: Any) -> None:
-    """Set ``fields`` in the run's summary.json (the launcher, while no rank of it runs)."""
-    if summaries.read(folder) is not None:
-        with contextlib.suppress(OSError):
-            summaries.update(folder, **fields)
-
-
-def record_attempts(
-    folder: Path,
-    attempts: Sequence[Any],
-    restarting: bool,
-    earlier: tuple[Sequence[Mapping[str, Any]], ...] = (),
-) -> None:
-    """Record the run's attempts so far (:class:`~.attempts.Attempt`) in its summary.json, and
-    each restart: its cause, the iteration the next attempt resumes from, the iterations lost.
-
-    ``earlier`` is ``(attempts, restarts)`` as the summary held them before this launch (a requeued
-    SLURM job, a resume): they stay first, and every record says which launch it belongs to
-    (``launch``: 0 for the run's first ``mgpu train``, then one more per continuing launch)."""
-    before, restarts_before = (tuple(earlier[0]), tuple(earlier[1])) if earlier else ((), ())
-    launch = 1 + max((_launch(a) for a in before), default=-1)
-    ended = list(attempts) if restarting else list(attempts[:-1])
-    restarts = tuple({**a.as_json(), "launch": launch, "resumed_from": a.checkpoint} for a in ended)
-    now = tuple({**a.as_json(), "launch": launch} for a in attempts)
-    mark(folder, attempts=(*before, *now), restarts=(*restarts_before, *restarts))
-
-
-def _launch(record: Mapping[str, Any]) -> int:
-    # Records written before launches were counted belong to the first one.
-    value = record.get("launch", 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 @dataclass(frozen=True)

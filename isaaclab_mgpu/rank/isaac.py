@@ -13,13 +13,14 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
   after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
   call per training iteration (where the bookkeeping and the progress heartbeat of
-  :mod:`isaaclab_mgpu.progress` run), each checkpoint the library writes, and, on rank 0,
-  ``summary.json`` in Isaac Lab's run folder with the keys of an embedded run: written
-  ``running`` as soon as Isaac Lab names the folder (with the launcher's fields, and the folder
-  reported to the launcher, which records every attempt and restart there), refreshed as the run
-  goes (iterations done, the newest checkpoint and its iteration), completed at the end. One run
-  keeps one summary across restarts and resumes in its folder; a checkpoint of another run loaded
-  into a new folder (Isaac Lab's own ``--checkpoint``) is recorded as ``continues``;
+  :mod:`isaaclab_mgpu.progress` run), each checkpoint the library writes, and, on rank 0, its
+  account of the attempt with the keys of an embedded run, handed to mgpu through the progress
+  channel (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`; node 0's mgpu folds it into
+  ``summary.json``, one run across restarts and resumes): given as soon as Isaac Lab names the
+  folder (reported to the launcher, whose ledger goes there), refreshed as the run goes
+  (iterations done, the newest checkpoint and its iteration), completed at the end; a checkpoint
+  of another run loaded into a new folder (Isaac Lab's own ``--checkpoint``) is recorded as
+  ``continues``;
 - mgpu's checkpoint request (the requeue signal; SIGUSR1 reaching the rank) read on every rank at
   each iteration's end and agreed in one tiny all-gather: the library saves through its own code
   (:mod:`.patches`) and training ends there, every rank exits 0 and the run is ``stopped``.
@@ -33,22 +34,21 @@ Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from isaaclab_mgpu.contract import progress, resume
+from isaaclab_mgpu.contract import progress, resume, signals
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import CHECKPOINT_REQUEST
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
 from isaaclab_mgpu.contract.isaaclab_version import check_version
+from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import isaac_drift, isaac_resume
@@ -61,6 +61,7 @@ from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
     checksum_words,
+    identity,
     rank_context,
     run_stamp,
     words_checksum,
@@ -139,7 +140,7 @@ def check_request(args: WorkerArgs) -> None:
 
 class Bookkeeper(compat.Observer):
     """mgpu's per-rank record of an Isaac Lab run: folder, checksums, iteration rates and rewards;
-    on rank 0 the run's ``summary.json``, kept true while it trains; on every rank the answer to
+    on rank 0 its account of the attempt, kept true while it trains; on every rank the answer to
     mgpu's checkpoint request, agreed at each iteration's end."""
 
     def __init__(
@@ -188,12 +189,13 @@ class Bookkeeper(compat.Observer):
         self._refresh_cost = 0.0
         self.drift = isaac_drift.Watch(ctx, comm_kind, args, self.environ)
         """The ranks' drift check (``--drift_interval``, ``--on_drift``)."""
+        self.account: Summary | None = None
+        """Rank 0's last account of this attempt (what mgpu folds into ``summary.json``)."""
 
     def run_folder(self, rank_dir: str) -> None:
         """Record the folder Isaac Lab gave this rank; a continued run must be the folder it continues.
 
-        Rank 0 then writes the run's first ``summary.json`` there (``running``, with the launcher's
-        fields) and reports the folder to the launcher."""
+        Rank 0 then reports the folder to the launcher and gives its first account."""
         self.rank_dir = rank_dir
         folder = self.cont.folder if self.cont is not None else None
         if folder is not None and self.ctx.rank == 0 and Path(rank_dir).resolve() != Path(folder):
@@ -202,7 +204,8 @@ class Bookkeeper(compat.Observer):
                 "give the options that run was started with (--run_name, the agent's experiment settings)"
             )
         if self.ctx.rank == 0 and self.run_dir is not None and self.args is not None:
-            self._begin(self.run_dir, self.args)
+            resume.report_run_dir(self.run_dir, self.environ)  # the launcher's ledger goes there
+            self._refresh(force=True)
 
     def resumed(self, iteration: int, checkpoint: str) -> None:
         """The library loaded the checkpoint: the count goes on from ``iteration``."""
@@ -236,7 +239,7 @@ class Bookkeeper(compat.Observer):
 
     def on_iteration(self, iteration: int, steps: int, reward: float | None) -> bool:
         """Per-iteration hook of the Isaac Lab path: bookkeeping, the progress heartbeat, rank 0's
-        summary refresh, and whether every rank stops here on mgpu's checkpoint request."""
+        account, and whether every rank stops here on mgpu's checkpoint request."""
         self.steps += steps
         self.last_steps = steps
         now = time.perf_counter()
@@ -259,7 +262,7 @@ class Bookkeeper(compat.Observer):
             return
         self.saved_at = iteration
         found = resume.isaac_checkpoints(self.library, self.run_dir) if self.library else []
-        self.saved_path = found[-1][1] if found else _newest_checkpoint(self.run_dir)
+        self.saved_path = found[-1][1] if found else None
         if found:  # --keep_checkpoints: the older ones go now that this one is whole on disk
             every = resume.isaac_checkpoint_files(self.library, self.run_dir)
             resume.prune(every, found[-1][1], resume.keep_checkpoints(self.environ))
@@ -302,94 +305,69 @@ class Bookkeeper(compat.Observer):
         if self.comm_kind == "jax":
             self.gathered = _join_words(self.gathered)
 
-    # --- rank 0's summary.json ------------------------------------------------------------------
-
-    def _begin(self, run_dir: Path, args: WorkerArgs) -> None:
-        """The ``running`` summary of this attempt: what an earlier attempt or launch recorded
-        there (its attempts, progress, SLURM job) kept, the launcher's fields added."""
-        found = summaries.read(run_dir) or Summary(started_at=time.time())
-        summaries.write(
-            run_dir,
-            found.replace(
-                status="running",
-                **self._launch_fields(args),
-                total_iterations=self.total if self.total is not None else found.total_iterations,
-                run_dir=str(run_dir),
-                **resume.keeper(self.environ),
-            ),
-        )
-        resume.report_run_dir(run_dir, self.environ)
-        self._refreshed = time.perf_counter()
-
-    def _launch_fields(self, args: WorkerArgs) -> dict[str, Any]:
-        """What this attempt is: the fields the running and the final summary both set."""
-        return {
-            "attempt": resume.attempt(self.environ),
-            "world_size": self.ctx.world_size,
-            "backend": args.rl_library,
-            "framework": args.ml_framework,
-            "device": "cuda" if self.ctx.is_cuda else "cpu",
-            "task": args.task,
-            "num_envs_per_rank": args.num_envs,
-            "seed": args.seed,
-        }
+    # --- rank 0's account of the attempt (node 0's mgpu folds it into summary.json) ------------
 
     def _refresh(self, *, force: bool = False) -> None:
-        """This attempt's progress into the running summary (every iteration while that is cheap)."""
-        run_dir = self.run_dir
-        if run_dir is None or self.args is None:
+        """This attempt's progress as rank 0's account (every iteration while that is cheap)."""
+        if self.run_dir is None or self.args is None:
             return
         if not force and time.perf_counter() - self._refreshed < REFRESH_BUDGET * self._refresh_cost:
             return
         t0 = time.perf_counter()
-        found = summaries.read(run_dir) or Summary()
-        summaries.write(run_dir, found.replace(**self._progress(found, self.rewards)))
+        self._account(self._progress(self.rewards))
         self._refreshed = time.perf_counter()
         self._refresh_cost = self._refreshed - t0
 
-    def _progress(self, found: Summary, rewards: list[float | None]) -> dict[str, Any]:
-        """How far the run got, merged into ``found`` the way the built-in worker merges: one run
-        across attempts (the count from the run's first start; earlier attempts' rewards up to this
-        one's start kept)."""
-        first = found.start_iteration
-        first = first if first is not None and first <= self.start else self.start
-        merged = (*found.mean_rewards[: self.start - first], *rewards)
-        measured = [r for r in merged if r is not None]
+    def _account(self, account: Summary) -> Summary:
+        """Hand ``account`` to mgpu (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`)."""
+        self.account = account
+        progress.reporter().account({k: v for k, v in account.to_json().items() if v is not None})
+        return account
+
+    def _progress(self, rewards: list[float | None], **final: Any) -> Summary:
+        """How far this attempt got, as the built-in worker tells it (mgpu merges it into the run's
+        record across attempts: :func:`~isaaclab_mgpu.contract.summary.absorb`)."""
+        args = self.args
+        assert args is not None
         done = self.start + len(rewards)
         checkpoint = self.saved_path
-        saved_at = self.saved_at if self.saved_at is not None else found.checkpoint_iteration
         fields: dict[str, Any] = {
-            "start_iteration": first,
-            "resumed_at": self.start if self.start > first else found.resumed_at,
+            "status": "running",
+            **identity(args, self.ctx, self.environ),
+            "num_envs_per_rank": args.num_envs,
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+            "start_iteration": self.start,
             "end_iteration": done,
-            "iterations": done - first,
-            "total_iterations": self.total if self.total is not None else found.total_iterations,
-            "mean_rewards": merged,
-            "first_mean_reward": measured[0] if measured else None,
-            "last_mean_reward": measured[-1] if measured else None,
-            "checkpoint": str(checkpoint) if checkpoint is not None else found.checkpoint,
-            "checkpoint_iteration": saved_at,
+            "total_iterations": self.total,
+            "mean_rewards": tuple(rewards),
+            "checkpoint": str(checkpoint) if checkpoint is not None else None,
+            "checkpoint_iteration": self.saved_at,
         }
         if self.iteration_s and self.t0 is not None:
             spent = self.train_time or time.perf_counter() - self.t0
-            current = summaries.segment(
-                self.began, self.start, done, spent, self.iteration_s, self.last_steps * self.ctx.world_size
+            fields["segments"] = (
+                summaries.segment(
+                    self.began,
+                    self.start,
+                    done,
+                    spent,
+                    self.iteration_s,
+                    self.last_steps * self.ctx.world_size,
+                ),
             )
-            merged_run = summaries.with_segment(found, current)
-            fields["segments"], fields["whole"] = merged_run.segments, merged_run.whole
         if self.loaded is not None:
             fields["resumed_from"] = self.loaded
             origin = isaac_resume.run_folder_of(self.library, Path(self.loaded)).resolve()
             here = self.run_dir.resolve() if self.run_dir is not None else None
             # A checkpoint of another run loaded into this new folder: this run continues that one.
-            fields["continues"] = str(origin) if here is not None and origin != here else found.continues
-        return fields
+            if here is not None and origin != here:
+                fields["continues"] = str(origin)
+        return Summary(**{**fields, **final})
 
-    def summary(self, args: WorkerArgs, exit_status: int) -> Summary:
-        """The final ``summary.json`` content (rank 0): the running summary completed with every
-        rank's record, the same record an embedded run writes."""
+    def summary(self, exit_status: int) -> Summary:
+        """Rank 0's last account: this attempt completed with every rank's record (the record an
+        embedded run gives), handed to mgpu; returns it."""
         run_dir = self.run_dir
-        found = (summaries.read(run_dir) if run_dir is not None else None) or Summary()
         g = self.gathered if self.gathered is not None else np.zeros((1, 9))
         starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
         ends = [words_checksum(r[2:4].astype(np.uint32)) for r in g]
@@ -397,29 +375,23 @@ class Bookkeeper(compat.Observer):
         rewards = [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in per_iter.T]
         iterations = len(self.rewards)
         if self.saved_path is None and run_dir is not None:
-            self.saved_path = _newest_checkpoint(run_dir)
-        if self.drift.stopped and exit_status == 0:
-            status = "drifted"
-        elif self.stopped and exit_status == 0:
-            status = "stopped"
-        elif exit_status == EXIT_INTERRUPTED:
-            status = "interrupted"
-        else:
-            status = "finished" if exit_status == 0 else "failed"
-        return found.replace(
-            **self._progress(found, rewards[:iterations] if self.gathered is not None else self.rewards),
-            status=status,
-            **self._launch_fields(args),
-            train_time_s=round(self.train_time, 4),
-            s_per_iteration=round(self.train_time / max(iterations, 1), 4),
-            env_steps_per_s=Rates(total=float(g[:, 4].sum()), per_rank=tuple(float(v) for v in g[:, 4])),
-            steady=summaries.steady_pace(self.iteration_s, self.last_steps * self.ctx.world_size),
-            checksums=Checksums(start=tuple(starts), end=tuple(ends)),
-            checksums_equal=len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
-            timing=summaries.timing_of(g[:, 6:9].tolist()) if self.gathered is not None else None,
-            run_dir=str(run_dir) if run_dir else None,
-            interrupted=exit_status == EXIT_INTERRUPTED,
-            exit_status=exit_status,
+            self.saved_path = _whole(self.library, run_dir) if self.library else None
+        done = "drifted" if self.drift.stopped else "stopped" if self.stopped else "finished"
+        status = {0: done, EXIT_INTERRUPTED: "interrupted"}.get(exit_status, "failed")
+        return self._account(
+            self._progress(
+                rewards[:iterations] if self.gathered is not None else self.rewards,
+                status=status,
+                train_time_s=round(self.train_time, 4),
+                s_per_iteration=round(self.train_time / max(iterations, 1), 4),
+                env_steps_per_s=Rates(total=float(g[:, 4].sum()), per_rank=tuple(float(v) for v in g[:, 4])),
+                steady=summaries.steady_pace(self.iteration_s, self.last_steps * self.ctx.world_size),
+                checksums=Checksums(start=tuple(starts), end=tuple(ends)),
+                checksums_equal=len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
+                timing=summaries.timing_of(g[:, 6:9].tolist()) if self.gathered is not None else None,
+                interrupted=exit_status == EXIT_INTERRUPTED,
+                exit_status=exit_status,
+            )
         )
 
     @property
@@ -469,30 +441,6 @@ def _whole(library: str, run_dir: Path) -> Path | None:
     return found[-1][1] if found else None
 
 
-def _newest_checkpoint(run_dir: Path) -> Path | None:
-    found = [p for p in run_dir.rglob("*") if p.is_file() and p.suffix in (".pt", ".pth", ".ckpt", ".pickle")]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
-
-
-@contextlib.contextmanager
-def _interrupts() -> Iterator[list[int]]:
-    """SIGINT still raises KeyboardInterrupt (Isaac Lab stops on it), and is recorded in the list."""
-    seen: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield seen
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        seen.append(signum)
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGINT, interrupt)
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     """Train one rank of an Isaac Lab task on Isaac Lab's own code path; return its exit code."""
     check_version()
@@ -536,17 +484,17 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
         with (
             compat.patched(args.rl_library, args.ml_framework, cpu=cpu, observer=book),
-            _interrupts() as stop,
+            signals.recording((signal.SIGINT,), interrupt=True) as stop,
         ):
             try:
                 # A full disk (a checkpoint, the summary, a log): one line, exit 74, never restarted.
                 with disk_full_is_one_line(lambda: book.run_dir, lambda d: _whole(library, d)):
                     code = run_train_cli(argv)
             except KeyboardInterrupt:  # a stop on mgpu's checkpoint request leaves skrl's run this way
-                code = 0 if book.stopped and not stop else EXIT_INTERRUPTED
+                code = 0 if book.stopped and stop.signal is None else EXIT_INTERRUPTED
     # Isaac Lab ends ``learn`` quietly on a KeyboardInterrupt and returns 0: an interrupted rank
     # exits with the interrupted code, as an embedded one does.
-    code = EXIT_INTERRUPTED if stop else int(code or 0)
+    code = EXIT_INTERRUPTED if stop.signal is not None else int(code or 0)
     if own_group:
         import torch.distributed as dist
 
@@ -560,8 +508,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         raise MgpuError("Isaac Lab's training returned before it finished; see its output above")
     progress.beat(progress.DONE)
     if ctx.rank == 0 and book.run_dir is not None:
-        summary = book.summary(args, code)
-        path = summaries.write(book.run_dir, summary)
+        summary = book.summary(code)
         rate = summary.env_steps_per_s.total if summary.env_steps_per_s else 0.0
-        isaac_summary(str(path), summary.checksums_equal, rate)
+        isaac_summary(str(book.run_dir / SUMMARY), summary.checksums_equal, rate)
     return code

@@ -378,6 +378,8 @@ def story(st: Story) -> None:
         if isinstance(e, ev.Progress | ev.Checkpoint):
             stretch.append(e)
             continue
+        if isinstance(e, ev.Account | ev.Noted):  # summary.json's bookkeeping: the figures are above
+            continue
         flush()
         label, text = _event_line(e)
         console.print(cell(f"  {_clock(e.time)}  {label:<12} {text}"), soft_wrap=True)

@@ -5,7 +5,7 @@ ends it quietly with the interrupted code, instead of a ``KeyboardInterrupt`` tr
 middle of an import; the training loop later installs its own stop handler.
 """
 
-from isaaclab_mgpu.rank.worker.startup import quiet_interrupts
+from isaaclab_mgpu.contract.signals import quiet_interrupts
 
 quiet_interrupts()
 

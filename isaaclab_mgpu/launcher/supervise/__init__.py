@@ -76,6 +76,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -314,6 +315,10 @@ class Supervisor:
     def reports(self) -> dict[int, _stall.Report]:
         """The local ranks' last progress reports, as the stall watch last read them (no file read)."""
         return dict(self._watch.monitor.read_already()) if self._watch is not None else {}
+
+    def account(self) -> dict[str, Any] | None:
+        """Rank 0's account of its attempt, when it is a local rank that gave one."""
+        return self._watch.monitor.account() if self._watch is not None else None
 
     def stragglers(self) -> tuple[Straggler, ...]:
         """The ranks named as stragglers so far."""

@@ -56,6 +56,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import psutil
 
@@ -483,6 +484,10 @@ class StallMonitor:
     def _reports(self) -> dict[int, Report]:
         return self._files.last
 
+    def account(self) -> dict[str, Any] | None:
+        """Rank 0's account of its attempt (:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`)."""
+        return self._files.read_account()
+
     def read_already(self) -> dict[int, Report]:
         """The reports the last :meth:`read` found (nothing read again)."""
         return self._reports
@@ -609,7 +614,8 @@ class StallMonitor:
         return Stall("training", "peer", bound, states, (), failed_after_wait=True)
 
     def remove(self) -> None:
-        """Delete the progress folder."""
+        """Delete the progress folder (rank 0's last account read first)."""
+        self._files.read_account()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.folder)
 

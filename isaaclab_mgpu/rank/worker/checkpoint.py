@@ -85,18 +85,6 @@ def load(path: Path) -> dict[str, Any]:
     return load_bytes(read(path), path)
 
 
-def latest_in(folder: Path) -> Path | None:
-    """The checkpoint with the highest iteration in ``folder``, if any."""
-    return resume.latest(folder)
-
-
-def source(value: str) -> Path | None:
-    """What ``MGPU_RESUME`` (or ``--resume PATH``) names: a checkpoint file, or a run folder's newest
-    checkpoint; None for a run folder without one (the run starts at iteration 0)."""
-    found = candidates(value)
-    return found[0] if found else None
-
-
 def candidates(value: str) -> list[Path]:
     """What rank 0 may continue from, in the order it tries them: the file ``value`` names, or a run
     folder's checkpoints, newest first (empty: the run starts at iteration 0)."""
@@ -115,7 +103,7 @@ def find_latest(current_run: Path) -> Path:
     experiment = Path(current_run).parent
     log_root = experiment.parent.parent
     for run in resume.own_run_folders(experiment, log_root):
-        if run.name != Path(current_run).name and (found := latest_in(run)) is not None:
+        if run.name != Path(current_run).name and (found := resume.latest(run)) is not None:
             return found
     raise UsageError(f"--resume: no checkpoint under {experiment}; train once first or give --resume PATH")
 

@@ -23,10 +23,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from isaaclab_mgpu.contract import env, layout, progress
+from isaaclab_mgpu.contract import env, layout, progress, resume
 from isaaclab_mgpu.contract.layout import rank_folder as rank_folder
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
@@ -89,6 +90,19 @@ def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: b
         rank=rank, local_rank=local, world_size=world, device=device, seed=args.seed + rank,
         shared_memory=shared,
     )  # fmt: skip
+
+
+def identity(args: WorkerArgs, ctx: RankContext, environ: Mapping[str, str]) -> dict[str, Any]:
+    """What rank 0's account says the attempt is (the worker's and the Isaac Lab path's alike)."""
+    return {
+        "attempt": resume.attempt(environ),
+        "world_size": ctx.world_size,
+        "backend": args.rl_library,
+        "framework": args.ml_framework,
+        "device": "cuda" if ctx.is_cuda else "cpu",
+        "task": args.task,
+        "seed": args.seed,
+    }
 
 
 def run_stamp(environ: Mapping[str, str]) -> str:

@@ -9,11 +9,12 @@ episode statistics and its stop flags to one small all-gather, so the mean rewar
 all ranks agree on stopping at the same iteration boundary (a rank stopping alone would leave the
 others waiting in a collective). Every ``--drift_interval`` iterations the same row carries
 each rank's hashes of its parameters, optimizer state and normalizer statistics
-(:mod:`isaaclab_mgpu.rank.drift`); the first divergence goes into rank 0's progress report, from which ``mgpu
-train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM (a
-handler only records it; the run ends ``interrupted``, 130 on every rank), mgpu's checkpoint
-request (:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run
-ends ``stopped``, 0 on every rank, to be continued) and, under ``--on_drift stop``, a drift (the
+(:mod:`isaaclab_mgpu.rank.drift`); the first divergence goes into rank 0's progress report, from
+which ``mgpu train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM
+(the rank's one recorder, :mod:`isaaclab_mgpu.contract.signals`, only records it; the run ends
+``interrupted``, 130 on every rank), mgpu's checkpoint request
+(:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run ends
+``stopped``, 0 on every rank, to be continued) and, under ``--on_drift stop``, a drift (the
 run ends ``drifted``, 0 on every rank; ``mgpu train`` exits 65).
 
 **Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
@@ -27,8 +28,10 @@ TensorBoard drop what a failed attempt logged after its last checkpoint (one cur
 twice). Not restored: the environments (episodes start afresh) and the random generators.
 
 Rank 0 writes ``model_<N>.pt`` (and ``model_<N>.json``) every ``--save_interval`` iterations, at
-the end and when stopped, and keeps ``summary.json`` true as it goes (iterations done, last
-checkpoint: every iteration, or at most 2 % of the time, see :data:`REFRESH_BUDGET`); with
+the end and when stopped, and hands ``mgpu train`` its account of the attempt
+(:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`: iterations, rewards, checkpoint; at the
+end pace, checksums, timing; at most 2 % of the time: ``summary.REFRESH_BUDGET``), which node 0's
+mgpu folds into ``summary.json``; with
 ``--logger tensorboard`` (the default) it also writes the library's TensorBoard event file every
 iteration, plus the worker's own scalars (:mod:`.metrics`).
 """
@@ -38,20 +41,19 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from isaaclab_mgpu.contract import faults, progress, resume
+from isaaclab_mgpu.contract import faults, progress, resume, signals
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
+from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import drift, localcomm
@@ -61,6 +63,7 @@ from isaaclab_mgpu.rank.worker.rank import (
     RankContext,
     checksum_words,
     close_local_channel,
+    identity,
     init_torch_group,
     leave_torch_group,
     open_local_channel,
@@ -69,34 +72,6 @@ from isaaclab_mgpu.rank.worker.rank import (
     run_dir_of,
     words_checksum,
 )
-
-#: See :data:`isaaclab_mgpu.contract.summary.REFRESH_BUDGET` (shared with the Isaac Lab path).
-REFRESH_BUDGET = summaries.REFRESH_BUDGET
-
-
-class StopRequest:
-    """Set by SIGINT/SIGTERM; read between iterations."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self.signal = signum
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[StopRequest]:
-    """Record SIGINT/SIGTERM while the block runs (main thread only); restore the old handlers."""
-    request = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
-    old = {s: signal.signal(s, request) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield request
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
 
 
 def _seed(seed: int) -> None:
@@ -186,9 +161,6 @@ def _run_rank(
     """The rank's run once its folder is known (a full disk inside it: one line, exit 74)."""
     from isaaclab_mgpu.rank import backends
 
-    if ctx.rank == 0:
-        _begin_summary(args, ctx, run_dir, env_vars, wandb_id)
-
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     try:
         ppo = backends.settings_with(defaults.ppo, args.overrides_for("agent"))
@@ -207,7 +179,7 @@ def _run_rank(
         cleanup.enter_context(
             wandb_run.environment(wandb_id, resume=wandb_id is not None and wandb_id == earlier.wandb_run_id)
         )
-        code = _train(args, ctx, run_dir, my_dir, ppo, console, cleanup, env_vars)
+        code = _train(args, ctx, run_dir, my_dir, ppo, console, cleanup, env_vars, wandb_id)
     if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
         leave_torch_group()
     progress.beat(progress.DONE)
@@ -235,6 +207,8 @@ class _Loop:
     """Stopped because the ranks drifted apart (``--on_drift stop``)."""
     began: float = 0.0
     """When this attempt's loop began (seconds since the epoch): names its segment of the run."""
+    who: dict[str, Any] = field(default_factory=dict)
+    """What the attempt is (library, task, ranks…): the fields every account repeats."""
 
 
 def _train(
@@ -246,6 +220,7 @@ def _train(
     console: TrainingConsole,
     cleanup: contextlib.ExitStack,
     environ: Mapping[str, str],
+    wandb_id: str | None,
 ) -> int:
     from isaaclab_mgpu.rank import backends
 
@@ -265,14 +240,22 @@ def _train(
         console.note(localcomm.NOTE)
 
     start, resumed_from = _resume(args, ctx, comm, trainer, run_dir, environ, total, console)
+    who = {
+        **identity(args, ctx, environ),
+        "num_envs_per_rank": int(env.num_envs),
+        "logger": args.logger,
+        "wandb_run_id": wandb_id,
+        "run_dir": str(run_dir),
+        "resumed_from": resumed_from,
+    }
     if ctx.rank == 0:  # from here the summary says where this attempt stands, not where the last one did
-        _refresh_summary(run_dir, _Loop(start=start, total=total, done=start))
+        _account(_Loop(start=start, total=total, done=start, who=who))
     progress.beat("broadcast")
     trainer.sync()
     start_sums = _gather_checksums(comm, trainer.checksum(), console, "after initial broadcast")
     progress.after_startup()
 
-    loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ)
+    loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who)
     progress.beat("finish")
     end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
     rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
@@ -285,16 +268,9 @@ def _train(
         loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
     code = EXIT_INTERRUPTED if loop.interrupted else 0
     if ctx.rank == 0:
-        final = _with_progress(run_dir, loop).replace(
+        final = _account(
+            loop,
             status=_status(loop),
-            world_size=ctx.world_size,
-            backend=args.rl_library,
-            framework=args.ml_framework,
-            device="cuda" if ctx.is_cuda else "cpu",
-            task=args.task,
-            num_envs_per_rank=int(env.num_envs),
-            seed=args.seed,
-            logger=args.logger,
             train_time_s=round(loop.train_time, 4),
             env_steps_per_s=Rates(
                 total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
@@ -302,13 +278,13 @@ def _train(
             checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
             checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
             timing=summaries.timing_of(rates[:, 1:4].tolist()),
-            resumed_from=resumed_from,
-            run_dir=str(run_dir),
             interrupted=loop.interrupted,
             exit_status=code,
         )
-        path = summaries.write(run_dir, final)
-        console.summary(final.to_json(), str(path))
+        # What node 0's mgpu folds into the run's summary.json, merged here the same way to tell it.
+        given = [k for k, v in final.to_json().items() if v is not None]
+        told = summaries.absorb(summaries.read(run_dir) or Summary(), final, given, loop.start)
+        console.summary(told.to_json(), str(run_dir / SUMMARY))
     return code
 
 
@@ -427,15 +403,16 @@ def _loop(
     total: int,
     console: TrainingConsole,
     environ: Mapping[str, str],
+    who: dict[str, Any],
 ) -> _Loop:
     """Iterate from ``start`` to ``total``, saving every ``--save_interval``, until done or asked to stop."""
-    loop = _Loop(start=start, total=total, done=start)
+    loop = _Loop(start=start, total=total, done=start, who=who)
     loop.steps_per_iteration = trainer.steps_per_iteration * ctx.world_size
     refreshed, refresh_cost = 0.0, 0.0
     check = drift.Check(args.drift_interval, agreed=start)
     fault = faults.for_this_rank(environ) if RUN_ID in environ else None
     fault = fault if fault is not None and fault.kind == "drift" else None
-    with stop_on_signals() as stop:
+    with signals.recording() as stop:
         # A resumed run shows its last known mean reward until this segment's first episodes end.
         known = summaries.read(run_dir) if start and ctx.rank == 0 else None
         last = known.last_mean_reward if known is not None else None
@@ -481,9 +458,9 @@ def _loop(
             if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
                 progress.beat("checkpoint")
                 loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
-            if ctx.rank == 0 and time.perf_counter() - refreshed >= REFRESH_BUDGET * refresh_cost:
+            if ctx.rank == 0 and time.perf_counter() - refreshed >= summaries.REFRESH_BUDGET * refresh_cost:
                 loop.train_time, refreshed = time.perf_counter() - t0, time.perf_counter()
-                _refresh_summary(run_dir, loop)
+                _account(loop)
                 refresh_cost = time.perf_counter() - refreshed
         loop.train_time = time.perf_counter() - t0
         console.stop()
@@ -532,63 +509,22 @@ def _save(
     return path
 
 
-def _begin_summary(
-    args: WorkerArgs, ctx: RankContext, run_dir: Path, environ: Mapping[str, str], wandb_id: str | None
-) -> None:
-    """A ``running`` summary from the start, so a run that dies is still listed.
-
-    What the launcher wrote there (its attempts, the SLURM job id, who keeps the run) and earlier
-    attempts' progress are kept."""
-    found = summaries.read(run_dir) or Summary(started_at=time.time())
-    summaries.write(
-        run_dir,
-        found.replace(
-            status="running",
-            attempt=resume.attempt(environ),
-            world_size=ctx.world_size,
-            backend=args.rl_library,
-            framework=args.ml_framework,
-            device="cuda" if ctx.is_cuda else "cpu",
-            task=args.task,
-            seed=args.seed,
-            logger=args.logger,
-            wandb_run_id=wandb_id,
-            run_dir=str(run_dir),
-        ),
-    )
-
-
-def _with_progress(run_dir: Path, loop: _Loop) -> Summary:
-    """The summary as it is, with this attempt's progress merged into the run's: one run across
-    restarts (iterations count from the run's first start; rewards of the iterations an earlier
-    attempt did before this one's checkpoint are kept)."""
-    found = summaries.read(run_dir) or Summary()
-    first = found.start_iteration
-    first = first if first is not None and first <= loop.start else loop.start
-    rewards = (*found.mean_rewards[: loop.start - first], *loop.rewards)
-    measured = [r for r in rewards if r is not None]
-    if loop.iteration_s:
-        found = summaries.with_segment(
-            found,
-            summaries.segment(
-                loop.began, loop.start, loop.done, loop.train_time, loop.iteration_s, loop.steps_per_iteration
-            ),
-        )
-    return found.replace(
-        start_iteration=first,
-        resumed_at=loop.start if loop.start > first else found.resumed_at,
+def _account(loop: _Loop, **final: Any) -> Summary:
+    """Rank 0: hand mgpu its account of this attempt (its progress, with ``final``'s fields at the
+    end); returns it. mgpu merges it into the run's (:func:`~isaaclab_mgpu.contract.summary.absorb`)."""
+    steps = loop.steps_per_iteration
+    segment = summaries.segment(loop.began, loop.start, loop.done, loop.train_time, loop.iteration_s, steps)
+    account = Summary(
+        status="running",
+        **loop.who,
+        start_iteration=loop.start,
         end_iteration=loop.done,
         total_iterations=loop.total,
-        iterations=loop.done - first,
         s_per_iteration=round(loop.train_time / max(loop.done - loop.start, 1), 4),
-        steady=summaries.steady_pace(loop.iteration_s, loop.steps_per_iteration),
-        first_mean_reward=measured[0] if measured else None,
-        last_mean_reward=measured[-1] if measured else None,
-        mean_rewards=rewards,
-        checkpoint=str(loop.last_saved) if loop.last_saved else found.checkpoint,
-    )
-
-
-def _refresh_summary(run_dir: Path, loop: _Loop) -> None:
-    """Progress so far into the ``running`` summary: a run that dies shows how far it got."""
-    summaries.write(run_dir, _with_progress(run_dir, loop))
+        steady=summaries.steady_pace(loop.iteration_s, steps),
+        mean_rewards=tuple(loop.rewards),
+        checkpoint=str(loop.last_saved) if loop.last_saved else None,
+        segments=(segment,) if loop.iteration_s else (),
+    ).replace(**final)
+    progress.reporter().account({k: v for k, v in account.to_json().items() if v is not None})
+    return account
