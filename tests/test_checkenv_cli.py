@@ -257,6 +257,9 @@ def spawned(monkeypatch, tmp_path):
         def stragglers(self):
             return ()
 
+        def account(self):
+            return None
+
     # attempts._one is where an attempt's process tree would start.
     monkeypatch.setattr(attempts, "_one", lambda cmd, *a, **k: calls.append(cmd) or (done, Idle()))
     return calls

@@ -217,7 +217,12 @@ class Liveness:
     def close(self) -> None:
         """Stop listening (this mgpu is ending)."""
         import contextlib
+        import socket
 
+        # close() alone leaves the port listening while _serve is blocked in accept() (the kernel
+        # keeps the socket until that call returns); shutdown() ends the listening and wakes it.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._sock.close()
 
