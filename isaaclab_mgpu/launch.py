@@ -15,6 +15,7 @@ the ``mgpu`` process (see ``docs/architecture.md`` for the sides).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -37,6 +38,7 @@ from isaaclab_mgpu.contract.errors import (
     WorkerFailure,
     failed_run_code,
 )
+from isaaclab_mgpu.contract.layout import CANCEL
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.build import shell_join
@@ -432,7 +434,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
     try:
         exit_code(outcome.result, cmd, spec)
     except Interrupted as exc:
-        record.write(events.Interrupted, iteration=last.reached, exit_code=exc.exit_code)
+        cancelled = node0 and folder is not None and os.path.exists(os.path.join(folder, CANCEL))
+        record.write(events.Interrupted, iteration=last.reached, exit_code=exc.exit_code, cancelled=cancelled)
+        if cancelled:  # mgpu cancel's stop: saved, to be continued (its job ends; the same submit goes on)
+            record.note(status="stopped")
         line = _continue_line(resolved, folder)
         if line is None:
             raise
@@ -914,6 +919,10 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     seen = len(before.events) if before is not None else 0
     # A pending job runs nothing (a requeued one waits too): cancelled, nothing to stop.
     started = before is not None and job in runs.jobs_of(before.events) and states[job].state != "PENDING"
+    if started and not now and target.folder is not None:
+        # Node 0's mgpu reads it when the stop comes: a stop to continue, recorded as stopped.
+        with contextlib.suppress(OSError):
+            (Path(target.folder) / CANCEL).write_text(f"SLURM job {job}\n", encoding="utf-8")
     slurmjobs.scancel(job, now=now)
     if not started or now:
         ended = slurmjobs.wait(lambda: _job_over(job), timeout_s)

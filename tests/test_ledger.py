@@ -130,6 +130,22 @@ def test_fold_keeps_the_first_drift_and_a_drift_stop_ends_the_run_drifted():
     assert (f.status, f.exit_code, f.drift.component) == ("drifted", 65, "policy")
 
 
+def test_a_stop_asked_by_mgpu_cancel_is_stopped_and_the_next_launch_takes_the_request_away(tmp_path):
+    from isaaclab_mgpu.contract.layout import CANCEL
+    from isaaclab_mgpu.launcher.ledger import RunLedger
+
+    asked = ev.Interrupted(time=3, iteration=14, exit_code=143, cancelled=True)
+    assert ev.parse(ev.line(asked).decode()) == asked
+    f = ev.fold([ev.Launched(time=1), asked])
+    assert (f.status, f.exit_code, f.iteration) == ("stopped", 143, 14)  # saved, to be continued
+    plain = ev.Interrupted(time=3, iteration=14, exit_code=130)
+    assert ev.fold([ev.Launched(time=1), plain]).status == "interrupted"  # Ctrl-C stays an interruption
+    (tmp_path / CANCEL).write_text("SLURM job 7\n")
+    record = RunLedger(tmp_path)  # the next launch of the run opens its ledger
+    record.close()
+    assert not (tmp_path / CANCEL).exists()
+
+
 # -- real runs: 2 CPU ranks, a few iterations -----------------------------------------------------
 
 #: A short run: 6 iterations of 16 cheap environments, a checkpoint every 2.
@@ -385,6 +401,24 @@ def test_an_interrupted_run_ends_its_ledger_interrupted(tmp_path):
     assert events[-1].exit_code == 130 and events[-1].iteration is not None, events[-1]
     f = _agrees_with_summary(folder, events)
     assert (f.status, f.exit_code, f.restarts) == ("interrupted", 130, 0), f
+
+
+def test_a_sigterm_after_mgpu_cancels_request_ends_the_run_stopped(tmp_path):
+    # What node 0's mgpu meets in a job mgpu cancel stops: the request in the run folder, then SIGTERM.
+    from isaaclab_mgpu.contract.layout import CANCEL
+
+    run = Run(train_argv("rsl_rl", *TINY[:3], "100", *TINY[4:]), tmp_path)
+    run.wait_for("iteration 3/100", 180)
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    (folder / CANCEL).write_text("SLURM job 7\n")
+    run.proc.send_signal(signal.SIGTERM)
+    code, out = run.finish(120)
+    assert code == 130, out[-4000:]
+    events = _ledger_of(folder)
+    end = next(e for e in reversed(events) if isinstance(e, ev.Interrupted))
+    assert end.cancelled and end.iteration is not None, end
+    f = _agrees_with_summary(folder, events)
+    assert (f.status, f.exit_code) == ("stopped", 130), f
 
 
 def test_stacks_finds_a_continued_run_through_its_ledger(tmp_path):

@@ -54,6 +54,8 @@ import pytest
 from slurm_cluster import NODES, Cluster, unavailable
 from training_helpers import child_env
 
+from isaaclab_mgpu.contract.layout import CANCEL
+
 pytestmark = pytest.mark.slow
 
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
@@ -418,13 +420,14 @@ def test_submit_follow_cancel_continue_and_a_lost_job_through_mgpu_from_the_logi
     assert cluster.job(job)["JobState"] == "CANCELLED"
     folder, s = _the_run(tmp_path)
     cut = s["iterations"]
-    assert s["status"] == "interrupted" and later["reached"] <= cut < total and cut % 10, s
+    assert s["status"] == "stopped" and later["reached"] <= cut < total and cut % 10, s
     saved = sorted(p.name for p in folder.glob("model_*.pt"))
     assert f"model_{cut}.pt" in saved and f"model_{cut // 10 * 10}.pt" in saved, (saved, stop.stderr)
     hint = next(line for line in stop.stderr.splitlines() if "to continue:" in line)
     assert hint.split("to continue: ")[1].endswith(shlex.join(submit)), hint  # the same mgpu submit
     row = _row_of(cluster, tmp_path, job)
-    assert (row["status"], row["job_state"]) == ("interrupted", "CANCELLED"), row
+    assert (row["status"], row["job_state"]) == ("stopped", "CANCELLED"), row
+    assert (folder / CANCEL).is_file()  # what told node 0's mgpu the stop was mgpu cancel's
     # mgpu logs -f printed rank 0's iteration lines as they came, and ended with the run (exit 1).
     assert follow.wait(60) == 1, follow.stderr.read()
     lines.thread.join(10)
@@ -440,6 +443,7 @@ def test_submit_follow_cancel_continue_and_a_lost_job_through_mgpu_from_the_logi
     assert same == folder, (same, folder)
     assert (s["status"], s["iterations"], s["checksums_equal"]) == ("finished", total, True), s
     assert [a["launch"] for a in s["attempts"]] == [0, 1] and s["attempts"][1]["started_at"] == cut
+    assert not (folder / CANCEL).exists()  # the continuing launch took the cancel's note away
     row = _row_of(cluster, tmp_path, job2)
     assert (row["status"], row["jobs"], row["job_state"]) == ("finished", [job, job2], "COMPLETED"), row
     # A job whose every process dies with both nodes (nothing records) is lost, seen from here.

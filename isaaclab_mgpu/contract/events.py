@@ -379,6 +379,10 @@ class Interrupted(Event):
     exit_code: int | None = None
     """What ``mgpu train`` exits with (130, or 143 for SIGTERM)."""
 
+    cancelled: bool = False
+    """Asked by ``mgpu cancel`` (:data:`~isaaclab_mgpu.contract.layout.CANCEL`): a stop at a checkpoint
+    to continue, so the run is ``stopped``."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class DriftNamed(Event):
@@ -655,6 +659,8 @@ def fold(events: Iterable[Event]) -> Fold:
         elif isinstance(e, Failed):
             hung = bool(faults) and faults[-1].outcome == "hung"
             changes.update(status="hung" if hung else "failed", exit_code=e.exit_code)
+        elif isinstance(e, Interrupted) and e.cancelled:
+            changes.update(status="stopped", exit_code=e.exit_code)
         elif e.kind in _ENDS:
             changes["status"] = _ENDS[e.kind]
             code = getattr(e, "exit_code", None)

@@ -24,6 +24,9 @@ from isaaclab_mgpu.contract.text import has_control
 
 SUMMARY = "summary.json"
 EVENTS = "events.jsonl"
+#: Left in a run folder by ``mgpu cancel`` before it stops the run's job: the stop it asks for is
+#: one to continue (the run ends ``stopped``), not an interruption; the next launch removes it.
+CANCEL = "cancel.request"
 DEFAULT_LOG_ROOT = "logs"
 DEFAULT_TASK = "cartpole"
 #: The loggers the built-in worker knows (Isaac Lab tasks take their library's own).

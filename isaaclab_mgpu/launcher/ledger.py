@@ -49,7 +49,7 @@ from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract import files, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import RUN_DIR_REPORT
-from isaaclab_mgpu.contract.layout import EVENTS, STAMP_FORMAT, SUMMARY
+from isaaclab_mgpu.contract.layout import CANCEL, EVENTS, STAMP_FORMAT, SUMMARY
 from isaaclab_mgpu.contract.progress import DONE
 
 if TYPE_CHECKING:
@@ -141,6 +141,8 @@ class RunLedger:
             self.enabled = False  # the run goes on without its ledger, as with a full disk
             return
         self.folder = Path(folder)
+        with contextlib.suppress(OSError):  # an earlier launch's mgpu cancel: this launch goes on
+            (self.folder / CANCEL).unlink(missing_ok=True)
         self.summary = ev.summary_of(earlier.events if earlier is not None else ())
         if legacy is not None:  # a summary written before the ledger: its first event, as it was
             self._append(ev.Noted(time=time.time(), host=self.host, fields=legacy.to_json()))
