@@ -290,8 +290,9 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
             int(v) for v in (said.group(1), said.group(2), said.group(3))), restart  # fmt: skip
         assert restart["lost"] == restart["reached"] - resumed_at >= 0, restart
         assert s["attempts"][1]["started_at"] == resumed_at, s["attempts"]
-    else:  # this mgpu's one attempt; the killed launch was another mgpu
-        assert outcomes == ["finished"] and s["restarts"] == [], s
+    else:  # the killed launch's attempt first (another mgpu: launch 0), then this one's; no restart
+        assert outcomes == ["failed", "finished"] and s["restarts"] == [], s
+        assert [a["launch"] for a in s["attempts"]] == [0, 1], s["attempts"]
     (row,) = _runs_json(tmp_path, env)
     assert Path(tmp_path, row["folder"]).resolve() == run_dir.resolve(), row
     assert (row["status"], row["restarts"], row["iterations"], row["chain"]) == (

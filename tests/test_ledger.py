@@ -146,6 +146,26 @@ def test_a_stop_asked_by_mgpu_cancel_is_stopped_and_the_next_launch_takes_the_re
     assert not (tmp_path / CANCEL).exists()
 
 
+def test_a_launchs_first_account_before_it_knows_where_it_resumes_keeps_the_runs_rewards():
+    from isaaclab_mgpu.contract.summary import Summary, absorb
+
+    run = Summary(start_iteration=0, end_iteration=3, iterations=3, mean_rewards=(None, -2.1, -1.8))
+    # An Isaac Lab task's rank 0 reports its folder before it resumes: nothing trained yet.
+    early = Summary(start_iteration=0, end_iteration=0, mean_rewards=())
+    kept = absorb(run, early, ("start_iteration", "end_iteration", "mean_rewards"), 0)
+    assert (kept.end_iteration, kept.mean_rewards) == (3, (None, -2.1, -1.8))
+    # Then it resumes at 3 and trains: the earlier rewards stay first.
+    later = Summary(start_iteration=3, end_iteration=5, mean_rewards=(None, -1.2))
+    merged = absorb(kept, later, ("start_iteration", "end_iteration", "mean_rewards"), 3)
+    assert (merged.start_iteration, merged.resumed_at, merged.iterations) == (0, 3, 5)
+    assert merged.mean_rewards == (None, -2.1, -1.8, None, -1.2)
+    # An attempt that starts over at 0 and trains replaces them (its first iteration's account).
+    over = absorb(
+        kept, Summary(start_iteration=0, end_iteration=1, mean_rewards=(-3.0,)), ("mean_rewards",), 0
+    )
+    assert over.mean_rewards == (-3.0,)
+
+
 # -- real runs: 2 CPU ranks, a few iterations -----------------------------------------------------
 
 #: A short run: 6 iterations of 16 cheap environments, a checkpoint every 2.

@@ -509,6 +509,10 @@ def absorb(found: Summary, account: Summary, given: Iterable[str], rewards_from:
     start = account.start_iteration or 0
     known = {k: getattr(account, k) for k in given if k not in _MERGED and hasattr(account, k)}
     s = found.replace(**known)
+    if not account.mean_rewards and (account.end_iteration or 0) <= start < (found.end_iteration or 0):
+        # An attempt's first word, before it knows where it resumes (an Isaac Lab task's rank 0
+        # reports its folder first): it trained nothing, so the run's iterations and rewards stand.
+        return s
     first = (
         found.start_iteration
         if found.start_iteration is not None and found.start_iteration <= start
