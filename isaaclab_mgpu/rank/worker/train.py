@@ -255,6 +255,30 @@ def _train(
     start_sums = _gather_checksums(comm, trainer.checksum(), console, "after initial broadcast")
     progress.after_startup()
 
+    # From the loop to the account, a stop signal is recorded, never fatal: a SLURM scancel reaches
+    # every rank directly and torchrun signals it again, and the second must not kill rank 0
+    # between the loop's stop and the checkpoint it saves at the stop.
+    with signals.recording():
+        return _finish(
+            args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who, start_sums
+        )
+
+
+def _finish(
+    args: WorkerArgs,
+    ctx: RankContext,
+    env: Any,
+    trainer: Any,
+    comm: Comm,
+    run_dir: Path,
+    start: int,
+    total: int,
+    console: TrainingConsole,
+    environ: Mapping[str, str],
+    who: dict[str, Any],
+    start_sums: list[str],
+) -> int:
+    """The loop, then the end checksums, the checkpoint at the stop and rank 0's last account."""
     loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who)
     progress.beat("finish")
     end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
