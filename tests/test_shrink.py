@@ -73,7 +73,9 @@ def _shrunk_run(cwd: Path, keeper_before: int) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lost", [1, 0])
+# Node 0 lost, the harder case (the survivor becomes node 0 and keeps the record); node 1 lost is
+# the two-node SLURM test's first case (tests/test_slurm_shrink.py), kept out here for CI's time.
+@pytest.mark.parametrize("lost", [0])
 def test_a_lost_node_shrinks_the_run_to_the_survivor_which_finishes_it(lost, tmp_path):
     port = _free_port()
     nodes = [_node(0, port, tmp_path), _node(1, port, tmp_path)]
