@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -79,6 +80,13 @@ class Run:
             if worker and env.get("RANK", env.get("JAX_RANK")) == str(rank):
                 return p
         raise AssertionError(f"no rank {rank} among mgpu's processes")
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (for a localhost node 0's static rendezvous)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def train_argv(backend: str, *args: str, nproc: int = 2) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from restart_helpers import SHORT, Run, run_folders, summary_of, tensorboard_steps, train_argv
+from restart_helpers import SHORT, Run, free_port, run_folders, summary_of, tensorboard_steps, train_argv
 from training_helpers import child_env
 
 from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE
@@ -133,12 +133,6 @@ def test_a_rank_code_equal_to_a_reserved_one_exits_1(tmp_path):
     assert "rank 1" in out and "exit code 4" in out.strip().splitlines()[-1], out[-3000:]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _node(rank: int, port: int, cwd: Path) -> Run:
     argv = train_argv(
         "rsl_rl", "--nnodes", "2", "--node_rank", str(rank), "--master_addr", "127.0.0.1",
@@ -149,7 +143,7 @@ def _node(rank: int, port: int, cwd: Path) -> Run:
 
 @pytest.mark.slow
 def test_two_nodes_resume_after_a_lost_rank_and_a_lost_node(tmp_path):
-    port = _free_port()
+    port = free_port()
     node0, node1 = _node(0, port, tmp_path), _node(1, port, tmp_path)
     node0.wait_for("iteration 5/10", 180)
     saved = _checkpoint_before(node0)
@@ -162,7 +156,7 @@ def test_two_nodes_resume_after_a_lost_rank_and_a_lost_node(tmp_path):
     # Node 1's mgpu itself is killed; started again with the same command it joins node 0's restart.
     other = tmp_path / "second"
     other.mkdir()
-    port = _free_port()
+    port = free_port()
     node0, node1 = _node(0, port, other), _node(1, port, other)
     node0.wait_for("iteration 5/10", 180)
     saved = _checkpoint_before(node0)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from restart_helpers import Run, run_folders, summary_of, tensorboard_steps, train_argv
+from restart_helpers import Run, free_port, run_folders, summary_of, tensorboard_steps, train_argv
 
 from isaaclab_mgpu.contract import events
 
@@ -24,12 +24,6 @@ from isaaclab_mgpu.contract import events
 #: the issue sets for a real cluster.
 SHRINK_WITHIN_S = 30
 TOTAL = 12
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _node(rank: int, port: int, cwd: Path) -> Run:
@@ -77,7 +71,7 @@ def _shrunk_run(cwd: Path, keeper_before: int) -> dict:
 # the two-node SLURM test's first case (tests/test_slurm_shrink.py), kept out here for CI's time.
 @pytest.mark.parametrize("lost", [0])
 def test_a_lost_node_shrinks_the_run_to_the_survivor_which_finishes_it(lost, tmp_path):
-    port = _free_port()
+    port = free_port()
     nodes = [_node(0, port, tmp_path), _node(1, port, tmp_path)]
     survivor = nodes[1 - lost]
     nodes[0].wait_for(f"iteration 5/{TOTAL}", 180)
@@ -100,7 +94,7 @@ def test_a_lost_node_shrinks_the_run_to_the_survivor_which_finishes_it(lost, tmp
 def test_a_rank_killed_on_either_node_restarts_the_whole_world_and_never_shrinks(node, tmp_path):
     # A rank's death is not its node's: that node's mgpu lives and restarts its torchrun (node 0's
     # serves the store again), so the other node must not go on alone into the same run folder.
-    port = _free_port()
+    port = free_port()
     nodes = [_node(0, port, tmp_path), _node(1, port, tmp_path)]
     nodes[0].wait_for(f"iteration 5/{TOTAL}", 180)
     nodes[node].rank(node).send_signal(signal.SIGKILL)  # global rank = node rank (one rank per node)
