@@ -259,57 +259,37 @@ def _train(
     # every rank directly and torchrun signals it again, and the second must not kill rank 0
     # between the loop's stop and the checkpoint it saves at the stop.
     with signals.recording():
-        return _finish(
-            args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who, start_sums
-        )
-
-
-def _finish(
-    args: WorkerArgs,
-    ctx: RankContext,
-    env: Any,
-    trainer: Any,
-    comm: Comm,
-    run_dir: Path,
-    start: int,
-    total: int,
-    console: TrainingConsole,
-    environ: Mapping[str, str],
-    who: dict[str, Any],
-    start_sums: list[str],
-) -> int:
-    """The loop, then the end checksums, the checkpoint at the stop and rank 0's last account."""
-    loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who)
-    progress.beat("finish")
-    end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
-    rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
-    # Each rank's rate and its busy/wait totals (isaaclab_mgpu.progress), for the summary.
-    t = progress.reporter().totals()
-    mine = np.array([rate, t["timed"], t["busy_s"], t["wait_s"]], dtype=np.float32)
-    rates = comm.gather(mine)
-    if ctx.rank == 0 and (loop.last_saved is None or loop.last_saved.name != f"model_{loop.done}.pt"):
-        progress.beat("checkpoint")
-        loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
-    code = EXIT_INTERRUPTED if loop.interrupted else 0
-    if ctx.rank == 0:
-        final = _account(
-            loop,
-            status=_status(loop),
-            train_time_s=round(loop.train_time, 4),
-            env_steps_per_s=Rates(
-                total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
-            ),
-            checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
-            checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
-            timing=summaries.timing_of(rates[:, 1:4].tolist()),
-            interrupted=loop.interrupted,
-            exit_status=code,
-        )
-        # What node 0's mgpu folds into the run's summary.json, merged here the same way to tell it.
-        given = [k for k, v in final.to_json().items() if v is not None]
-        told = summaries.absorb(summaries.read(run_dir) or Summary(), final, given, loop.start)
-        console.summary(told.to_json(), str(run_dir / SUMMARY))
-    return code
+        loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who)
+        progress.beat("finish")
+        end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
+        rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
+        # Each rank's rate and its busy/wait totals (isaaclab_mgpu.progress), for the summary.
+        t = progress.reporter().totals()
+        mine = np.array([rate, t["timed"], t["busy_s"], t["wait_s"]], dtype=np.float32)
+        rates = comm.gather(mine)
+        if ctx.rank == 0 and (loop.last_saved is None or loop.last_saved.name != f"model_{loop.done}.pt"):
+            progress.beat("checkpoint")
+            loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
+        code = EXIT_INTERRUPTED if loop.interrupted else 0
+        if ctx.rank == 0:
+            final = _account(
+                loop,
+                status=_status(loop),
+                train_time_s=round(loop.train_time, 4),
+                env_steps_per_s=Rates(
+                    total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
+                ),
+                checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
+                checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
+                timing=summaries.timing_of(rates[:, 1:4].tolist()),
+                interrupted=loop.interrupted,
+                exit_status=code,
+            )
+            # What node 0's mgpu folds into the run's summary.json, merged here the same way to tell it.
+            given = [k for k, v in final.to_json().items() if v is not None]
+            told = summaries.absorb(summaries.read(run_dir) or Summary(), final, given, loop.start)
+            console.summary(told.to_json(), str(run_dir / SUMMARY))
+        return code
 
 
 def _status(loop: _Loop) -> str:
