@@ -166,6 +166,21 @@ def test_a_launchs_first_account_before_it_knows_where_it_resumes_keeps_the_runs
     assert over.mean_rewards == (-3.0,)
 
 
+def test_a_launch_lost_before_its_first_account_still_counts_when_the_next_launch_finishes():
+    fields = {"start_iteration": 6, "end_iteration": 10, "mean_rewards": [1.0, 2.0, 3.0, 4.0]}
+    story = [
+        ev.Launched(time=0, essentials={"total": 10}),
+        ev.AttemptStarted(time=1, attempt=0, resumes_at=0),
+        # mgpu SIGKILLed at iteration 5: no account, no end; the next launch resumes model_6.pt.
+        ev.Launched(time=2, essentials={"total": 10}),
+        ev.AttemptStarted(time=3, attempt=0, resumes_at=6),
+        ev.Account(time=4, attempt=0, fields=fields, rewards_from=6),
+    ]
+    s = ev.summary_of(story)
+    assert (s.start_iteration, s.resumed_at, s.end_iteration, s.iterations) == (0, 6, 10, 10)
+    assert s.mean_rewards == (None,) * 6 + (1.0, 2.0, 3.0, 4.0)
+
+
 # -- real runs: 2 CPU ranks, a few iterations -----------------------------------------------------
 
 #: A short run: 6 iterations of 16 cheap environments, a checkpoint every 2.

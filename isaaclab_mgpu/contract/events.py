@@ -692,6 +692,10 @@ def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
         started = s.started_at if s.started_at is not None else e.time
         return s.replace(**known, status="running", started_at=started, run_dir=s.run_dir or e.run_dir)
     if isinstance(e, AttemptStarted):
+        if s.start_iteration is None and e.resumes_at is not None:
+            # Where the run began, before any account: a first launch lost before rank 0 gave one
+            # (mgpu SIGKILLed) still counts from here when a later launch continues it.
+            return s.replace(status="running", attempt=e.attempt, start_iteration=e.resumes_at)
         return s.replace(status="running", attempt=e.attempt)
     if isinstance(e, Account | Noted):
         given = [k for k in e.fields if k in _FIELDS]

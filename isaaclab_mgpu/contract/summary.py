@@ -518,7 +518,10 @@ def absorb(found: Summary, account: Summary, given: Iterable[str], rewards_from:
         if found.start_iteration is not None and found.start_iteration <= start
         else start
     )
-    rewards = (*found.mean_rewards[: max(rewards_from - first, 0)], *account.mean_rewards)
+    kept = max(rewards_from - first, 0)
+    # Iterations no account reached (a launch lost before rank 0 gave one) keep their place as None.
+    earlier = (*found.mean_rewards[:kept], *(None,) * (kept - len(found.mean_rewards)))
+    rewards = (*earlier, *account.mean_rewards)
     measured = [r for r in rewards if r is not None]
     end = account.end_iteration if account.end_iteration is not None else found.end_iteration
     for current in account.segments:
