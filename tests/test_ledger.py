@@ -231,6 +231,19 @@ def _runs_json(cwd: Path, *args: str) -> object:
 
 
 @pytest.mark.slow
+def test_with_the_stall_watch_off_the_ranks_still_report_to_the_record(tmp_path):
+    off = ("--stall_timeout", "0", "--startup_timeout", "0")
+    code, out = Run(train_argv("rsl_rl", *off, *TINY), tmp_path).finish(240)
+    assert code == 0, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    assert any(isinstance(e, ev.Account) for e in events), _kinds(events)
+    _agrees_with_summary(folder, events)
+    s = summary_of(folder)
+    assert (s["end_iteration"], len(s["mean_rewards"])) == (6, 6), s
+
+
+@pytest.mark.slow
 def test_a_finished_run_leaves_its_story(tmp_path):
     code, out = Run(train_argv("rsl_rl", *TINY), tmp_path).finish(240)
     assert code == 0, out[-4000:]

@@ -38,7 +38,9 @@ The checkpoint signal — recorded, never a stop
 
 Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
-    progress there (:mod:`isaaclab_mgpu.progress`). When the watch finds this node's run hung,
+    progress there (:mod:`isaaclab_mgpu.progress`), also with both bounds at 0 (no stall verdict
+    then; the reports still give the ledger its progress and rank 0's account, the straggler and
+    drift watch, and a dead rank's fast stop). When the watch finds this node's run hung,
     every local rank of the tree that reports gets the stack-dump signal (:mod:`.stacks`:
     faulthandler dumps its Python stack beside its logs; a stopped rank gets SIGCONT to take the
     signal and is stopped again right after), the verdict goes to the :class:`Notes`, the local
@@ -250,7 +252,7 @@ class Supervisor:
         # The launcher PID: a rank's simulated requeue (--simulate_fault) signals this process.
         env = {**os.environ, **self.cmd.env, RUN_ID: self.run_id, LAUNCHER_PID: str(os.getpid())}
         watch = self.options.stall
-        if watch is not None and watch.active:
+        if watch is not None:  # both bounds 0: no verdicts, but the reports still feed the ledger
             ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()
             run_dir = self.cmd.env.get(RUN_DIR)  # node 0's, published to the other nodes
             visible = self.cmd.env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES))

@@ -114,11 +114,6 @@ class StallOptions:
     multi_node: bool = False
     """Other nodes run ranks of this job (their mgpu watches them)."""
 
-    @property
-    def active(self) -> bool:
-        """True when anything is watched at all."""
-        return bool(self.stall_timeout or self.startup_timeout)
-
 
 @dataclass(frozen=True)
 class RankState:
