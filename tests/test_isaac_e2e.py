@@ -237,7 +237,7 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
         assert first.returncode == 0, out[-4000:]
         # The restart line: who failed, its class and reason (mgpu's verdict), what resumes.
         said = re.search(
-            r"rank 1 on \S+ failed with signal SIGKILL at iteration (\d+)(?: \(.*?\))?; "
+            r"rank 1 on \S+ failed with signal SIGKILL after iteration (\d+)(?: \(.*?\))?; "
             r"restart 1 of 1: resuming at iteration (\d+), (\d+) iteration\(s\) lost",
             out,
         )

@@ -382,7 +382,8 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     folder = (tmp_path / "logs" / "rsl_rl" / "standin" / STAMP).resolve()
     assert outcome.run_dir == folder and [a.outcome for a in outcome.attempts] == ["failed", "finished"]
     where = f"rank 1 on {socket.gethostname()}"
-    assert said.restarts == [f"attempt 0: {where} failed with signal SIGKILL at iteration 3; restart 1 of 1"]
+    expected = f"attempt 0: {where} failed with signal SIGKILL after iteration 3; restart 1 of 1"
+    assert said.restarts == [expected]
     s = json.loads((folder / "summary.json").read_text())
     assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"], s["iterations"]) == (
         "finished", 0, 2, 4, 4)  # fmt: skip

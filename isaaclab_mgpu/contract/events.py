@@ -291,6 +291,14 @@ class Fault(Event):
     """What to change, when mgpu knows."""
 
 
+def after_iteration(done: int | None) -> str:
+    """How a fault's place is said wherever it is told: by the iterations completed before it
+    (`` after iteration 4``; the live line says "during iteration 5" of the same failure)."""
+    if done is None:
+        return ""
+    return " before the first iteration" if done == 0 else f" after iteration {done}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Restart(Event):
     """mgpu restarts the run after a fault; :attr:`attempt` is the new attempt's number."""

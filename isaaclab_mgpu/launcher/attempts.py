@@ -145,10 +145,12 @@ class Attempt:
         return max(0, self.reached - (self.checkpoint or 0))
 
     def describe(self) -> str:
-        """One phrase: ``attempt 0: rank 1 failed with signal SIGKILL at iteration 5``."""
+        """One phrase: ``attempt 0: rank 1 failed with signal SIGKILL after iteration 4``."""
         where = f" on {self.host}" if self.host else ""
         who = f"rank {self.rank}{where}" if self.rank is not None else "a rank"
         at = f" at iteration {self.reached}" if self.reached is not None else ""
+        if self.outcome in ("failed", "hung"):
+            at = events.after_iteration(self.reached)
         if self.outcome == "hung":
             what = f"{who} stalled{f' ({self.how})' if self.how else ''}"
         elif self.outcome == "failed":

@@ -282,7 +282,7 @@ def _event_line(e: Any) -> tuple[str, str]:
         who = f"rank {e.rank}" if e.rank is not None else "a rank"
         where = f" on {e.rank_host}" if e.rank_host else ""
         how = e.reason or (f"signal {e.signal}" if e.signal else f"exit code {e.exit_code}")
-        at = f" at iteration {e.iteration}" if e.iteration is not None else ""
+        at = ev.after_iteration(e.iteration)
         cost = (
             f" ({_plural(e.lost, 'iteration')} lost after checkpoint {e.checkpoint or 0})" if e.lost else ""
         )

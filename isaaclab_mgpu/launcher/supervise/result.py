@@ -185,7 +185,9 @@ def first_failure(
     failure = RankFailure(
         rank=rank,
         local_rank=local,
-        host=(told.host if same and told is not None else None) or socket.gethostname(),
+        # torch's summary names the host by getfqdn (often "localhost"); the failed rank is one of
+        # this node's, named as every other line of mgpu names it.
+        host=socket.gethostname(),
         exit_code=code,
         signal=sig,
         traceback=tb,
