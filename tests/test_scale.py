@@ -83,7 +83,8 @@ def test_default_world_sizes_double_up_to_the_gpus_and_include_their_count():
 
 
 def test_cpu_plan_runs_each_point_then_its_ceiling_as_valid_train_lines(tmp_path):
-    spec = LaunchSpec(training_args=("--task", "cartpole", "--run_name", "mine"), device="cpu")
+    args = ("--task", "cartpole", "--run_name", "mine", "--log_root", "elsewhere")
+    spec = LaunchSpec(training_args=args, device="cpu")
     options = ScaleOptions(world_sizes=(1, 2), num_envs=(16, 32), iterations=5, out=str(tmp_path))
     plan = scale.plan(spec, options, environ={"PATH": "/usr/bin"})
     points = [p.point for p in plan.points]
@@ -99,6 +100,7 @@ def test_cpu_plan_runs_each_point_then_its_ceiling_as_valid_train_lines(tmp_path
     assert training_option(args, "num_gpus") == "2"
     assert (training_option(args, "num_envs"), training_option(args, "max_iterations")) == ("16", "5")
     assert training_option(args, "run_name") == "mine-w2-e16"
+    assert training_option(args, "log_root") is None  # its run lives under the sweep's folder
     assert len(ceiling.argvs) == 2  # two independent one-rank trainings, each its own run name
     names = {training_option(tuple(a[4:]), "run_name") for a in ceiling.argvs}
     assert names == {"mine-w2-e16-ceiling-0", "mine-w2-e16-ceiling-1"}
