@@ -83,7 +83,8 @@ def test_default_world_sizes_double_up_to_the_gpus_and_include_their_count():
 
 
 def test_cpu_plan_runs_each_point_then_its_ceiling_as_valid_train_lines(tmp_path):
-    spec = LaunchSpec(training_args=("--task", "cartpole", "--run_name", "mine"), device="cpu")
+    args = ("--task", "cartpole", "--run_name", "mine", "--log_root", "elsewhere")
+    spec = LaunchSpec(training_args=args, device="cpu")
     options = ScaleOptions(world_sizes=(1, 2), num_envs=(16, 32), iterations=5, out=str(tmp_path))
     plan = scale.plan(spec, options, environ={"PATH": "/usr/bin"})
     points = [p.point for p in plan.points]
@@ -99,6 +100,7 @@ def test_cpu_plan_runs_each_point_then_its_ceiling_as_valid_train_lines(tmp_path
     assert training_option(args, "num_gpus") == "2"
     assert (training_option(args, "num_envs"), training_option(args, "max_iterations")) == ("16", "5")
     assert training_option(args, "run_name") == "mine-w2-e16"
+    assert training_option(args, "log_root") is None  # its run lives under the sweep's folder
     assert len(ceiling.argvs) == 2  # two independent one-rank trainings, each its own run name
     names = {training_option(tuple(a[4:]), "run_name") for a in ceiling.argvs}
     assert names == {"mine-w2-e16-ceiling-0", "mine-w2-e16-ceiling-1"}
@@ -171,51 +173,48 @@ def test_the_verdict_names_the_fastest_world_size_that_pays_else_one_rank_and_wh
     assert scale.verdicts(scale.compare([_ok(1, 1000.0)])) == []
 
 
-def _summary(rate: float, rewards=(), started_at=None) -> Summary:
-    steady = Steady(warmup_iterations=1, warmup_s=2.0, s_per_iteration=0.5, env_steps_per_s=rate)
-    return Summary(steady=steady, num_envs_per_rank=16, mean_rewards=tuple(rewards), started_at=started_at)
+def _summary(rate: float, rewards=(), started_at=None, iqr=(900.0, 1100.0), train_time_s=None) -> Summary:
+    steady = Steady(
+        warmup_iterations=1, warmup_s=2.0, s_per_iteration=0.5, env_steps_per_s=rate, env_steps_per_s_iqr=iqr
+    )
+    return Summary(
+        steady=steady,
+        num_envs_per_rank=16,
+        mean_rewards=tuple(rewards),
+        started_at=started_at,
+        iterations=4,
+        train_time_s=train_time_s,
+        last_mean_reward=rewards[-1] if rewards else None,
+    )
 
 
-def test_a_point_reads_the_steady_rate_its_spread_and_the_time_to_the_reward():
+def test_a_point_reads_its_figures_from_its_summary_and_the_time_to_the_reward():
     base = PointResult(Point(2, 16), "ok")
-    # (seconds since the point started, iteration, mean reward, env-steps/s)
-    lines = [(10.0, 1, None, 50.0), (10.5, 2, 3.0, 900.0), (11.0, 3, 7.5, 1000.0), (11.5, 4, 9.0, 1100.0)]
-    r = scale.measure(base, [lines], [_summary(1000.0)], target=7.0)
-    assert r.env_steps_per_s == 1000.0 and r.s_per_iteration == 0.5
+    found = _summary(1000.0, rewards=(1.0, 2.0, 8.0, 9.0), started_at=104.0)
+    r = scale.measure(base, [found], target=8.0, spawned=100.0)
+    assert (r.env_steps_per_s, r.s_per_iteration, r.warmup_s) == (1000.0, 0.5, 2.0)
+    assert r.env_steps_per_s_iqr == (900.0, 1100.0) and r.last_mean_reward == 9.0
     assert r.measured_iterations == 3  # the warm-up iteration left out
-    lo, hi = r.env_steps_per_s_iqr
-    assert 900.0 <= lo < 1000.0 < hi <= 1100.0
-    assert (r.time_to_target_s, r.target_iteration, r.target_estimated) == (11.0, 3, False)
-    never = scale.measure(base, [lines], [_summary(1000.0)], target=50.0)
-    assert never.time_to_target_s is None
-
-
-def test_without_iteration_lines_the_time_to_the_reward_is_estimated_from_the_summary():
-    class Child:
-        started_epoch = 100.0
-
-    found = _summary(1000.0, rewards=(1.0, 2.0, 8.0), started_at=104.0)
-    r = scale.measure(PointResult(Point(1, 16), "ok"), [[]], [found], target=8.0, children=[Child()])
     # 4 s of start-up, the 2 s warm-up iteration, then 2 iterations at the steady 0.5 s
     assert (r.time_to_target_s, r.target_iteration, r.target_estimated) == (7.0, 3, True)
+    never = scale.measure(base, [found], target=50.0, spawned=100.0)
+    assert never.time_to_target_s is None
+    spreadless = scale.measure(base, [_summary(1000.0, iqr=())], target=None)
+    assert spreadless.env_steps_per_s_iqr is None  # one steady iteration: no spread
 
 
-def test_the_ceiling_sums_the_rates_over_the_iterations_all_copies_ran_at_once():
+def test_the_ceiling_sums_the_steady_rates_and_counts_the_iterations_all_copies_ran_at_once():
     base = PointResult(Point(2, 16, ceiling=True), "ok")
-    # the second copy started 2 s later: its lone last iterations (fast) must not count
-    a = [
-        (1.0, 1, None, 10.0),
-        (2.0, 2, None, 500.0),
-        (3.0, 3, None, 500.0),
-        (4.0, 4, None, 500.0),
-        (5.0, 5, None, 500.0),
-        (6.0, 6, None, 900.0),
-    ]
-    b = [(3.0, 1, None, 10.0), (4.0, 2, None, 500.0), (5.0, 3, None, 500.0), (6.0, 4, None, 500.0),
-         (7.0, 5, None, 900.0), (8.0, 6, None, 900.0)]  # fmt: skip
-    r = scale.measure(base, [a, b], [_summary(600.0), _summary(600.0)], target=None)
-    assert r.env_steps_per_s == 1000.0
-    assert r.overlap_iterations == 3
+    # the second copy began 1 s later; each trained 4 s (2 s warm-up, then 0.5 s iterations)
+    a, b = (
+        _summary(500.0, started_at=100.0, train_time_s=4.0),
+        _summary(500.0, started_at=101.0, train_time_s=4.0),
+    )
+    r = scale.measure(base, [a, b], target=None)
+    assert (r.env_steps_per_s, r.s_per_iteration, r.measured_iterations) == (1000.0, 0.5, 3)
+    assert r.overlap_iterations == 2  # steady stretches 102-104 and 103-105 share one second
+    unpaced = scale.measure(base, [a, _summary(0.0)], target=None)
+    assert unpaced.status == "failed"
 
 
 def test_scale_reference_and_help_name_every_option(capsys):

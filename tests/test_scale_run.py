@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from training_helpers import BACKENDS, child_env
 
-from isaaclab_mgpu.launcher import scale
+from isaaclab_mgpu.contract import events as ev
+from isaaclab_mgpu.launcher import runs, scale
 
 pytestmark = pytest.mark.slow
 
@@ -23,10 +24,11 @@ TINY = ("--num_envs", "16", "--iterations", "4", "env.episode_length=16")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _scale(tmp: Path, backend: str, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
+def _scale(tmp: Path, backend: str, *args: str, out: bool = True) -> subprocess.CompletedProcess:
+    """``mgpu scale`` in ``tmp``, into ``tmp/out`` (``out`` False: its default, under ``tmp/logs``)."""
     argv = [sys.executable, "-m", "isaaclab_mgpu", "scale", "--device", "cpu", *BACKENDS[backend]]
-    argv += ["--out", str(tmp / "out"), *args]
-    return subprocess.run(argv, cwd=tmp, env=child_env(tmp), capture_output=True, text=True, timeout=timeout)
+    argv += [*(["--out", str(tmp / "out")] if out else []), *args]
+    return subprocess.run(argv, cwd=tmp, env=child_env(tmp), capture_output=True, text=True, timeout=400)
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -41,11 +43,14 @@ def _png_size(path: Path) -> tuple[int, int]:
 )
 def test_a_two_point_sweep_prints_the_table_and_writes_json_and_png(tmp_path, backend, ceiling):
     extra = () if ceiling else ("--no_ceiling",)
-    done = _scale(tmp_path, backend, "--world_sizes", "1,2", *TINY, "--target_reward", "-1000", *extra)
+    done = _scale(
+        tmp_path, backend, "--world_sizes", "1,2", *TINY, "--target_reward", "-1000", *extra, out=False
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "env-steps/s" in done.stdout and "speedup" in done.stdout
     assert "2 ranks × 16 envs: " in done.stdout and "% efficient" in done.stdout
-    doc = json.loads((tmp_path / "out" / "scale.json").read_text())
+    (out,) = (tmp_path / "logs" / "scale").iterdir()  # the default output folder, <log root>/scale/<stamp>
+    doc = json.loads((out / "scale.json").read_text())
     assert doc["complete"] is True and doc["device"] == "cpu" and doc["world_sizes"] == [1, 2]
     assert doc["ceiling"] is ceiling and doc["machine"]["cpus"] >= 1
     kinds = [(p["point"]["world_size"], p["point"]["ceiling"]) for p in doc["points"]]
@@ -54,12 +59,30 @@ def test_a_two_point_sweep_prints_the_table_and_writes_json_and_png(tmp_path, ba
         assert p["status"] == "ok", p
         assert p["env_steps_per_s"] > 0 and p["s_per_iteration"] > 0, p
         assert p["num_envs_per_rank"] == 16 and p["measured_iterations"] >= 2, p
-        assert all(Path(f, "summary.json").is_file() for f in p["run_dirs"]), p  # its own mgpu train's run
         assert len(p["run_dirs"]) == (2 if p["point"]["ceiling"] else 1)
+        assert all(Path(f).parent.parent.parent == out / "logs" for f in p["run_dirs"]), p  # under the sweep
         if not p["point"]["ceiling"]:
+            # The point's figures are its own mgpu train's record, the fold of its ledger.
+            (folder,) = p["run_dirs"]
+            s = json.loads(Path(folder, "summary.json").read_text())
+            assert s == ev.summary_of(ev.read(Path(folder)).events).to_json()
+            steady = s["steady"]
+            assert (p["env_steps_per_s"], p["s_per_iteration"]) == (
+                steady["env_steps_per_s"],
+                steady["s_per_iteration"],
+            )
+            assert (
+                p["env_steps_per_s_iqr"] == steady["env_steps_per_s_iqr"]
+                and p["warmup_s"] == steady["warmup_s"]
+            )
+            assert p["measured_iterations"] == s["iterations"] - steady["warmup_iterations"]
             lo, hi = p["env_steps_per_s_iqr"]
             assert 0 < lo <= hi
             assert p["time_to_target_s"] > 0 and p["target_iteration"] >= 1  # any reward passes -1000
+    # The points are the sweep's, not runs of the log root's table; the sweep's folder lists them.
+    assert runs.find_runs(tmp_path / "logs") == []
+    listed = {r.folder for r in runs.find_runs(out / "logs")}
+    assert listed == {f for p in doc["points"] for f in p["run_dirs"]}
     one, two = doc["rows"]
     assert one["speedup"] == 1.0 and one["efficiency"] == 1.0
     assert two["speedup"] > 0 and two["efficiency"] == pytest.approx(two["speedup"] / 2)
@@ -72,10 +95,10 @@ def test_a_two_point_sweep_prints_the_table_and_writes_json_and_png(tmp_path, ba
         assert "ceiling" in done.stdout
     else:
         assert two["vs_ceiling"] is None
-    width, height = _png_size(tmp_path / "out" / "scale.png")
+    width, height = _png_size(out / "scale.png")
     assert width >= 600 and height >= 300
-    assert (tmp_path / "out" / "scale.png").stat().st_size > 10_000
-    assert str(tmp_path / "out" / "scale.json") in done.stdout
+    assert (out / "scale.png").stat().st_size > 10_000
+    assert str(out / "scale.json") in done.stdout
 
 
 def test_a_point_that_cannot_finish_is_a_row_and_the_sweep_goes_on(tmp_path):

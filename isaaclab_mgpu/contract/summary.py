@@ -86,17 +86,23 @@ class Steady:
     env_steps_per_s: NonNegative | None = None
     """Environment steps per second of all ranks at that pace."""
 
+    env_steps_per_s_iqr: tuple[NonNegative, ...] = ()
+    """The lower and upper quartiles of those iterations' env-steps/s (the spread; two or more)."""
+
 
 def steady_pace(seconds: Sequence[float], steps_per_iteration: int) -> Steady:
     """:class:`Steady` from each iteration's seconds and the steps all ranks take per iteration."""
     warm = min(WARMUP_ITERATIONS, len(seconds))
     rest = [s for s in seconds[warm:] if s > 0]
     per_it = statistics.median(rest) if rest else None
+    rates = [steps_per_iteration / s for s in rest]
+    q = statistics.quantiles(rates, n=4, method="inclusive") if len(rates) > 1 else ()
     return Steady(
         warmup_iterations=warm,
         warmup_s=round(sum(seconds[:warm]), 4) if warm else None,
         s_per_iteration=round(per_it, 5) if per_it else None,
         env_steps_per_s=steps_per_iteration / per_it if per_it else None,
+        env_steps_per_s_iqr=(round(q[0], 1), round(q[2], 1)) if q else (),
     )
 
 

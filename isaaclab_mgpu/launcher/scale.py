@@ -23,21 +23,32 @@ Phases, in order:
    child's own stall watch, exit 4) or outlives ``--point_timeout`` is a row that says so and the
    sweep goes on. A stop signal is passed to the running children (each stops its tree as ``mgpu
    train`` does) and ends the sweep; the points measured so far are kept.
-3. What a point measured (:func:`measure`): the steady env-steps/s and s/iteration of its
-   ``summary.json`` (``steady``: the warm-up left out), the spread of the per-iteration rates after
-   the warm-up (rank 0's iteration lines, :mod:`isaaclab_mgpu.contract.lines`), the wall time from
-   the point's start until the mean reward first reached ``--target_reward`` (start-up included:
-   what a user waits), and on GPUs each rank's peak memory and mean utilisation (NVML, sampled).
+3. What a point measured (:func:`measure`) is read from its own run record, the ``summary.json``
+   its ledger folds (``events.jsonl``; no console line is parsed): the steady env-steps/s and
+   s/iteration (``steady``: the warm-up left out), their spread (the quartiles of the per-iteration
+   rates after the warm-up), the iterations, the wall time from the point's start until the mean
+   reward first reached ``--target_reward`` (start-up included: what a user waits; the summary's
+   start time, warm-up and steady pace to that iteration), and on GPUs each rank's peak memory and
+   mean utilisation once training began (NVML, sampled).
 4. :func:`compare` gives each point its speedup and efficiency (speedup ÷ ranks) against the
    one-rank point of the same environment count.
 
 The CPU ceiling: on CPU ranks, two ranks on a 2-core box cannot step twice the environments of one
 whatever the collectives cost, so the "ideal" of a world size ``k`` is measured: the same point
 also runs as ``k`` independent one-rank trainings side by side (no communication), and their summed
-rate, over the iterations all ``k`` ran at once, is the box's ceiling for ``k`` ranks. Efficiency
+steady rate is the box's ceiling for ``k`` ranks (``overlap_iterations``: how many steady iterations
+all ``k`` ran at once, from their recorded start and training times). Efficiency
 is then given against both: one rank × k, and the ceiling. Every CPU point runs with
 ``OMP_NUM_THREADS=1`` unless it is set (torchrun sets it for several ranks only; a lone rank would
 otherwise take every core and the comparison would measure threads, not distribution).
+
+Where the points live: each child runs in the output folder, so its run folder is
+``<out>/logs/<library>/<experiment>/<stamp>_<run name>`` (:data:`POINTS`; the user's ``--log_root``
+is dropped: a built-in task's default ``logs`` and Isaac Lab's ``./logs`` both land there), beside
+the saved consoles ``<out>/logs/<point>.log``. The default output folder,
+``<log root>/scale/<stamp>``, puts them six levels below the log root, deeper than ``mgpu runs``
+looks (:func:`~.runs.find_runs`: three), so they are not listed as ordinary runs; ``mgpu runs
+<out>/logs`` lists them.
 
 Results: :func:`write_json` (the plan, the machine's load before and after, every point) and
 :mod:`.scale_plot` (the picture) in the output folder; the rows and sentences are the report's.
@@ -55,7 +66,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,7 +74,6 @@ from isaaclab_mgpu.contract import files
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import RUN_STAMP
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.contract.lines import ITERATION
 from isaaclab_mgpu.launcher import jobfiles, nvml
 from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
 from isaaclab_mgpu.launcher.scale_options import ScaleOptions
@@ -74,6 +84,9 @@ from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 CPU_WORLD_SIZES = (1, 2)
 #: The JSON file and the picture in the output folder.
 JSON_NAME, PNG_NAME = "scale.json", "scale.png"
+#: The output folder's folder of the points' runs and saved consoles: each child runs in the output
+#: folder, so its ``./logs`` (the built-in worker's log root, Isaac Lab's runs) is this one.
+POINTS = "logs"
 #: Seconds between NVML samples while a point runs on GPUs.
 SAMPLE_S = 0.5
 #: Training arguments a point sets itself, and what to use instead.
@@ -184,7 +197,8 @@ def point_spec(
     spec: LaunchSpec, point: Point, iterations: int, *, copy: int | None = None, nnodes: int = 1
 ) -> LaunchSpec:
     """``spec`` for one point: its ranks per node, environments, iterations and run name (pure)."""
-    args = without_option(spec.training_args, "run_name")
+    # A point's run lives under the sweep's folder (its child's ./logs), never the user's log root.
+    args = without_option(without_option(spec.training_args, "run_name"), "log_root")
     base = spec.run_name or "scale"
     name = f"{base}-{point.label}" + (f"-{copy}" if copy is not None else "")
     args += ["--max_iterations", str(iterations), "--run_name", name]
@@ -317,16 +331,13 @@ def _nvml_indices(resolved: Any, machine: Any) -> tuple[int, ...]:
 
 @dataclass
 class _Child:
-    """One ``mgpu train`` child and what it printed."""
+    """One ``mgpu train`` child."""
 
     proc: subprocess.Popen[bytes]
     started: float
-    """``time.monotonic()`` at spawn."""
-    started_epoch: float
-    iterations: list[tuple[float, int, float | None, float]] = field(default_factory=list)
-    """(seconds since spawn, iteration, mean reward, env-steps/s) of each of rank 0's lines."""
-    last_lines: list[str] = field(default_factory=list)
-    reader: threading.Thread | None = None
+    """``time.time()`` at spawn."""
+    log: Path
+    """Its console output, saved."""
 
 
 @dataclass(frozen=True)
@@ -340,7 +351,7 @@ class GpuUse:
     """Most memory in use at any sample, MiB."""
 
     utilization_pct: float | None
-    """Mean GPU utilisation over the samples after the first iteration, percent."""
+    """Mean GPU utilisation over the samples after the training began, percent."""
 
 
 @dataclass(frozen=True)
@@ -387,7 +398,8 @@ class PointResult:
     """The iteration it first reached it."""
 
     target_estimated: bool = False
-    """True when the time comes from the summary's steady pace (no iteration lines to time)."""
+    """True: the time is reckoned from the summary's start, warm-up and steady pace (as every point's
+    is now that no console line is read; kept for readers of ``scale.json``)."""
 
     last_mean_reward: float | None = None
     """The mean episode reward at the point's last iteration."""
@@ -423,7 +435,7 @@ class Progress(Protocol):
 def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[PointResult], bool]:
     """Run every point in order; return the results (unrun points ``not run``) and whether a stop
     signal ended the sweep early."""
-    logs = plan.out / "logs"
+    logs = plan.out / POINTS
     logs.mkdir(parents=True, exist_ok=True)
     results: list[PointResult] = []
     env = {**os.environ, **dict(plan.env)}
@@ -450,27 +462,24 @@ def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[P
 def _run_point(
     plan: ScalePlan, planned: Planned, env: dict[str, str], logs: Path, interrupts: Interrupts
 ) -> PointResult:
-    """Start the point's children at once, pass on stop signals, wait, read what they measured."""
+    """Start the point's children at once, pass on stop signals, wait, read what their runs recorded."""
     point = planned.point
     children: list[_Child] = []
-    paths: list[Path] = []
     t0 = time.monotonic()
     for j, argv in enumerate(planned.argvs):
         path = logs / (f"{point.label}-{j}.log" if len(planned.argvs) > 1 else f"{point.label}.log")
-        paths.append(path)
-        proc = subprocess.Popen(
-            list(argv),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # signals reach it from here only, once each
-        )
-        child = _Child(proc, time.monotonic(), time.time())
-        child.reader = threading.Thread(target=_read, args=(child, path), daemon=True)
-        child.reader.start()
-        children.append(child)
-    sampler = _GpuSampler(planned.gpus, children) if planned.gpus else None
+        with open(path, "wb") as log:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=plan.out,  # its ./logs (a run folder's root, Isaac Lab's too) is the sweep's
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # signals reach it from here only, once each
+            )
+        children.append(_Child(proc, time.time(), path))
+    sampler = _GpuSampler(planned.gpus) if planned.gpus else None
     timed_out = False
     stopping = interrupts.stop_asked  # a stop taken by an earlier point: any new signal is a second
     while any(c.proc.poll() is None for c in children):
@@ -489,12 +498,9 @@ def _run_point(
                     c.proc.send_signal(signal.SIGTERM)
         time.sleep(0.1)
     wall = time.monotonic() - t0
-    for c in children:
-        if c.reader is not None:
-            c.reader.join(timeout=5)
-    gpus = sampler.stop() if sampler is not None else ()
     codes = tuple(int(c.proc.returncode) for c in children)
-    found = [_summary_of(plan, c) for c in children] if plan.node_rank == 0 else []
+    found = [_run_of(plan, c) for c in children] if plan.node_rank == 0 else []
+    began = [s.started_at for _, s in found if s is not None and s.started_at is not None]
     status, reason = _status(codes, children, timed_out, interrupts.stop_asked, plan.options.point_timeout)
     base = PointResult(
         point,
@@ -502,9 +508,9 @@ def _run_point(
         reason=reason,
         exit_codes=codes,
         wall_s=round(wall, 2),
-        gpus=gpus,
+        gpus=sampler.stop(since=min(began, default=None)) if sampler is not None else (),
         run_dirs=tuple(str(f.absolute()) for f, _ in found if f is not None),
-        logs=tuple(str(p) for p in paths),
+        logs=tuple(str(c.log) for c in children),
     )
     if status != _STATUS_OK:
         return base
@@ -513,34 +519,7 @@ def _run_point(
     summaries_found = [s for _, s in found]
     if any(s is None for s in summaries_found):
         return dataclasses.replace(base, status="failed", reason="no summary.json found for the point's run")
-    return measure(
-        base, [c.iterations for c in children], summaries_found, plan.options.target_reward, children
-    )
-
-
-def _read(child: _Child, path: Path) -> None:
-    """Copy the child's output to its log file; keep rank 0's iteration lines with their time."""
-    seen: set[int] = set()
-    with open(path, "wb") as log:
-        assert child.proc.stdout is not None
-        for raw in iter(child.proc.stdout.readline, b""):
-            log.write(raw)
-            line = raw.decode(errors="replace").rstrip("\r\n")
-            m = ITERATION.match(line)
-            if m is not None and int(m["it"]) not in seen:  # one line per iteration (rank 0's)
-                seen.add(int(m["it"]))
-                reward = None if m["reward"] == "n/a" or m["last"] else _float(m["reward"])
-                rate = float(m["rate"].replace(",", ""))
-                child.iterations.append((time.monotonic() - child.started, int(m["it"]), reward, rate))
-            elif line.strip():
-                child.last_lines = [*child.last_lines[-19:], line]
-
-
-def _float(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    return measure(base, summaries_found, plan.options.target_reward, children[0].started)
 
 
 def _status(
@@ -554,133 +533,104 @@ def _status(
         return "interrupted", "stopped by a signal"
     bad = next(i for i, c in enumerate(codes) if c != 0)
     status = "hung" if codes[bad] == EXIT_HANG else "failed"
-    said = _error_line(children[bad].last_lines)
+    said = _error_line(children[bad].log)
     return status, f"exit code {codes[bad]}" + (f": {said}" if said else "")
 
 
-def _error_line(lines: Sequence[str]) -> str | None:
-    """The child's own error line (``mgpu: error: …``), else its last line."""
+def _error_line(log: Path) -> str | None:
+    """The child's own error line (``mgpu: error: …``) in its saved output, else its last line."""
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines()[-20:] if line.strip()]
+    except OSError:
+        return None
     for line in reversed(lines):
         if line.startswith("mgpu: error:"):
             return line.removeprefix("mgpu: error:").strip()
     return lines[-1].strip()[:300] if lines else None
 
 
-def _summary_of(plan: ScalePlan, child: _Child) -> tuple[Path | None, summaries.Summary | None]:
-    """The run folder and summary this child's ``mgpu train`` kept (``launcher_pid`` names it)."""
+def _run_of(plan: ScalePlan, child: _Child) -> tuple[Path | None, summaries.Summary | None]:
+    """The run folder under the sweep's :data:`POINTS` that this child's ``mgpu train`` kept (its
+    summary's ``launcher_pid`` names it), and that summary: the fold of the run's ledger."""
     from isaaclab_mgpu.launcher.runs import summary_folders
 
-    root = plan.spec.log_root
     best: tuple[Path | None, summaries.Summary | None] = (None, None)
-    for folder in summary_folders(Path(root), depth=3):
+    for folder in summary_folders(plan.out / POINTS, depth=3):
         s = summaries.read(folder)
         if s is None or s.launcher_pid != child.proc.pid:
             continue
-        if s.launcher_started is not None and s.launcher_started < child.started_epoch - 5:
-            continue  # an earlier process with the same PID
+        if s.launcher_started is not None and s.launcher_started < child.started - 5:
+            continue  # an earlier process with the same PID (a reused --out)
         best = (folder, s)
     return best
 
 
 def measure(
-    base: PointResult,
-    lines: Sequence[Sequence[tuple[float, int, float | None, float]]],
-    found: Sequence[summaries.Summary],
-    target: float | None,
-    children: Sequence[Any] = (),
+    base: PointResult, found: Sequence[summaries.Summary], target: float | None, spawned: float | None = None
 ) -> PointResult:
-    """Fill ``base`` (a point whose children all finished) from their lines and summaries (pure)."""
-    warm = summaries.WARMUP_ITERATIONS
+    """Fill ``base`` (a point whose children all finished) from their runs' summaries (pure);
+    ``spawned``: when its first child started (epoch), where the time to ``target`` counts from."""
     first = found[0]
     steady = first.steady or summaries.Steady()
     envs = first.num_envs_per_rank
     if base.point.ceiling:
-        return _measure_ceiling(base, lines, found, warm, envs)
-    rates = [rate for _, it, _, rate in lines[0] if it > warm]
-    iqr = _quartiles(rates)
+        return _measure_ceiling(base, found, envs)
+    iqr = steady.env_steps_per_s_iqr
     result = dataclasses.replace(
         base,
         env_steps_per_s=steady.env_steps_per_s,
-        env_steps_per_s_iqr=iqr,
+        env_steps_per_s_iqr=(iqr[0], iqr[-1]) if iqr else None,
         s_per_iteration=steady.s_per_iteration,
-        measured_iterations=len(rates) or max(0, (first.iterations or 0) - steady.warmup_iterations),
+        measured_iterations=max(0, (first.iterations or 0) - steady.warmup_iterations),
         warmup_s=steady.warmup_s,
         num_envs_per_rank=envs,
         last_mean_reward=first.last_mean_reward,
     )
-    if target is None:
+    if target is None or not steady.s_per_iteration:
         return result
-    for seconds, it, reward, _ in lines[0]:
+    for i, reward in enumerate(first.mean_rewards, start=1):
         if reward is not None and reward >= target:
-            return dataclasses.replace(result, time_to_target_s=round(seconds, 2), target_iteration=it)
-    if not lines[0]:
-        # No iteration lines (Isaac Lab's libraries print their own): from the summary's rewards and
-        # pace, counted from the training's start as the child saw it.
-        for i, reward in enumerate(first.mean_rewards, start=1):
-            if reward is not None and reward >= target and steady.s_per_iteration:
-                startup = 0.0
-                if children and first.started_at is not None:
-                    startup = max(0.0, first.started_at - children[0].started_epoch)
-                spent = (steady.warmup_s or 0.0) + max(
-                    0, i - steady.warmup_iterations
-                ) * steady.s_per_iteration
-                return dataclasses.replace(
-                    result,
-                    time_to_target_s=round(startup + spent, 2),
-                    target_iteration=i,
-                    target_estimated=True,
-                )
+            startup = 0.0
+            if spawned is not None and first.started_at is not None:
+                startup = max(0.0, first.started_at - spawned)
+            spent = (steady.warmup_s or 0.0) + max(0, i - steady.warmup_iterations) * steady.s_per_iteration
+            return dataclasses.replace(
+                result, time_to_target_s=round(startup + spent, 2), target_iteration=i, target_estimated=True
+            )
     return result
 
 
-def _measure_ceiling(
-    base: PointResult,
-    lines: Sequence[Sequence[tuple[float, int, float | None, float]]],
-    found: Sequence[summaries.Summary],
-    warm: int,
-    envs: int | None,
-) -> PointResult:
-    """The summed rate of independent trainings over the iterations all of them ran at once."""
-    # Times are each child's seconds since its own spawn; the children were spawned within
-    # milliseconds of each other, so the offsets are close enough to compare windows.
-    steady = [[(t, rate) for t, it, _, rate in child if it > warm] for child in lines]
-    if any(len(s) < 2 for s in steady):
-        return dataclasses.replace(base, status="failed", reason="too few iteration lines to measure")
-    # An iteration's line marks its end; the window: after every child's first measured iteration
-    # ended, before the first child's last one ended.
-    start = max(s[0][0] for s in steady)
-    end = min(s[-1][0] for s in steady)
-    inside = [[rate for t, rate in s if start <= t <= end] for s in steady]
-    overlap = min(len(r) for r in inside)
-    if overlap < 2:  # too little common time: all measured iterations, said by overlap_iterations
-        inside = [[rate for _, rate in s] for s in steady]
-    total = sum(statistics.median(r) for r in inside)
-    per_it = [s.steady.s_per_iteration for s in found if s.steady and s.steady.s_per_iteration]
+def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary], envs: int | None) -> PointResult:
+    """The summed steady rates of independent trainings, and how many steady iterations all of them
+    ran at once (their steady stretches, warm-up left out, on one box's clock)."""
+    runs = [(s, s.steady) for s in found]
+    if any(p is None or not p.env_steps_per_s or not p.s_per_iteration for _, p in runs):
+        return dataclasses.replace(base, status="failed", reason="a training measured no steady pace")
+    begins, ends, rates, paces, counts = [], [], [], [], []
+    for s, p in runs:
+        assert p is not None and p.env_steps_per_s and p.s_per_iteration
+        begins.append((s.started_at or 0.0) + (p.warmup_s or 0.0))
+        ends.append((s.started_at or 0.0) + (s.train_time_s or 0.0))
+        rates.append(p.env_steps_per_s)
+        paces.append(p.s_per_iteration)
+        counts.append(max(0, (s.iterations or 0) - p.warmup_iterations))
     return dataclasses.replace(
         base,
-        env_steps_per_s=total,
-        s_per_iteration=statistics.median(per_it) if per_it else None,
-        measured_iterations=min(len(s) for s in steady),
-        overlap_iterations=overlap,
+        env_steps_per_s=sum(rates),
+        s_per_iteration=statistics.median(paces),
+        measured_iterations=min(counts),
+        overlap_iterations=max(0, int((min(ends) - max(begins)) // max(paces))),
         num_envs_per_rank=envs,
     )
-
-
-def _quartiles(values: Sequence[float]) -> tuple[float, float] | None:
-    if len(values) < 2:
-        return None
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return (round(q[0], 1), round(q[2], 1))
 
 
 class _GpuSampler:
     """Samples the point's GPUs' memory and utilisation through NVML while it runs."""
 
-    def __init__(self, indices: Sequence[int], children: Sequence[_Child]) -> None:
+    def __init__(self, indices: Sequence[int]) -> None:
         self.indices = tuple(indices)
-        self.children = children
         self.peak: dict[int, int] = {}
-        self.util: dict[int, list[float]] = {i: [] for i in self.indices}
+        self.util: dict[int, list[tuple[float, float]]] = {i: [] for i in self.indices}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mgpu-scale-nvml", daemon=True)
         self._thread.start()
@@ -690,29 +640,26 @@ class _GpuSampler:
             with nvml.nvml() as nv:
                 handles = {i: nv.nvmlDeviceGetHandleByIndex(i) for i in self.indices}
                 while not self._done.wait(SAMPLE_S):
-                    training = any(c.iterations for c in self.children)
                     for i, h in handles.items():
                         with contextlib.suppress(nv.NVMLError):
                             used = int(nv.nvmlDeviceGetMemoryInfo(h).used) // 2**20
                             self.peak[i] = max(self.peak.get(i, 0), used)
-                        if training:
-                            with contextlib.suppress(nv.NVMLError):
-                                self.util[i].append(float(nv.nvmlDeviceGetUtilizationRates(h).gpu))
+                        with contextlib.suppress(nv.NVMLError):
+                            util = float(nv.nvmlDeviceGetUtilizationRates(h).gpu)
+                            self.util[i].append((time.time(), util))
         except nvml.NvmlUnavailable:
             return
 
-    def stop(self) -> tuple[GpuUse, ...]:
-        """End sampling; each GPU's peak memory and mean utilisation."""
+    def stop(self, since: float | None) -> tuple[GpuUse, ...]:
+        """End sampling; each GPU's peak memory, and its mean utilisation from ``since`` (epoch: when
+        the training began, as its run recorded it) on."""
         self._done.set()
         self._thread.join(timeout=5)
-        return tuple(
-            GpuUse(
-                i,
-                self.peak.get(i),
-                round(statistics.fmean(self.util[i]), 1) if self.util.get(i) else None,
-            )
-            for i in self.indices
-        )
+        out = []
+        for i in self.indices:
+            util = [u for t, u in self.util.get(i, ()) if since is None or t >= since]
+            out.append(GpuUse(i, self.peak.get(i), round(statistics.fmean(util), 1) if util else None))
+        return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------------
