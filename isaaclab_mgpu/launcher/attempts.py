@@ -208,9 +208,6 @@ class Outcome:
     run_dir: Path | None = None
     """The run folder (node 0 of a built-in worker run), else None."""
 
-    requeue_signal_at: float | None = None
-    """When the requeue signal arrived (monotonic seconds), if it did."""
-
     @property
     def last(self) -> Attempt:
         """The last attempt."""
@@ -352,7 +349,7 @@ def run_attempts(
                 if on_attempt_end is not None and place.run_dir is not None:
                     on_attempt_end(place.run_dir, tuple(attempts), again)
                 if not again:
-                    return Outcome(tuple(attempts), result, place.run_dir, requests.checkpoint_at)
+                    return Outcome(tuple(attempts), result, place.run_dir)
                 number += 1
                 ledger.restart(number, from_iteration=attempt.checkpoint, lost=attempt.lost,
                                left=restart.max_restarts - number)  # fmt: skip
