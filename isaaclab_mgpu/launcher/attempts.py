@@ -268,7 +268,7 @@ def attempt_env(
     cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
 ) -> dict[str, str]:
     """The variables attempt ``number`` adds to its command ``cmd``'s environment (see
-    :mod:`.contract.resume`), and the launcher's own error file in the attempt's log folder."""
+    :mod:`isaaclab_mgpu.contract.resume`), and the launcher's own error file in the attempt's log folder."""
     env = {ATTEMPT: str(number), CHECKPOINT_REQUEST: request_file}
     # The attempt folder is named by what the run trains, not by the clock: two runs of one task
     # share it, so the launcher's own file is named by this mgpu (torchrun's folders are unique).
