@@ -291,13 +291,13 @@ def run_attempts(
     options: SuperviseOptions,
     progress: Notes | None,
     say: AttemptsProgress,
-    on_attempt_end: Callable[[Path, tuple[Attempt, ...], bool], None] | None = None,
+    on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
     ledger: RunLedger | None = None,
     reshape: Reshaper | None = None,
 ) -> Outcome:
     """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times.
 
-    ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
+    ``on_attempt_end(attempts, restarting)`` records the attempts so far once the run
     folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
     gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
@@ -347,7 +347,7 @@ def run_attempts(
                 if new is not None:
                     ledger.write(events.Shrink, **new.record)
                 if on_attempt_end is not None and place.run_dir is not None:
-                    on_attempt_end(place.run_dir, tuple(attempts), again)
+                    on_attempt_end(tuple(attempts), again)
                 if not again:
                     return Outcome(tuple(attempts), result, place.run_dir)
                 number += 1
