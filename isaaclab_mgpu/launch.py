@@ -7,7 +7,7 @@ Kubernetes job's name: ``kubectl logs`` of node 0's pod, ``kubectl delete`` of t
 ``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`
 (:func:`emit_probe_job` with ``--emit``), ``scale`` → :func:`scale`, ``runs`` → :func:`list_runs`,
 ``stacks`` → :func:`live_stacks`, ``skills check`` → :func:`skills_check`. Each launch runs the shared core
-(:func:`~.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
+(:func:`~.launcher.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
 ``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
 reach :mod:`isaaclab_mgpu.report`. It runs in
 the ``mgpu`` process (see ``docs/architecture.md`` for the sides).

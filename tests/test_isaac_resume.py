@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from restart_helpers import free_port
 
 from isaaclab_mgpu.contract import env
 from isaaclab_mgpu.contract.errors import UsageError
@@ -111,19 +112,13 @@ def test_plan_names_the_continued_folder_by_its_stamp(tmp_path, monkeypatch):
     assert restart.checkpoint == str(folder / "model_7.pt") and restart.folder == str(folder)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_rank_0_hands_its_checkpoint_to_the_other_ranks_through_torchrun_store(tmp_path, monkeypatch):
     import torch.distributed as dist
 
     monkeypatch.chdir(tmp_path)
     folder = _run(tmp_path / "logs", "skrl", f"{STAMP}_ppo_torch", ["checkpoints/agent_64.pt"])
     _zip(folder / "checkpoints/agent_64.pt", bytes(range(256)) * 1000)
-    port = _free_port()
+    port = free_port()
     agent = dist.TCPStore("127.0.0.1", port, is_master=True, timeout=datetime.timedelta(seconds=30))
     environ = {"TORCHELASTIC_USE_AGENT_STORE": "True", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                "TORCHELASTIC_RUN_ID": "r", env.RESUME: str(folder)}  # fmt: skip

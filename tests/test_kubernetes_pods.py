@@ -26,26 +26,20 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+from restart_helpers import free_port
 from training_helpers import child_env
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)], ids=["node0-first", "node1-first"])
 def test_two_pods_with_only_the_operators_variables_train_together_with_rank_0_in_pod_0(tmp_path, order):
-    port = _free_port()
+    port = free_port()
     procs = {}
     for pod in order:
         home = tmp_path / f"pod{pod}"
@@ -129,7 +123,7 @@ def _trainjob_pods(log_root, port: int) -> list[tuple[list[str], dict[str, str]]
 def _start_pods(tmp_path, log_root, round_: str) -> dict[int, subprocess.Popen]:
     """Both pods of the job, each its own process and working directory, one shared log root."""
     procs = {}
-    for node, (argv, pet) in enumerate(_trainjob_pods(log_root, _free_port())):
+    for node, (argv, pet) in enumerate(_trainjob_pods(log_root, free_port())):
         home = tmp_path / f"{round_}-pod{node}"
         home.mkdir()
         out = (home / "console.txt").open("w")

@@ -6,26 +6,20 @@ rendezvous prefixes its store keys with it) and name each node's per-rank log fo
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from restart_helpers import free_port
 
 pytestmark = pytest.mark.slow
 
 WORKERS = Path(__file__).parent / "workers"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_static_two_node_run_meets_and_names_its_log_folders(tmp_path):
-    port = _free_port()
+    port = free_port()
     procs = []
     for node in (0, 1):
         argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "1"]

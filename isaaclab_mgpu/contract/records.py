@@ -211,14 +211,10 @@ def _base(tp: Any, row: bool = False) -> Check:
         return _union(get_args(tp))
     if tp is Any:
         return lambda v, where: v
-    if tp is bool:
-        return _bool
-    if tp is int:
-        return _int
+    if tp in _PLAIN:
+        return _PLAIN[tp]
     if tp is float:
         return _float
-    if tp is str:
-        return _str
     if origin is tuple:
         args = get_args(tp)
         if len(args) != 2 or args[1] is not Ellipsis:
@@ -249,16 +245,21 @@ def _union(args: tuple[Any, ...]) -> Check:
     return check
 
 
-def _bool(v: Any, where: str) -> Any:
-    if not isinstance(v, bool):
-        raise _bad(where, v, "not true or false")
-    return v
+def _is(kind: type, message: str) -> Check:
+    def check(v: Any, where: str) -> Any:
+        if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):  # JSON's true is no count
+            raise _bad(where, v, message)
+        return v
+
+    return check
 
 
-def _int(v: Any, where: str) -> Any:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _bad(where, v, "not an integer")
-    return v
+_mapping = _is(Mapping, "not an object")
+_PLAIN: dict[Any, Check] = {
+    bool: _is(bool, "not true or false"),
+    int: _is(int, "not an integer"),
+    str: _is(str, "not a string"),
+}
 
 
 def _float(v: Any, where: str) -> Any:
@@ -267,18 +268,6 @@ def _float(v: Any, where: str) -> Any:
     if not math.isfinite(v):
         raise _bad(where, v, "not a finite number")
     return float(v)
-
-
-def _str(v: Any, where: str) -> Any:
-    if not isinstance(v, str):
-        raise _bad(where, v, "not a string")
-    return v
-
-
-def _mapping(v: Any, where: str) -> Any:
-    if not isinstance(v, Mapping):
-        raise _bad(where, v, "not an object")
-    return v
 
 
 def _ranged(inner: Check, r: Range) -> Check:

@@ -210,9 +210,6 @@ class Outcome:
     run_dir: Path | None = None
     """The run folder (node 0 of a built-in worker run), else None."""
 
-    requeue_signal_at: float | None = None
-    """When the requeue signal arrived (monotonic seconds), if it did."""
-
     @property
     def last(self) -> Attempt:
         """The last attempt."""
@@ -273,7 +270,7 @@ def attempt_env(
     cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
 ) -> dict[str, str]:
     """The variables attempt ``number`` adds to its command ``cmd``'s environment (see
-    :mod:`.contract.resume`), and the launcher's own error file in the attempt's log folder."""
+    :mod:`isaaclab_mgpu.contract.resume`), and the launcher's own error file in the attempt's log folder."""
     env = {ATTEMPT: str(number), CHECKPOINT_REQUEST: request_file}
     # The attempt folder is named by what the run trains, not by the clock: two runs of one task
     # share it, so the launcher's own file is named by this mgpu (torchrun's folders are unique).
@@ -296,13 +293,13 @@ def run_attempts(
     options: SuperviseOptions,
     progress: Notes | None,
     say: AttemptsProgress,
-    on_attempt_end: Callable[[Path, tuple[Attempt, ...], bool], None] | None = None,
+    on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
     ledger: RunLedger | None = None,
     reshape: Reshaper | None = None,
 ) -> Outcome:
     """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times.
 
-    ``on_attempt_end(run_dir, attempts, restarting)`` records the attempts so far once the run
+    ``on_attempt_end(attempts, restarting)`` records the attempts so far once the run
     folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
     gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
@@ -352,9 +349,9 @@ def run_attempts(
                 if new is not None:
                     ledger.write(events.Shrink, **new.record)
                 if on_attempt_end is not None and place.run_dir is not None:
-                    on_attempt_end(place.run_dir, tuple(attempts), again)
+                    on_attempt_end(tuple(attempts), again)
                 if not again:
-                    return Outcome(tuple(attempts), result, place.run_dir, requests.checkpoint_at)
+                    return Outcome(tuple(attempts), result, place.run_dir)
                 number += 1
                 ledger.restart(number, from_iteration=attempt.checkpoint, lost=attempt.lost,
                                left=restart.max_restarts - number)  # fmt: skip

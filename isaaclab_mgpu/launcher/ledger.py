@@ -176,11 +176,11 @@ class RunLedger:
         plain = summaries.Summary().replace(**fields).to_json()
         self.write(ev.Noted, fields={k: plain[k] for k in fields})
 
-    def record_attempts(self, folder: Path, attempts: Sequence[Any], restarting: bool) -> None:
+    def record_attempts(self, attempts: Sequence[Any], restarting: bool) -> None:
         """Note the run's attempts so far (:class:`~.attempts.Attempt`) in its summary, and each
-        restart: its cause, the iteration the next attempt resumes from, the iterations lost
-        (``folder``: the run folder, known by now). Earlier launches' records (a requeued SLURM job,
-        a resume) stay first; each says which launch it belongs to (``launch``: 0 for the first)."""
+        restart: its cause, the iteration the next attempt resumes from, the iterations lost.
+        Earlier launches' records (a requeued SLURM job, a resume) stay first; each says which
+        launch it belongs to (``launch``: 0 for the first)."""
         before, restarts_before = self._before
         launch = 1 + max((_launch(a) for a in before), default=-1)
         ended = list(attempts) if restarting else list(attempts[:-1])

@@ -350,7 +350,6 @@ class Follower:
         """Follow the run in ``folder``."""
         self.folder = folder
         self._offsets: dict[Path, int] = {}
-        self._partial = b""
 
     def read(self) -> tuple[list[str], ev.Fold | None, tuple[ev.Event, ...]]:
         """The whole new lines since the last read, and the run's figures and events now."""

@@ -3,8 +3,11 @@
 - :mod:`.worker` — the built-in training worker (public entry ``python -m isaaclab_mgpu.worker``);
 - :mod:`.backends` — rsl-rl, skrl torch and skrl JAX training loops on the embedded tasks;
 - :mod:`.tasks` — the embedded vectorized tasks (cartpole, pendulum);
-- :mod:`.isaac` — Isaac Lab tasks on Isaac Lab's own training code path;
+- :mod:`.isaac` — Isaac Lab tasks on Isaac Lab's own training code path, with
+  :mod:`.isaac_resume` (the run and checkpoint a rank continues) and :mod:`.isaac_drift`;
 - :mod:`.drift` — the ranks' drift check, shared by the worker and the Isaac Lab path;
+- :mod:`.localcomm` — the CPU ranks' small collectives through shared memory; :mod:`.title` — each
+  rank's name in ``ps``;
 - :mod:`.patches` — every patch of an upstream library, one module per library;
 - :mod:`.probe_worker` — ``probe-nccl``'s per-rank program;
 - :mod:`.console` — everything a rank prints (this side never imports :mod:`isaaclab_mgpu.report`).

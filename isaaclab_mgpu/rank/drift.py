@@ -13,7 +13,7 @@ trains a different policy silently. The check:
   running standard scaler, any model buffer; none where the back-end keeps none);
 - :func:`hashes` reduces each to 16 hex digits (BLAKE2b over the arrays' raw bytes, in order) and
   :func:`words` to 16-bit words, exact in JAX's float32 all-gather; they ride in the row of the
-  all-gather the worker already runs every iteration (:mod:`.metrics`), so the check adds no
+  all-gather the worker already runs every iteration (:mod:`.worker.metrics`), so the check adds no
   collective, and outside the check's iterations the words are zeros;
 - :func:`compare` names the first divergence: which rank (the one that differs from the
   majority; on a tie, from rank 0), which component (in :data:`COMPONENTS` order), and since

@@ -7,7 +7,7 @@ Under ``mgpu train`` each rank renames itself (setproctitle, which rewrites what
 
     mgpu rank 1/2 | isaaclab_mgpu.worker rsl_rl/torch cartpole | run 2026-12-02_00-24-14_stop | attempt 0
 
-The program's name stays in the title (``isaaclab_mgpu.worker``, ``isaaclab_mgpu.probe``), so
+The program's name stays in the title (``isaaclab_mgpu.worker``, ``isaaclab_mgpu.probe_worker``), so
 whatever looks for it (``mgpu check-env``'s leftover check) still finds the rank, and the
 environment stays readable in ``/proc/PID/environ`` (mgpu finds its ranks by ``MGPU_RUN_ID``
 there). Outside mgpu (no ``MGPU_RUN_ID``) and where setproctitle is missing, nothing changes.

@@ -41,7 +41,7 @@ import threading
 import psutil
 
 from isaaclab_mgpu.contract.env import NO_KILLPG, RUN_ID
-from isaaclab_mgpu.launcher.supervise.watchdog import marked_processes
+from isaaclab_mgpu.launcher.supervise.watchdog import alive, marked_processes
 
 __all__ = [
     "RunTree",
@@ -136,14 +136,6 @@ def adopted_zombies(sessions: set[int], exclude: set[int]) -> set[int]:
         except (psutil.Error, OSError):
             continue
     return found
-
-
-def alive(proc: psutil.Process) -> bool:
-    """True when ``proc`` still runs (a zombie has already died)."""
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _with_descendants(proc: psutil.Process) -> list[psutil.Process]:

@@ -77,7 +77,7 @@ def kill_marked(run_id: str, since: float, *, term_wait: float = 1.0, limit: flo
     termed: dict[int, float] = {}
     quiet = 0
     while time.monotonic() - start < limit and quiet < 3:
-        procs = [p for p in marked_processes(run_id, since, me) if _alive(p)]
+        procs = [p for p in marked_processes(run_id, since, me) if alive(p)]
         quiet = 0 if procs else quiet + 1
         now = time.monotonic()
         fresh = [p for p in procs if p.pid not in termed]
@@ -91,9 +91,10 @@ def kill_marked(run_id: str, since: float, *, term_wait: float = 1.0, limit: flo
     return len(seen)
 
 
-def _alive(proc: psutil.Process) -> bool:
+def alive(proc: psutil.Process) -> bool:
+    """True when ``proc`` still runs (a zombie has already died)."""
     try:
-        return proc.status() != psutil.STATUS_ZOMBIE
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 

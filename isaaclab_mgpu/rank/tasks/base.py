@@ -32,9 +32,6 @@ class EpisodeStats:
     episodes: int = 0
     """Number of completed episodes."""
 
-    reward_sum: float = 0.0
-    """Sum of all per-step rewards collected (every environment, every step)."""
-
     steps: int = 0
     """Environment steps taken (``num_envs`` per call of ``step``)."""
 
@@ -61,7 +58,7 @@ class VecTask:
         self.generator.manual_seed(seed)
         self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._returns = torch.zeros(num_envs, device=self.device)
-        self._stats = torch.zeros(5, dtype=torch.float64, device=self.device)
+        self._stats = torch.zeros(4, dtype=torch.float64, device=self.device)
         self.state = self._reset_state(num_envs)
         self.obs = self._observe()
 
@@ -112,7 +109,6 @@ class VecTask:
             [
                 finished.sum().double(),
                 done.sum().double(),
-                reward.sum().double(),
                 torch.tensor(float(self.num_envs), dtype=torch.float64, device=self.device),
                 self.episode_length_buf[done].sum().double(),
             ]
@@ -129,4 +125,4 @@ class VecTask:
         """Return and clear the episode statistics gathered since the last call."""
         values = self._stats.tolist()
         self._stats.zero_()
-        return EpisodeStats(values[0], int(values[1]), values[2], int(values[3]), values[4])
+        return EpisodeStats(values[0], int(values[1]), int(values[2]), values[3])
