@@ -366,12 +366,12 @@ def _resumed_checkpoint(spec: LaunchSpec) -> Path | None:
     ident, given = identity_of(spec)
     if not given:
         return None
-    if given not in ("auto", "latest"):
+    if given not in (resume.AUTO, resume.LATEST):
         path = Path(given)
-        return resume.newest_whole(path)[0] if path.is_dir() else path if path.is_file() else None
+        return resume.newest_whole(path).checkpoint if path.is_dir() else path if path.is_file() else None
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     for folder in resume.own_run_folders(experiment, Path(ident.log_root)):
-        found = resume.newest_whole(folder)[0]
+        found = resume.newest_whole(folder).checkpoint
         if found is not None:
             return found
     return None
