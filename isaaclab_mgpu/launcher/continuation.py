@@ -140,7 +140,7 @@ def choose(
         why = f"SLURM requeued job {resolved.slurm_job_id} (restart {resolved.slurm_restart_count})"
     if folder is None and given in (resume.AUTO, resume.LATEST):
         # One meaning for both: the newest unfinished run of this task, library and framework.
-        folder = _unfinished_run(resume.own_run_folders(experiment, root), ident)
+        folder = unfinished_run(resume.own_run_folders(experiment, root), ident)
         flag = "--resume auto" if given == resume.AUTO else "--resume"
         why = f"{flag}: the newest unfinished run"
         if folder is None and given == resume.LATEST:
@@ -244,7 +244,7 @@ def _isaac_run(
         return folder, (f"{why}: continuing {folder} from its newest checkpoint",)
     if given != resume.AUTO:
         return None, ()
-    if (folder := _unfinished_run(folders, ident)) is not None:
+    if (folder := unfinished_run(folders, ident)) is not None:
         return folder, (f"--resume auto: the newest unfinished run: continuing {folder}",)
     return None, (f"--resume auto: no unfinished {ident.library} run of {ident.task} under {library}; "
                   "starting a new one",)  # fmt: skip
@@ -290,7 +290,7 @@ def _slurm_run(folders: Iterable[Path], job_id: str) -> Path | None:
     return None
 
 
-def _unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
+def unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
     """The first of ``folders`` (newest first) left unfinished by a run of ``ident``'s training."""
     for folder in folders:
         found = summaries.read(folder)

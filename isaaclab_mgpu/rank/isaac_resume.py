@@ -17,10 +17,9 @@ Rank 0 alone looks at the file system (:func:`locate`): the run folder, its Isaa
 first 19 characters of the folder's name, Isaac Lab's ``%Y-%m-%d_%H-%M-%S``) and the checkpoint
 that :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks by each library's own naming and
 counter (:data:`~isaaclab_mgpu.contract.resume.ISAAC_CHECKPOINTS`), as the launcher and the
-built-in worker pick theirs. Isaac Lab
-then runs with ``--run_timestamp`` set to that stamp, which makes it name the same folder (the
-resumed run writes where the first one did), and ``--checkpoint`` set to the file, which its own
-resume code loads on every rank.
+built-in worker pick theirs. Isaac Lab then runs with ``--run_timestamp`` set to that stamp, which
+makes it name the same folder (the resumed run writes where the first one did), and
+``--checkpoint`` set to the file, which its own resume code loads on every rank.
 
 **No shared file system needed** (torchrun launches, the agent's store): rank 0 sends the stamp
 and the checkpoint's bytes through torchrun's key-value store before Isaac Lab starts, every other
