@@ -484,11 +484,9 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     run = Path(folder)
     from isaaclab_mgpu.contract import resume
 
-    if spec.isaac_task:
-        known = spec.library in resume.ISAAC_CHECKPOINTS
-        found = known and bool(resume.isaac_checkpoints(spec.library, run))
-    else:
-        found = resume.latest(run) is not None
+    library = spec.library if spec.isaac_task else None
+    known = library is None or library in resume.ISAAC_CHECKPOINTS
+    found = known and resume.newest_whole(run, library).checkpoint is not None
     return continuation.continue_line(spec.command_line, run, resolved.invoked_as) if found else None
 
 
@@ -498,6 +496,7 @@ def _resubmit_line(resolved: ResolvedSpec) -> str | None:
     does not say."""
     import subprocess
 
+    from isaaclab_mgpu.contract import resume
     from isaaclab_mgpu.launcher.cluster import resubmit_command
 
     if not resolved.slurm_job_id:
@@ -516,7 +515,7 @@ def _resubmit_line(resolved: ResolvedSpec) -> str | None:
     if argv is None:
         return None
     worker = resolved.spec.worker
-    if worker is not None and worker.resume != "auto":
+    if worker is not None and worker.resume != resume.AUTO:
         return f"add --resume auto to the train line of {argv[-1]}, then {shell_join(list(argv))}"
     return shell_join(list(argv))
 
@@ -981,7 +980,7 @@ def _checkpoint_at(folder, iteration: int | None) -> str | None:
     from isaaclab_mgpu.contract import events as ev
     from isaaclab_mgpu.contract import resume
 
-    newest, _ = resume.newest_whole(Path(folder))
+    newest = resume.newest_whole(Path(folder)).checkpoint
     if newest is not None:
         meta = resume.read_meta(newest)
         it = meta.iteration if meta is not None else resume.iteration_of(newest)

@@ -137,12 +137,14 @@ def _cut(path: Path) -> None:
 
 def test_the_newest_whole_checkpoint_passes_over_a_cut_one_and_one_without_its_json(tmp_path):
     _worker_checkpoints(tmp_path, 2, 4, 6)
-    assert resume.newest_whole(tmp_path) == (tmp_path / "model_6.pt", ())
+    assert resume.newest_whole(tmp_path) == resume.Pick(tmp_path, tmp_path / "model_6.pt")
     _cut(tmp_path / "model_6.pt")
     (tmp_path / "model_4.json").unlink()
-    assert resume.newest_whole(tmp_path) == (
-        tmp_path / "model_2.pt",
-        (tmp_path / "model_6.pt", tmp_path / "model_4.pt"),
+    pick = resume.newest_whole(tmp_path)
+    assert pick.checkpoint == tmp_path / "model_2.pt"
+    assert pick.passed == (
+        (tmp_path / "model_6.pt", "cut short"),
+        (tmp_path / "model_4.pt", "no readable model_4.json"),
     )
 
 
@@ -163,8 +165,10 @@ def test_rank_0_passes_over_a_torn_file_but_never_over_a_refused_one(tmp_path):
     passed over with one warning line; one that only arbitrary unpickling could load stays an error."""
     import torch
 
+    from isaaclab_mgpu.contract.env import RESUME
     from isaaclab_mgpu.contract.errors import UsageError
-    from isaaclab_mgpu.rank.worker.train import _first_whole
+    from isaaclab_mgpu.contract.worker_args import parse
+    from isaaclab_mgpu.rank.worker.train import _rank0_checkpoint
 
     class Console:
         def __init__(self) -> None:
@@ -173,17 +177,21 @@ def test_rank_0_passes_over_a_torn_file_but_never_over_a_refused_one(tmp_path):
         def note(self, message: str) -> None:
             self.notes.append(message)
 
+    def rank0(source: Path, console: Console) -> tuple:
+        return _rank0_checkpoint(parse([]), tmp_path, {RESUME: str(source)}, console)
+
     _worker_checkpoints(tmp_path, 2, 4)
-    _cut(tmp_path / "model_4.pt")
+    torn = bytearray((tmp_path / "model_4.pt").read_bytes())  # a whole zip whose members are garbled
+    torn[len(torn) // 4 : len(torn) // 2] = bytes(len(torn) // 2 - len(torn) // 4)
+    (tmp_path / "model_4.pt").write_bytes(torn)
     console = Console()
-    path, data, loaded = _first_whole(([tmp_path / "model_4.pt", tmp_path / "model_2.pt"], True), console)
+    path, data, loaded = rank0(tmp_path, console)
     assert path == tmp_path / "model_2.pt" and loaded["iteration"] == 2 and data
     (line,) = console.notes
-    assert (
-        line.startswith("warning: ") and "model_4.pt" in line and line.endswith(str(tmp_path / "model_2.pt"))
-    )
+    assert line.startswith("warning: ") and "model_4.pt (not a readable torch file" in line, line
+    assert line.endswith(str(tmp_path / "model_2.pt")), line
     with pytest.raises(UsageError, match="not a readable torch file"):  # a named file is taken as it is
-        _first_whole(([tmp_path / "model_4.pt"], False), Console())
+        rank0(tmp_path / "model_4.pt", Console())
 
     class Plant:
         def __reduce__(self):
@@ -192,7 +200,7 @@ def test_rank_0_passes_over_a_torn_file_but_never_over_a_refused_one(tmp_path):
     torch.save({"format": resume.FORMAT, "iteration": 6, "state": Plant()}, tmp_path / "model_6.pt")
     (tmp_path / "model_6.json").write_text((tmp_path / "model_2.json").read_text())
     with pytest.raises(UsageError, match="refused"):
-        _first_whole(([tmp_path / "model_6.pt", tmp_path / "model_2.pt"], True), Console())
+        rank0(tmp_path, Console())
 
 
 # --- --keep_checkpoints -------------------------------------------------------------------------
@@ -351,7 +359,7 @@ def test_a_full_log_root_ends_the_run_in_one_line_without_a_traceback_or_a_resta
                           "--max_restarts", "1", "--log_root", str(root))  # fmt: skip
         code, out = Run(argv, tmp_path).finish(240)
         (folder,) = [p for p in (root / "rsl_rl" / "cartpole").iterdir() if p.is_dir()]
-        newest, _ = resume.newest_whole(folder)
+        newest = resume.newest_whole(folder).checkpoint
         assert newest is not None
         from isaaclab_mgpu.rank.worker import checkpoint
 

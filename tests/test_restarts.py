@@ -491,6 +491,9 @@ def test_bare_resume_and_resume_auto_take_the_newest_unfinished_run_and_dry_run_
 ):
     from cli_helpers import run as mgpu
 
+    from isaaclab_mgpu.launcher.diagnostics.facts import disk_facts
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
+
     stopped, _finished = _finished_and_stopped_runs(tmp_path / "logs")
     monkeypatch.chdir(tmp_path)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
@@ -501,6 +504,9 @@ def test_bare_resume_and_resume_auto_take_the_newest_unfinished_run_and_dry_run_
         said = [line for line in err.splitlines() if "train would resume" in line]
         rel = stopped.relative_to(tmp_path)
         assert len(said) == 1 and f"{rel} at iteration 4 of 10, from {rel}/model_4.pt" in said[0], err
+        # check-env's disk facts size the same checkpoint (not the newer finished run's)
+        spec = LaunchSpec(device="cpu", nproc_per_node="2", training_args=resume_args)
+        assert disk_facts(spec).resume_checkpoint == str(rel / "model_4.pt")
     # Reading only: not a folder or a file was created or changed.
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 

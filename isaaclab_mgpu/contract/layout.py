@@ -33,7 +33,8 @@ DEFAULT_TASK = "cartpole"
 LOGGERS = ("tensorboard", "wandb", "none")
 #: The run folder's timestamp, as Isaac Lab names its run folders.
 STAMP_FORMAT = "%Y-%m-%d_%H-%M-%S"
-_CHECKPOINT = re.compile(r"^model_(\d+)\.pt$")
+#: ``model_<N>.pt``: the built-in worker's checkpoint names (and rsl-rl's); the group is ``N``.
+CHECKPOINT = re.compile(r"^model_(\d+)\.pt$")
 
 
 def run_folder(log_root: str, library: str, experiment: str, stamp: str, run_name: str | None) -> Path:
@@ -63,5 +64,5 @@ def checkpoint_name(iteration: int) -> str:
 
 def checkpoint_iteration(name: str) -> int | None:
     """The iteration in a checkpoint's file name, or None for any other name."""
-    m = _CHECKPOINT.match(name)
+    m = CHECKPOINT.match(name)
     return int(m.group(1)) if m else None

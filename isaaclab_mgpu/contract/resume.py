@@ -29,15 +29,19 @@ Checkpoints are ``model_<N>.pt`` (``N`` completed iterations) with a small JSON 
 ``model_<N>.json`` (:class:`CheckpointMeta`), so the launcher can refuse a mismatched ``--resume``
 and name the iteration a restart resumes from without importing torch.
 
-**Torn checkpoints.** Checkpoints are written to a temporary name, fsynced and renamed
-(:func:`isaaclab_mgpu.contract.files.atomic_open` with ``durable``), yet a file can still be torn
-(copied half, a file system that lost pages, a crash between ``model_<N>.pt`` and its JSON). A
-resume or restart from a run *folder* goes on from the newest checkpoint that is whole
-(:func:`whole`, checked without torch: the file is a complete zip archive, as ``torch.save``
-writes them, and its JSON reads), saying which newer ones it passed over (:func:`newest_whole`);
-rank 0 then loads it, and passes over one that still does not load. A file that loads but is
-refused as unsafe is never passed over: that stays an error. A checkpoint named by its path is
-taken as it is, or refused.
+**Which checkpoint a resume continues from** is chosen by one function, :func:`newest_whole`,
+for the launcher and both rank paths alike (the built-in worker's ``model_<N>.pt``, an Isaac Lab
+library's own names, :data:`ISAAC_CHECKPOINTS`): the highest counter in the run folder (iteration,
+timestep or epoch, never the file's time) that is whole. Checkpoints are written to a temporary
+name, fsynced and renamed (:func:`isaaclab_mgpu.contract.files.atomic_open` with ``durable``), yet
+a file can still be torn (copied half, a file system that lost pages, a crash between
+``model_<N>.pt`` and its JSON): one cut short (:func:`complete`, checked without torch: a complete
+zip archive, as ``torch.save`` writes them), one of the built-in worker's without its readable
+JSON, or, on rank 0, one that does not load is passed over to the one before, in one warning line
+(:meth:`Pick.warning`); none whole is one error line (:meth:`Pick.taken`). A file that loads but
+is refused as unsafe is never passed over: that stays an error. A checkpoint named by its path is
+taken as it is, or refused. What ``--resume auto`` and a bare ``--resume`` mean is said once, at
+:data:`AUTO` and :data:`LATEST`.
 
 **Keeping the newest N** (``--keep_checkpoints N``, ``MGPU_KEEP_CHECKPOINTS``): after rank 0
 wrote a checkpoint whole, it deletes the older ones beyond the newest N (:func:`prune`).
@@ -51,16 +55,26 @@ import os
 import re
 import stat
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 from isaaclab_mgpu.contract import env, files, layout, records
+from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.records import Count, Range
 
 #: Format tag of mgpu's checkpoints and their metadata files.
 FORMAT = "isaaclab-mgpu/1"
+#: ``--resume auto``, the one meaning: ``mgpu train`` (node 0's launcher, before any rank starts)
+#: continues the run a requeued SLURM job trained, else the newest unfinished run of this task,
+#: library and framework, else starts a new run; the ranks get its choice as ``MGPU_RESUME``
+#: (absent: a new run). A rank run by hand refuses it.
+AUTO = "auto"
+#: ``--resume`` without a path. Built-in worker under ``mgpu train``: as :data:`AUTO`, but with no
+#: unfinished run it is refused (exit 2). An Isaac Lab rank, or a rank run by hand: the newest
+#: run of this experiment (Isaac Lab: task and library) holding a checkpoint.
+LATEST = "latest"
 
 
 @dataclass(frozen=True)
@@ -127,58 +141,29 @@ def read_meta(checkpoint: Path) -> CheckpointMeta | None:
     return records.read(CheckpointMeta, data).whole()  # one bad field: the file is not to be trusted
 
 
-def checkpoints(folder: Path) -> list[tuple[int, Path]]:
-    """The ``model_<N>.pt`` regular files directly in ``folder`` (no symlinks), lowest ``N`` first."""
-    found = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return []
-    for e in entries:
-        n = iteration_of(Path(e.name))
-        if n is None:
-            continue
-        with contextlib.suppress(OSError):
-            if stat.S_ISREG(e.stat(follow_symlinks=False).st_mode):
-                found.append((n, Path(e.path)))
-    return sorted(found)
-
-
 #: Checkpoint files of each library inside an Isaac Lab run folder: (sub-folder, name pattern).
-#: The pattern's group is the counter that orders them (rsl-rl: iteration; skrl: timestep). The
-#: Isaac Lab rank continues from them; the launcher looks for them to print the line that continues
-#: an interrupted run.
+#: The pattern's group is the counter that orders them (rsl-rl: iteration; skrl: timestep;
+#: rl-games: epoch). The built-in worker's ``model_<N>.pt`` are rsl-rl's names.
 ISAAC_CHECKPOINTS = {
-    "rsl_rl": ("", re.compile(r"^model_(\d+)\.pt$")),
+    "rsl_rl": ("", layout.CHECKPOINT),
     "skrl": ("checkpoints", re.compile(r"^agent_(\d+)\.(?:pt|pickle)$")),  # torch, JAX
     "rl_games": ("nn", re.compile(r"^last_.+_ep_(\d+)_rew_.*\.pth$")),  # epochs; <name>.pth is the best
 }
 
 
-def isaac_checkpoint_files(library: str, folder: Path) -> list[tuple[int, Path]]:
-    """Every file named as the library's checkpoints in an Isaac Lab run folder, lowest counter first."""
-    sub, pattern = ISAAC_CHECKPOINTS[library]
+def checkpoints(folder: Path, library: str | None = None) -> list[tuple[int, Path]]:
+    """Every checkpoint file of a run folder, lowest counter first: the built-in worker's
+    ``model_<N>.pt`` (``library`` None) or an Isaac Lab library's (:data:`ISAAC_CHECKPOINTS`);
+    regular files only (never a symlink). Whole or not: :func:`newest_whole` chooses among them."""
+    sub, pattern = ISAAC_CHECKPOINTS[library or "rsl_rl"]
     found = []
     with contextlib.suppress(OSError):
-        for entry in os.scandir(folder / sub if sub else folder):
+        for entry in os.scandir(Path(folder) / sub if sub else folder):
             m = pattern.match(entry.name)
-            if m and entry.is_file(follow_symlinks=False):
-                found.append((int(m.group(1)), Path(entry.path)))
+            with contextlib.suppress(OSError):
+                if m and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+                    found.append((int(m.group(1)), Path(entry.path)))
     return sorted(found)
-
-
-def isaac_checkpoints(library: str, folder: Path) -> list[tuple[int, Path]]:
-    """The library's whole checkpoints (:func:`complete`) in an Isaac Lab run folder, lowest first.
-
-    mgpu writes the libraries' checkpoints atomically and fsynced, but a file can still be torn (a
-    copy cut short, one written before); a resume takes the one before."""
-    return [(n, p) for n, p in isaac_checkpoint_files(library, folder) if complete(p)]
-
-
-def latest(folder: Path) -> Path | None:
-    """The checkpoint with the most iterations in ``folder``, if any."""
-    found = checkpoints(folder)
-    return found[-1][1] if found else None
 
 
 def complete(checkpoint: Path) -> bool:
@@ -195,19 +180,63 @@ def complete(checkpoint: Path) -> bool:
         return False
 
 
-def whole(checkpoint: Path) -> bool:
-    """A built-in worker's checkpoint that is complete (:func:`complete`) with a readable JSON beside it."""
-    return complete(checkpoint) and read_meta(checkpoint) is not None
+def flaw(checkpoint: Path, library: str | None = None) -> str | None:
+    """Why ``checkpoint`` is not whole (None: it is): cut short (:func:`complete`), or, for the
+    built-in worker's (``library`` None), without a readable JSON beside it."""
+    if not complete(checkpoint):
+        return "cut short"
+    if library is None and read_meta(checkpoint) is None:
+        return f"no readable {meta_path(checkpoint).name}"
+    return None
 
 
-def newest_whole(folder: Path) -> tuple[Path | None, tuple[Path, ...]]:
-    """The newest whole checkpoint in ``folder`` (None: none) and the newer ones passed over, newest first."""
-    passed: list[Path] = []
-    for _, path in reversed(checkpoints(folder)):
-        if whole(path):
-            return path, tuple(passed)
-        passed.append(path)
-    return None, tuple(passed)
+@dataclass(frozen=True)
+class Pick:
+    """The checkpoint a resume of a run folder continues from, and the newer ones passed over."""
+
+    folder: Path
+    """The run folder."""
+
+    checkpoint: Path | None
+    """Its newest whole checkpoint (None: none whole, or none at all)."""
+
+    passed: tuple[tuple[Path, str], ...] = ()
+    """The newer ones that are not whole, newest first, each with why (``cut short``)."""
+
+    def warning(self) -> str | None:
+        """The one line rank 0 prints when it passed over a torn checkpoint (None: it did not)."""
+        if not self.passed or self.checkpoint is None:
+            return None
+        torn = ", ".join(f"{p} ({why})" for p, why in self.passed)
+        return f"warning: passed over a checkpoint that is not whole: {torn}; resuming from {self.checkpoint}"
+
+    def taken(self) -> Path | None:
+        """:attr:`checkpoint`; UsageError (exit 2, nothing retried) when the folder holds
+        checkpoints but none is whole."""
+        if self.checkpoint is None and self.passed:
+            names = ", ".join(p.name for p, _ in self.passed)
+            why = "; ".join(dict.fromkeys(w for _, w in self.passed))
+            raise UsageError(
+                f"--resume {self.folder}: no whole checkpoint there ({names}: {why}); give --resume "
+                "a whole checkpoint file, or start a new run without --resume"
+            )
+        return self.checkpoint
+
+
+def newest_whole(
+    folder: Path, library: str | None = None, loads: Callable[[Path], str | None] | None = None
+) -> Pick:
+    """The one choice of the checkpoint a resume of run folder ``folder`` continues from, made
+    alike by the launcher and both rank paths: the highest counter (iteration, timestep, epoch;
+    never the file's time) among :func:`checkpoints` that is whole (:func:`flaw`) and, where the
+    caller says, ``loads`` (its reason when not: rank 0 tries the file itself)."""
+    passed: list[tuple[Path, str]] = []
+    for _, path in reversed(checkpoints(folder, library)):
+        why = flaw(path, library) or (loads(path) if loads is not None else None)
+        if why is None:
+            return Pick(Path(folder), path, tuple(passed))
+        passed.append((path, why))
+    return Pick(Path(folder), None, tuple(passed))
 
 
 def keep_checkpoints(environ: Mapping[str, str] | None = None) -> int | None:

@@ -24,6 +24,7 @@ import difflib
 import time
 from dataclasses import dataclass
 
+from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS, STAMP_FORMAT, name_problem
 from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
@@ -36,8 +37,6 @@ EMBEDDED_LIBRARIES = ("rsl_rl", "skrl")
 FRAMEWORKS = ("torch", "jax")
 #: ``--on_drift``: name a drift and go on, or stop the run at a checkpoint.
 DRIFT_ACTIONS = ("warn", "stop")
-#: ``--resume`` without a path: the newest checkpoint of the newest earlier run of this experiment.
-RESUME_LATEST = "latest"
 #: The embedded tasks by name (``isaaclab_mgpu.rank.tasks.TASKS`` has their classes; a test keeps both equal).
 EMBEDDED_TASKS = tuple(TASK_CONFIGS)
 #: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
@@ -104,7 +103,8 @@ class WorkerArgs:
     rank stops at that iteration, rank 0 saves a checkpoint, the run ends ``drifted``)."""
 
     resume: str | None = None
-    """None, :data:`RESUME_LATEST`, or a run folder / checkpoint file to continue from."""
+    """None, :data:`~isaaclab_mgpu.contract.resume.AUTO`, :data:`~isaaclab_mgpu.contract.resume.LATEST`
+    (no path given), or a run folder / checkpoint file to continue from."""
 
     run_name: str | None = None
     """Suffix of the run folder name."""
@@ -217,7 +217,7 @@ def _parser(*, add_help: bool = True) -> argparse.ArgumentParser:
     add(
         "resume",
         nargs="?",
-        const=RESUME_LATEST,
+        const=resume.LATEST,
         default=None,
         metavar="PATH",
         help="Continue from a run or checkpoint (default: the latest).",

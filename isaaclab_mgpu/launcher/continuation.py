@@ -4,12 +4,12 @@ Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (res
 
 - a SLURM job requeued by SLURM (``SLURM_RESTART_COUNT`` > 0) continues the run whose recorded
   SLURM job id is this job's (the batch script runs the same ``mgpu train`` again);
-- ``--resume PATH`` continues that run in its own folder: PATH is a run folder (its newest
-  checkpoint) or one of its ``model_<N>.pt``;
-- ``--resume`` with no path and ``--resume auto`` mean one thing: the newest unfinished run of this
-  experiment (task, library and framework equal; unfinished: :data:`~.runs.UNFINISHED`). When
-  there is none, ``--resume auto`` starts a new run (the same command works for the first
-  submission and every one after) and bare ``--resume`` is refused (exit 2);
+- ``--resume PATH`` continues that run in its own folder: PATH is a run folder (the checkpoint
+  :func:`isaaclab_mgpu.contract.resume.newest_whole` picks, as rank 0 does) or one of its
+  ``model_<N>.pt``;
+- ``--resume auto`` and ``--resume`` with no path: as :data:`isaaclab_mgpu.contract.resume.AUTO`
+  and :data:`~isaaclab_mgpu.contract.resume.LATEST` say (unfinished: :data:`~.runs.UNFINISHED`);
+  the same ``--resume auto`` command works for the first submission and every one after;
 - otherwise a new folder, created exclusively (two runs started in the same second get two).
 
 :func:`choose` makes that choice without writing anything (``dry-run`` says what it would take,
@@ -44,11 +44,6 @@ from isaaclab_mgpu.launcher import runs
 from isaaclab_mgpu.launcher.attempts import RunPlace
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec
 from isaaclab_mgpu.launcher.spec import LaunchSpec
-
-#: ``--resume auto``: continue the newest unfinished run, else start a new one.
-RESUME_AUTO = "auto"
-#: ``--resume`` without a path (the worker's spelling of it).
-RESUME_LATEST = "latest"
 
 
 @dataclass(frozen=True)
@@ -143,12 +138,12 @@ def choose(
     if resolved.slurm_job_id and resolved.slurm_restart_count > 0:
         folder = _slurm_run(resume.own_run_folders(experiment, root), resolved.slurm_job_id)
         why = f"SLURM requeued job {resolved.slurm_job_id} (restart {resolved.slurm_restart_count})"
-    if folder is None and given in (RESUME_AUTO, RESUME_LATEST):
+    if folder is None and given in (resume.AUTO, resume.LATEST):
         # One meaning for both: the newest unfinished run of this task, library and framework.
-        folder = _unfinished_run(resume.own_run_folders(experiment, root), ident)
-        flag = "--resume auto" if given == RESUME_AUTO else "--resume"
+        folder = unfinished_run(resume.own_run_folders(experiment, root), ident)
+        flag = "--resume auto" if given == resume.AUTO else "--resume"
         why = f"{flag}: the newest unfinished run"
-        if folder is None and given == RESUME_LATEST:
+        if folder is None and given == resume.LATEST:
             raise UsageError(
                 f"--resume: no unfinished {ident.library}/{ident.framework} run of {ident.task} under "
                 f"{experiment}; give --resume PATH to continue a finished one, or --resume auto to "
@@ -160,7 +155,7 @@ def choose(
     if folder is None:
         return None
     source = source or str(folder)
-    checkpoint = _newest_whole(folder) if Path(source).is_dir() else Path(source)
+    checkpoint = resume.newest_whole(folder).taken() if Path(source).is_dir() else Path(source)
     notes: list[str] = []
     at = _check(checkpoint, ident, world_size, notes) if checkpoint is not None else 0
     return Choice(folder, source, checkpoint, at, why, tuple(notes))
@@ -186,7 +181,7 @@ def preview(resolved: ResolvedSpec, world_size: int | None) -> str | None:
     if choice is None:
         return (
             "train would start a new run: --resume auto found no unfinished run"
-            if given == RESUME_AUTO
+            if given == resume.AUTO
             else None
         )
     loads = f"from {choice.checkpoint}" if choice.checkpoint is not None else "from nothing (no checkpoint)"
@@ -226,7 +221,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
     except OSError as exc:
         raise UsageError(f"cannot create the run folder under {experiment}: {exc}") from None
     new_notes: tuple[str, ...] = ()
-    if given == RESUME_AUTO:
+    if given == resume.AUTO:
         new_notes = (f"--resume auto: no unfinished run under {experiment}; starting {folder}",)
     return Placement(RunPlace(folder, None), new_notes)
 
@@ -247,31 +242,18 @@ def _isaac_run(
     if job and resolved.slurm_restart_count > 0 and (folder := _slurm_run(folders, job)) is not None:
         why = f"SLURM requeued job {job} (restart {resolved.slurm_restart_count})"
         return folder, (f"{why}: continuing {folder} from its newest checkpoint",)
-    if given != RESUME_AUTO:
+    if given != resume.AUTO:
         return None, ()
-    if (folder := _unfinished_run(folders, ident)) is not None:
+    if (folder := unfinished_run(folders, ident)) is not None:
         return folder, (f"--resume auto: the newest unfinished run: continuing {folder}",)
     return None, (f"--resume auto: no unfinished {ident.library} run of {ident.task} under {library}; "
                   "starting a new one",)  # fmt: skip
 
 
-def _newest_whole(folder: Path) -> Path | None:
-    """The checkpoint a resume of ``folder`` continues from: its newest whole one (rank 0 says which
-    newer ones it passes over); none whole among several: bad input, nothing started."""
-    found, passed = resume.newest_whole(folder)
-    if found is None and passed:
-        names = ", ".join(p.name for p in passed)
-        raise UsageError(
-            f"--resume {folder}: no whole checkpoint there ({names}: cut short, or without their "
-            ".json); give --resume a whole model_<N>.pt, or start a new run without --resume"
-        )
-    return found
-
-
 def _given(path: Path) -> tuple[Path, str]:
     """``--resume PATH``: the run folder it continues and the checkpoint (or folder) to load."""
     if path.is_dir():
-        if resume.latest(path) is None:
+        if not resume.checkpoints(path):
             raise UsageError(f"--resume {path}: no model_<N>.pt in this folder")
         return path, str(path)
     if path.is_file():
@@ -308,7 +290,7 @@ def _slurm_run(folders: Iterable[Path], job_id: str) -> Path | None:
     return None
 
 
-def _unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
+def unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
     """The first of ``folders`` (newest first) left unfinished by a run of ``ident``'s training."""
     for folder in folders:
         found = summaries.read(folder)

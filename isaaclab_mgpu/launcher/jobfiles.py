@@ -88,6 +88,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
+from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE, UsageError
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.options import check_options, flag_of, option, to_argv
@@ -303,7 +304,7 @@ def job_command(spec: LaunchSpec, grace_period: int | None = None) -> list[str]:
     mgpu, train, *rest = train_argv(spec)
     argv = [mgpu, train, *(["--grace_period", str(grace_period)] if grace_period is not None else []), *rest]
     if spec.worker is not None and spec.worker.resume is None:
-        argv += ["--resume", "auto"]
+        argv += ["--resume", resume.AUTO]
     return argv
 
 
@@ -373,7 +374,7 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
         lines.append("#SBATCH --no-kill")
     lines += [f"#SBATCH --output={name}-%j.out", "", "set -euo pipefail", ""]
     train = argv[1] == "train"
-    if train and spec.worker is not None and spec.worker.resume in (None, "auto"):
+    if train and spec.worker is not None and spec.worker.resume in (None, resume.AUTO):
         lines.append("# Submitting it again continues the newest unfinished run (--resume auto).")
     lines += [
         "# One mgpu per node (--ntasks-per-node=1); it starts that node's ranks and supervises them,",

@@ -102,7 +102,7 @@ def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int, P
     if named_by_rank:  # the library's own checkpoints: rank 0's account gave the newest one's iteration
         found = summaries.read(run_dir)
         return (found.checkpoint_iteration if found is not None else None) or 0, None
-    newest, _ = resume.newest_whole(run_dir)
+    newest = resume.newest_whole(run_dir).checkpoint
     if newest is None:
         return 0, None
     meta = resume.read_meta(newest)

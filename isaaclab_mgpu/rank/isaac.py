@@ -261,11 +261,10 @@ class Bookkeeper(compat.Observer):
         if self.ctx.rank != 0 or self.run_dir is None:
             return
         self.saved_at = iteration
-        found = resume.isaac_checkpoints(self.library, self.run_dir) if self.library else []
-        self.saved_path = found[-1][1] if found else None
-        if found:  # --keep_checkpoints: the older ones go now that this one is whole on disk
-            every = resume.isaac_checkpoint_files(self.library, self.run_dir)
-            resume.prune(every, found[-1][1], resume.keep_checkpoints(self.environ))
+        self.saved_path = _whole(self.library, self.run_dir)
+        if self.saved_path is not None:  # --keep_checkpoints: the older ones go now that this one is whole
+            keep = resume.keep_checkpoints(self.environ)
+            resume.prune(resume.checkpoints(self.run_dir, self.library), self.saved_path, keep)
         self._refresh(force=True)
 
     def _stop_here(self, iteration: int) -> bool:
@@ -375,7 +374,7 @@ class Bookkeeper(compat.Observer):
         rewards = [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in per_iter.T]
         iterations = len(self.rewards)
         if self.saved_path is None and run_dir is not None:
-            self.saved_path = _whole(self.library, run_dir) if self.library else None
+            self.saved_path = _whole(self.library, run_dir)
         done = "drifted" if self.drift.stopped else "stopped" if self.stopped else "finished"
         status = {0: done, EXIT_INTERRUPTED: "interrupted"}.get(exit_status, "failed")
         return self._account(
@@ -436,9 +435,9 @@ def _checksum(modules: list[Any]) -> str:
     return checksum(arrays)
 
 
-def _whole(library: str, run_dir: Path) -> Path | None:
-    found = resume.isaac_checkpoints(library, run_dir)
-    return found[-1][1] if found else None
+def _whole(library: str | None, run_dir: Path) -> Path | None:
+    """The run folder's newest whole checkpoint of ``library`` (None: none, or no library)."""
+    return resume.newest_whole(run_dir, library).checkpoint if library else None
 
 
 def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:

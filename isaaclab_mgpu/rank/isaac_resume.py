@@ -5,20 +5,21 @@ A rank of an Isaac Lab task continues a run when it is asked to (:func:`request`
 - the launcher's ``MGPU_RESUME`` or ``MGPU_RUN_DIR`` (:mod:`isaaclab_mgpu.contract.resume`), or the
   worker's ``--resume PATH``: a checkpoint file, or an Isaac Lab run folder (its newest checkpoint;
   none yet: iteration 0 in it);
-- ``--resume`` without a path (:data:`~isaaclab_mgpu.contract.worker_args.RESUME_LATEST`): the newest
-  run of this task and library that holds a checkpoint;
+- ``--resume`` without a path (:data:`~isaaclab_mgpu.contract.resume.LATEST`): the newest
+  run of this task and library that holds a whole checkpoint;
 - a restart (``MGPU_ATTEMPT`` > 0) with neither: this launch's own run, the folder Isaac Lab named
   from the launcher's stamp, from its newest checkpoint (a restart of a launch that began at a
   given checkpoint file goes on from that run's newest one);
-- ``--resume auto`` is the launcher's (:mod:`isaaclab_mgpu.launcher.continuation`): what it chose
+- ``--resume auto`` (:data:`~isaaclab_mgpu.contract.resume.AUTO`) is the launcher's: what it chose
   comes as ``MGPU_RESUME``, and without it the run is new.
 
 Rank 0 alone looks at the file system (:func:`locate`): the run folder, its Isaac Lab stamp (the
-first 19 characters of the folder's name, Isaac Lab's ``%Y-%m-%d_%H-%M-%S``) and the checkpoint, by
-each library's own naming (:data:`~isaaclab_mgpu.contract.resume.ISAAC_CHECKPOINTS`). Isaac Lab
-then runs with ``--run_timestamp`` set to that stamp, which makes it name the same folder (the
-resumed run writes where the first one did), and ``--checkpoint`` set to the file, which its own
-resume code loads on every rank.
+first 19 characters of the folder's name, Isaac Lab's ``%Y-%m-%d_%H-%M-%S``) and the checkpoint
+that :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks by each library's own naming and
+counter (:data:`~isaaclab_mgpu.contract.resume.ISAAC_CHECKPOINTS`), as the launcher and the
+built-in worker pick theirs. Isaac Lab then runs with ``--run_timestamp`` set to that stamp, which
+makes it name the same folder (the resumed run writes where the first one did), and
+``--checkpoint`` set to the file, which its own resume code loads on every rank.
 
 **No shared file system needed** (torchrun launches, the agent's store): rank 0 sends the stamp
 and the checkpoint's bytes through torchrun's key-value store before Isaac Lab starts, every other
@@ -51,8 +52,6 @@ from isaaclab_mgpu.contract.errors import UsageError
 
 #: ``request`` for "this launch's own run" (a restart without an explicit source).
 THIS_RUN = ":this-run:"
-#: ``--resume auto``: the launcher chooses (a requeued job's run, the newest unfinished one).
-AUTO = "auto"
 _STAMP_LEN = len(time.strftime(layout.STAMP_FORMAT))
 
 
@@ -81,12 +80,12 @@ class Continuation:
 
 def request(given: str | None, environ: Mapping[str, str]) -> str | None:
     """What this rank is asked to continue (a path, ``latest``, :data:`THIS_RUN`), or None."""
-    if given == AUTO and env.ATTEMPT in environ:
+    if given == resume.AUTO and env.ATTEMPT in environ:
         given = None  # mgpu resolved --resume auto itself: what it found is MGPU_RESUME, else a new run
     source = environ.get(env.RESUME) or environ.get(env.RUN_DIR) or given
     if source is None and resume.attempt(environ) > 0:
         return THIS_RUN
-    if source == AUTO:
+    if source == resume.AUTO:
         raise UsageError("--resume auto is mgpu train's: it chooses the run before the ranks start")
     return source
 
@@ -106,24 +105,15 @@ def stamp_of(folder: Path) -> tuple[str, str | None]:
 
 
 def _newest(library: str, folder: Path) -> Path | None:
-    """The newest whole checkpoint of ``folder``; the newer torn ones passed over in one warning
-    line; torn ones only: one error line (nothing whole to continue from)."""
-    every = resume.isaac_checkpoint_files(library, folder)
-    whole = [(n, p) for n, p in every if resume.complete(p)]
-    newest = whole[-1] if whole else None
-    passed = [p for n, p in every if (n, p) not in whole and (newest is None or n > newest[0])]
-    if passed and newest is None:
-        raise UsageError(
-            f"--resume {folder}: no whole checkpoint there ({', '.join(p.name for p in passed)}: cut "
-            "short); give --resume a whole checkpoint file, or start a new run without --resume"
-        )
-    if passed:
+    """The checkpoint :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks in ``folder``; the
+    newer torn ones passed over in one warning line; torn ones only: one error line."""
+    pick = resume.newest_whole(folder, library)
+    found = pick.taken()
+    if (warning := pick.warning()) is not None:
         from isaaclab_mgpu.rank.console import TrainingConsole
 
-        names = ", ".join(str(p) for p in reversed(passed))
-        TrainingConsole(0).note(f"warning: passed over a checkpoint that is not whole: {names} (cut short); "
-                                f"resuming from {newest[1]}")  # fmt: skip
-    return newest[1] if newest else None
+        TrainingConsole(0).note(warning)
+    return found
 
 
 def run_folder_of(library: str, checkpoint: Path) -> Path:
@@ -147,10 +137,9 @@ def locate(
         if not mine:
             return None, None  # the first attempt died before Isaac Lab named its folder
         return mine[0], _newest(library, mine[0])
-    if source == "latest":
+    if source == resume.LATEST:
         for folder in sorted((f for f in runs.glob("*/*") if f.is_dir()), key=lambda f: f.name, reverse=True):
-            found = resume.isaac_checkpoints(library, folder)
-            if found and _same_task(folder, task):
+            if resume.newest_whole(folder, library).checkpoint and _same_task(folder, task):
                 return folder, _newest(library, folder)
         raise UsageError(
             f"--resume: no {library} run of {task} with a checkpoint under {runs}; give --resume PATH"
@@ -181,7 +170,7 @@ def plan(library: str, task: str, source: str | None, stamp: str, *, restarted: 
     """
     if source is None:
         return Continuation(stamp=stamp)
-    if restarted and source not in (THIS_RUN, "latest") and Path(source).is_file():
+    if restarted and source not in (THIS_RUN, resume.LATEST) and Path(source).is_file():
         source = str(run_folder_of(library, Path(source).resolve()))
     folder, checkpoint = locate(library, task, source, stamp)
     if folder is None:

@@ -43,7 +43,7 @@ if attempt > 0 and given != str(folder.resolve()):
 args = parse_args(["--task", "Isaac-Cartpole-Direct", "--rl_library", "rsl_rl", "--device", "cpu",
                    "--max_iterations", str(TOTAL), "--num_envs", "8"])  # fmt: skip
 ctx = RankContext(rank=0, local_rank=0, world_size=1, device="cpu", seed=42)
-newest = resume.isaac_checkpoints("rsl_rl", folder) if attempt else []
+newest = resume.checkpoints(folder, "rsl_rl") if attempt else []
 cont = Continuation(os.environ[env.RUN_STAMP], folder=str(folder.resolve()) if newest else None)
 book = Bookkeeper(ctx, "torch", cont, TOTAL, "rsl_rl", args)
 folder.mkdir(parents=True, exist_ok=True)

@@ -359,22 +359,21 @@ def disk_facts(spec: LaunchSpec) -> DiskFacts | None:
 
 
 def _resumed_checkpoint(spec: LaunchSpec) -> Path | None:
-    """The checkpoint a built-in worker's ``--resume`` would continue from, when it can be told here."""
+    """The checkpoint a built-in worker's ``--resume`` would continue from, when it can be told here
+    (``--resume auto`` and bare ``--resume``: the newest unfinished run, as the launcher takes it)."""
     from isaaclab_mgpu.contract import resume
-    from isaaclab_mgpu.launcher.continuation import identity_of
+    from isaaclab_mgpu.launcher.continuation import identity_of, unfinished_run
 
     ident, given = identity_of(spec)
     if not given:
         return None
-    if given not in ("auto", "latest"):
-        path = Path(given)
-        return resume.newest_whole(path)[0] if path.is_dir() else path if path.is_file() else None
-    experiment = Path(ident.log_root) / ident.library / ident.experiment
-    for folder in resume.own_run_folders(experiment, Path(ident.log_root)):
-        found = resume.newest_whole(folder)[0]
-        if found is not None:
-            return found
-    return None
+    path: Path | None = Path(given)
+    if given in (resume.AUTO, resume.LATEST):
+        experiment = Path(ident.log_root) / ident.library / ident.experiment
+        path = unfinished_run(resume.own_run_folders(experiment, Path(ident.log_root)), ident)
+    if path is None:
+        return None
+    return resume.newest_whole(path).checkpoint if path.is_dir() else path if path.is_file() else None
 
 
 def installed_packages() -> tuple[Package, ...]:

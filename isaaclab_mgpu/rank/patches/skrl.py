@@ -99,7 +99,6 @@ import copy
 import dataclasses
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -107,7 +106,7 @@ from typing import Any
 
 import numpy as np
 
-from isaaclab_mgpu.contract import env, progress
+from isaaclab_mgpu.contract import env, progress, resume
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import drift, localcomm
 from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, all_moments, durable_saves
@@ -545,7 +544,6 @@ def observe(runner: Any, cfg: dict, observer: Observer) -> None:
 
 # --- fix 6: resume ------------------------------------------------------------------------------
 
-_CHECKPOINT = re.compile(r"^agent_(\d+)\.(?:pt|pickle)$")  # torch, JAX
 #: The agent's per-timestep calls the trainer makes (each takes ``timestep=`` and ``timesteps=``).
 _PER_TIMESTEP = ("pre_interaction", "act", "record_transition", "post_interaction")
 
@@ -570,7 +568,7 @@ def continue_timesteps(runner: Any, cfg: dict, on_resumed: Callable[[int, str], 
 
     def loaded(path: str) -> Any:
         # skrl Agent.load restores the modules only; the timestep is in skrl's checkpoint name.
-        m = _CHECKPOINT.match(os.path.basename(path))
+        m = resume.ISAAC_CHECKPOINTS["skrl"][1].match(os.path.basename(path))
         if m is None or int(m.group(1)) % rollouts:
             raise UsageError(
                 f"--resume {path}: not a skrl checkpoint taken at an update (agent_<T>, T a multiple "

@@ -14,7 +14,7 @@ and a file that needs arbitrary unpickling is refused with one line naming it. O
 the file (:func:`read`); the other ranks get its bytes over the process group and load those.
 A file that is not a readable torch archive at all (cut short, overwritten) is
 :class:`TornCheckpoint`: resuming from a run folder, rank 0 passes over it to the one before
-(:func:`candidates`); a refused one is never passed over.
+(:func:`isaaclab_mgpu.contract.resume.newest_whole` chooses); a refused one is never passed over.
 """
 
 from __future__ import annotations
@@ -85,26 +85,15 @@ def load(path: Path) -> dict[str, Any]:
     return load_bytes(read(path), path)
 
 
-def candidates(value: str) -> list[Path]:
-    """What rank 0 may continue from, in the order it tries them: the file ``value`` names, or a run
-    folder's checkpoints, newest first (empty: the run starts at iteration 0)."""
-    path = Path(value)
-    if path.is_dir():
-        return [p for _, p in reversed(resume.checkpoints(path))]
-    if not path.is_file():
-        raise UsageError(f"--resume {value}: no such run folder or checkpoint file")
-    return [path]
-
-
 def find_latest(current_run: Path) -> Path:
-    """``--resume`` without a path, run by hand: the newest checkpoint of the newest earlier run of
-    this experiment that this user owns (never through a symlink; see
+    """``--resume`` without a path, run by hand: the newest earlier run of this experiment that
+    holds a checkpoint and that this user owns (never through a symlink; see
     :func:`isaaclab_mgpu.contract.resume.own_run_folders`)."""
     experiment = Path(current_run).parent
     log_root = experiment.parent.parent
     for run in resume.own_run_folders(experiment, log_root):
-        if run.name != Path(current_run).name and (found := resume.latest(run)) is not None:
-            return found
+        if run.name != Path(current_run).name and resume.checkpoints(run):
+            return run
     raise UsageError(f"--resume: no checkpoint under {experiment}; train once first or give --resume PATH")
 
 

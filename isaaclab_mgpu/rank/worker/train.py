@@ -138,7 +138,7 @@ def run(
     # A rank on another node than mgpu's node 0 has no run folder here, and needs none: only rank 0 writes.
     elsewhere = ATTEMPT in env_vars and RUN_DIR not in env_vars
     # A full disk met from here on (a checkpoint, the summary, a log): one line, exit 74.
-    with checkpoint.disk_full_is_one_line(lambda: run_dir, lambda d: resume.newest_whole(d)[0]):
+    with checkpoint.disk_full_is_one_line(lambda: run_dir, lambda d: resume.newest_whole(d).checkpoint):
         if ctx.rank == 0 or not elsewhere:
             my_dir.mkdir(parents=True, exist_ok=True)
         # The W&B run: the one this run folder's summary records when the run continues (a restart,
@@ -312,14 +312,13 @@ def _resume(
 ) -> tuple[int, str | None]:
     """Load the checkpoint to continue from, if any: read on rank 0, its bytes broadcast to all.
 
-    Rank 0 tries the candidates newest first (:func:`_first_whole`); every rank loads the bytes of
-    the one that loaded. Returns the iteration to start at and the checkpoint's path (None: a
-    fresh start)."""
+    Rank 0 chooses and reads it (:func:`_rank0_checkpoint`); every rank loads its bytes. Returns
+    the iteration to start at and the checkpoint's path (None: a fresh start)."""
     path = None
     data = b""
     loaded = None
     if ctx.rank == 0:
-        path, data, loaded = _first_whole(_resume_candidates(args, run_dir, environ), console)
+        path, data, loaded = _rank0_checkpoint(args, run_dir, environ, console)
     if ctx.distributed:
         progress.beat("broadcast")
         data = comm.broadcast_bytes(data)
@@ -347,53 +346,44 @@ def _resume(
     return start, str(path) if path is not None else None
 
 
-def _first_whole(
-    found: tuple[list[Path], bool], console: TrainingConsole
+def _rank0_checkpoint(
+    args: WorkerArgs, run_dir: Path, environ: Mapping[str, str], console: TrainingConsole
 ) -> tuple[Path | None, bytes, dict[str, Any] | None]:
-    """Rank 0: the newest candidate that is whole and loads, its bytes and its content.
+    """Rank 0: the checkpoint to continue from (mgpu's ``MGPU_RESUME`` or, by hand, ``--resume``),
+    its bytes and its content; (None, b"", None): a fresh start.
 
-    ``found`` is the candidates and whether they are a run folder's (then a torn one is passed
-    over, in one warning line naming it; none whole: one error line). A named file is loaded as
-    it is; a file refused as unsafe is an error either way, never passed over."""
-    paths, from_folder = found
-    passed: list[str] = []
-    for path in paths:
-        try:
-            if from_folder and resume.read_meta(path) is None:
-                meta = resume.meta_path(path).name
-                raise checkpoint.TornCheckpoint(f"checkpoint {path}: its {meta} is missing or unreadable")
-            data = checkpoint.read(path)
-            loaded = checkpoint.load_bytes(data, path)
-        except checkpoint.TornCheckpoint as exc:
-            if not from_folder:
-                raise
-            passed.append(str(exc).removeprefix("checkpoint "))
-            continue
-        if passed:
-            bad = "; ".join(passed)
-            console.note(f"warning: passed over a checkpoint that is not whole: {bad}; resuming from {path}")
-        return path, data, loaded
-    if passed:
-        raise UsageError(
-            f"--resume: no whole checkpoint in {paths[0].parent}: {'; '.join(passed)}; "
-            "give --resume a whole model_<N>.pt, or start a new run without --resume"
-        )
-    return None, b"", None
-
-
-def _resume_candidates(
-    args: WorkerArgs, run_dir: Path, environ: Mapping[str, str]
-) -> tuple[list[Path], bool]:
-    """Rank 0's checkpoints to try, newest first, from mgpu's ``MGPU_RESUME`` or, by hand,
-    ``--resume``; and whether they are a run folder's (True) or one named file."""
+    A run folder's is :func:`isaaclab_mgpu.contract.resume.newest_whole`'s pick, where a file that
+    does not load is passed over too (one warning line; none whole: one error line). A named file
+    is loaded as it is; a file refused as unsafe is an error either way, never passed over."""
     given = environ.get(RESUME)
     if given is None and ATTEMPT in environ:
-        return [], False  # mgpu resolved --resume itself and found nothing to continue
+        return None, b"", None  # mgpu resolved --resume itself and found nothing to continue
     if given is None and args.resume is not None:
-        given = str(checkpoint.find_latest(run_dir).parent) if args.resume == "latest" else args.resume
+        given = str(checkpoint.find_latest(run_dir)) if args.resume == resume.LATEST else args.resume
     if not given:
-        return [], False
-    return checkpoint.candidates(given), Path(given).is_dir()
+        return None, b"", None
+    path = Path(given)
+    if not path.is_dir():
+        if not path.is_file():
+            raise UsageError(f"--resume {given}: no such run folder or checkpoint file")
+        data = checkpoint.read(path)
+        return path, data, checkpoint.load_bytes(data, path)
+    read: dict[Path, tuple[bytes, dict[str, Any]]] = {}
+
+    def loads(candidate: Path) -> str | None:
+        try:
+            data = checkpoint.read(candidate)
+            read[candidate] = data, checkpoint.load_bytes(data, candidate)
+        except checkpoint.TornCheckpoint as exc:
+            return str(exc).removeprefix(f"checkpoint {candidate}").lstrip(": ").removeprefix("is ")
+        return None
+
+    pick = resume.newest_whole(path, loads=loads)
+    if (found := pick.taken()) is None:
+        return None, b"", None
+    if (warning := pick.warning()) is not None:
+        console.note(warning)
+    return found, *read[found]
 
 
 def _loop(
