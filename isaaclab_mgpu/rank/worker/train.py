@@ -83,7 +83,7 @@ def _seed(seed: int) -> None:
 
 
 def _make_env(args: WorkerArgs, num_envs: int | None, ctx: RankContext) -> Any:
-    """The rank's embedded task (Isaac Lab tasks take :mod:`isaaclab_mgpu.isaac` instead)."""
+    """The rank's embedded task (Isaac Lab tasks take :mod:`isaaclab_mgpu.rank.isaac` instead)."""
     from isaaclab_mgpu.rank import backends, tasks
 
     n = num_envs or backends.DEFAULTS.get(args.task, backends.FALLBACK).num_envs
@@ -121,7 +121,7 @@ def run(
     """Train one rank as ``args`` asks, telling ``console_for(rank)``; return its exit code (0, or 130)."""
     from isaaclab_mgpu.contract.worker_args import is_isaac_task
 
-    if is_isaac_task(args.task):  # Isaac Lab's own training code path (isaaclab_mgpu.isaac)
+    if is_isaac_task(args.task):  # Isaac Lab's own training code path (isaaclab_mgpu.rank.isaac)
         from isaaclab_mgpu.rank.isaac import run as run_isaac
 
         return run_isaac(args, environ)
