@@ -230,13 +230,17 @@ def _runs_json(cwd: Path, *args: str) -> object:
     return json.loads(done.stdout)
 
 
+def _ended_run(tmp_path: Path, *args: str, code: int = 0, limit: float = 240) -> tuple[Path, list[ev.Event]]:
+    """A TINY rsl_rl run with ``args`` to its end: its exit code is ``code``; its folder and ledger."""
+    got, out = Run(train_argv("rsl_rl", *args, *TINY), tmp_path).finish(limit)
+    assert got == code, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    return folder, _ledger_of(folder)
+
+
 @pytest.mark.slow
 def test_with_the_stall_watch_off_the_ranks_still_report_to_the_record(tmp_path):
-    off = ("--stall_timeout", "0", "--startup_timeout", "0")
-    code, out = Run(train_argv("rsl_rl", *off, *TINY), tmp_path).finish(240)
-    assert code == 0, out[-4000:]
-    (folder,) = run_folders(tmp_path, "rsl_rl")
-    events = _ledger_of(folder)
+    folder, events = _ended_run(tmp_path, "--stall_timeout", "0", "--startup_timeout", "0")
     assert any(isinstance(e, ev.Account) for e in events), _kinds(events)
     _agrees_with_summary(folder, events)
     s = summary_of(folder)
@@ -245,10 +249,7 @@ def test_with_the_stall_watch_off_the_ranks_still_report_to_the_record(tmp_path)
 
 @pytest.mark.slow
 def test_a_finished_run_leaves_its_story(tmp_path):
-    code, out = Run(train_argv("rsl_rl", *TINY), tmp_path).finish(240)
-    assert code == 0, out[-4000:]
-    (folder,) = run_folders(tmp_path, "rsl_rl")
-    events = _ledger_of(folder)
+    folder, events = _ended_run(tmp_path)
     assert _kinds(events) == ["launched", "attempt_started", "ranks_up", "trained", "finished"], _kinds(
         events
     )
@@ -274,11 +275,9 @@ def test_a_finished_run_leaves_its_story(tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
-    fault = ("--simulate_fault", "kill@5,rank=1", "--max_restarts", "1")
-    code, out = Run(train_argv("rsl_rl", *fault, *TINY), tmp_path).finish(300)
-    assert code == 0, out[-4000:]
-    (folder,) = run_folders(tmp_path, "rsl_rl")
-    events = _ledger_of(folder)
+    folder, events = _ended_run(
+        tmp_path, "--simulate_fault", "kill@5,rank=1", "--max_restarts", "1", limit=300
+    )
     kinds = [k for k in _kinds(events) if k != "straggler"]  # a loaded machine may name one
     assert kinds == [
         "launched", "attempt_started", "ranks_up", "trained", "fault",
@@ -315,10 +314,7 @@ def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
 
 @pytest.mark.slow
 def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
-    code, out = Run(train_argv("rsl_rl", "--simulate_fault", "requeue@3", *TINY), tmp_path).finish(240)
-    assert code == 75, out[-4000:]
-    (folder,) = run_folders(tmp_path, "rsl_rl")
-    events = _ledger_of(folder)
+    folder, events = _ended_run(tmp_path, "--simulate_fault", "requeue@3", code=75)
     assert _kinds(events)[-1] == "requeue", _kinds(events)
     stop = [e for e in events if e.kind != "summary"][-1]
     assert isinstance(stop, ev.Requeue) and not stop.requeued and stop.signal == "SIGUSR1", stop
