@@ -981,11 +981,8 @@ def _checkpoint_at(folder, iteration: int | None) -> str | None:
     from isaaclab_mgpu.contract import resume
 
     newest = resume.newest_whole(Path(folder)).checkpoint
-    if newest is not None:
-        meta = resume.read_meta(newest)
-        it = meta.iteration if meta is not None else resume.iteration_of(newest)
-        if iteration is None or it == iteration:
-            return str(newest)
+    if newest is not None and (iteration is None or resume.saved_iteration(newest) == iteration):
+        return str(newest)
     ledger = ev.read(folder, kinds=("checkpoint",))
     events = ledger.events if ledger is not None else ()
     found = [e for e in events if isinstance(e, ev.Checkpoint) and iteration in (None, e.iteration)]

@@ -122,6 +122,12 @@ def iteration_of(checkpoint: Path) -> int | None:
     return layout.checkpoint_iteration(Path(checkpoint).name)
 
 
+def saved_iteration(checkpoint: Path) -> int | None:
+    """The iterations ``checkpoint`` holds: its JSON's, else its name's ``N``."""
+    meta = read_meta(checkpoint)
+    return meta.iteration if meta is not None else iteration_of(checkpoint)
+
+
 def write_meta(checkpoint: Path, meta: CheckpointMeta) -> Path:
     """Write ``checkpoint``'s metadata file atomically and durably (a private temporary file,
     ``fsync``, a rename)."""

@@ -105,8 +105,7 @@ def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int, P
     newest = resume.newest_whole(run_dir).checkpoint
     if newest is None:
         return 0, None
-    meta = resume.read_meta(newest)
-    return (meta.iteration if meta is not None else resume.iteration_of(newest)) or 0, newest
+    return resume.saved_iteration(newest) or 0, newest
 
 
 class RunLedger:
