@@ -37,6 +37,11 @@ FORMAT = resume.FORMAT
 class TornCheckpoint(UsageError):
     """A checkpoint that is not a readable torch file (cut short, or unreadable): not whole."""
 
+    def __init__(self, path: str | Path, why: str, sep: str = " ") -> None:
+        super().__init__(f"checkpoint {path}{sep}{why}")
+        self.why = why
+        """Why it is not whole, without the path (what a warning line lists beside the file)."""
+
 
 def save(path: Path, payload: dict[str, Any], meta: resume.CheckpointMeta) -> Path:
     """Write ``payload`` to ``path`` and its metadata beside it, each atomically and durably."""
@@ -58,7 +63,7 @@ def read(path: Path) -> bytes:
             raise UsageError(f"checkpoint {path} is not a file; give a model_<N>.pt or its run folder")
         return Path(path).read_bytes()
     except OSError as exc:
-        raise TornCheckpoint(f"checkpoint {path}: cannot read it ({exc.strerror})") from None
+        raise TornCheckpoint(path, f"cannot read it ({exc.strerror})", ": ") from None
 
 
 def load_bytes(data: bytes, name: str | Path) -> dict[str, Any]:
@@ -74,7 +79,7 @@ def load_bytes(data: bytes, name: str | Path) -> dict[str, Any]:
         ) from None
     except (RuntimeError, EOFError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TornCheckpoint(f"checkpoint {name} is not a readable torch file: {reason}") from None
+        raise TornCheckpoint(name, f"not a readable torch file: {reason}", " is ") from None
     if not isinstance(loaded, dict) or loaded.get("format") != FORMAT:
         raise UsageError(f"checkpoint {name}: not an isaaclab-mgpu checkpoint (model_<N>.pt of a run folder)")
     return loaded

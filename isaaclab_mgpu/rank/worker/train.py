@@ -375,7 +375,7 @@ def _rank0_checkpoint(
             data = checkpoint.read(candidate)
             read[candidate] = data, checkpoint.load_bytes(data, candidate)
         except checkpoint.TornCheckpoint as exc:
-            return str(exc).removeprefix(f"checkpoint {candidate}").lstrip(": ").removeprefix("is ")
+            return exc.why
         return None
 
     pick = resume.newest_whole(path, loads=loads)
