@@ -403,10 +403,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
                 f"stopped at a checkpoint{where} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
                 "the requeued job continues this run"
             )
-            report.note(
-                "expected next, not failures: srun's 'Exited with exit code 75' for each node and "
-                "slurmstepd's '*** STEP … CANCELLED … DUE TO JOB REQUEUE ***'"
-            )
+            report.note(_REQUEUE_EXPECTED)
             ok, said = requeue(resolved.slurm_job_id)
             if not ok:
                 stop(requeued=False, said=said or "no output")
@@ -420,6 +417,9 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
         stop(requeued=False)
         record.note(exit_status=EXIT_REQUEUE)
         if spec.requeue and not node0:
+            # This node's step ends now, before node 0 has said it: srun reports each node's exit
+            # as it comes, so every node says what follows before its own exit.
+            report.note(_REQUEUE_EXPECTED)
             raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
         again = _resubmit_line(resolved)
         raise Requeued(
@@ -971,6 +971,13 @@ def _end_event(folder, seen: int):
     new = ledger.events[seen:] if ledger is not None else ()
     ends = ev.Interrupted | ev.Requeue | ev.Finished | ev.Failed
     return next((e for e in new if isinstance(e, ends)), None)
+
+
+#: Said on every node before its step ends for a requeue: SLURM's lines that follow are no failure.
+_REQUEUE_EXPECTED = (
+    "expected next, not failures: srun's 'Exited with exit code 75' for each node and "
+    "slurmstepd's '*** STEP … CANCELLED … DUE TO JOB REQUEUE ***'"
+)
 
 
 def _checkpoint_at(folder, iteration: int | None) -> str | None:
