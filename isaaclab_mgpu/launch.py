@@ -292,7 +292,6 @@ def train(
             restart,
             options,
             progress if view is None else view.telling(progress),
-            progress,
             on_attempt_end=record.record_attempts,  # once the run folder is known (node 0)
             ledger=record,
             reshape=world if spec.node_floor is not None else None,

@@ -22,6 +22,7 @@ from restart_helpers import free_port
 
 from isaaclab_mgpu.contract import env
 from isaaclab_mgpu.contract.errors import UsageError
+from isaaclab_mgpu.launcher.attempts import AttemptsNotes
 from isaaclab_mgpu.rank import isaac_resume as ir
 from isaaclab_mgpu.rank.patches.base import Observer
 
@@ -325,8 +326,8 @@ def test_the_checkpoint_request_stops_an_isaac_run_at_an_iteration_boundary(
     assert alone.iteration(64, 1.0) is False
 
 
-class _Said:
-    """What the attempts loop tells people, kept."""
+class _Said(AttemptsNotes):
+    """What the attempts loop tells people, kept (the supervisor's notes: none)."""
 
     def __init__(self) -> None:
         self.restarts: list[str] = []
@@ -368,7 +369,6 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
         SuperviseOptions(
             grace_period=2, kill_after=2, console=False, stall=StallOptions(600, startup_timeout=600)
         ),
-        None,
         said,
         on_attempt_end=record.record_attempts,
         ledger=record,

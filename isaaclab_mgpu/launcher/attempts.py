@@ -258,12 +258,17 @@ class Watch(Protocol):
     def __call__(self, sup: Supervisor, begun: bool, *, final: bool = False) -> None: ...
 
 
-class AttemptsProgress(Protocol):
-    """What the loop tells people (``report.supervise`` implements it)."""
+class AttemptsNotes(Notes, Protocol):
+    """What the loop tells people: the supervisor's :class:`~.supervise.Notes` and the two notes
+    only the loop gives; one object for the whole run (``report.supervise`` implements them all)."""
 
     def restarting(self, ended: Attempt, number: int, max_restarts: int, from_checkpoint: bool) -> None: ...
 
     def checkpoint_requested(self, signal_name: str, window: float) -> None: ...
+
+
+class _Quiet(AttemptsNotes):
+    """The notes of a loop nobody watches: says nothing (every method does nothing)."""
 
 
 def attempt_env(
@@ -291,8 +296,7 @@ def run_attempts(
     place: RunPlace,
     restart: RestartOptions,
     options: SuperviseOptions,
-    progress: Notes | None,
-    say: AttemptsProgress,
+    notes: AttemptsNotes | None,
     on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
     ledger: RunLedger | None = None,
     reshape: Reshaper | None = None,
@@ -303,6 +307,7 @@ def run_attempts(
     folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
     gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
+    notes = notes if notes is not None else _Quiet()
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")
@@ -319,9 +324,7 @@ def run_attempts(
                 t0 = time.monotonic()
                 this = dataclasses.replace(this, env=env)
                 watch = ledger.watcher(number, this, started, place.run_dir, place.named_by_rank)
-                result, sup = _one(
-                    this, options, progress, requests, restart, installed, request_file, say, watch
-                )
+                result, sup = _one(this, options, notes, requests, restart, installed, request_file, watch)
                 named = place.named_by_rank and place.run_dir is None
                 if named:
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
@@ -355,7 +358,7 @@ def run_attempts(
                 number += 1
                 ledger.restart(number, from_iteration=attempt.checkpoint, lost=attempt.lost,
                                left=restart.max_restarts - number)  # fmt: skip
-                say.restarting(attempt, number, restart.max_restarts, restart.checkpoints)
+                notes.restarting(attempt, number, restart.max_restarts, restart.checkpoints)
     finally:
         shutil.rmtree(request_dir, ignore_errors=True)
 
@@ -363,17 +366,16 @@ def run_attempts(
 def _one(
     cmd: Command,
     options: SuperviseOptions,
-    progress: Notes | None,
+    notes: AttemptsNotes,
     requests: Interrupts,
     restart: RestartOptions,
     installed: bool,
     request_file: str,
-    say: AttemptsProgress,
     watch: Watch,
 ) -> tuple[RunResult, Supervisor]:
     """One attempt under its own supervisor, reading ``requests``; the requeue request acted on
     between its polls; ``watch(supervisor, begun)`` called once it started (True), then every poll."""
-    sup = Supervisor(cmd, options, progress, signals=requests)
+    sup = Supervisor(cmd, options, notes, signals=requests)
     # The launcher and its helpers inherit SIG_IGN (exec keeps it), so a requeue signal SLURM
     # sends to every process of the step does not kill them; a rank's own handler replaces it.
     # A requeue signal arriving while the launcher is being forked is not recorded; a stop signal
@@ -389,7 +391,7 @@ def _one(
             if requests.checkpoint_at is not None and asked_at is None:
                 Path(request_file).touch()
                 asked_at = time.monotonic()
-                say.checkpoint_requested(signal.Signals(restart.requeue_signal).name, restart.stop_window)
+                notes.checkpoint_requested(signal.Signals(restart.requeue_signal).name, restart.stop_window)
             if asked_at is not None and time.monotonic() - asked_at > restart.stop_window:
                 sup.interrupt(signal.SIGTERM)  # the one shutdown path: the ranks save on SIGTERM too
                 asked_at = float("inf")
