@@ -21,6 +21,11 @@ from training_helpers import BACKENDS, child_env
 SHORT = ("--num_envs", "16", "--max_iterations", "10", "--save_interval", "2", "env.episode_length=16")
 
 
+#: The mean-reward step axis of each back-end: rsl-rl counts iterations from 0, skrl environment
+#: steps (16 per iteration here).
+STEP = {"rsl_rl": (0, 1), "skrl_torch": (16, 16), "skrl_jax": (16, 16)}
+
+
 class Run:
     """A running ``mgpu train``: its output collected line by line, its ranks findable."""
 
@@ -119,3 +124,31 @@ def act_at(run: Run, text: str, action: Callable[[], None], timeout: float = 180
     """Do ``action`` as soon as the console shows ``text``."""
     run.wait_for(text, timeout)
     action()
+
+
+def one_resumed_run(cwd: Path, backend: str, saved: int) -> dict:
+    """The checks every recovered run shares: one folder, 10 iterations, one curve, equal checksums.
+
+    ``saved`` is the newest checkpoint the console had shown when the failure was caused; the
+    ranks may save one more before the failure reaches them (a killed mgpu's watchdog stops its
+    rank a moment later, and that rank's stop request makes every rank save first)."""
+    folders = run_folders(cwd, backend)
+    assert len(folders) == 1, folders
+    s = summary_of(folders[0])
+    assert (s["status"], s["iterations"], s["end_iteration"], s["start_iteration"]) == ("finished", 10, 10, 0)
+    assert len(s["restarts"]) == 1, s["restarts"]
+    restart = s["restarts"][0]
+    # Resumed from the last checkpoint before the failure: at most one save interval (2) lost.
+    resumed_from = restart["checkpoint"]
+    assert restart["resumed_from"] == resumed_from and saved <= resumed_from <= saved + 2, restart
+    assert restart["lost"] == restart["reached"] - resumed_from <= 2, restart
+    assert s["resumed_at"] == resumed_from and s["checksums_equal"] is True
+    # Both attempts' stretches of training, and the run's time over both.
+    spans = [(g["start_iteration"], g["end_iteration"]) for g in s["segments"]]
+    assert len(spans) == 2 and spans[0][0] == 0 and spans[1] == (resumed_from, 10), spans
+    assert s["whole"]["segments"] == 2 and s["whole"]["train_time_s"] > s["train_time_s"], s["whole"]
+    assert len(s["mean_rewards"]) == 10
+    first, step = STEP[backend]
+    steps = tensorboard_steps(folders[0], "mgpu/mean_reward")
+    assert steps == [first + i * step for i in range(10)], steps  # strictly increasing, none twice
+    return s

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from restart_helpers import Run, run_folders, summary_of, train_argv
+from restart_helpers import SHORT, Run, one_resumed_run, run_folders, summary_of, train_argv
 from training_helpers import child_env
 
 from isaaclab_mgpu.contract import events as ev
@@ -275,9 +275,37 @@ def test_a_finished_run_leaves_its_story(tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
-    folder, events = _ended_run(
-        tmp_path, "--simulate_fault", "kill@5,rank=1", "--max_restarts", "1", limit=300
-    )
+    """A simulated kill (rank 1 SIGKILLs itself at iteration 5) is met once and the restart finishes
+    the run (its summary, its per-attempt log folders); the ledger tells it as a fault, a restart and
+    the end, and ``mgpu runs`` says so. One run for what test_restarts'
+    ``test_a_simulated_kill_is_met_once_and_the_restart_finishes_the_run`` checked and the ledger's
+    story of it."""
+    fault = ("--simulate_fault", "kill@5,rank=1", "--max_restarts", "1")
+    code, out = Run(train_argv("rsl_rl", *fault, *SHORT), tmp_path).finish(300)
+    assert code == 0, out[-4000:]
+    assert "rank 1 SIGKILLs itself at iteration 5 of the first attempt" in out, out[-4000:]
+    s = one_resumed_run(tmp_path, "rsl_rl", 4)  # one restart: met once, the restart goes past it
+    assert s["restarts"][0]["how"] in ("signal SIGKILL", "signal SIGTERM"), s["restarts"]
+    assert s["restarts"][0]["reached"] == 4, s["restarts"]
+    # A killed rank is a transient fault: judged one a restart can mend (the survivor's broken
+    # connection, when it is seen first, is a transport failure).
+    verdict = s["restarts"][0]["verdict"]
+    assert verdict["restart"] is True and verdict["kind"] in ("other", "transport"), verdict
+    # Each attempt logs into a folder named by what the run trains and the attempt, and
+    # summary.json points to both.
+    logs = [Path(a["logs"]) for a in s["attempts"]]
+    assert len(logs) == 2 and all(p.is_absolute() for p in logs), s["attempts"]
+    for k, ranks in enumerate(logs):
+        top = ranks.relative_to(tmp_path / "logs" / "mgpu").parts
+        assert top[:2] == ("rsl_rl_cartpole", f"attempt_{k}") and top[3] == "attempt_0", ranks  # torchrun's
+        assert "iteration" in (ranks / "0" / "stdout.log").read_text(), ranks
+    killed = "".join((logs[0] / "1" / name).read_text() for name in ("stdout.log", "stderr.log"))
+    assert "simulated fault" in killed, killed[-2000:]
+    named = tmp_path / "logs" / "mgpu" / "rsl_rl_cartpole"
+    assert sorted(p.name for p in named.iterdir()) == ["attempt_0", "attempt_1"]
+
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
     kinds = [k for k in _kinds(events) if k != "straggler"]  # a loaded machine may name one
     assert kinds == [
         "launched", "attempt_started", "ranks_up", "trained", "fault",
@@ -297,7 +325,7 @@ def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
     second = [e for e in events if isinstance(e, ev.AttemptStarted)][1]
     assert (second.attempt, second.resumes_at) == (1, fault_event.checkpoint), second
     f = _agrees_with_summary(folder, events)
-    assert (f.status, f.iteration, f.restarts, f.attempts, len(f.faults)) == ("finished", 6, 1, 2, 1), f
+    assert (f.status, f.iteration, f.restarts, f.attempts, len(f.faults)) == ("finished", 10, 1, 2, 1), f
     summary_restart = summary_of(folder)["restarts"][0]
     assert (summary_restart["reached"], summary_restart["lost"]) == (fault_event.iteration, fault_event.lost)
     # The people's view: the fault's reason and its cost on one line, the restart on the next.
@@ -306,7 +334,7 @@ def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
         cwd=tmp_path, env=child_env(tmp_path), capture_output=True, text=True, timeout=60,
     ).stdout  # fmt: skip
     head, *lines = shown.splitlines()
-    assert head.startswith(f"{folder}: finished 6 (1 restart"), shown
+    assert head.startswith(f"{folder}: finished 10 (1 restart"), shown
     (said,) = [line for line in lines if line.split()[1:2] == ["fault"]]
     assert "rank 1" in said and fault_event.reason in said
     assert f"after iteration {fault_event.iteration}" in said
@@ -314,17 +342,27 @@ def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
 
 @pytest.mark.slow
 def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
-    folder, events = _ended_run(tmp_path, "--simulate_fault", "requeue@3", code=75)
+    """A simulated requeue outside SLURM saves, stops with 75 and ``--resume auto`` finishes the run
+    (what test_restarts' ``test_a_simulated_requeue_outside_slurm_saves_stops_75_and_resume_auto_finishes``
+    checked), told by one ledger across both launches and by ``mgpu runs``."""
+    fault = ("--simulate_fault", "requeue@3")
+    code, out = Run(train_argv("rsl_rl", *fault, *SHORT), tmp_path).finish(240)
+    assert code == 75, out[-4000:]
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    events = _ledger_of(folder)
+    s = summary_of(folder)
+    assert s["status"] == "stopped" and 3 <= s["end_iteration"] < 10, s
+    assert (folder / f"model_{s['end_iteration']}.pt").is_file()
     assert _kinds(events)[-1] == "requeue", _kinds(events)
     stop = [e for e in events if e.kind != "summary"][-1]
     assert isinstance(stop, ev.Requeue) and not stop.requeued and stop.signal == "SIGUSR1", stop
-    stopped_at = summary_of(folder)["end_iteration"]
-    assert stop.iteration == stopped_at and 3 <= stopped_at < 6, (stop, stopped_at)
+    stopped_at = s["end_iteration"]
+    assert stop.iteration == stopped_at, (stop, stopped_at)
     (row,) = _runs_json(tmp_path, "logs")
-    assert (row["status"], row["reached"], row["total"], row["requeues"]) == ("stopped", stopped_at, 6, 1), (
+    assert (row["status"], row["reached"], row["total"], row["requeues"]) == ("stopped", stopped_at, 10, 1), (
         row
     )
-    again = train_argv("rsl_rl", "--simulate_fault", "requeue@3", "--resume", "auto", *TINY)
+    again = train_argv("rsl_rl", *fault, "--resume", "auto", *SHORT)
     code, out = Run(again, tmp_path).finish(240)
     assert code == 0, out[-4000:]
     events = _ledger_of(folder)  # the same folder's ledger goes on
@@ -333,9 +371,12 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     second = [e for e in events if isinstance(e, ev.Launched)][1]
     assert second.continued_from == stopped_at, second
     f = _agrees_with_summary(folder, events)
-    assert (f.status, f.iteration, f.launches, f.requeues, f.restarts) == ("finished", 6, 2, 1, 0), f
+    assert (f.status, f.iteration, f.launches, f.requeues, f.restarts) == ("finished", 10, 2, 1, 0), f
     (row,) = _runs_json(tmp_path, "logs")
-    assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", 6, 1, 0), row
+    assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", 10, 1, 0), row
+    s = summary_of(folder)
+    assert (s["status"], s["end_iteration"]) == ("finished", 10), s
+    assert [a.get("launch", 0) for a in s["attempts"]] == [0, 1], s["attempts"]
 
 
 @pytest.mark.slow

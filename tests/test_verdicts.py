@@ -6,8 +6,8 @@ under ``--max_restarts 3``, exit 93); a built-in worker run that fails the same 
 iteration twice records both verdicts in ``summary.json``; the emitted sbatch file's rule for 93 runs
 under bash with stand-in ``srun`` and ``scontrol``; an override that makes no sense is refused with
 exit 2 before anything is spawned. A rank SIGKILLed once is still restarted and the run finishes:
-``tests/test_restarts.py`` (``test_a_simulated_kill_is_met_once_and_the_restart_finishes_the_run``)
-checks its verdict.
+``tests/test_ledger.py`` (``test_a_killed_rank_is_a_fault_then_a_restart_then_the_end``) checks its
+verdict.
 """
 
 from __future__ import annotations

@@ -85,27 +85,14 @@ def _segments(tmp_path, run_id: str) -> list[list[int]]:
 
 
 @pytest.mark.slow
-def test_a_resumed_run_goes_on_in_the_same_wandb_run(tmp_path):
+def test_a_restarted_and_then_resumed_run_goes_on_in_the_same_wandb_run(tmp_path):
+    """One run met by both ways of going on: rank 1 SIGKILLed at iteration 5 (mgpu's restart), then,
+    finished at 10, continued by ``--resume RUN_FOLDER`` to 14. Each attempt and launch is a segment
+    of the same W&B run (the former ``test_a_resumed_run_goes_on_in_the_same_wandb_run``'s checks are
+    the resume's here, on the third segment)."""
     env = offline_wandb_env(tmp_path)
-    argv = train_argv("rsl_rl", "--logger", "wandb", "--run_name", "wb", *SHORT)
-    first = list(argv)
-    first[first.index("--max_iterations") + 1] = "4"  # 4 of the 10, then the rest
-    code, out = Run(first, tmp_path, env).finish(240)
-    assert code == 0, out[-4000:]
-    (folder,) = run_folders(tmp_path, "rsl_rl")
-    run_id = summary_of(folder)["wandb_run_id"]
-    code, out = Run([*argv, "--resume", str(folder)], tmp_path, env).finish(240)
-    assert code == 0, out[-4000:]
-    s = summary_of(folder)
-    assert (s["status"], s["resumed_at"], s["end_iteration"]) == ("finished", 4, 10), s
-    assert s["wandb_run_id"] == run_id
-    assert _segments(tmp_path, run_id) == [list(range(4)), list(range(4, 10))]  # every iteration once
-
-
-@pytest.mark.slow
-def test_a_restarted_run_goes_on_in_the_same_wandb_run(tmp_path):
-    env = offline_wandb_env(tmp_path)
-    run = Run(train_argv("rsl_rl", "--max_restarts", "1", "--logger", "wandb", *SHORT), tmp_path, env)
+    argv = train_argv("rsl_rl", "--max_restarts", "1", "--logger", "wandb", "--run_name", "wb", *SHORT)
+    run = Run(argv, tmp_path, env)
     run.wait_for("iteration 5/10", 120)
     run.rank(1).send_signal(signal.SIGKILL)
     code, out = run.finish(240)
@@ -114,7 +101,8 @@ def test_a_restarted_run_goes_on_in_the_same_wandb_run(tmp_path):
     s = summary_of(folder)
     assert (s["status"], s["end_iteration"], len(s["restarts"])) == ("finished", 10, 1), s
     restart = s["restarts"][0]
-    first, second = _segments(tmp_path, s["wandb_run_id"])
+    run_id = s["wandb_run_id"]
+    first, second = _segments(tmp_path, run_id)
     # Each attempt's W&B segment holds every iteration it finished (the killed one's last included);
     # the second starts where the run resumed and goes to the end.
     assert first == list(range(restart["reached"])) and second == list(range(restart["resumed_from"], 10))
@@ -122,3 +110,13 @@ def test_a_restarted_run_goes_on_in_the_same_wandb_run(tmp_path):
     # ignores a resumed segment's rows at steps it already has: the run shows every iteration once.
     assert first + [step for step in second if step > first[-1]] == list(range(10)), (first, second)
     print(f"restart: {restart}; W&B steps {first} then {second}")
+
+    # --resume of the finished run with a higher total: the same W&B run goes on from 10.
+    more = list(argv)
+    more[more.index("--max_iterations") + 1] = "14"
+    code, out = Run([*more, "--resume", str(folder)], tmp_path, env).finish(240)
+    assert code == 0, out[-4000:]
+    s = summary_of(folder)
+    assert (s["status"], s["resumed_at"], s["end_iteration"]) == ("finished", 10, 14), s
+    assert s["wandb_run_id"] == run_id
+    assert _segments(tmp_path, run_id) == [first, second, list(range(10, 14))]  # every iteration once
