@@ -41,7 +41,7 @@ WITHIN_S = 30
 @pytest.mark.parametrize("lost", ["node10", "node9"])
 def test_a_lost_node_shrinks_the_job_and_the_survivor_finishes_the_run(cluster, tmp_path, lost):  # noqa: F811
     survivor = "node9" if lost == "node10" else "node10"
-    total = 40
+    total = 20
     args = ("--max_iterations", str(total), "--save_interval", "5", "--job_time", "00:10:00",
             "--min_nodes", "1", "--max_restarts", "1")  # fmt: skip
     job_file = _emit(tmp_path, "shrink", *args)
