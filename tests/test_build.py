@@ -35,7 +35,7 @@ def test_isaaclab_documented_example():
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "4",
         "--master_port", "29504", "--rdzv_id", "mgpu_127.0.0.1_29504", "--tee", "3",
         "--log_dir", "logs/mgpu/rsl_rl_Isaac-Dexsuite-Kuka-Allegro-Reorient-v0_gpu4_vis/attempt_0",
-        "--local_ranks_filter", "0",
+        "--logs_specs", "mgpu", "--local_ranks_filter", "0",
         "-m", "isaaclab_mgpu.worker", "--rl_library", "rsl_rl",
         *ISAAC_ARGS, "--distributed",
     )  # fmt: skip
@@ -91,7 +91,7 @@ def test_multinode_c10d_example():
         "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node01:29400",
         "--rdzv_id", "job42", "--tee", "3",
         "--log_dir", "logs/mgpu/rsl_rl_Isaac-Velocity-Rough-Anymal-C-v0/attempt_0",
-        "--local_ranks_filter", "0",
+        "--logs_specs", "mgpu", "--local_ranks_filter", "0",
     )  # fmt: skip
     cmd = cmd_for(spec, machine(8))
     assert cmd.world_size == 16
@@ -100,8 +100,7 @@ def test_multinode_c10d_example():
 
 @pytest.mark.parametrize("node_rank", [0, 1])
 def test_static_multinode_gets_a_rendezvous_id_every_node_shares(node_rank):
-    # torchrun would name the per-rank log folder none_<rand> and tell the ranks TORCHELASTIC_RUN_ID=none;
-    # the static store prefixes keys with the id.
+    # torchrun would tell the ranks TORCHELASTIC_RUN_ID=none; the static store prefixes keys with the id.
     spec = LaunchSpec(
         nproc_per_node="2", nnodes="2", node_rank=node_rank, master_addr="node01", master_port=29500
     )
@@ -156,7 +155,7 @@ def test_every_torchrun_option_in_isaaclab_order():
         "--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port",
         "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id", "--monitor_interval",
         "--start_method", "--role", "--tee", "--redirects", "--local_ranks_filter", "--log_dir",
-        "--virtual_local_rank",
+        "--logs_specs", "--virtual_local_rank",
     ]  # fmt: skip
     # Restarts are mgpu's own (each resumes); torchrun would relaunch from iteration 0.
     assert "--max_restarts" not in argv

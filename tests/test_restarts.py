@@ -432,9 +432,9 @@ def test_a_simulated_kill_is_met_once_and_the_restart_finishes_the_run(tmp_path)
     assert len(logs) == 2 and all(p.is_absolute() for p in logs), s["attempts"]
     for k, ranks in enumerate(logs):
         top = ranks.relative_to(tmp_path / "logs" / "mgpu").parts
-        assert top[:2] == ("rsl_rl_cartpole", f"attempt_{k}") and top[3] == "attempt_0", ranks  # torchrun's
-        assert "iteration" in (ranks / "0" / "stdout.log").read_text(), ranks
-    killed = "".join((logs[0] / "1" / name).read_text() for name in ("stdout.log", "stderr.log"))
+        assert top == ("rsl_rl_cartpole", f"attempt_{k}"), ranks
+        assert "iteration" in (ranks / "rank_0" / "stdout.log").read_text(), ranks
+    killed = "".join((logs[0] / "rank_1" / name).read_text() for name in ("stdout.log", "stderr.log"))
     assert "simulated fault" in killed, killed[-2000:]
     named = tmp_path / "logs" / "mgpu" / "rsl_rl_cartpole"
     assert sorted(p.name for p in named.iterdir()) == ["attempt_0", "attempt_1"]
