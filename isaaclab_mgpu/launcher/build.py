@@ -91,7 +91,7 @@ class Command:
 
     log_dir: str
     """This attempt's ``--log_dir``: ``<log root>/<run name>/attempt_<k>``, where the launcher makes
-    its ``<run_id>_<rand>`` folder of per-rank logs (:mod:`isaaclab_mgpu.contract.elastic`)."""
+    each rank's ``rank_<global rank>`` folder (:mod:`isaaclab_mgpu.contract.elastic`)."""
 
     rendezvous: Rendezvous | None = None
     """The store the nodes of a multi-node torchrun launch share (None: one node, or skrl JAX)."""
