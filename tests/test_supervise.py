@@ -354,7 +354,7 @@ def test_supervisor_api_in_process(tmp_path: Path) -> None:
     assert set(_recorded(pids)) < tree  # the ranks and jaxrun itself
     result = sup.stop("test over")
     assert (result.exit_code, result.interrupted, result.survivors) == (EXIT_INTERRUPTED, True, ())
-    assert result.log_dir is not None and Path(result.log_dir).parent == tmp_path / "logs"
+    assert result.log_dir is not None and Path(result.log_dir) == tmp_path / "logs"
     assert not any(map(_alive, tree))
 
 
