@@ -71,7 +71,8 @@ Root Cause (first observed failure):
 def _attempt(tmp_path: Path, k: int = 0, first: int = 0) -> Path:
     """One attempt's log folder as mgpu lays it out (its --log_dir), ranks ``first`` and ``first + 1``
     in it, the second with an error file."""
-    log_dir = Path(elastic.attempt_log_dir(str(tmp_path / "logs" / "mgpu"), "2026-12-02_00-56-10", k))
+    root = str(tmp_path / "logs" / "mgpu")
+    log_dir = Path(elastic.attempt_log_dir(root, "hello", "2026-12-02_00-56-10", k))
     for rank in (first, first + 1):
         elastic.rank_dir(log_dir, rank).mkdir(parents=True)
     (elastic.rank_dir(log_dir, first + 1) / elastic.ERROR_FILE).write_text(json.dumps(RANK_FILE))
@@ -80,7 +81,7 @@ def _attempt(tmp_path: Path, k: int = 0, first: int = 0) -> Path:
 
 def test_the_layout_is_one_folder_per_global_rank_in_a_folder_named_by_run_and_attempt(tmp_path):
     log_dir = _attempt(tmp_path, 3)
-    assert log_dir == tmp_path / "logs/mgpu/2026-12-02_00-56-10/attempt_3"
+    assert log_dir == tmp_path / "logs/mgpu/hello/2026-12-02_00-56-10/attempt_3"
     error_file = log_dir / "rank_1" / "error.json"
     assert elastic.attempt_dir_of(error_file) == log_dir
     # the launcher's own error file, which a rank's environment shows until the rank execs
@@ -89,9 +90,10 @@ def test_the_layout_is_one_folder_per_global_rank_in_a_folder_named_by_run_and_a
     (log_dir / "rank_x").mkdir()  # not a rank's
     assert elastic.rank_dirs(log_dir) == {0: log_dir / "rank_0", 1: log_dir / "rank_1"}
     assert elastic.rank_dirs(tmp_path / "missing") == {}
-    # A later launch that reaches the same attempt replaces the folder of each rank it runs.
-    fresh = elastic.fresh_rank_dir(log_dir, 1)
-    assert fresh == log_dir / "rank_1" and list(fresh.iterdir()) == []
+    # Making a rank's folder never removes what is in it (each launch has its own launch folder).
+    made = elastic.make_rank_dir(log_dir, 1)
+    assert made == log_dir / "rank_1" and (made / "error.json").is_file()
+    assert elastic.make_rank_dir(log_dir, 2) == log_dir / "rank_2"
 
 
 def test_a_real_error_file_is_read_once_into_one_record(tmp_path):

@@ -419,7 +419,8 @@ def test_a_script_run_keeps_a_ledger_beside_its_logs_that_mgpu_runs_lists(tmp_pa
     argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]
     code, out = Run([*argv, "--script", str(script)], tmp_path).finish(120)
     assert code == 0, out[-4000:]
-    (folder,) = (tmp_path / "logs" / "mgpu" / "loop").glob("20*")  # beside attempt_0, its per-rank logs
+    (folder,) = (tmp_path / "logs" / "mgpu" / "loop").glob("20*")  # the launch's own folder
+    assert (folder / "attempt_0" / "rank_0").is_dir()  # holding its per-rank logs
     events = _ledger_of(folder)
     kinds = _kinds(events)
     assert kinds[:3] == ["launched", "attempt_started", "ranks_up"] and kinds[-1] == "finished", kinds

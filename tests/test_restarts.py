@@ -426,18 +426,19 @@ def test_a_simulated_kill_is_met_once_and_the_restart_finishes_the_run(tmp_path)
     # connection, when it is seen first, is a transport failure).
     verdict = s["restarts"][0]["verdict"]
     assert verdict["restart"] is True and verdict["kind"] in ("other", "transport"), verdict
-    # Each attempt logs into a folder named by what the run trains and the attempt, and
-    # summary.json points to both.
+    # Each attempt logs into a folder named by what the run trains, the launch and the attempt,
+    # and summary.json points to both.
     logs = [Path(a["logs"]) for a in s["attempts"]]
     assert len(logs) == 2 and all(p.is_absolute() for p in logs), s["attempts"]
     for k, ranks in enumerate(logs):
         top = ranks.relative_to(tmp_path / "logs" / "mgpu").parts
-        assert top == ("rsl_rl_cartpole", f"attempt_{k}"), ranks
+        assert top == ("rsl_rl_cartpole", logs[0].parent.name, f"attempt_{k}"), ranks  # one launch
         assert "iteration" in (ranks / "rank_0" / "stdout.log").read_text(), ranks
     killed = "".join((logs[0] / "rank_1" / name).read_text() for name in ("stdout.log", "stderr.log"))
     assert "simulated fault" in killed, killed[-2000:]
     named = tmp_path / "logs" / "mgpu" / "rsl_rl_cartpole"
-    assert sorted(p.name for p in named.iterdir()) == ["attempt_0", "attempt_1"]
+    assert sorted(p.name for p in named.iterdir()) == [logs[0].parent.name]
+    assert sorted(p.name for p in logs[0].parent.iterdir()) == ["attempt_0", "attempt_1"]
 
 
 @pytest.mark.slow

@@ -168,8 +168,9 @@ def test_success_shows_every_rank_with_a_prefix_and_keeps_logs(outcomes: dict[st
     assert "[default0]:hello from rank 0" in o.out and "[default1]:hello from rank 1" in o.out
     logs = [line for line in o.err.splitlines() if "per-rank logs:" in line]
     run_dir = Path(logs[-1].split("per-rank logs:")[1].strip())
-    # <log_dir>/<program>/attempt_<k>/rank_<global rank>: named by what runs, mgpu's attempt and the rank.
-    name, attempt = run_dir.relative_to(o.folder / "logs").parts
+    # <log_dir>/<program>/<launch>/attempt_<k>/rank_<global rank>: named by what runs, this launch,
+    # mgpu's attempt and the rank.
+    name, _launch, attempt = run_dir.relative_to(o.folder / "logs").parts
     assert name == "hello" and attempt == "attempt_0", run_dir
     assert "hello from rank 1" in (run_dir / "rank_1" / "stdout.log").read_text()
     assert "note from rank 1" in (run_dir / "rank_1" / "stderr.log").read_text()

@@ -1,25 +1,29 @@
 """torch elastic's per-rank logs, its error files and its failure report: the one place that knows them.
 
 **Layout.** mgpu names the ``--log_dir`` it gives each attempt's launcher ``<log root>/<run
-name>/attempt_<k>`` (:func:`attempt_log_dir`; root ``logs/mgpu`` unless ``--log_dir`` moves it,
-``<k>`` mgpu's attempt number), and its launcher writes each rank's files directly in it, in a
-folder named by the rank's global rank::
+name>/<launch>/attempt_<k>`` (:func:`attempt_log_dir`; root ``logs/mgpu`` unless ``--log_dir``
+moves it, ``<launch>`` this launch's own folder, ``<k>`` mgpu's attempt number), and its launcher
+writes each rank's files directly in it, in a folder named by the rank's global rank::
 
-    <log root>/<run name>/attempt_<k>/rank_<global rank>/stdout.log
-                                                        stderr.log
-                                                        error.json   (@record, on failure)
-                                                        reason.txt   (ours: the rank's reason)
-                                                        stack.txt    (ours: its live stacks)
-    <log root>/<run name>/attempt_<k>/launcher_error.<host>.<pid>.json   (the launcher's copy)
+    <log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/stdout.log
+                                                                 stderr.log
+                                                                 error.json   (@record, on failure)
+                                                                 reason.txt   (ours: the reason)
+                                                                 stack.txt    (ours: live stacks)
+    <log root>/<run name>/<launch>/attempt_<k>/launcher_error.<host>.<pid>.json   (launcher's copy)
+
+``<launch>`` is the run stamp (``%Y-%m-%d_%H-%M-%S``), made exclusively by each mgpu that
+launches (``<stamp>-2``, ``-3``… when another launch took the name: a seed sweep, ``mgpu scale``'s
+copies, a fixed ``--run_timestamp``, a requeue); the run name alone is not unique, so no launch
+ever writes in, or removes, another's files.
 
 torchrun writes it through mgpu's logs spec (``--logs_specs mgpu``,
 :mod:`isaaclab_mgpu.launcher.logspecs`, registered under the ``torchrun.logs_specs`` entry
 point), which keeps torch's ``DefaultLogsSpecs`` in all but where the files go: torch's own
 nests ``<run_id>_<rand>/attempt_<restart>/<local rank>/`` under the folder.
 ``python -m isaaclab_mgpu.jaxrun`` writes the same layout (:func:`rank_dir`), so one reader
-serves both launchers. A global rank names one folder across all nodes, so nodes that share a
-file system write side by side in one attempt folder. A later launch of the same run name that
-reaches attempt ``<k>`` again replaces the folders of the ranks it runs. Each rank learns its
+serves both launchers. Each node's mgpu makes its own launch folder; a global rank
+names one folder across all nodes, so nodes that share a file system never collide. Each rank learns its
 folder from ``TORCHELASTIC_ERROR_FILE`` (the ``error.json`` path); what mgpu's ranks add
 (``reason.txt``, ``stack.txt``) goes beside it (:func:`beside_error_file`).
 
@@ -51,7 +55,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import time
 from collections.abc import Iterable
@@ -78,8 +81,8 @@ __all__ = [
     "failed_line_text",
     "failure_summary",
     "first_error",
-    "fresh_rank_dir",
     "launcher_error_file",
+    "make_rank_dir",
     "parse_root_cause",
     "rank_dir",
     "rank_dirs",
@@ -109,9 +112,10 @@ TRACEBACK_LINES = 15
 # -- layout --------------------------------------------------------------------------------------
 
 
-def attempt_log_dir(root: str, run_name: str, attempt: int) -> str:
-    """``<root>/<run_name>/attempt_<attempt>``: the ``--log_dir`` mgpu gives one attempt's launcher."""
-    return os.path.join(root, run_name, f"{_ATTEMPT}{attempt}")
+def attempt_log_dir(root: str, run_name: str, launch: str, attempt: int) -> str:
+    """``<root>/<run_name>/<launch>/attempt_<attempt>``: the ``--log_dir`` mgpu gives one attempt's
+    launcher (``launch``: this launch's own folder)."""
+    return os.path.join(root, run_name, launch, f"{_ATTEMPT}{attempt}")
 
 
 def launcher_error_file(log_dir: str | Path, owner: str = "") -> Path:
@@ -127,12 +131,11 @@ def rank_dir(attempt_dir: str | Path, rank: int) -> Path:
     return Path(attempt_dir) / f"{RANK_PREFIX}{rank}"
 
 
-def fresh_rank_dir(attempt_dir: str | Path, rank: int) -> Path:
-    """Create ``rank``'s empty log folder in ``attempt_dir`` and return it: an earlier launch's files
-    there are removed, as torch removes its attempt folder before a restart writes in it."""
+def make_rank_dir(attempt_dir: str | Path, rank: int) -> Path:
+    """Create ``rank``'s log folder in ``attempt_dir`` and return it. Nothing is removed: the attempt
+    folder lies in this launch's own folder, which no other launch writes in."""
     folder = rank_dir(attempt_dir, rank)
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 

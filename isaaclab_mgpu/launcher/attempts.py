@@ -16,7 +16,7 @@ jaxrun:
   :class:`~.verdicts.Verdict`, kept in the attempt's record); ``interrupted`` (Ctrl-C, SIGTERM,
   SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a checkpoint and stopped
   on the requeue signal).
-- Each attempt's launcher logs into its own folder, ``<log root>/<run name>/attempt_<k>``
+- Each attempt's launcher logs into its own folder, ``<log root>/<run name>/<launch>/attempt_<k>``
   (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
   (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
 - Before a restart the loop asks ``reshape`` (``--min_nodes``, :mod:`.shrink`) whether a node was
@@ -130,7 +130,7 @@ class Attempt:
     """Wall time of the attempt."""
 
     logs: str | None = None
-    """The attempt's folder of per-rank log folders, ``<log root>/<run name>/attempt_<k>``, holding
+    """The attempt's folder of per-rank log folders, ``<log root>/<run name>/<launch>/attempt_<k>``, holding
     ``rank_<global rank>/stdout.log``, ``stderr.log``; None when none was made."""
 
     verdict: verdicts.Verdict | None = None

@@ -20,10 +20,12 @@ Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not pas
 would relaunch the same command from iteration 0; mgpu restarts each attempt itself, resuming,
 see :mod:`isaaclab_mgpu.launcher.attempts`); a single node with no address given uses
 ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to a folder
-named by the run and the attempt, ``<log root>/<run name>/attempt_<k>/rank_<global rank>/``
-(``--logs_specs mgpu``, :mod:`isaaclab_mgpu.launcher.logspecs`; root ``--log_dir``, default
-``logs/mgpu``; run name ``<library>_<task>`` or the program, ``_<run_name>`` added when
-the training arguments give one; no clock in it, so a dry-run is the same for the same spec;
+named by the run, the launch and the attempt,
+``<log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/`` (``--logs_specs mgpu``,
+:mod:`isaaclab_mgpu.launcher.logspecs`; root ``--log_dir``, default ``logs/mgpu``; run name
+``<library>_<task>`` or the program, ``_<run_name>`` added when the training arguments give one;
+``<launch>`` the resolved ``log_launch``, which ``train`` made exclusively before building, else
+the run stamp, so a dry-run is the same for the same spec and creates nothing;
 :func:`run_name`, :func:`~isaaclab_mgpu.contract.elastic.attempt_log_dir`), and
 are tee'd to the console, so a filtered rank's output is never lost. The command says attempt 0;
 :func:`for_attempt` gives the same command for a later attempt. A torchrun launch that is not
@@ -90,7 +92,7 @@ class Command:
     """``torchrun`` or ``jaxrun``."""
 
     log_dir: str
-    """This attempt's ``--log_dir``: ``<log root>/<run name>/attempt_<k>``, where the launcher makes
+    """This attempt's ``--log_dir``: ``<log root>/<run name>/<launch>/attempt_<k>``, where the launcher makes
     each rank's ``rank_<global rank>`` folder (:mod:`isaaclab_mgpu.contract.elastic`)."""
 
     rendezvous: Rendezvous | None = None
@@ -222,13 +224,16 @@ def for_attempt(cmd: Command, number: int) -> Command:
     at = argv.index("--log_dir") + 1 if "--log_dir" in argv else None
     if at is None or at >= len(argv) or argv[at] != cmd.log_dir:
         return cmd  # not a command of this builder's: nothing to rename
-    log_dir = elastic.attempt_log_dir(os.path.dirname(os.path.dirname(cmd.log_dir)), _run_name(cmd), number)
+    launch = os.path.dirname(cmd.log_dir)  # <log root>/<run name>/<launch>
+    root, name = os.path.split(launch)
+    log_dir = elastic.attempt_log_dir(os.path.dirname(root), os.path.basename(root), name, number)
     argv[at] = log_dir
     return dataclasses.replace(cmd, argv=tuple(argv), log_dir=log_dir)
 
 
-def _run_name(cmd: Command) -> str:
-    return os.path.basename(os.path.dirname(cmd.log_dir))
+def log_root(r: ResolvedSpec) -> str:
+    """The per-rank logs' root: ``--log_dir``, else ``logs/mgpu``."""
+    return r.spec.log_dir or DEFAULT_LOG_DIR
 
 
 def run_name(r: ResolvedSpec) -> str:
@@ -296,7 +301,7 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
         rdzv_endpoint=r.rdzv_endpoint,
         rdzv_id=r.rdzv_id,
     )
-    opts["log_dir"] = elastic.attempt_log_dir(str(opts.get("log_dir") or DEFAULT_LOG_DIR), run_name(r), 0)
+    opts["log_dir"] = elastic.attempt_log_dir(log_root(r), run_name(r), r.log_launch or r.run_stamp, 0)
     multi_node = r.nnodes_max > 1
     if r.rdzv_id is None and multi_node and not s.uses_jax:
         opts["rdzv_id"] = _rendezvous_id(r)

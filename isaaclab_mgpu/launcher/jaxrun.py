@@ -247,7 +247,7 @@ def _start(a: argparse.Namespace, argv0: list[str], host: str, port: int) -> lis
     ranks = []
     for local in range(a.nproc_per_node):
         rank = a.node_rank * a.nproc_per_node + local
-        r = _Rank(local, rank, elastic.fresh_rank_dir(a.log_dir, rank))
+        r = _Rank(local, rank, elastic.make_rank_dir(a.log_dir, rank))
         r.proc = subprocess.Popen(
             argv0,
             env=rank_env(a, local, host, port, r.folder / elastic.ERROR_FILE),

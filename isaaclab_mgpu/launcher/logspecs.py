@@ -55,7 +55,7 @@ class RankLogsSpecs(DefaultLogsSpecs):
             finally:
                 self._run_log_dir = None
             # A global rank names one folder on every node (envs' RANK; a bare local rank in tests).
-            folders = {n: elastic.fresh_rank_dir(root, int(e.get("RANK", n))) for n, e in envs.items()}
+            folders = {n: elastic.make_rank_dir(root, int(e.get("RANK", n))) for n, e in envs.items()}
 
             def moved(path: str) -> str:
                 if not path.startswith(scratch + os.sep):
