@@ -42,7 +42,7 @@ from isaaclab_mgpu.contract.layout import CANCEL
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher import runs, workarounds
 from isaaclab_mgpu.launcher.build import shell_join
-from isaaclab_mgpu.launcher.pipeline import prepare
+from isaaclab_mgpu.launcher.pipeline import own_log_folder, prepare
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
@@ -253,6 +253,7 @@ def train(
         report.note(faults.describe(faults.parse(spec.simulate_fault), cmd.world_size))
     if placement.done:
         return 0
+    resolved, cmd = own_log_folder(resolved)  # this launch's per-rank logs: never another's
     options = options or SuperviseOptions()
     if options.console:
         folder = placement.place.run_dir

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from isaaclab_mgpu.cli import main
@@ -21,4 +22,8 @@ def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> 
             m.setenv(name, value)
         code, out, err = run(capsys, "dry-run", *argv)
     assert code == 0, err
-    return shlex.split(out.strip().splitlines()[-1])[1:]
+    # The per-rank log folder is named by the clock's second (the run stamp): two calls may differ.
+    line = re.sub(
+        r"/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d/attempt_", "/<stamp>/attempt_", out.strip().splitlines()[-1]
+    )
+    return shlex.split(line)[1:]

@@ -34,8 +34,9 @@ def test_isaaclab_documented_example():
     assert cmd.argv == (
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "4",
         "--master_port", "29504", "--rdzv_id", "mgpu_127.0.0.1_29504", "--tee", "3",
-        "--log_dir", "logs/mgpu/rsl_rl_Isaac-Dexsuite-Kuka-Allegro-Reorient-v0_gpu4_vis/attempt_0",
-        "--local_ranks_filter", "0",
+        "--log_dir",
+        "logs/mgpu/rsl_rl_Isaac-Dexsuite-Kuka-Allegro-Reorient-v0_gpu4_vis/2026-01-02_03-04-05/attempt_0",
+        "--logs_specs", "mgpu", "--local_ranks_filter", "0",
         "-m", "isaaclab_mgpu.worker", "--rl_library", "rsl_rl",
         *ISAAC_ARGS, "--distributed",
     )  # fmt: skip
@@ -90,8 +91,8 @@ def test_multinode_c10d_example():
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2",
         "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node01:29400",
         "--rdzv_id", "job42", "--tee", "3",
-        "--log_dir", "logs/mgpu/rsl_rl_Isaac-Velocity-Rough-Anymal-C-v0/attempt_0",
-        "--local_ranks_filter", "0",
+        "--log_dir", "logs/mgpu/rsl_rl_Isaac-Velocity-Rough-Anymal-C-v0/2026-01-02_03-04-05/attempt_0",
+        "--logs_specs", "mgpu", "--local_ranks_filter", "0",
     )  # fmt: skip
     cmd = cmd_for(spec, machine(8))
     assert cmd.world_size == 16
@@ -100,8 +101,7 @@ def test_multinode_c10d_example():
 
 @pytest.mark.parametrize("node_rank", [0, 1])
 def test_static_multinode_gets_a_rendezvous_id_every_node_shares(node_rank):
-    # torchrun would name the per-rank log folder none_<rand> and tell the ranks TORCHELASTIC_RUN_ID=none;
-    # the static store prefixes keys with the id.
+    # torchrun would tell the ranks TORCHELASTIC_RUN_ID=none; the static store prefixes keys with the id.
     spec = LaunchSpec(
         nproc_per_node="2", nnodes="2", node_rank=node_rank, master_addr="node01", master_port=29500
     )
@@ -156,7 +156,7 @@ def test_every_torchrun_option_in_isaaclab_order():
         "--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port",
         "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id", "--monitor_interval",
         "--start_method", "--role", "--tee", "--redirects", "--local_ranks_filter", "--log_dir",
-        "--virtual_local_rank",
+        "--logs_specs", "--virtual_local_rank",
     ]  # fmt: skip
     # Restarts are mgpu's own (each resumes); torchrun would relaunch from iteration 0.
     assert "--max_restarts" not in argv
@@ -212,7 +212,7 @@ def test_skrl_jax_uses_jaxrun_with_free_coordinator_port():
     assert cmd.argv == (
         "python3", "-m", "isaaclab_mgpu.jaxrun", "--nproc_per_node", "2",
         "--coordinator_address", "127.0.0.1:45678", "--tee", "3",
-        "--log_dir", "logs/mgpu/skrl_cartpole/attempt_0",
+        "--log_dir", "logs/mgpu/skrl_cartpole/2026-01-02_03-04-05/attempt_0",
         "--local_ranks_filter", "0", "-m", "isaaclab_mgpu.worker", "--rl_library", "skrl",
         "--ml_framework", "jax", "--seed=1", "--distributed",
     )  # fmt: skip
@@ -268,23 +268,25 @@ def test_the_rendezvous_store_of_a_multi_node_launch():
     assert cmd_for(LaunchSpec(nproc_per_node="2")).rendezvous is None
 
 
-def test_each_attempt_logs_into_a_folder_named_by_the_run_and_the_attempt():
+def test_each_attempt_logs_into_a_folder_named_by_the_run_the_launch_and_the_attempt():
     from isaaclab_mgpu.launcher.build import for_attempt
 
     cmd = cmd_for(
         LaunchSpec(nproc_per_node="2", log_dir="/var/log/runs", training_args=("--run_name", "a b;c"))
     )
-    assert cmd.log_dir == "/var/log/runs/rsl_rl_cartpole_a-b-c/attempt_0"  # one folder, whatever the name
+    # one folder, whatever the name; the launch's own folder under it (the run stamp, in a dry-run)
+    assert cmd.log_dir == "/var/log/runs/rsl_rl_cartpole_a-b-c/2026-01-02_03-04-05/attempt_0"
     second = for_attempt(cmd, 2)
-    assert second.log_dir == "/var/log/runs/rsl_rl_cartpole_a-b-c/attempt_2"
+    assert second.log_dir == "/var/log/runs/rsl_rl_cartpole_a-b-c/2026-01-02_03-04-05/attempt_2"
     i = cmd.argv.index("--log_dir") + 1
     assert second.argv[i] == second.log_dir
     assert second.argv[:i] + second.argv[i + 1 :] == cmd.argv[:i] + cmd.argv[i + 1 :]  # nothing else changes
     assert for_attempt(cmd, 0) == cmd
     jax = cmd_for(LaunchSpec(nproc_per_node="2", rl_library="skrl", ml_framework="jax"))
-    assert for_attempt(jax, 1).log_dir == "logs/mgpu/skrl_cartpole/attempt_1"
-    # No clock in the name: the same spec builds the same command at any time.
+    assert for_attempt(jax, 1).log_dir == "logs/mgpu/skrl_cartpole/2026-01-02_03-04-05/attempt_1"
+    # No clock read by the builder: the resolved stamp (or the folder train made) names the launch.
     import dataclasses
 
     later = dataclasses.replace(machine(4), run_stamp="2030-05-06_07-08-09")
-    assert cmd_for(LaunchSpec(nproc_per_node="2"), later).argv == cmd_for(LaunchSpec(nproc_per_node="2")).argv
+    assert cmd_for(LaunchSpec(nproc_per_node="2"), later).log_dir.endswith("/2030-05-06_07-08-09/attempt_0")
+    assert cmd_for(LaunchSpec(nproc_per_node="2")).argv == cmd_for(LaunchSpec(nproc_per_node="2")).argv

@@ -268,7 +268,7 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
     assert [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()] == [run_dir]
     # rank 1 loaded rank 0's file as handed over through torchrun's store (no shared file system
     # needed), from a private copy removed when training ended
-    logs = (tmp_path / "logs" / "mgpu").glob("*/attempt_*/*/attempt_*/1/stdout.log")
+    logs = (tmp_path / "logs" / "mgpu").glob("*/*/attempt_*/rank_1/stdout.log")
     rank_1 = "".join(p.read_text() for p in logs)
     copies = re.findall(r"Loading model checkpoint from: (\S*mgpu-resume-\S*)", rank_1)
     assert len(copies) == 1 and Path(copies[0]).name == source.name, rank_1[-2000:]

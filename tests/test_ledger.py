@@ -291,18 +291,19 @@ def test_a_killed_rank_is_a_fault_then_a_restart_then_the_end(tmp_path):
     # connection, when it is seen first, is a transport failure).
     verdict = s["restarts"][0]["verdict"]
     assert verdict["restart"] is True and verdict["kind"] in ("other", "transport"), verdict
-    # Each attempt logs into a folder named by what the run trains and the attempt, and
-    # summary.json points to both.
+    # Each attempt logs into a folder named by what the run trains, the launch and the attempt,
+    # and summary.json points to both.
     logs = [Path(a["logs"]) for a in s["attempts"]]
     assert len(logs) == 2 and all(p.is_absolute() for p in logs), s["attempts"]
     for k, ranks in enumerate(logs):
         top = ranks.relative_to(tmp_path / "logs" / "mgpu").parts
-        assert top[:2] == ("rsl_rl_cartpole", f"attempt_{k}") and top[3] == "attempt_0", ranks  # torchrun's
-        assert "iteration" in (ranks / "0" / "stdout.log").read_text(), ranks
-    killed = "".join((logs[0] / "1" / name).read_text() for name in ("stdout.log", "stderr.log"))
+        assert top == ("rsl_rl_cartpole", logs[0].parent.name, f"attempt_{k}"), ranks  # one launch
+        assert "iteration" in (ranks / "rank_0" / "stdout.log").read_text(), ranks
+    killed = "".join((logs[0] / "rank_1" / name).read_text() for name in ("stdout.log", "stderr.log"))
     assert "simulated fault" in killed, killed[-2000:]
     named = tmp_path / "logs" / "mgpu" / "rsl_rl_cartpole"
-    assert sorted(p.name for p in named.iterdir()) == ["attempt_0", "attempt_1"]
+    assert sorted(p.name for p in named.iterdir()) == [logs[0].parent.name]
+    assert sorted(p.name for p in logs[0].parent.iterdir()) == ["attempt_0", "attempt_1"]
 
     (folder,) = run_folders(tmp_path, "rsl_rl")
     events = _ledger_of(folder)
@@ -460,7 +461,8 @@ def test_a_script_run_keeps_a_ledger_beside_its_logs_that_mgpu_runs_lists(tmp_pa
     argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]
     code, out = Run([*argv, "--script", str(script)], tmp_path).finish(120)
     assert code == 0, out[-4000:]
-    (folder,) = (tmp_path / "logs" / "mgpu" / "loop").glob("20*")  # beside attempt_0, its per-rank logs
+    (folder,) = (tmp_path / "logs" / "mgpu" / "loop").glob("20*")  # the launch's own folder
+    assert (folder / "attempt_0" / "rank_0").is_dir()  # holding its per-rank logs
     events = _ledger_of(folder)
     kinds = _kinds(events)
     assert kinds[:3] == ["launched", "attempt_started", "ranks_up"] and kinds[-1] == "finished", kinds

@@ -46,7 +46,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def test_a_rank_error_file_names_the_run_folder_and_the_launchers_own_does_not(tmp_path):
     log_dir = tmp_path / "logs/cartpole/attempt_0"
-    run_dir = log_dir / "run_abc"
+    run_dir = log_dir
     own = str(elastic.launcher_error_file(log_dir, "vm.1"))
     rank_file = str(elastic.rank_dir(run_dir, 1) / elastic.ERROR_FILE)
     ranked = _launch(own, rank_file)

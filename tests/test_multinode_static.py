@@ -1,7 +1,7 @@
 """A static two-node rendezvous (--master_addr, no --rdzv_id), both "nodes" on this host.
 
 The id mgpu gives such a launch (``mgpu_<host>_<port>``) must let the nodes meet (the static
-rendezvous prefixes its store keys with it) and name each node's per-rank log folder.
+rendezvous prefixes its store keys with it); each node's rank logs into a folder named by its global rank.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_static_two_node_run_meets_and_names_its_log_folders(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], "\n".join(outs)[-4000:]
     assert "hello from rank 0" in outs[0] and "hello from rank 1" in outs[1]
     for node in (0, 1):
-        # <log_dir>/<program>/attempt_0 (mgpu's), then torchrun's <run id>_<rand>, named by the address.
-        attempt = tmp_path / f"node{node}" / "hello" / "attempt_0"
+        # <log_dir>/<program>/<launch>/attempt_0/rank_<global rank>: node 1's one rank is rank 1.
+        (attempt,) = (tmp_path / f"node{node}" / "hello").glob("*/attempt_0")
         folders = [d.name for d in attempt.iterdir() if d.is_dir()]
-        assert len(folders) == 1 and folders[0].startswith(f"mgpu_127.0.0.1_{port}_"), folders
+        assert folders == [f"rank_{node}"], folders

@@ -313,7 +313,7 @@ def test_probe_launch_goes_through_the_train_builder(tmp_path):
     assert tail[tail.index("--sizes") + 1] == ",".join(map(str, plan.sizes))
     assert "--distributed" not in tail and "--rl_library" not in tail
     assert cmd.log_dir == str(
-        tmp_path / "ws4" / "logs" / "probe_worker" / "attempt_0"
+        tmp_path / "ws4" / "logs" / "probe_worker" / "s" / "attempt_0"
     )  # the launch's own folder
     assert argv[argv.index("--log_dir") + 1] == cmd.log_dir
     assert sorted(cmd.rank_devices) == [0, 1]

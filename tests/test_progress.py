@@ -39,7 +39,7 @@ def test_beat_replaces_one_file_per_rank_and_keeps_the_iteration(tmp_path):
 
 
 def test_the_stack_signal_dumps_the_python_stack_and_sigusr1_is_only_recorded(tmp_path):
-    rank_logs = tmp_path / "attempt_0" / "0"
+    rank_logs = tmp_path / "attempt_0" / "rank_0"
     rank_logs.mkdir(parents=True)
     code = (
         "import time\n"

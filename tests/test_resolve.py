@@ -388,7 +388,7 @@ def test_gpu_ids_set_the_rank_count_over_pet_nproc_per_node():
 
 
 def test_a_one_node_slurm_job_on_a_fixed_port_names_its_logs_by_the_job_not_none():
-    # The emitted script passes --master_port; torchrun's default id "none" named logs/mgpu/none_<rand>.
+    # The emitted script passes --master_port; torchrun's default id would be "none".
     env = {**SLURM, "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "gpu07"}
     cmd = argv(LaunchSpec(nproc_per_node="2", master_port=20042), machine(4, **env))
     assert cmd[cmd.index("--rdzv_id") + 1] == "4242" and "--standalone" not in cmd

@@ -28,7 +28,7 @@ def test_find_runs_newest_first_from_summaries_only(tmp_path):
     make(tmp_path, "skrl", "pendulum", "2026-01-02_10-00-00_b", status="failed")
     newest = make(tmp_path, "skrl", "cartpole", "x", started_at=time.time(), status="running")
     (tmp_path / "rsl_rl" / "cartpole" / "2026-01-01_10-00-00" / "rank_1").mkdir()
-    (tmp_path / "mgpu" / "abc" / "attempt_0" / "0").mkdir(parents=True)  # torchrun logs: no summary
+    (tmp_path / "mgpu" / "abc" / "attempt_0" / "rank_0").mkdir(parents=True)  # per-rank logs: no summary
     (tmp_path / "skrl" / "cartpole" / "broken").mkdir()
     (tmp_path / "skrl" / "cartpole" / "broken" / "summary.json").write_text("{not json")
     rows = find_runs(tmp_path)

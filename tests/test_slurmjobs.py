@@ -87,14 +87,14 @@ def test_rank_0_console_is_followed_across_attempts_and_jobs(tmp_path):
     run_dir = "logs/rsl_rl/cartpole/2026-01-02_10-00-00"
     folder = job_dir / run_dir
     folder.mkdir(parents=True)
-    first = job_dir / "logs/mgpu/a/attempt_0/1_x/attempt_0/0"
-    second = job_dir / "logs/mgpu/a/attempt_0/2_y/attempt_0/0"
+    first = job_dir / "logs/mgpu/a/attempt_0/rank_0"
+    second = job_dir / "logs/mgpu/a/attempt_1/rank_0"
     for d in (first, second):
         d.mkdir(parents=True)
     (first / "stdout.log").write_text("[mgpu] iteration 1/4\n[mgpu] iteration 2/4\n[mgpu] itera")
     out = ev.Appender(folder / "events.jsonl")
     out.append(_launched("1", run_dir))
-    out.append(ev.RanksUp(time=2.0, logs="logs/mgpu/a/attempt_0/1_x"))
+    out.append(ev.RanksUp(time=2.0, logs="logs/mgpu/a/attempt_0"))
     follower = slurmjobs.Follower(folder)
     lines, fold, _ = follower.read()
     assert lines == ["[mgpu] iteration 1/4", "[mgpu] iteration 2/4"] and fold.status == "running"
@@ -103,7 +103,7 @@ def test_rank_0_console_is_followed_across_attempts_and_jobs(tmp_path):
     (second / "stdout.log").write_text("[mgpu] iteration 4/4\n")
     out.append(ev.Interrupted(time=3.0, iteration=3, exit_code=130))
     out.append(_launched("2", run_dir))
-    out.append(ev.RanksUp(time=4.0, logs="logs/mgpu/a/attempt_0/2_y"))
+    out.append(ev.RanksUp(time=4.0, logs="logs/mgpu/a/attempt_1"))
     out.append(ev.Finished(time=5.0, iteration=4))
     out.close()
     lines, fold, _ = follower.read()

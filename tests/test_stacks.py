@@ -49,9 +49,8 @@ def test_stacks_of_a_running_run_leave_it_running(tmp_path):
     assert [s.split(" ", 1)[0] for s in sections] == ["0", "1"], stacks.stdout
     for s in sections:
         assert "most recent call first" in s and "isaaclab_mgpu/rank/" in s, s
-    # <library>_<task>/attempt_0 (mgpu's attempt) / <run_id>_<rand>/attempt_0 (torchrun's) /
-    # <local rank>/stack.txt
-    saved = list((tmp_path / "logs" / "mgpu").glob("*/attempt_0/*/attempt_0/*/stack.txt"))
+    # <library>_<task>/<launch>/attempt_0 (mgpu's attempt) / rank_<global rank>/stack.txt
+    saved = list((tmp_path / "logs" / "mgpu").glob("*/*/attempt_0/rank_*/stack.txt"))
     assert len(saved) == 2 and all(p.stat().st_size > 0 for p in saved)
     assert train.returncode == 0, "".join(seen) + rest
     assert "iteration 60/60" in rest

@@ -168,11 +168,12 @@ def test_success_shows_every_rank_with_a_prefix_and_keeps_logs(outcomes: dict[st
     assert "[default0]:hello from rank 0" in o.out and "[default1]:hello from rank 1" in o.out
     logs = [line for line in o.err.splitlines() if "per-rank logs:" in line]
     run_dir = Path(logs[-1].split("per-rank logs:")[1].strip())
-    # <log_dir>/<program>/attempt_<k>/<torchrun's run id>_<rand>: named by what runs and mgpu's attempt.
-    name, attempt = run_dir.parent.relative_to(o.folder / "logs").parts
+    # <log_dir>/<program>/<launch>/attempt_<k>/rank_<global rank>: named by what runs, this launch,
+    # mgpu's attempt and the rank.
+    name, _launch, attempt = run_dir.relative_to(o.folder / "logs").parts
     assert name == "hello" and attempt == "attempt_0", run_dir
-    assert "hello from rank 1" in (run_dir / "attempt_0" / "1" / "stdout.log").read_text()
-    assert "note from rank 1" in (run_dir / "attempt_0" / "1" / "stderr.log").read_text()
+    assert "hello from rank 1" in (run_dir / "rank_1" / "stdout.log").read_text()
+    assert "note from rank 1" in (run_dir / "rank_1" / "stderr.log").read_text()
     _gone(o, 2)
 
 
@@ -282,7 +283,7 @@ def test_traceback_of_a_filtered_rank_comes_from_its_error_file(outcomes: dict[s
     assert o.rc == 1, o.err
     assert "[default1]" not in o.out + o.err
     assert "ValueError: boom from rank 1" in o.err
-    assert "its full output:" in o.err and "attempt_0/1" in o.err
+    assert "its full output:" in o.err and "attempt_0/rank_1" in o.err
     # torch elastic's own traceback (ChildFailedError) is not repeated on the console
     assert "ChildFailedError" not in o.err
     _gone(o, 2)
@@ -298,7 +299,7 @@ def test_jax_ranks_get_skrls_environment_contract(outcomes: dict[str, Outcome]) 
         assert (e["JAX_RANK"], e["RANK"], e["JAX_LOCAL_RANK"], e["LOCAL_RANK"]) == (str(r),) * 4
         assert e["JAX_WORLD_SIZE"] == e["WORLD_SIZE"] == e["LOCAL_WORLD_SIZE"] == "2"
         assert e["JAX_COORDINATOR_ADDR"] == "127.0.0.1" and int(e["JAX_COORDINATOR_PORT"]) > 0
-        assert Path(e["TORCHELASTIC_ERROR_FILE"]).parent.name == str(r)
+        assert Path(e["TORCHELASTIC_ERROR_FILE"]).parent.name == f"rank_{r}"
         assert Path(e["TORCHELASTIC_ERROR_FILE"]).parent.parent.name == "attempt_0"
         assert seen["argv"][-4:] == ["--rl_library", "skrl", "--ml_framework", "jax"]
     assert envs[0]["env"]["MGPU_RUN_STAMP"] == envs[1]["env"]["MGPU_RUN_STAMP"]
@@ -354,7 +355,7 @@ def test_supervisor_api_in_process(tmp_path: Path) -> None:
     assert set(_recorded(pids)) < tree  # the ranks and jaxrun itself
     result = sup.stop("test over")
     assert (result.exit_code, result.interrupted, result.survivors) == (EXIT_INTERRUPTED, True, ())
-    assert result.log_dir is not None and Path(result.log_dir).parent == tmp_path / "logs"
+    assert result.log_dir is not None and Path(result.log_dir) == tmp_path / "logs"
     assert not any(map(_alive, tree))
 
 

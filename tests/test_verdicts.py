@@ -240,7 +240,7 @@ def test_a_cuda_oom_at_the_same_step_stops_after_the_second_launch(tmp_path):
     code, out = Run(argv, tmp_path, env={**child_env(tmp_path), "MGPU_TEST_PIDS": str(pids)}).finish(300)
     assert code == EXIT_NOT_RESTARTABLE, out[-4000:]
     logs = tmp_path / "logs" / "mgpu" / "cuda_oom"
-    attempts = sorted(p.name for p in logs.glob("attempt_*"))
+    attempts = sorted(p.name for p in logs.glob("*/attempt_*"))  # <launch>/attempt_<k>
     assert attempts == ["attempt_0", "attempt_1"], attempts  # 2 launches, not 4
     # The script run's ledger (beside its per-rank logs) tells the same: two faults, both judged.
     from isaaclab_mgpu.contract import events as ev

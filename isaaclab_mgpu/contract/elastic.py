@@ -1,24 +1,31 @@
 """torch elastic's per-rank logs, its error files and its failure report: the one place that knows them.
 
-**Layout.** torchrun (its ``DefaultLogsSpecs``) writes under ``--log_dir``::
+**Layout.** mgpu names the ``--log_dir`` it gives each attempt's launcher ``<log root>/<run
+name>/<launch>/attempt_<k>`` (:func:`attempt_log_dir`; root ``logs/mgpu`` unless ``--log_dir``
+moves it, ``<launch>`` this launch's own folder, ``<k>`` mgpu's attempt number), and its launcher
+writes each rank's files directly in it, in a folder named by the rank's global rank::
 
-    <log_dir>/<run_id>_<rand>/attempt_<restart>/<local_rank>/stdout.log
-                                                             stderr.log
-                                                             error.json   (@record, on failure)
-                                                             reason.txt   (ours: the rank's reason)
-                                                             stack.txt    (ours: its live stacks)
+    <log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/stdout.log
+                                                                 stderr.log
+                                                                 error.json   (@record, on failure)
+                                                                 reason.txt   (ours: the reason)
+                                                                 stack.txt    (ours: live stacks)
+    <log root>/<run name>/<launch>/attempt_<k>/launcher_error.<host>.<pid>.json   (launcher's copy)
 
-``<run_id>`` is ``--rdzv_id`` (``--standalone``: a fresh uuid), ``<rand>`` is ``mkdtemp``'s, and
-``<restart>`` counts torchrun's own restarts: always 0 under mgpu, which gives torchrun none and
-restarts the whole launch itself. Each rank learns its folder from ``TORCHELASTIC_ERROR_FILE``
-(the ``error.json`` path); what mgpu's ranks add (``reason.txt``, ``stack.txt``) goes beside it
-(:func:`beside_error_file`). ``python -m isaaclab_mgpu.jaxrun`` writes the same layout
-(:func:`new_run_dir`, :func:`rank_dir`), so one reader serves both launchers.
+``<launch>`` is the run stamp (``%Y-%m-%d_%H-%M-%S``), made exclusively by each mgpu that
+launches (``<stamp>-2``, ``-3``… when another launch took the name: a seed sweep, ``mgpu scale``'s
+copies, a fixed ``--run_timestamp``, a requeue); the run name alone is not unique, so no launch
+ever writes in, or removes, another's files.
 
-mgpu names the ``--log_dir`` it gives each attempt: ``<log root>/<run name>/attempt_<k>``
-(:func:`attempt_log_dir`; root ``logs/mgpu`` unless ``--log_dir`` moves it, ``<k>`` mgpu's attempt
-number), so a run's attempts sit side by side under one folder named by the run, each holding the
-one ``<run_id>_<rand>`` folder its launcher made.
+torchrun writes it through mgpu's logs spec (``--logs_specs mgpu``,
+:mod:`isaaclab_mgpu.launcher.logspecs`, registered under the ``torchrun.logs_specs`` entry
+point), which keeps torch's ``DefaultLogsSpecs`` in all but where the files go: torch's own
+nests ``<run_id>_<rand>/attempt_<restart>/<local rank>/`` under the folder.
+``python -m isaaclab_mgpu.jaxrun`` writes the same layout (:func:`rank_dir`), so one reader
+serves both launchers. Each node's mgpu makes its own launch folder; a global rank
+names one folder across all nodes, so nodes that share a file system never collide. Each rank learns its
+folder from ``TORCHELASTIC_ERROR_FILE`` (the ``error.json`` path); what mgpu's ranks add
+(``reason.txt``, ``stack.txt``) goes beside it (:func:`beside_error_file`).
 
 **Error files.** ``@record`` writes ``{"message": {"message": "ValueError: …", "extraInfo":
 {"py_callstack": "Traceback …", "timestamp": "<epoch seconds>"}}}`` (an older form has a plain
@@ -49,7 +56,6 @@ import json
 import os
 import re
 import signal
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -58,6 +64,7 @@ from pathlib import Path
 __all__ = [
     "ERROR_FILE",
     "LAUNCHER_ERROR_FILE",
+    "RANK_PREFIX",
     "REASON_FILE",
     "ROOT_CAUSE_HEADER",
     "STACK_FILE",
@@ -65,6 +72,7 @@ __all__ = [
     "STDOUT",
     "ErrorRecord",
     "RootCause",
+    "attempt_dir_of",
     "attempt_log_dir",
     "beside_error_file",
     "error_files",
@@ -74,13 +82,11 @@ __all__ = [
     "failure_summary",
     "first_error",
     "launcher_error_file",
-    "new_run_dir",
+    "make_rank_dir",
     "parse_root_cause",
     "rank_dir",
     "rank_dirs",
-    "ranks_folder",
     "read_error_file",
-    "run_dir_of",
     "split_exitcode",
     "tail",
     "write_launcher_error",
@@ -97,6 +103,8 @@ STACK_FILE = "stack.txt"
 #: The launcher's own error file in an attempt's log folder: its root cause's, with ``errorCode``.
 LAUNCHER_ERROR_FILE = "launcher_error.json"
 _ATTEMPT = "attempt_"
+#: A rank's log folder is ``rank_<global rank>``.
+RANK_PREFIX = "rank_"
 #: Lines of a traceback kept for the console.
 TRACEBACK_LINES = 15
 
@@ -104,9 +112,10 @@ TRACEBACK_LINES = 15
 # -- layout --------------------------------------------------------------------------------------
 
 
-def attempt_log_dir(root: str, run_name: str, attempt: int) -> str:
-    """``<root>/<run_name>/attempt_<attempt>``: the ``--log_dir`` mgpu gives one attempt's launcher."""
-    return os.path.join(root, run_name, f"{_ATTEMPT}{attempt}")
+def attempt_log_dir(root: str, run_name: str, launch: str, attempt: int) -> str:
+    """``<root>/<run_name>/<launch>/attempt_<attempt>``: the ``--log_dir`` mgpu gives one attempt's
+    launcher (``launch``: this launch's own folder)."""
+    return os.path.join(root, run_name, launch, f"{_ATTEMPT}{attempt}")
 
 
 def launcher_error_file(log_dir: str | Path, owner: str = "") -> Path:
@@ -117,29 +126,35 @@ def launcher_error_file(log_dir: str | Path, owner: str = "") -> Path:
     return Path(log_dir) / name
 
 
-def new_run_dir(log_dir: str | Path, run_id: str) -> Path:
-    """Create ``<log_dir>/<run_id>_<rand>`` as torchrun does, and return it."""
-    Path(log_dir).mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{run_id}_", dir=log_dir))
+def rank_dir(attempt_dir: str | Path, rank: int) -> Path:
+    """``<attempt_dir>/rank_<rank>``: the log folder of global rank ``rank``."""
+    return Path(attempt_dir) / f"{RANK_PREFIX}{rank}"
 
 
-def rank_dir(run_dir: str | Path, local_rank: int, restart: int = 0) -> Path:
-    """``<run_dir>/attempt_<restart>/<local_rank>``: one rank's log folder."""
-    return Path(run_dir) / f"{_ATTEMPT}{restart}" / str(local_rank)
+def make_rank_dir(attempt_dir: str | Path, rank: int) -> Path:
+    """Create ``rank``'s log folder in ``attempt_dir`` and return it. Nothing is removed: the attempt
+    folder lies in this launch's own folder, which no other launch writes in."""
+    folder = rank_dir(attempt_dir, rank)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
-def run_dir_of(error_file: str | Path) -> Path | None:
-    """The ``<run_id>_<rand>`` folder of a rank's error file path
-    (``<run_dir>/attempt_<n>/<local_rank>/error.json``); None for any other path.
+def _rank_of(folder: Path) -> int | None:
+    """The global rank a ``rank_<N>`` folder belongs to; None for any other folder."""
+    number = folder.name.removeprefix(RANK_PREFIX)
+    return int(number) if folder.name.startswith(RANK_PREFIX) and number.isdigit() else None
+
+
+def attempt_dir_of(error_file: str | Path) -> Path | None:
+    """The attempt folder of a rank's error file path (``<attempt_dir>/rank_<n>/error.json``); None
+    for any other path.
 
     The launcher's own error file is not one: a rank forked by the launcher shows the launcher's
     environment until it execs, and a look at its environment then must not take that file's
-    folder for the run's.
+    folder for the ranks'.
     """
     path = Path(error_file)
-    if not path.parent.name.isdigit() or _restart(path.parent.parent) is None:
-        return None
-    return path.parent.parent.parent
+    return path.parent.parent if _rank_of(path.parent) is not None else None
 
 
 def beside_error_file(error_file: str | Path, name: str) -> Path:
@@ -147,39 +162,15 @@ def beside_error_file(error_file: str | Path, name: str) -> Path:
     return Path(error_file).parent / name
 
 
-def _restart(folder: Path) -> int | None:
-    number = folder.name.removeprefix(_ATTEMPT)
-    return int(number) if folder.name.startswith(_ATTEMPT) and number.isdigit() else None
-
-
-def rank_dirs(run_dir: str | Path | None) -> dict[int, Path]:
-    """Each local rank's log folder in ``run_dir``, of the latest restart that has it."""
-    found: dict[int, tuple[int, Path]] = {}
-    if run_dir is None:
+def rank_dirs(attempt_dir: str | Path | None) -> dict[int, Path]:
+    """Each global rank's log folder in ``attempt_dir``, by rank."""
+    if attempt_dir is None:
         return {}
     try:
-        restarts = [(n, p) for p in Path(run_dir).iterdir() if (n := _restart(p)) is not None]
+        found = {n: p for p in Path(attempt_dir).iterdir() if (n := _rank_of(p)) is not None and p.is_dir()}
     except OSError:
         return {}
-    for number, attempt in restarts:
-        try:
-            ranks = [p for p in attempt.iterdir() if p.name.isdigit() and p.is_dir()]
-        except OSError:
-            continue
-        for folder in ranks:
-            local = int(folder.name)
-            if local not in found or found[local][0] < number:
-                found[local] = (number, folder)
-    return {local: folder for local, (_, folder) in sorted(found.items())}
-
-
-def ranks_folder(run_dir: str | Path) -> Path | None:
-    """``<run_dir>/attempt_<restart>`` of the latest restart: the folder of the per-rank folders."""
-    try:
-        restarts = [(n, p) for p in Path(run_dir).iterdir() if (n := _restart(p)) is not None]
-    except OSError:
-        return None
-    return max(restarts)[1] if restarts else None
+    return dict(sorted(found.items()))
 
 
 def tail(path: str | Path | None, lines: int = 8) -> str | None:
@@ -204,8 +195,8 @@ class ErrorRecord:
     path: Path
     """The file."""
 
-    local_rank: int | None
-    """The rank whose folder holds it (None: a launcher's copy)."""
+    rank: int | None
+    """The global rank whose folder holds it (None: a launcher's copy)."""
 
     message: str
     """The exception as one line (``ValueError: bad value``)."""
@@ -272,18 +263,17 @@ def read_error_file(path: str | Path) -> ErrorRecord | None:
     lines = [line for line in message.strip().splitlines() if line.strip()]
     if not lines and not traceback:
         return None
-    local = int(path.parent.name) if path.parent.name.isdigit() else None
     one_line = lines[-1].strip() if lines else traceback.strip().splitlines()[-1].strip()  # type: ignore[union-attr]
-    return ErrorRecord(path, local, one_line, traceback, stamp, code, mtime)
+    return ErrorRecord(path, _rank_of(path.parent), one_line, traceback, stamp, code, mtime)
 
 
 def error_files(root: str | Path | None) -> list[ErrorRecord]:
-    """Every rank's error file under ``root`` (a run folder or any folder above one), parsed once."""
+    """Every rank's error file under ``root`` (an attempt folder or any folder above one), parsed once."""
     if root is None:
         return []
     found = []
     for path in Path(root).rglob(ERROR_FILE):
-        if path.parent.name.isdigit() and _restart(path.parent.parent) is not None:
+        if _rank_of(path.parent) is not None:
             record = read_error_file(path)
             if record is not None:
                 found.append(record)

@@ -16,14 +16,15 @@ A launch flows spec → resolve → build → supervise:
   :mod:`.shrink` (a lost node's restart on fewer nodes), :mod:`.ledger` (the run's one ledger
   writer), :mod:`.supervise` (the process tree, stalls, stragglers, shutdown),
   :mod:`.peers` (the other nodes' ranks through the rendezvous store), :mod:`.jaxrun` (the JAX
-  launcher);
+  launcher), :mod:`.logspecs` (where torchrun writes each rank's logs: loaded by torchrun);
 - other commands: :mod:`.diagnostics` (``check-env``), :mod:`.probe` (``probe-nccl``'s parent
   side), :mod:`.scale`, :mod:`.scale_options` and :mod:`.scale_plot` (``mgpu scale``), :mod:`.runs`
   (reading run folders afterwards), :mod:`.livestacks` (``mgpu stacks``).
 
 torch, jax, warp, rsl_rl and skrl are never imported on the path of ``--help``, ``dry-run`` or
-``check-env``; the one import of torch here is :mod:`.peers`' store client, loaded when a
-multi-node ``mgpu train`` first connects. Nothing here prints: the command layer
+``check-env``; torch is imported here by :mod:`.peers`' store client, loaded when a
+multi-node ``mgpu train`` first connects, and by :mod:`.logspecs`, which only the torchrun
+process loads. Nothing here prints: the command layer
 (:mod:`isaaclab_mgpu.launch`) hands results to :mod:`isaaclab_mgpu.report`. The rank side never
 imports this package.
 """

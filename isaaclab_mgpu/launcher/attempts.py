@@ -16,7 +16,7 @@ jaxrun:
   :class:`~.verdicts.Verdict`, kept in the attempt's record); ``interrupted`` (Ctrl-C, SIGTERM,
   SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a checkpoint and stopped
   on the requeue signal).
-- Each attempt's launcher logs into its own folder, ``<log root>/<run name>/attempt_<k>``
+- Each attempt's launcher logs into its own folder, ``<log root>/<run name>/<launch>/attempt_<k>``
   (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
   (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
 - Before a restart the loop asks ``reshape`` (``--min_nodes``, :mod:`.shrink`) whether a node was
@@ -130,8 +130,8 @@ class Attempt:
     """Wall time of the attempt."""
 
     logs: str | None = None
-    """This node's per-rank log folders of the attempt: ``<local_rank>/stdout.log``, ``stderr.log``
-    (``<log root>/<run name>/attempt_<k>/<run_id>_<rand>/attempt_0``); None when none was made."""
+    """The attempt's folder of per-rank log folders, ``<log root>/<run name>/<launch>/attempt_<k>``, holding
+    ``rank_<global rank>/stdout.log``, ``stderr.log``; None when none was made."""
 
     verdict: verdicts.Verdict | None = None
     """A failed attempt's class, reason line and whether a restart can mend it (:mod:`.verdicts`);
@@ -474,12 +474,8 @@ def _classified(attempt: Attempt, result: RunResult, before: Attempt | None, kil
 
 
 def _ranks_folder(result: RunResult) -> str | None:
-    """The folder of the attempt's per-rank log folders, as its launcher made it (absolute: the
-    summary is read from anywhere)."""
-    if result.log_dir is None:
-        return None
-    found = elastic.ranks_folder(result.log_dir)
-    return str((found or Path(result.log_dir)).absolute())
+    """The folder of the attempt's per-rank log folders (absolute: the summary is read from anywhere)."""
+    return str(Path(result.log_dir).absolute()) if result.log_dir is not None else None
 
 
 def _reached(place: RunPlace) -> int | None:

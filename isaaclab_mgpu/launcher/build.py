@@ -20,18 +20,19 @@ Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not pas
 would relaunch the same command from iteration 0; mgpu restarts each attempt itself, resuming,
 see :mod:`isaaclab_mgpu.launcher.attempts`); a single node with no address given uses
 ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to a folder
-named by the run and the attempt, ``<log root>/<run name>/attempt_<k>`` (root ``--log_dir``,
-default ``logs/mgpu``; run name ``<library>_<task>`` or the program, ``_<run_name>`` added when
-the training arguments give one; no clock in it, so a dry-run is the same for the same spec;
+named by the run, the launch and the attempt,
+``<log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/`` (``--logs_specs mgpu``,
+:mod:`isaaclab_mgpu.launcher.logspecs`; root ``--log_dir``, default ``logs/mgpu``; run name
+``<library>_<task>`` or the program, ``_<run_name>`` added when the training arguments give one;
+``<launch>`` the resolved ``log_launch``, which ``train`` made exclusively before building, else
+the run stamp, so a dry-run is the same for the same spec and creates nothing;
 :func:`run_name`, :func:`~isaaclab_mgpu.contract.elastic.attempt_log_dir`), and
 are tee'd to the console, so a filtered rank's output is never lost. The command says attempt 0;
 :func:`for_attempt` gives the same command for a later attempt. A torchrun launch that is not
 ``--standalone`` and has no ``--rdzv_id`` (``--master_addr``/``--master_port``, or an endpoint
 without an id) gets ``--rdzv_id mgpu_<host>_<port>`` (a one-node SLURM job: its job id): torchrun
-names the per-rank log folder ``<run id>_<rand>`` and tells the ranks ``TORCHELASTIC_RUN_ID``
-(``none`` otherwise), and the static rendezvous prefixes its store keys with the id, so it must be
-one every node computes alike: the rendezvous address is. (``--standalone`` names its folder with a
-fresh uuid of torchrun's own.)
+tells the ranks ``TORCHELASTIC_RUN_ID`` (``none`` otherwise), and the static rendezvous prefixes
+its store keys with the id, so it must be one every node computes alike: the rendezvous address is.
 
 torchrun reads a flag that is not on its command line from ``PET_<FLAG>`` (a Kubernetes pod sets
 several). Where the resolved environment names such a flag that the command leaves out, the
@@ -64,6 +65,8 @@ WORKER_MODULE = "isaaclab_mgpu.worker"
 C10D_PORT = 29400
 JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
 DEFAULT_LOG_DIR = "logs/mgpu"
+#: torchrun's ``--logs_specs``: mgpu's per-rank layout (the ``torchrun.logs_specs`` entry point).
+LOGS_SPECS = "mgpu"
 #: Environment variable carrying the run timestamp every rank shares.
 #: Set for the launch when ``--gpu_ids`` selected GPUs.
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
@@ -89,8 +92,8 @@ class Command:
     """``torchrun`` or ``jaxrun``."""
 
     log_dir: str
-    """This attempt's ``--log_dir``: ``<log root>/<run name>/attempt_<k>``, where the launcher makes
-    its ``<run_id>_<rand>`` folder of per-rank logs (:mod:`isaaclab_mgpu.contract.elastic`)."""
+    """This attempt's ``--log_dir``: ``<log root>/<run name>/<launch>/attempt_<k>``, where the launcher makes
+    each rank's ``rank_<global rank>`` folder (:mod:`isaaclab_mgpu.contract.elastic`)."""
 
     rendezvous: Rendezvous | None = None
     """The store the nodes of a multi-node torchrun launch share (None: one node, or skrl JAX)."""
@@ -173,6 +176,9 @@ def build(r: ResolvedSpec) -> Command:
         for name in TORCHRUN_OPTIONS:
             if opts.get(name) is not None:
                 head += [f"--{name}", _arg(opts[name])]
+        # Each rank's files go straight into the attempt folder, named by its global rank
+        # (isaaclab_mgpu.launcher.logspecs, registered as a torchrun.logs_specs entry point).
+        head += ["--logs_specs", LOGS_SPECS]
         head += _default_filter(opts)
         if s.virtual_local_rank:
             head.append("--virtual_local_rank")
@@ -218,21 +224,23 @@ def for_attempt(cmd: Command, number: int) -> Command:
     at = argv.index("--log_dir") + 1 if "--log_dir" in argv else None
     if at is None or at >= len(argv) or argv[at] != cmd.log_dir:
         return cmd  # not a command of this builder's: nothing to rename
-    log_dir = elastic.attempt_log_dir(os.path.dirname(os.path.dirname(cmd.log_dir)), _run_name(cmd), number)
+    launch = os.path.dirname(cmd.log_dir)  # <log root>/<run name>/<launch>
+    root, name = os.path.split(launch)
+    log_dir = elastic.attempt_log_dir(os.path.dirname(root), os.path.basename(root), name, number)
     argv[at] = log_dir
     return dataclasses.replace(cmd, argv=tuple(argv), log_dir=log_dir)
 
 
-def _run_name(cmd: Command) -> str:
-    return os.path.basename(os.path.dirname(cmd.log_dir))
+def log_root(r: ResolvedSpec) -> str:
+    """The per-rank logs' root: ``--log_dir``, else ``logs/mgpu``."""
+    return r.spec.log_dir or DEFAULT_LOG_DIR
 
 
 def run_name(r: ResolvedSpec) -> str:
     """The name of the run's log folder: what it trains (library and task, or the program), and
     ``_<run_name>`` when the training arguments give one. No clock: dry-run prints the same line
-    for the same spec; torchrun's own ``<run_id>_<rand>`` folder inside tells two runs apart, and
-    ``summary.json``'s ``attempts[].logs`` names each attempt's (one folder: what else than
-    letters, digits and ``._+-`` becomes ``-``)."""
+    for the same spec; the run's ledger and ``summary.json``'s ``attempts[].logs`` name each
+    attempt's folder (one folder: what else than letters, digits and ``._+-`` becomes ``-``)."""
     s = r.spec
     if s.builtin_worker:
         what = f"{s.library}_{s.task}"
@@ -293,14 +301,14 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
         rdzv_endpoint=r.rdzv_endpoint,
         rdzv_id=r.rdzv_id,
     )
-    opts["log_dir"] = elastic.attempt_log_dir(str(opts.get("log_dir") or DEFAULT_LOG_DIR), run_name(r), 0)
+    opts["log_dir"] = elastic.attempt_log_dir(log_root(r), run_name(r), r.log_launch or r.run_stamp, 0)
     multi_node = r.nnodes_max > 1
     if r.rdzv_id is None and multi_node and not s.uses_jax:
         opts["rdzv_id"] = _rendezvous_id(r)
     elif r.rdzv_id is None and not r.standalone and not s.uses_jax:
-        # torchrun's default id, "none", would name the per-rank log folder (none_<rand>) and be
-        # every rank's TORCHELASTIC_RUN_ID: a one-node SLURM job on a fixed port (the emitted
-        # script's) is named by its job id, any other launch on a fixed port by its address.
+        # torchrun's default id, "none", would be every rank's TORCHELASTIC_RUN_ID: a one-node
+        # SLURM job on a fixed port (the emitted script's) is named by its job id, any other
+        # launch on a fixed port by its address.
         opts["rdzv_id"] = r.slurm_job_id or _rendezvous_id(r)
     if s.tee is None and s.redirects is None:
         opts["tee"] = "3"

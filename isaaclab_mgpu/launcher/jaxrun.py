@@ -13,8 +13,8 @@ Each rank gets skrl's variables ``JAX_LOCAL_RANK``, ``JAX_RANK``, ``JAX_WORLD_SI
 elastic's ``@record`` writes the rank's traceback); ``OMP_NUM_THREADS=1`` with several ranks and
 ``PYTHONUNBUFFERED=1`` unless already set. Port 0 picks a free port (single node only).
 
-Logs follow torchrun's layout (:mod:`isaaclab_mgpu.contract.elastic`):
-``<log_dir>/<uuid>_<rand>/attempt_0/<local_rank>/`` holds ``stdout.log``, ``stderr.log`` and
+Logs follow mgpu's layout (:mod:`isaaclab_mgpu.contract.elastic`, the same torchrun writes under
+``--logs_specs mgpu``): ``<log_dir>/rank_<global rank>/`` holds ``stdout.log``, ``stderr.log`` and
 ``error.json``. Every rank's output always goes to its files;
 ``--tee`` (0 none, 1 stdout, 2 stderr, 3 both, or per local rank ``0:3,1:1``; default 3) selects
 the streams also shown on the console, for the local ranks in ``--local_ranks_filter`` (default:
@@ -52,7 +52,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -219,14 +218,13 @@ def main(argv: list[str] | None = None) -> int:
             print("jaxrun: --coordinator_address port 0 needs a single node", file=sys.stderr)
             return 2
         port = _free_port()
-    run_dir = elastic.new_run_dir(a.log_dir, str(uuid.uuid4()))
     argv0 = [sys.executable, *(["-m"] if a.module else []), a.script, *a.script_args]
 
     interrupts = Interrupts()
     subreaper = proctree.hold_subreaper()
     try:
         with recording(interrupts.record):
-            ranks = _start(a, argv0, run_dir, host, port)
+            ranks = _start(a, argv0, host, port)
             failure, signalled, shutdown = _supervise(a, ranks, interrupts)
     finally:
         if subreaper:
@@ -243,17 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     return exit_code(0, stall=None, interrupted=signalled, killed_after_grace=killed, failure=None)
 
 
-def _start(a: argparse.Namespace, argv0: list[str], run_dir: Path, host: str, port: int) -> list[_Rank]:
+def _start(a: argparse.Namespace, argv0: list[str], host: str, port: int) -> list[_Rank]:
     """Start every local rank with its environment and its output pumps."""
     shown = None if a.local_ranks_filter is None else {int(x) for x in a.local_ranks_filter.split(",")}
     ranks = []
     for local in range(a.nproc_per_node):
-        folder = elastic.rank_dir(run_dir, local)
-        folder.mkdir(parents=True)
-        r = _Rank(local, a.node_rank * a.nproc_per_node + local, folder)
+        rank = a.node_rank * a.nproc_per_node + local
+        r = _Rank(local, rank, elastic.make_rank_dir(a.log_dir, rank))
         r.proc = subprocess.Popen(
             argv0,
-            env=rank_env(a, local, host, port, folder / elastic.ERROR_FILE),
+            env=rank_env(a, local, host, port, r.folder / elastic.ERROR_FILE),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,

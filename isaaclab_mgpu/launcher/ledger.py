@@ -27,10 +27,11 @@ launcher decided. A summary older than its folder's ledger becomes the ledger's 
 Where the ledger goes: the run folder. A built-in worker run's is made before the first attempt;
 an Isaac Lab run's is named by its rank 0 while the first attempt starts (it reports the folder),
 so the events wait in memory until then (:meth:`RunLedger.open`). A ``--script`` run has no run
-folder of its own: node 0's mgpu makes one for the ledger beside the program's per-rank logs,
-``<--log_dir>/<run name>/<stamp>`` (:func:`script_folder`; by default
-``logs/mgpu/<program>/<stamp>``), where ``mgpu runs`` lists it. Only node 0 writes; other nodes'
-ledgers are off (the one-writer rule: appends from two hosts on a shared file system interleave).
+folder of its own: node 0's mgpu keeps the ledger in the launch's own folder of per-rank logs,
+``<--log_dir>/<run name>/<launch>`` (:func:`script_folder`; by default
+``logs/mgpu/<program>/<stamp>``, beside its ``attempt_<k>``), where ``mgpu runs`` lists it. Only
+node 0 writes; other nodes' ledgers are off (the one-writer rule: appends from two hosts on a
+shared file system interleave).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract import files, resume
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import RUN_DIR_REPORT
-from isaaclab_mgpu.contract.layout import CANCEL, EVENTS, STAMP_FORMAT, SUMMARY
+from isaaclab_mgpu.contract.layout import CANCEL, EVENTS, SUMMARY
 from isaaclab_mgpu.contract.progress import DONE
 
 if TYPE_CHECKING:
@@ -89,8 +90,8 @@ def write_summary(folder: str | Path, summary: summaries.Summary) -> Path:
 
 
 def script_folder(cmd: Command) -> Path:
-    """The folder holding a ``--script`` program's run folders: its per-rank logs' folder,
-    ``<--log_dir>/<run name>`` (``logs/mgpu/<program>``), beside the attempts' ``attempt_<k>``."""
+    """A ``--script`` program's run folder: this launch's own folder of per-rank logs,
+    ``<--log_dir>/<run name>/<launch>`` (``logs/mgpu/<program>/<stamp>``), holding its ``attempt_<k>``."""
     return Path(os.path.dirname(cmd.log_dir))
 
 
@@ -466,16 +467,14 @@ def for_launch(
     """This launch's ledger, its ``launched`` event written: into the run folder (made here for a
     ``--script`` run), or waiting for it (Isaac Lab's); off on a node other than node 0.
     ``trains``: the built-in worker's task and the iterations it is to reach."""
-    from isaaclab_mgpu.launcher.runs import create_run_folder
-
     spec = resolved.spec
     if (resolved.node_rank or 0) != 0:
         return RunLedger(enabled=False)
     folder = run_dir
     if folder is None and not spec.builtin_worker:
-        stamp = resolved.run_stamp or time.strftime(STAMP_FORMAT)
+        folder = script_folder(cmd)  # train made it for this launch alone (pipeline.own_log_folder)
         try:
-            folder = create_run_folder(script_folder(cmd), stamp, None)
+            folder.mkdir(parents=True, exist_ok=True)
         except OSError:
             return RunLedger(enabled=False)  # no ledger where none can be made; the run goes on
     ledger = RunLedger(folder, summarized=spec.builtin_worker)

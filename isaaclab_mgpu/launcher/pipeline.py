@@ -3,15 +3,21 @@
 :func:`prepare` is what ``train``, ``dry-run``, ``check-env``'s planned command and each
 ``probe-nccl`` launch run before anything is printed or spawned. It lives apart from the command
 layer (:mod:`isaaclab_mgpu.launch`, which prints) so that domain packages can use it without
-importing the printing layer.
+importing the printing layer. ``train`` asks it for its own per-rank log folder once its checks
+pass (:func:`own_log_folder`): ``<log root>/<run name>/<run stamp>``, made exclusively (``-2``,
+``-3``… when another launch took the name), so two launches of one task never share, nor remove,
+each other's logs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
-from isaaclab_mgpu.launcher.build import Command, build
+from isaaclab_mgpu.launcher.build import Command, build, log_root, run_name
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec, probe_machine, resolve
+from isaaclab_mgpu.launcher.runs import create_run_folder
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 
@@ -25,4 +31,12 @@ def prepare(
     """Resolve ``spec`` against this machine (or ``environ``) and build its command."""
     machine = probe_machine(environ, gpu_uuids=spec.gpu_ids is not None)
     resolved = resolve(spec, machine, strict=strict, extra_env=extra_env)
+    return resolved, build(resolved)
+
+
+def own_log_folder(resolved: ResolvedSpec) -> tuple[ResolvedSpec, Command]:
+    """``resolved`` and its command with ``log_launch`` set to a folder made for this launch alone under
+    ``<log root>/<run name>``: the run stamp, or ``<stamp>-2``… when another launch took it."""
+    folder = create_run_folder(Path(log_root(resolved)) / run_name(resolved), resolved.run_stamp, None)
+    resolved = dataclasses.replace(resolved, log_launch=folder.name)
     return resolved, build(resolved)

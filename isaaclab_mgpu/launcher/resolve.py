@@ -164,6 +164,11 @@ class ResolvedSpec:
     run_stamp: str = ""
     """Timestamp shared by every rank of this run."""
 
+    log_launch: str | None = None
+    """The name of this launch's own per-rank log folder under ``<log root>/<run name>``, made
+    exclusively by ``train`` (:func:`~isaaclab_mgpu.launcher.pipeline.prepare`): ``run_stamp``, or
+    ``<run_stamp>-2``… when another launch took it; None (dry-run): ``run_stamp``, nothing made."""
+
     filled: tuple[str, ...] = ()
     """One note per value filled from the environment (SLURM, Kubernetes): ``--nnodes 2 from PET_NNODES``."""
 

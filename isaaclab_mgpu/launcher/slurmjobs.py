@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from isaaclab_mgpu.contract import elastic
 from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.files import write_json
@@ -317,20 +318,15 @@ def _ledger_jobs(folder: Path) -> tuple[str, ...]:
 
 
 def rank0_logs(folder: Path, events: Sequence[ev.Event]) -> list[Path]:
-    """Rank 0's console files (``stdout.log`` of local rank 0 on node 0) of every attempt of the run,
+    """Rank 0's console files (``rank_0/stdout.log``) of every attempt of the run,
     in order, from its ledger's ``ranks_up`` events (paths relative to where the job ran)."""
     base = _job_dir(folder, events)
     out: list[Path] = []
     for e in events:
         if isinstance(e, ev.RanksUp) and e.logs:
             logs = Path(e.logs) if Path(e.logs).is_absolute() else base / e.logs
-            out += sorted(logs.glob("attempt_*/0/stdout.log"), key=lambda p: _attempt_no(p.parent.parent))
-    return list(dict.fromkeys(out))
-
-
-def _attempt_no(path: Path) -> int:
-    tail = path.name.rpartition("_")[2]
-    return int(tail) if tail.isdigit() else 0
+            out.append(elastic.rank_dir(logs, 0) / elastic.STDOUT)
+    return [p for p in dict.fromkeys(out) if p.is_file()]
 
 
 def _job_dir(folder: Path, events: Sequence[ev.Event]) -> Path:

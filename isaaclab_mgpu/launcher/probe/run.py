@@ -487,7 +487,7 @@ def _error_text(outcome: RunResult, folder: Path) -> str:
 def _first_error_file(logs: Path) -> str | None:
     """The message of the first per-rank error file torchrun's ``@record`` wrote under ``logs``."""
     first = elastic.first_error(elastic.error_files(logs))
-    return f"local rank {first.local_rank}: {first.message}" if first is not None else None
+    return f"rank {first.rank}: {first.message}" if first is not None else None
 
 
 @contextlib.contextmanager

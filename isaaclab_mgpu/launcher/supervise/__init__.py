@@ -83,7 +83,7 @@ from typing import Any
 import psutil
 
 from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, RUN_DIR, RUN_ID
-from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, MgpuError, UsageError
+from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EnvironmentProblem, MgpuError, UsageError
 from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher import nvml
 from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
@@ -94,7 +94,13 @@ from isaaclab_mgpu.launcher.supervise import watchdog as _watchdog
 from isaaclab_mgpu.launcher.supervise.hang import HangWatch
 from isaaclab_mgpu.launcher.supervise.notes import Notes, Silent
 from isaaclab_mgpu.launcher.supervise.output import LauncherOutput
-from isaaclab_mgpu.launcher.supervise.result import RankFailure, RunResult, exit_code, first_failure
+from isaaclab_mgpu.launcher.supervise.result import (
+    RankFailure,
+    RunResult,
+    exit_code,
+    first_failure,
+    missing_logs_specs,
+)
 from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown
 from isaaclab_mgpu.launcher.supervise.stop import Kind, Seen, Standing, Stop, decide
 from isaaclab_mgpu.launcher.supervise.watchdog import DONE
@@ -516,11 +522,11 @@ class Supervisor:
         self._output.join()
         survivors = tuple(p.pid for p in self.descendants())
         self._tree.reap(self._owned())
-        newest = lambda: logs.newest_run_dir(self.cmd.log_dir, self._since)  # noqa: E731
+        newest = lambda: logs.made_since(self.cmd.log_dir, self._since)  # noqa: E731
         failure = None
         if not self._interrupted and rc != 0:
-            first_rank, own = min(self.cmd.rank_devices, default=0), self.cmd.env.get(ERROR_FILE)
-            failure, self._log_dir = first_failure(self._output.lines, self._log_dir, first_rank, newest, own)
+            ranks, own = tuple(sorted(self.cmd.rank_devices)), self.cmd.env.get(ERROR_FILE)
+            failure, self._log_dir = first_failure(self._output.lines, self._log_dir, ranks, newest, own)
         elsewhere, lost, hosts, folder = None, (), (), None
         if failure is not None and self._stall is None and self._watch is not None and _peer_broke(failure):
             # Before the watch is released: the other nodes' reports say which one went away.
@@ -560,6 +566,8 @@ class Supervisor:
             node_hosts=hosts,
             run_folder=folder,
         )
+        if failure is None and rc != 0 and (told := missing_logs_specs(self._output.lines, self.cmd.argv[0])):
+            raise EnvironmentProblem(told)  # no rank ran: a restart would meet the same
 
     # -- the watchdog and the subreaper attribute ------------------------------------------------
 

@@ -1,26 +1,25 @@
 """Where an attempt's per-rank logs are, and when each rank last wrote to them.
 
-The launcher names the attempt's log folder ``<log_dir>/<run_id>_<rand>`` itself (the layout is
-:mod:`isaaclab_mgpu.contract.elastic`'s); the supervisor learns it from a rank's environment (its
-``TORCHELASTIC_ERROR_FILE``) while the ranks run, or afterwards from the newest folder of the
-attempt's ``--log_dir`` made since the start. The stall watch's output fallback
-(``--stall_on_silence``) reads the per-rank log files' change times.
+The launcher writes each rank's files in ``<log_dir>/rank_<global rank>/`` (the layout is
+:mod:`isaaclab_mgpu.contract.elastic`'s): the supervisor learns the folder from a rank's
+environment (its ``TORCHELASTIC_ERROR_FILE``) while the ranks run, or afterwards from the
+attempt's ``--log_dir`` once a rank folder in it changed since the start. The stall watch's output
+fallback (``--stall_on_silence``) reads the per-rank log files' change times.
 """
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import psutil
 
 from isaaclab_mgpu.contract import elastic, env
 
-__all__ = ["from_ranks", "newest_run_dir", "output_times"]
+__all__ = ["from_ranks", "made_since", "output_times"]
 
 
 def from_ranks(launcher: psutil.Process | None) -> str | None:
-    """The run's log folder, read from a rank's environment (the launcher's children)."""
+    """The attempt's log folder, read from a rank's environment (the launcher's children)."""
     try:
         ranks = launcher.children() if launcher is not None else []
     except psutil.Error:
@@ -30,26 +29,26 @@ def from_ranks(launcher: psutil.Process | None) -> str | None:
             path = rank.environ().get(env.ERROR_FILE)
         except (psutil.Error, OSError):
             continue
-        if path and (run_dir := elastic.run_dir_of(path)) is not None:
-            return str(run_dir)
+        if path and (folder := elastic.attempt_dir_of(path)) is not None:
+            return str(folder)
     return None
 
 
-def newest_run_dir(root: str, since: float) -> str | None:
-    """The newest folder in the log root ``root`` changed since ``since`` (epoch seconds)."""
-    try:
-        dirs = [d for d in Path(root).iterdir() if d.is_dir() and d.stat().st_mtime >= since]
-    except OSError:
-        return None
-    return str(max(dirs, key=lambda d: d.stat().st_mtime)) if dirs else None
+def made_since(log_dir: str, since: float) -> str | None:
+    """``log_dir`` when one of its rank folders changed since ``since`` (epoch seconds), else None."""
+    for folder in elastic.rank_dirs(log_dir).values():
+        with contextlib.suppress(OSError):
+            if folder.stat().st_mtime >= since:
+                return log_dir
+    return None
 
 
-def output_times(run_dir: str, ranks: tuple[int, ...]) -> dict[int, float]:
-    """Each local rank's last output (its log files' newest change), by global rank."""
+def output_times(log_dir: str, ranks: tuple[int, ...]) -> dict[int, float]:
+    """The last output (its log files' newest change) of each global rank in ``ranks``."""
     times = {}
-    folders = elastic.rank_dirs(run_dir)
-    for local, rank in enumerate(ranks):
-        folder = folders.get(local)
+    folders = elastic.rank_dirs(log_dir)
+    for rank in ranks:
+        folder = folders.get(rank)
         if folder is None:
             continue
         stamps = []

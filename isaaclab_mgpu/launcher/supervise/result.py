@@ -17,7 +17,7 @@ listed in :mod:`isaaclab_mgpu.contract.errors`; :func:`exit_code` is where they 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +91,7 @@ class RunResult:
     """The first failed rank, when a rank failed."""
 
     log_dir: str | None
-    """This attempt's per-rank log folder (``<log_dir>/<run_id>_<rand>``, see :mod:`.contract.elastic`)."""
+    """This attempt's log folder, holding its ``rank_<global rank>`` folders (:mod:`.contract.elastic`)."""
 
     survivors: tuple[int, ...]
     """PIDs of the tree still alive at the end; empty unless a process could not be killed."""
@@ -136,42 +136,63 @@ def exit_code(
     return 0
 
 
+#: torchrun's words when its interpreter has no ``torchrun.logs_specs`` entry point of the name given.
+_NO_LOGS_SPECS = "Could not find entrypoint under 'torchrun.logs_specs["
+
+
+def missing_logs_specs(lines: Iterable[str], python: str) -> str | None:
+    """What to tell the user when torchrun (run by ``python``) stopped because it could not find
+    mgpu's per-rank log layout (:mod:`isaaclab_mgpu.launcher.logspecs`); None when it did not."""
+    if not any(_NO_LOGS_SPECS in line for line in lines):
+        return None
+    return (
+        f"torchrun ({python}) cannot find mgpu's per-rank log layout: the entry point "
+        "torchrun.logs_specs 'mgpu' is registered by installing isaaclab-mgpu into that interpreter "
+        "(pip install -e <isaaclab-mgpu checkout>, or pip install isaaclab-mgpu); on PYTHONPATH alone "
+        "it is not found"
+    )
+
+
 def first_failure(
     lines: Iterable[str],
     run_dir: str | None,
-    first_rank: int,
+    ranks: Sequence[int],
     newest: Callable[[], str | None],
     launcher_file: str | None = None,
 ) -> tuple[RankFailure | None, str | None]:
     """The first failed rank from the ranks' error files, the launcher's and its stderr ``lines``.
 
-    ``run_dir`` is the run's log folder when known, else the failure summary's error file names
-    it, else ``newest()`` is looked in; ``launcher_file`` is the launcher's own error file, when it
-    was given one. Returns the failure and the run's folder as now known (the guess from
+    ``run_dir`` is the attempt's log folder when known, else the failure summary's error file
+    names it, else ``newest()`` is looked in; ``ranks`` are this node's global ranks by local rank
+    (empty: not known, the first is 0): the folder holds every node's that shares the file system,
+    and only this node's are this launcher's. ``launcher_file`` is the launcher's own error file,
+    when it was given one. Returns the failure and the folder as now known (the guess from
     ``newest`` is not kept).
     """
+    first_rank = ranks[0] if ranks else 0
     told = elastic.parse_root_cause(lines)
     if run_dir is None and told is not None and told.error_file:
-        named = elastic.run_dir_of(told.error_file)
+        named = elastic.attempt_dir_of(told.error_file)
         run_dir = str(named) if named is not None else None
     known = run_dir
     run_dir = run_dir or newest()
     folders = elastic.rank_dirs(run_dir)
-    records = {r.path.parent: r for r in elastic.error_files(run_dir)}
+    mine = lambda r: r.rank is not None and (not ranks or r.rank in ranks)  # noqa: E731
+    records = {r.path.parent: r for r in elastic.error_files(run_dir) if mine(r)}
     copy = elastic.read_error_file(launcher_file) if launcher_file else None
     cause = next((r for r in records.values() if copy is not None and r.same_failure(copy)), None)
-    if cause is not None and cause.local_rank is not None:
-        local, exitcode = cause.local_rank, copy.error_code if copy is not None else None
+    if cause is not None and cause.rank is not None:
+        local, exitcode = cause.rank - first_rank, copy.error_code if copy is not None else None
         if exitcode is None and told is not None and told.local_rank == local:
             exitcode = told.exitcode
     elif told is not None:
         local, exitcode = told.local_rank, told.exitcode
-    elif (cause := elastic.first_error(records.values())) is not None:
-        local, exitcode = cause.local_rank, None
+    elif (cause := elastic.first_error(records.values())) is not None and cause.rank is not None:
+        local, exitcode = cause.rank - first_rank, None
     else:
         return None, known
     same = told is not None and told.local_rank == local
-    folder = folders.get(local) if local is not None else None
+    folder = folders.get(first_rank + local) if local is not None else None
     if told is not None and same and told.error_file:
         folder = Path(told.error_file).parent
     record = records.get(folder) if folder is not None else None
