@@ -7,12 +7,15 @@ import shlex
 
 from isaaclab_mgpu.cli import main
 
+#: The launch's log folder is named by the clock's second (the run stamp): two calls may differ.
+_LAUNCH = re.compile(r"/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d/attempt_")
+
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """``mgpu ARGV`` in this process: exit code, stdout, stderr."""
+    """``mgpu ARGV`` in this process: exit code, stdout (the launch folder's stamp zeroed), stderr."""
     code = main(list(argv))
     out, err = capsys.readouterr()
-    return code, out, err
+    return code, _LAUNCH.sub("/0000-00-00_00-00-00/attempt_", out), err
 
 
 def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> list[str]:
@@ -22,8 +25,4 @@ def torchrun_line(capsys, monkeypatch, env: dict[str, str], argv: list[str]) -> 
             m.setenv(name, value)
         code, out, err = run(capsys, "dry-run", *argv)
     assert code == 0, err
-    # The per-rank log folder is named by the clock's second (the run stamp): two calls may differ.
-    line = re.sub(
-        r"/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d/attempt_", "/<stamp>/attempt_", out.strip().splitlines()[-1]
-    )
-    return shlex.split(line)[1:]
+    return shlex.split(out.strip().splitlines()[-1])[1:]
