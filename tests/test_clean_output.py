@@ -51,5 +51,5 @@ def test_a_two_rank_console_holds_only_mgpus_lines_until_the_first_iteration(tmp
     folder = tmp_path / starting.rsplit("run folder ", 1)[1]
     assert starting.startswith("mgpu: starting 2 rank(s)") and (folder / "summary.json").is_file()
     # What the console left out is in rank 0's own log.
-    (log,) = (tmp_path / "logs" / "mgpu").rglob("0/stdout.log")
+    (log,) = (tmp_path / "logs" / "mgpu").rglob("rank_0/stdout.log")
     assert "Actor Model" in log.read_text()
