@@ -5,8 +5,8 @@ script on PATH that records its arguments. Each run is 10 short iterations with 
 
 The simulated kill and the simulated requeue (``--simulate_fault kill@5,rank=1``, ``requeue@3``) are
 checked in tests/test_ledger.py, on the same run as the ledger's story of each. The killed-rank
-restart runs on every back-end; hang restarts, requeues and the rest are the launcher's and run on
-rsl-rl (the stall watch on each back-end: tests/test_stall.py)."""
+restart runs on both launch paths (torchrun: rsl-rl; mgpu's JAX launcher: skrl JAX); hang restarts,
+requeues and the rest are the launcher's and run on rsl-rl (the stall watch: tests/test_stall.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from restart_helpers import (
 )
 from training_helpers import child_env
 
+from isaaclab_mgpu.contract import events
 from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE
 
 #: Seconds a whole test run may take: two launches of 10 iterations (skrl JAX compiles for tens of
@@ -50,7 +51,9 @@ def _checkpoint_before(run: Run) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
+# The two launch paths (torchrun, mgpu's JAX launcher). skrl torch's rank continues from mgpu's
+# MGPU_RESUME as on --resume: tests/test_training.py's interrupt-and-resume test, per back-end.
+@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_jax"])
 def test_killed_rank_resumes_in_the_same_run(backend, tmp_path):
     run = Run(train_argv(backend, "--max_restarts", "1", *SHORT), tmp_path)
     run.wait_for("iteration 5/10", LIMIT[backend] / 2)
@@ -116,9 +119,9 @@ def test_a_rank_code_equal_to_a_reserved_one_exits_1(tmp_path):
     assert "rank 1" in out and "exit code 4" in out.strip().splitlines()[-1], out[-3000:]
 
 
-def _node(rank: int, port: int, cwd: Path) -> Run:
+def _node(rank: int, port: int, cwd: Path, nnodes: str = "2") -> Run:
     argv = train_argv(
-        "rsl_rl", "--nnodes", "2", "--node_rank", str(rank), "--master_addr", "127.0.0.1",
+        "rsl_rl", "--nnodes", nnodes, "--node_rank", str(rank), "--master_addr", "127.0.0.1",
         "--master_port", str(port), "--max_restarts", "1", "--log_dir", f"logs/mgpu{rank}", *SHORT, nproc=1,
     )  # fmt: skip
     return Run(argv, cwd)
@@ -126,15 +129,22 @@ def _node(rank: int, port: int, cwd: Path) -> Run:
 
 @pytest.mark.slow
 def test_two_nodes_resume_after_a_lost_rank_and_a_lost_node(tmp_path):
+    # A rank's death is not its node's: with shrinking allowed (--nnodes 1:2) node 1's mgpu lives
+    # and restarts its torchrun, so node 0 must not go on alone (tests/test_shrink.py kills node 0's
+    # rank the same way, and a whole node for the shrink).
     port = free_port()
-    node0, node1 = _node(0, port, tmp_path), _node(1, port, tmp_path)
+    node0, node1 = _node(0, port, tmp_path, "1:2"), _node(1, port, tmp_path, "1:2")
     node0.wait_for("iteration 5/10", 180)
     saved = _checkpoint_before(node0)
     node1.rank(1).send_signal(signal.SIGKILL)  # node 1's rank
     for node in (node0, node1):
         code, out = node.finish(240)
         assert code == 0, out[-4000:]
-    one_resumed_run(tmp_path, "rsl_rl", saved)
+        assert "shrinking" not in out, out[-4000:]
+    s = one_resumed_run(tmp_path, "rsl_rl", saved)
+    assert (s["world_size"], s["num_envs_per_rank"]) == (2, 16), s
+    ledger = events.read(run_folders(tmp_path, "rsl_rl")[0])
+    assert ledger is not None and not [e for e in ledger.events if isinstance(e, events.Shrink)]
 
     # Node 1's mgpu itself is killed; started again with the same command it joins node 0's restart.
     other = tmp_path / "second"

@@ -85,7 +85,9 @@ def _finish(proc: subprocess.Popen, seen: list[str], timeout: float) -> tuple[in
     return proc.returncode, "".join(seen) + rest, time.monotonic() - start
 
 
-@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])
+# The two launch paths: torchrun's tree (rsl-rl) and mgpu's JAX launcher's (skrl JAX). skrl torch
+# runs under torchrun too, with the progress reports of the worker loop every back-end shares.
+@pytest.mark.parametrize("backend", ["rsl_rl", "skrl_jax"])
 def test_a_stopped_rank_is_named_with_its_stack_and_the_tree_is_gone_within_35_s(backend, tmp_path):
     args = ("--num_envs", "16", "--max_iterations", "500", "--stall_timeout", str(STALL))
     proc = start(backend, tmp_path, *args)

@@ -1,13 +1,36 @@
-"""Real 2-rank CPU training under ``mgpu train`` for every back-end: learning, sync, summary, resume."""
+"""Real 2-rank CPU training under ``mgpu train`` for every back-end: learning, sync, summary, resume.
+
+Each back-end's learning run is also its curves' test: the TensorBoard event file in its run folder
+(read back with TensorBoard's own reader) and ``mgpu runs``' row of it; its pendulum run logs with
+``--logger wandb`` offline (no network: W&B's files under ``tmp/wandb/``, read back with W&B's own
+reader, ``wandb leet inspect --json``): only rank 0 opens a W&B run (skrl upstream opens one on every
+rank; see ``rank/patches/skrl.py``), its id is the one ``summary.json`` records, and it holds the same
+curves as the event file (the library's own and mgpu's ``mgpu/*`` scalars), on the same steps."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
 import pytest
-from training_helpers import SUMMARY_KEYS, run, start, summary
+from training_helpers import (
+    LIBRARY_TAGS,
+    MGPU_TAGS,
+    PACE_TAGS,
+    SUMMARY_KEYS,
+    child_env,
+    offline_wandb_env,
+    run,
+    scalars,
+    start,
+    summary,
+    wandb_records,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +48,9 @@ SEED = 42
 #:   skrl_jax    seeds 1-5: 3.28 3.15 2.49 2.10 2.58, seed 42: 2.94   (min 2.10)
 #: 1.5 leaves 1.4x under the worst seed of the slowest learner (the former 1.8 left 1.17x).
 LEARN_FACTOR = 1.5
+#: W&B's step axis for each library: rsl-rl logs ``step=iteration``; skrl's curves come through W&B's
+#: TensorBoard sync, which keeps the event file's step (skrl's environment steps) as ``global_step``.
+STEP_KEY = {"rsl_rl": "_step", "skrl_torch": "global_step", "skrl_jax": "global_step"}
 
 
 def _check_run(s: dict, run_dir, backend: str, task: str, iterations: int, saved=None) -> None:
@@ -70,12 +96,89 @@ def test_two_ranks_learn_cartpole_and_run_pendulum(backend, tmp_path):
     print(f"{backend}: cartpole reward {first:.2f} -> {last:.2f}, {s['s_per_iteration']:.3f} s/it")
     assert last > LEARN_FACTOR * first, s["mean_rewards"]
     assert "parameters synchronised" in out and "env-steps/s" in out
+    assert s["logger"] == "tensorboard"
+    _check_curves(s, run_dir, backend, n)
+    _check_listing(s, run_dir, tmp_path)
 
-    pendulum = ("--task", "pendulum", "--num_envs", "32", "--max_iterations", "2", "--save_interval", "1")
-    code, out = run(backend, tmp_path, *pendulum, "--run_name", "pend")
+    # Episodes truncated at 16 steps (one rollout): every iteration ends episodes, so each has a reward.
+    pendulum = ("--task", "pendulum", "--num_envs", "32", "--max_iterations", "2", "--save_interval", "1",
+                "env.episode_length=16", "--logger", "wandb")  # fmt: skip
+    code, out = run(backend, tmp_path, *pendulum, "--run_name", "pend", env=offline_wandb_env(tmp_path))
     assert code == 0, out[-3000:]
     s, run_dir = summary(tmp_path, backend, "pend")
     _check_run(s, run_dir, backend, "pendulum", 2, saved=[1, 2])
+    assert s["logger"] == "wandb"
+    _check_wandb(s, run_dir, backend, 2, tmp_path)
+
+
+def _check_curves(s: dict, run_dir, backend: str, n: int) -> None:
+    """The event file holds the library's curves and mgpu's, ``n`` points each on the library's
+    step axis, the first iteration's pace under ``mgpu/warmup/``; rank 1 writes none."""
+    assert not list((run_dir / "rank_1").rglob("events.out.tfevents.*")), "only rank 0 writes curves"
+    curves = scalars(run_dir)
+    reward_tag, *others = LIBRARY_TAGS[backend]
+    assert len(curves[reward_tag]) == n, curves.get(reward_tag)
+    for tag in (*others, *MGPU_TAGS):
+        assert len(curves.get(tag, ())) == n, (tag, sorted(curves))
+    # The library's step axis (rsl-rl: iterations from 0; skrl: environment steps) carries ours too.
+    steps = [st for st, _ in curves[reward_tag]]
+    assert [st for st, _ in curves["mgpu/mean_reward"]] == steps
+    for tag in PACE_TAGS:
+        assert [st for st, _ in curves[f"mgpu/warmup/{tag}"]] == steps[:1], tag
+        assert [st for st, _ in curves[f"mgpu/{tag}"]] == steps[1:], tag
+    steady = s["steady"]
+    assert steady["warmup_iterations"] == 1 and steady["warmup_s"] > 0
+    assert steady["s_per_iteration"] > 0 and steady["env_steps_per_s"] > 0
+    assert [v for _, v in curves["mgpu/checksums_equal"]] == [1.0] * n
+    assert [round(v, 3) for _, v in curves["mgpu/mean_reward"]] == [round(r, 3) for r in s["mean_rewards"]]
+
+
+def _mgpu(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "isaaclab_mgpu", *args], cwd=cwd, env=child_env(cwd),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def _check_listing(s: dict, run_dir, cwd) -> None:
+    """``mgpu runs --json`` lists the one run with its summary's figures; ``--last`` names its folder."""
+    listed = _mgpu(cwd, "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert row["folder"] == str(run_dir.relative_to(cwd))
+    assert (row["library"], row["framework"], row["task"]) == (s["backend"], s["framework"], s["task"])
+    ended = (row["world_size"], row["iterations"], row["status"], row["checksums_equal"])
+    assert ended == (2, s["iterations"], "finished", True), ended
+    steady = s["steady"]
+    pace = (steady["s_per_iteration"], steady["env_steps_per_s"], steady["warmup_s"])
+    assert (row["s_per_iteration"], row["env_steps_per_s"], row["warmup_s"]) == pace
+    assert (row["reward_first"], row["reward_last"]) == (s["first_mean_reward"], s["last_mean_reward"])
+    last = _mgpu(cwd, "runs", "--last")
+    assert last.returncode == 0 and last.stdout == f"{row['folder']}\n"
+
+
+def _check_wandb(s: dict, run_dir, backend: str, n: int, cwd) -> None:
+    """One offline W&B run, rank 0's, of the id summary.json records, ended with exit code 0, whose
+    history holds the event file's curves on the same steps."""
+    run_files = sorted(cwd.rglob("*.wandb"))
+    assert [p.name for p in run_files] == [f"run-{s['wandb_run_id']}.wandb"], "one W&B run: rank 0's"
+    assert run_files[0].parent.parent == cwd / "wandb"
+    found = wandb_records(run_files[0].parent)
+    kinds = [r["type"] for r in found]
+    assert "run" in kinds and kinds[-1] == "exit" and found[-1]["exit"].get("exit_code", 0) == 0
+    assert next(r for r in found if r["type"] == "run")["run"]["run_id"] == s["wandb_run_id"]
+    history = [r["history"]["item"] for r in found if r["type"] == "history"]
+    tensorboard = scalars(run_dir)
+    step = STEP_KEY[backend]
+    for tag in (*LIBRARY_TAGS[backend], *MGPU_TAGS):
+        logged = [(int(h[step]), h[tag]) for h in history if tag in h]
+        assert [st for st, _ in logged] == [st for st, _ in tensorboard[tag]], (tag, logged)
+        assert len(logged) == n
+        # TensorBoard keeps float32: equal to its precision.
+        assert [v for _, v in logged] == pytest.approx([v for _, v in tensorboard[tag]], rel=1e-6), tag
+    reward = [h["mgpu/mean_reward"] for h in history if "mgpu/mean_reward" in h]
+    assert [round(v, 3) for v in reward] == [round(r, 3) for r in s["mean_rewards"]]
+    assert os.environ.get("WANDB_RUN_ID") is None or os.environ["WANDB_RUN_ID"] != s["wandb_run_id"]
 
 
 @pytest.mark.parametrize("backend", ["rsl_rl", "skrl_torch", "skrl_jax"])

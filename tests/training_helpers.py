@@ -83,18 +83,21 @@ def wandb_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
-def start(backend: str, cwd: Path, *args: str) -> subprocess.Popen:
-    """Start ``mgpu train`` with 2 CPU ranks of ``backend``; output merged on stdout."""
+def start(backend: str, cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``mgpu train`` with 2 CPU ranks of ``backend`` (in ``env``, else :func:`child_env`'s);
+    output merged on stdout."""
     argv = [sys.executable, "-m", "isaaclab_mgpu", "train", "--device", "cpu", "--nproc_per_node", "2"]
     argv += [*BACKENDS[backend], *args]
     return subprocess.Popen(
-        argv, cwd=cwd, env=child_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv, cwd=cwd, env=env or child_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
-def run(backend: str, cwd: Path, *args: str, timeout: float = 240) -> tuple[int, str]:
+def run(
+    backend: str, cwd: Path, *args: str, timeout: float = 240, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """Run to completion; return mgpu's exit code and the console output."""
-    proc = start(backend, cwd, *args)
+    proc = start(backend, cwd, *args, env=env)
     out, _ = proc.communicate(timeout=timeout)
     return proc.returncode, out
 
