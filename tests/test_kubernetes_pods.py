@@ -37,7 +37,9 @@ from training_helpers import child_env
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("order", [(0, 1), (1, 0)], ids=["node0-first", "node1-first"])
+# Pod 1 first: it comes up before the store it joins in pod 0. Pod 0 first is the order the TrainJob
+# tests below start theirs in (_start_pods, the same PET_* variables), so it has no case of its own.
+@pytest.mark.parametrize("order", [(1, 0)], ids=["node1-first"])
 def test_two_pods_with_only_the_operators_variables_train_together_with_rank_0_in_pod_0(tmp_path, order):
     port = free_port()
     procs = {}
