@@ -7,8 +7,9 @@ the job's state (``scontrol``), ``summary.json`` and ``mgpu runs --json``.
 
 Cases that share a setup share a job (one test each), to keep the file's minutes down. Every
 job runs on both nodes; ``mgpu submit``'s first job runs two CPU ranks on each (world size 4), to
-check where global ranks land, and the others one (world size 2): what they check is between
-nodes, and on this machine's 2 cores fewer rank processes start and train faster.
+check where global ranks land, and so does the time-limit case (its stop must come well before
+its total, wherever slurmctld's 30-s check falls); the others one (world size 2): what they check
+is between nodes, and on this machine's 2 cores fewer rank processes start and train faster.
 
 - ``mgpu submit`` (one job): the same options as ``dry-run --emit sbatch``; it writes the job file
   to ``logs/mgpu/jobs/<name>.sbatch``, records the submission beside it, submits it, prints the job
@@ -74,13 +75,12 @@ LAUNCH = ("--device", "cpu", "--nnodes", "2", "--nproc_per_node", "1")
 #: Two nodes, two CPU ranks each (world size 4): where the case checks how global ranks map onto
 #: SLURM's nodes (``mgpu submit``'s job) or how a survivor's ranks take over (a shrink).
 LAUNCH_2X2 = ("--device", "cpu", "--nnodes", "2", "--nproc_per_node", "2")
-#: The time-limit case's total: more than the first job trains in the up to 30 s before its USR1. One
-#: rank a node trains about 6 iterations a second here (0.17 s each, measured; two ranks a node on
-#: 2 loaded cores trained 1 a second, CI 2): up to some 200 by the stop, in the worst phase of
-#: slurmctld's check (measured, the stop's iteration and its delay after the limit came near: 38
-#: at 4.6 s, 139 at 22.5 s, 80 and 78 at 12.3 s; loaded, 62 at 24.6 s). Every iteration past the
-#: stop is one the requeued job trains.
-TIME_LIMIT_TOTAL = 300
+#: The time-limit case's total: more than the first job trains in the up to 30 s before its USR1. It
+#: runs two ranks a node (LAUNCH_2X2), whose pace leaves a wide margin: 27 iterations by the stop on
+#: 2 loaded cores, CI 2 a second. One rank a node trains about 6 a second: up to some 200 by the
+#: stop (139 measured at 22.5 s after the limit came near), too near any total the second job could
+#: finish in less time than the 2x2 job takes.
+TIME_LIMIT_TOTAL = 120
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +228,7 @@ def test_mgpu_submit_trains_two_nodes_to_their_total_with_rank_0_on_slurms_node_
 def test_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes_the_run(cluster, tmp_path):
     total = TIME_LIMIT_TOTAL
     args = ("--max_iterations", str(total), "--save_interval", "10", "--requeue", "--job_time", "00:10:00")
-    job_file = _emit(tmp_path, "limit", *args)
+    job_file = _emit(tmp_path, "limit", *args, launch=LAUNCH_2X2)
     text = job_file.read_text()
     assert "#SBATCH --requeue" in text and " --requeue" in text.split("\nsrun ")[-1], text
     assert "#SBATCH --signal=USR1@90" in text, text
@@ -280,7 +280,7 @@ def test_scancel_saves_a_lost_node_is_named_and_the_same_job_file_continues_the_
     # One run, three jobs of the same file: scancel'ed, then losing node10, then finishing the run.
     # Enough iterations that neither stop lands on the total: one rank a node trains about 6
     # iterations a second here (0.17 s each), and the stops come 1 to 3 s after they are asked for.
-    total = 60
+    total = 80
     # No --resume given: the emitted file continues the newest unfinished run by itself.
     args = ("--max_iterations", str(total), "--save_interval", "5", "--job_time", "00:10:00")
     job_file = _emit(tmp_path, "again", *args)
