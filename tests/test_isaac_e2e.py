@@ -174,25 +174,34 @@ def _rank_pid(mgpu: subprocess.Popen, rank: str) -> int | None:
     return None
 
 
-def _kill_rank_1_after(mgpu: subprocess.Popen, cwd: Path, iterations: int) -> str:
-    """SIGKILL rank 1 once rank 0's running summary.json records a checkpoint of ``iterations``
-    (rank 0 records it right after the library's save); return mgpu's output once it has ended.
+def _kill_rank_1_after(mgpu: subprocess.Popen, cwd: Path, library: str, iterations: int) -> str:
+    """SIGKILL rank 1 once the library has saved the checkpoint of ``iterations`` in the run folder
+    (its file seen within 0.1 s); return mgpu's output once it has ended.
 
     Rank 0 cannot save again before it notices rank 1 is gone: every iteration's update and mgpu's
-    per-iteration agreement are collectives, and they come before the library's next save."""
+    per-iteration agreement are collectives, and they come before the library's next save. The
+    running summary.json would say it later: it is the ledger's fold, written every few seconds by
+    mgpu, by which time a 6-iteration run may have ended (seen once: the restart resumed at the end
+    and trained nothing)."""
+    _, sub, pattern, _ = RESUME[library]
+    files = "/".join(part for part in ("*", "*", sub, pattern) if part)
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline and mgpu.poll() is None:
-        recorded = 0
-        for path in (cwd / "logs").glob("*/*/*/summary.json"):
-            with contextlib.suppress(OSError, ValueError):
-                recorded = max(recorded, json.loads(path.read_text()).get("checkpoint_iteration") or 0)
-        pid = _rank_pid(mgpu, "1") if recorded >= iterations else None
+        saved = max((_saved_iteration(library, p) for p in (cwd / "logs" / library).glob(files)), default=0)
+        pid = _rank_pid(mgpu, "1") if saved >= iterations else None
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
             break
         time.sleep(0.1)
     out, _ = mgpu.communicate(timeout=TIMEOUT_S)
     return out
+
+
+def _saved_iteration(library: str, checkpoint: Path) -> int:
+    """The iterations done when ``checkpoint`` was saved: rsl-rl names it by the last one's index,
+    skrl by its timestep (32 a rollout here)."""
+    counter = int(checkpoint.stem.split("_")[-1])
+    return counter + 1 if library == "rsl_rl" else counter // 32
 
 
 def last_of(library: str) -> str:
@@ -229,7 +238,7 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
         [*argv, *(["--max_restarts", "1"] if mode == "restart" else [])],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    out = _kill_rank_1_after(first, tmp_path, 2)  # the run's second checkpoint
+    out = _kill_rank_1_after(first, tmp_path, library, 2)  # the run's second checkpoint
     runs = [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()]
     assert len(runs) == 1, (runs, out[-3000:])
     run_dir = runs[0]
