@@ -46,7 +46,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from training_helpers import child_env, offline_wandb_env, scalars, wandb_records
+from training_helpers import child_env, offline_wandb_env, same_curves, scalars, wandb_records
 
 from isaaclab_mgpu.launcher import isaac_preflight as preflight
 
@@ -146,10 +146,7 @@ def test_isaac_rsl_rl_logs_its_curves_to_one_offline_wandb_run(asset_root, tmp_p
     tensorboard = scalars(run_dir)
     wanted = {"Train/mean_reward", "Loss/surrogate", "Loss/learning_rate", "Policy/mean_std"}
     assert wanted <= set(tensorboard), sorted(tensorboard)
-    for tag, curve in tensorboard.items():  # the same curves as the event file beside them
-        logged = [(int(h["_step"]), h[tag]) for h in history if tag in h]
-        assert [st for st, _ in logged] == [st for st, _ in curve], (tag, logged, curve)
-        assert [v for _, v in logged] == pytest.approx([v for _, v in curve], rel=1e-6), tag
+    same_curves(history, tensorboard, tensorboard, "_step")  # the event file's, beside them
     print(f"rsl_rl W&B run {run_id}: steps {[h['_step'] for h in history]}, {len(tensorboard)} curves")
 
 
@@ -269,11 +266,8 @@ def test_isaac_run_resumes_in_its_folder_after_a_rank_died(library, asset_root, 
     found = re.search(rf"resuming at iteration (\d+) of {RESUME_TOTAL} from (\S+)", out)
     assert found, out[-3000:]
     resumed_at, source = int(found.group(1)), Path(found.group(2))
-    counter = int(source.stem.split("_")[-1])
     assert source.parent == run_dir / sub and source.match(pattern) and zipfile.is_zipfile(source)
-    assert (
-        resumed_at == (counter + 1 if library == "rsl_rl" else counter // 32) >= 2
-    )  # rsl-rl: last index done
+    assert resumed_at == _saved_iteration(library, source) >= 2  # rsl-rl: last index done
     assert [p for p in (tmp_path / "logs" / library).glob("*/*") if p.is_dir()] == [run_dir]
     # rank 1 loaded rank 0's file as handed over through torchrun's store (no shared file system
     # needed), from a private copy removed when training ended

@@ -49,6 +49,7 @@ time-limit stop. Nothing else of SLURM is changed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -163,13 +164,20 @@ def _wait(what: str, check, timeout: float, tail=lambda: ""):
         time.sleep(0.5)
 
 
+def _summaries(tmp: Path) -> list[dict]:
+    """Every run's summary.json under the shared log root that reads whole (one being replaced is
+    left out this time)."""
+    found = []
+    for path in sorted((tmp / "logs").glob("*/*/*/summary.json")):
+        with contextlib.suppress(ValueError, OSError):
+            found.append(json.loads(path.read_text()))
+    return found
+
+
 def _reached(tmp: Path) -> int:
     """Iterations rank 0's running summary has recorded so far (0 before it has one)."""
-    found = list((tmp / "logs").glob("*/*/*/summary.json"))
-    try:
-        return int(json.loads(found[0].read_text()).get("iterations") or 0) if found else 0
-    except (ValueError, OSError):
-        return 0  # read while being replaced
+    found = _summaries(tmp)
+    return int(found[0].get("iterations") or 0) if found else 0
 
 
 def _reached_running(tmp: Path) -> int:
@@ -177,15 +185,8 @@ def _reached_running(tmp: Path) -> int:
 
     Read from the files, it costs nothing: the waits on ``mgpu runs --json`` (a Python process
     each, on the 2 cores the ranks train on) ask it only once this says the row can be there."""
-    most = 0
-    for path in (tmp / "logs").glob("*/*/*/summary.json"):
-        try:
-            s = json.loads(path.read_text())
-        except (ValueError, OSError):
-            continue  # read while being replaced
-        if s.get("status") == "running":
-            most = max(most, int(s.get("iterations") or 0))
-    return most
+    running = [int(s.get("iterations") or 0) for s in _summaries(tmp) if s.get("status") == "running"]
+    return max(running, default=0)
 
 
 def test_mgpu_submit_trains_two_nodes_to_their_total_with_rank_0_on_slurms_node_0(cluster, tmp_path):

@@ -26,6 +26,7 @@ from training_helpers import (
     child_env,
     offline_wandb_env,
     run,
+    same_curves,
     scalars,
     start,
     summary,
@@ -169,13 +170,9 @@ def _check_wandb(s: dict, run_dir, backend: str, n: int, cwd) -> None:
     assert next(r for r in found if r["type"] == "run")["run"]["run_id"] == s["wandb_run_id"]
     history = [r["history"]["item"] for r in found if r["type"] == "history"]
     tensorboard = scalars(run_dir)
-    step = STEP_KEY[backend]
-    for tag in (*LIBRARY_TAGS[backend], *MGPU_TAGS):
-        logged = [(int(h[step]), h[tag]) for h in history if tag in h]
-        assert [st for st, _ in logged] == [st for st, _ in tensorboard[tag]], (tag, logged)
-        assert len(logged) == n
-        # TensorBoard keeps float32: equal to its precision.
-        assert [v for _, v in logged] == pytest.approx([v for _, v in tensorboard[tag]], rel=1e-6), tag
+    tags = (*LIBRARY_TAGS[backend], *MGPU_TAGS)
+    assert all(len(tensorboard[tag]) == n for tag in tags), {tag: tensorboard[tag] for tag in tags}
+    same_curves(history, tensorboard, tags, STEP_KEY[backend])
     reward = [h["mgpu/mean_reward"] for h in history if "mgpu/mean_reward" in h]
     assert [round(v, 3) for v in reward] == [round(r, 3) for r in s["mean_rewards"]]
     assert os.environ.get("WANDB_RUN_ID") is None or os.environ["WANDB_RUN_ID"] != s["wandb_run_id"]

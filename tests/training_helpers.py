@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SUMMARY_KEYS = {
     "world_size",
     "backend",
@@ -81,6 +83,16 @@ def wandb_records(path: Path) -> list[dict]:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def same_curves(history: list[dict], tensorboard: dict, tags, step: str) -> None:
+    """Each of ``tags`` in the W&B ``history`` rows (stepped by ``step``) is the event file's curve:
+    the same steps and the same values (TensorBoard keeps float32: equal to its precision)."""
+    for tag in tags:
+        logged = [(int(h[step]), h[tag]) for h in history if tag in h]
+        curve = tensorboard[tag]
+        assert [st for st, _ in logged] == [st for st, _ in curve], (tag, logged, curve)
+        assert [v for _, v in logged] == pytest.approx([v for _, v in curve], rel=1e-6), tag
 
 
 def start(backend: str, cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
