@@ -292,7 +292,7 @@ def train(
             placement.place,
             restart,
             options,
-            progress if view is None else view.telling(progress),
+            progress.tell if view is None else view.telling(progress.tell),
             on_attempt_end=record.record_attempts,  # once the run folder is known (node 0)
             ledger=record,
             reshape=world if spec.node_floor is not None else None,

@@ -22,7 +22,6 @@ from restart_helpers import free_port
 
 from isaaclab_mgpu.contract import env
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.launcher.attempts import AttemptsNotes
 from isaaclab_mgpu.rank import isaac_resume as ir
 from isaaclab_mgpu.rank.patches.base import Observer
 
@@ -326,19 +325,6 @@ def test_the_checkpoint_request_stops_an_isaac_run_at_an_iteration_boundary(
     assert alone.iteration(64, 1.0) is False
 
 
-class _Said(AttemptsNotes):
-    """What the attempts loop tells people, kept (the supervisor's notes: none)."""
-
-    def __init__(self) -> None:
-        self.restarts: list[str] = []
-
-    def restarting(self, ended, number: int, max_restarts: int, from_checkpoint: bool) -> None:
-        self.restarts.append(f"{ended.describe()}; restart {number} of {max_restarts}")
-
-    def checkpoint_requested(self, signal_name: str, window: float) -> None:
-        pass
-
-
 @pytest.mark.slow
 def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tmp_path, monkeypatch):
     """Real processes: mgpu's attempts loop around mgpu's JAX launcher and 2 stand-in ranks that name
@@ -360,7 +346,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
         env={env.RUN_STAMP: STAMP, env.RUN_ID: "isaac-standin-test"},
         world_size=2, rank_devices={0: "cpu", 1: "cpu"}, launcher="jaxrun", log_dir=logs,
     )  # fmt: skip
-    said, record = _Said(), RunLedger()  # no folder yet: rank 0 names it
+    said, record = [], RunLedger()  # no folder yet: rank 0 names it; the attempts loop's notes kept
     outcome = run_attempts(
         cmd,
         RunPlace(named_by_rank=True),  # what continuation.place gives an Isaac Lab task
@@ -369,7 +355,7 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
         SuperviseOptions(
             grace_period=2, kill_after=2, console=False, stall=StallOptions(600, startup_timeout=600)
         ),
-        said,
+        said.append,
         on_attempt_end=record.record_attempts,
         ledger=record,
     )
@@ -378,7 +364,8 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
     assert outcome.run_dir == folder and [a.outcome for a in outcome.attempts] == ["failed", "finished"]
     where = f"rank 1 on {socket.gethostname()}"
     expected = f"attempt 0: {where} failed with signal SIGKILL after iteration 3; restart 1 of 1"
-    assert said.restarts == [expected]
+    restarts = [f"{n.ended.describe()}; restart {n.number} of {n.max_restarts}" for n in said]
+    assert restarts == [expected], said
     s = json.loads((folder / "summary.json").read_text())
     assert (s["status"], s["start_iteration"], s["resumed_at"], s["end_iteration"], s["iterations"]) == (
         "finished", 0, 2, 4, 4)  # fmt: skip

@@ -15,6 +15,7 @@ import pytest
 from isaaclab_mgpu import cli
 from isaaclab_mgpu.contract import probe_channel as channel
 from isaaclab_mgpu.contract import progress
+from isaaclab_mgpu.launcher.probe import run as notes
 from isaaclab_mgpu.launcher.probe.bisect import find_workarounds
 from isaaclab_mgpu.launcher.probe.config import ProbeOptions, parse_sizes
 from isaaclab_mgpu.launcher.probe.results import bus_factor
@@ -29,25 +30,24 @@ STANDINS = str(Path(__file__).parent / "probe_standins")
 
 
 class Recorder:
-    """A progress sink that remembers what it was told."""
+    """A sink for the probe's notes that remembers what it was told."""
 
     def __init__(self):
         self.events = []
 
-    def begin(self, label, timeout):
-        self.events.append(("begin", label))
-
-    def update(self, label, text):
-        self.events.append(("update", label, text))
-
-    def end(self, result):
-        self.events.append(("end", result.label, result.status))
-
-    def trial(self, label, trial):
-        self.events.append(("trial", trial.candidate.assignment, trial.status, trial.without))
-
-    def applied(self, env):
-        self.events.append(("applied", dict(env)))
+    def __call__(self, n):
+        match n:
+            case notes.LaunchBegun():
+                self.events.append(("begin", n.label))
+            case notes.LaunchAt():
+                self.events.append(("update", n.label, n.text))
+            case notes.LaunchEnded():
+                self.events.append(("end", n.result.label, n.result.status))
+            case notes.TrialDone():
+                t = n.trial
+                self.events.append(("trial", t.candidate.assignment, t.status, t.without))
+            case notes.WorkaroundsApplied():
+                self.events.append(("applied", dict(n.env)))
 
 
 def _standin_env():

@@ -277,11 +277,12 @@ def test_a_built_in_run_failing_before_its_first_iteration_twice_records_both_ve
 
 
 def test_the_restart_line_says_the_class_and_what_really_resumes(capsys):
-    from isaaclab_mgpu.report.supervise import restarting
+    from isaaclab_mgpu.launcher.attempts import Restarting
+    from isaaclab_mgpu.report.supervise import tell
 
     verdict = classify(failed(OOM))
     ended = Attempt(number=0, outcome="failed", exit_code=1, rank=1, how="exit code 1", verdict=verdict)
-    restarting(ended, 1, 3, from_checkpoint=False)
+    tell(Restarting(ended, 1, 3, from_checkpoint=False))
     line = capsys.readouterr().err.strip()
     assert line.startswith(
         "mgpu: attempt 0: rank 1 failed with exit code 1 (cuda_oom: RuntimeError: CUDA out"
@@ -290,6 +291,6 @@ def test_the_restart_line_says_the_class_and_what_really_resumes(capsys):
         "restart 1 of 3: from the beginning: this program writes no checkpoint mgpu knows"
     ), line
     saved = Attempt(number=0, outcome="failed", exit_code=1, rank=1, reached=7, checkpoint=6, verdict=verdict)
-    restarting(saved, 1, 3, from_checkpoint=True)
+    tell(Restarting(saved, 1, 3, from_checkpoint=True))
     line = capsys.readouterr().err.strip()
     assert line.endswith("restart 1 of 3: resuming at iteration 6, 1 iteration(s) lost"), line

@@ -80,12 +80,8 @@ from isaaclab_mgpu.contract.env import (
 from isaaclab_mgpu.launcher import verdicts
 from isaaclab_mgpu.launcher.build import Command, for_attempt
 from isaaclab_mgpu.launcher.ledger import RunLedger, newest_checkpoint
-from isaaclab_mgpu.launcher.supervise import (
-    Notes,
-    RunResult,
-    SuperviseOptions,
-    Supervisor,
-)
+from isaaclab_mgpu.launcher.notes import Note, Tell, silent
+from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Supervisor
 from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, ignored
 
 #: Seconds the ranks get to reach an iteration boundary, save and stop after the requeue signal
@@ -258,17 +254,24 @@ class Watch(Protocol):
     def __call__(self, sup: Supervisor, begun: bool, *, final: bool = False) -> None: ...
 
 
-class AttemptsNotes(Notes, Protocol):
-    """What the loop tells people: the supervisor's :class:`~.supervise.Notes` and the two notes
-    only the loop gives; one object for the whole run (``report.supervise`` implements them all)."""
+@dataclass(frozen=True)
+class Restarting(Note):
+    """Attempt ``ended`` failed or hung and restart ``number`` of ``max_restarts`` starts, from the
+    program's beginning unless ``from_checkpoint`` (a program whose checkpoints mgpu knows)."""
 
-    def restarting(self, ended: Attempt, number: int, max_restarts: int, from_checkpoint: bool) -> None: ...
+    ended: Attempt
+    number: int
+    max_restarts: int
+    from_checkpoint: bool
 
-    def checkpoint_requested(self, signal_name: str, window: float) -> None: ...
 
+@dataclass(frozen=True)
+class CheckpointRequested(Note):
+    """The requeue signal ``signal_name`` arrived: the ranks save at the next iteration boundary and
+    stop, or are stopped as on SIGTERM after ``window`` seconds."""
 
-class _Quiet(AttemptsNotes):
-    """The notes of a loop nobody watches: says nothing (every method does nothing)."""
+    signal_name: str
+    window: float
 
 
 def attempt_env(
@@ -296,7 +299,7 @@ def run_attempts(
     place: RunPlace,
     restart: RestartOptions,
     options: SuperviseOptions,
-    notes: AttemptsNotes | None,
+    notes: Tell | None,
     on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
     ledger: RunLedger | None = None,
     reshape: Reshaper | None = None,
@@ -307,7 +310,7 @@ def run_attempts(
     folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
     gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
-    notes = notes if notes is not None else _Quiet()
+    notes = notes if notes is not None else silent
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")
@@ -358,7 +361,7 @@ def run_attempts(
                 number += 1
                 ledger.restart(number, from_iteration=attempt.checkpoint, lost=attempt.lost,
                                left=restart.max_restarts - number)  # fmt: skip
-                notes.restarting(attempt, number, restart.max_restarts, restart.checkpoints)
+                notes(Restarting(attempt, number, restart.max_restarts, restart.checkpoints))
     finally:
         shutil.rmtree(request_dir, ignore_errors=True)
 
@@ -366,7 +369,7 @@ def run_attempts(
 def _one(
     cmd: Command,
     options: SuperviseOptions,
-    notes: AttemptsNotes,
+    notes: Tell,
     requests: Interrupts,
     restart: RestartOptions,
     installed: bool,
@@ -391,7 +394,7 @@ def _one(
             if requests.checkpoint_at is not None and asked_at is None:
                 Path(request_file).touch()
                 asked_at = time.monotonic()
-                notes.checkpoint_requested(signal.Signals(restart.requeue_signal).name, restart.stop_window)
+                notes(CheckpointRequested(signal.Signals(restart.requeue_signal).name, restart.stop_window))
             if asked_at is not None and time.monotonic() - asked_at > restart.stop_window:
                 sup.interrupt(signal.SIGTERM)  # the one shutdown path: the ranks save on SIGTERM too
                 asked_at = float("inf")

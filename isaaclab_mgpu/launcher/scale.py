@@ -68,13 +68,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from isaaclab_mgpu.contract import files
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import RUN_STAMP
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.launcher import jobfiles, nvml
+from isaaclab_mgpu.launcher.notes import Note, Tell, silent
 from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
 from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
@@ -422,17 +423,23 @@ class PointResult:
         return self.status == _STATUS_OK and self.env_steps_per_s is not None
 
 
-class Progress(Protocol):
-    """Who is told as the sweep goes (the report's progress bar)."""
+@dataclass(frozen=True)
+class PointStarted(Note):
+    """Point ``index`` (0-based) of the sweep starts."""
 
-    def point_started(self, index: int, planned: Planned) -> None:
-        """Point ``index`` (0-based) starts."""
-
-    def point_done(self, index: int, result: PointResult) -> None:
-        """Point ``index`` ended, measured or not."""
+    index: int
+    planned: Planned
 
 
-def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[PointResult], bool]:
+@dataclass(frozen=True)
+class PointDone(Note):
+    """Point ``index`` (0-based) of the sweep ended, measured or not."""
+
+    index: int
+    result: PointResult
+
+
+def run_sweep(plan: ScalePlan, tell: Tell = silent) -> tuple[list[PointResult], bool]:
     """Run every point in order; return the results (unrun points ``not run``) and whether a stop
     signal ended the sweep early."""
     logs = plan.out / POINTS
@@ -449,12 +456,10 @@ def run_sweep(plan: ScalePlan, progress: Progress | None = None) -> tuple[list[P
             if stopped:
                 results.append(PointResult(planned.point, "not run", reason="the sweep was stopped"))
                 continue
-            if progress is not None:
-                progress.point_started(i, planned)
+            tell(PointStarted(i, planned))
             result = _run_point(plan, planned, env, logs, interrupts)
             results.append(result)
-            if progress is not None:
-                progress.point_done(i, result)
+            tell(PointDone(i, result))
             stopped = stopped or interrupts.stop_asked or result.status == "interrupted"
     return results, stopped
 

@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 from isaaclab_mgpu.contract.lines import BAR_COLUMNS, FINAL, ITERATION
+from isaaclab_mgpu.launcher.notes import Note, Tell
 from isaaclab_mgpu.report.text import markup
 
 
@@ -66,9 +67,15 @@ class LiveProgress:
             self._progress.live.transient = True  # Rich erases a transient display when it stops
         self.close()
 
-    def telling(self, notes: Any) -> Any:
-        """``notes`` (the supervisor's messages), clearing the bar before any about stopping."""
-        return _ClearsFirst(notes, self)
+    def telling(self, tell: Tell) -> Tell:
+        """``tell`` (the run's sink for notes), clearing the bar before the first about stopping."""
+
+        def told(n: Note) -> None:
+            if n.stopping:
+                self.clear()
+            tell(n)
+
+        return told
 
     def _update(self, m: re.Match[str]) -> None:
         it, total = int(m["it"]), int(m["total"])
@@ -89,36 +96,3 @@ class LiveProgress:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-
-
-class _ClearsFirst:
-    """The supervisor's notes, the live bar cleared before the first one about stopping."""
-
-    #: The notes that mean the run is stopping (the others pass through with the bar left as it is).
-    _STOPPING = frozenset(
-        {
-            "stopping",
-            "stopping_after_failure",
-            "rank_died",
-            "forcing",
-            "escalating",
-            "killing",
-            "stragglers",
-            "stall",
-        }
-    )
-
-    def __init__(self, notes: Any, view: LiveProgress) -> None:
-        self._notes = notes
-        self._view = view
-
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._notes, name)
-        if name not in self._STOPPING:
-            return target
-
-        def said(*args: Any, **kwargs: Any) -> Any:
-            self._view.clear()
-            return target(*args, **kwargs)
-
-        return said

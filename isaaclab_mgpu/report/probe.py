@@ -13,6 +13,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from isaaclab_mgpu.launcher.notes import Note
+from isaaclab_mgpu.launcher.probe.run import LaunchAt, LaunchBegun, LaunchEnded, TrialDone, WorkaroundsApplied
 from isaaclab_mgpu.report import note, out
 from isaaclab_mgpu.report.text import cell, markup
 
@@ -28,7 +30,7 @@ TABLE_WIDTH = 120
 
 
 class ProbeDisplay:
-    """Progress of a probe on stderr (implements ``probe.run.Observer``)."""
+    """Progress of a probe on stderr: the probe's sink for its notes (:mod:`isaaclab_mgpu.launcher.notes`)."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -57,43 +59,35 @@ class ProbeDisplay:
         if self._progress is not None:
             self._progress.stop()
 
-    def applied(self, env: Mapping[str, str]) -> None:
-        """Announce saved workarounds applied to every launch."""
-        for name, value in env.items():
-            note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
+    def __call__(self, n: Note) -> None:
+        """Show one of the probe's notes."""
+        match n:
+            case WorkaroundsApplied(env=env):
+                for name, value in env.items():
+                    note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
+            case LaunchBegun(label=label, timeout=timeout) if self._progress is not None:
+                task = self._progress.add_task(f"starting (timeout {timeout:g} s)", label=markup(label))
+                self._tasks[label] = task
+            case LaunchBegun(label=label, timeout=timeout):
+                note(f"probe {label}: started (timeout {timeout:g} s)")
+            case LaunchAt(label=label, text=text) if self._progress is not None and label in self._tasks:
+                # A rank's heartbeat names the stage: text, never markup for the progress column.
+                self._progress.update(self._tasks[label], description=markup(text))
+            case LaunchEnded(result=result):
+                if self._progress is not None and result.label in self._tasks:
+                    self._progress.remove_task(self._tasks.pop(result.label))
+                extra = f" with {_env_text(result.env)}" if result.env else ""
+                note(f"probe {result.label}{extra}: {result.status} ({result.elapsed_s:.1f} s)")
+            case TrialDone(label=label, trial=trial):
+                note(f"{label} with {trial.candidate.assignment}: {_outcome(trial)}")
 
-    def begin(self, label: str, timeout: float) -> None:
-        """A launch starts."""
-        if self._progress is not None:
-            self._tasks[label] = self._progress.add_task(
-                f"starting (timeout {timeout:g} s)", label=markup(label)
-            )
-        else:
-            note(f"probe {label}: started (timeout {timeout:g} s)")
 
-    def update(self, label: str, text: str) -> None:
-        """Where the launch is now."""
-        if self._progress is not None and label in self._tasks:
-            # A rank's heartbeat names the stage: text, never markup for the progress column.
-            self._progress.update(self._tasks[label], description=markup(text))
-
-    def end(self, result: WorldResult) -> None:
-        """A launch finished (or was torn down)."""
-        if self._progress is not None and result.label in self._tasks:
-            self._progress.remove_task(self._tasks.pop(result.label))
-        extra = f" with {_env_text(result.env)}" if result.env else ""
-        note(f"probe {result.label}{extra}: {result.status} ({result.elapsed_s:.1f} s)")
-
-    def trial(self, label: str, trial: Trial) -> None:
-        """One workaround candidate was tried."""
-        c = trial.candidate
-        if trial.confirmed:
-            outcome = "fixes it, and it fails again without it (confirmed)"
-        elif trial.fixes:
-            outcome = f"passed, but the rerun without it passed too ({trial.without}): not attributable"
-        else:
-            outcome = f"still {trial.status}"
-        note(f"{label} with {c.assignment}: {outcome}")
+def _outcome(trial: Trial) -> str:
+    if trial.confirmed:
+        return "fixes it, and it fails again without it (confirmed)"
+    if trial.fixes:
+        return f"passed, but the rerun without it passed too ({trial.without}): not attributable"
+    return f"still {trial.status}"
 
 
 def _env_text(env: Mapping[str, str]) -> str:

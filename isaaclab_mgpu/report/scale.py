@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isaaclab_mgpu.launcher.notes import Note
+from isaaclab_mgpu.launcher.scale import PointDone, PointStarted
 from isaaclab_mgpu.report import note, out
 from isaaclab_mgpu.report.text import cell, markup
 
@@ -34,7 +36,7 @@ def _what(planned: Planned | PointResult) -> str:
 
 
 class ScaleProgress:
-    """The sweep's progress on stderr (implements :class:`isaaclab_mgpu.launcher.scale.Progress`)."""
+    """The sweep's progress on stderr: its sink for notes (:mod:`isaaclab_mgpu.launcher.notes`)."""
 
     def __init__(self, plan: ScalePlan) -> None:
         from rich.console import Console
@@ -65,21 +67,21 @@ class ScaleProgress:
         if self._progress is not None:
             self._progress.stop()
 
-    def point_started(self, index: int, planned: Planned) -> None:
-        """A point starts."""
-        if self._progress is not None:
-            self._progress.update(self._task, description=markup(_what(planned)))
-        else:
-            note(f"scale point {index + 1}/{self.total}: {_what(planned)}")
-
-    def point_done(self, index: int, result: PointResult) -> None:
-        """A point ended."""
-        said = f"{_rate(result)} env-steps/s" if result.ok else f"{result.status}: {result.reason or ''}"
-        if self._progress is not None:
-            self._progress.console.print(cell(f"{_what(result)}: {said}"))
-            self._progress.advance(self._task)
-        else:
-            note(f"scale point {index + 1}/{self.total} done: {said}")
+    def __call__(self, n: Note) -> None:
+        """Show one of the sweep's notes: a point started or ended."""
+        if isinstance(n, PointStarted):
+            if self._progress is not None:
+                self._progress.update(self._task, description=markup(_what(n.planned)))
+            else:
+                note(f"scale point {n.index + 1}/{self.total}: {_what(n.planned)}")
+        elif isinstance(n, PointDone):
+            r = n.result
+            said = f"{_rate(r)} env-steps/s" if r.ok else f"{r.status}: {r.reason or ''}"
+            if self._progress is not None:
+                self._progress.console.print(cell(f"{_what(r)}: {said}"))
+                self._progress.advance(self._task)
+            else:
+                note(f"scale point {n.index + 1}/{self.total} done: {said}")
 
 
 def _rate(r: PointResult | None) -> str:

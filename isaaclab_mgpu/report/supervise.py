@@ -1,25 +1,34 @@
 """Console messages of the supervisor: shutdown progress, the run's log folder, the root cause.
 
-The module itself is the supervisor's :class:`~isaaclab_mgpu.launcher.supervise.Notes`: each
-function below is one of its methods.
+:func:`tell` is the run's sink for the launcher's notes (:mod:`isaaclab_mgpu.launcher.notes`): one
+renderer registered per kind the supervisor and the attempts loop give.
 """
 
 from __future__ import annotations
 
+from functools import singledispatch
 from typing import TYPE_CHECKING
 
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED
+from isaaclab_mgpu.launcher.attempts import CheckpointRequested, Restarting
+from isaaclab_mgpu.launcher.notes import Note
+from isaaclab_mgpu.launcher.supervise import notes as said
 from isaaclab_mgpu.report import note, warn
 
 if TYPE_CHECKING:
-    from isaaclab_mgpu.contract.summary import Drift, Straggler
-    from isaaclab_mgpu.launcher.attempts import Attempt
-    from isaaclab_mgpu.launcher.supervise import RankFailure, RunResult, Stall
+    from isaaclab_mgpu.launcher.supervise import RankFailure, RunResult
 
 
-def log_folder(path: str) -> None:
+@singledispatch
+def tell(n: Note) -> None:
+    """Print one of the launcher's notes about a run."""
+    raise TypeError(f"no console line for the note {type(n).__name__}")
+
+
+@tell.register
+def log_folder(n: said.LogFolder) -> None:
     """Say where every rank's full output is written."""
-    note(f"per-rank logs: {path}")
+    note(f"per-rank logs: {n.path}")
 
 
 def starting(ranks: int | str, world_size: int | None, launcher: str, run_dir: str | None) -> None:
@@ -30,66 +39,73 @@ def starting(ranks: int | str, world_size: int | None, launcher: str, run_dir: s
     note(f"starting {ranks} rank(s){world} on this node with {launcher}{where}")
 
 
-def run_folder(path: str, host: str) -> None:
+@tell.register
+def run_folder(n: said.RunFolder) -> None:
     """Multi-node: say on every node which run folder the run writes and who keeps its record."""
-    note(f"run folder: {path} (node 0 on {host}, which runs global rank 0, keeps its record)")
+    note(f"run folder: {n.path} (node 0 on {n.host}, which runs global rank 0, keeps its record)")
 
 
-def stopping(reason: str, launcher: str, grace: float, kill_after: float) -> None:
+@tell.register
+def stopping(n: said.Stopping) -> None:
     """The one message after the first Ctrl-C/SIGTERM: what happens now and how to force it."""
     note(
-        f"{reason}: asking {launcher} to stop the ranks; every remaining process gets "
-        f"SIGTERM in {grace:g} s and SIGKILL {kill_after:g} s later. Press Ctrl-C again to kill now."
+        f"{n.reason}: asking {n.launcher} to stop the ranks; every remaining process gets "
+        f"SIGTERM in {n.grace:g} s and SIGKILL {n.kill_after:g} s later. Press Ctrl-C again to kill now."
     )
 
 
-def stopping_after_failure(launcher: str, grace: float, kill_after: float) -> None:
+@tell.register
+def stopping_after_failure(n: said.StoppingAfterFailure) -> None:
     """A rank failed: its peers can save nothing, so they are stopped at once."""
     note(
-        f"a rank failed; its peers cannot finish a collective without it: {launcher} stops them, "
-        f"SIGTERM to what is left in {grace:g} s, SIGKILL {kill_after:g} s later"
+        f"a rank failed; its peers cannot finish a collective without it: {n.launcher} stops them, "
+        f"SIGTERM to what is left in {n.grace:g} s, SIGKILL {n.kill_after:g} s later"
     )
 
 
-def rank_died(
-    rank: int, host: str | None, iteration: int | None, stage: str, peers: int, wait: float
-) -> None:
+@tell.register
+def rank_died(n: said.RankDied) -> None:
     """A rank died mid-run: its local peers, which can save nothing, are SIGKILLed (after W&B's write)."""
-    where = f" during iteration {iteration}" if iteration is not None else ""
-    if not peers:  # the others had already ended: nobody waits for it
-        note(f"rank {rank}{f' on {host}' if host else ''} ended{where} (stage {stage}) before finishing")
+    where = f" during iteration {n.iteration}" if n.iteration is not None else ""
+    who = f"rank {n.rank}{f' on {n.host}' if n.host else ''}"
+    if not n.peers:  # the others had already ended: nobody waits for it
+        note(f"{who} ended{where} (stage {n.stage}) before finishing")
         return
-    when = f"in {wait:g} s, once W&B's service has written its offline log" if wait else "now"
+    when = f"in {n.wait:g} s, once W&B's service has written its offline log" if n.wait else "now"
     note(
-        f"rank {rank}{f' on {host}' if host else ''} died{where} (stage {stage}); the others wait for it "
-        f"in a collective that cannot finish and can save nothing: SIGKILL to {peers} process(es) of "
-        f"this node's other ranks {when}"
+        f"{who} died{where} (stage {n.stage}); the others wait for it in a collective that cannot "
+        f"finish and can save nothing: SIGKILL to {n.peers} process(es) of this node's other ranks {when}"
     )
 
 
-def forcing(count: int) -> None:
+@tell.register
+def forcing(n: said.Forcing) -> None:
     """Second interrupt: the tree is being killed."""
-    note(f"second interrupt: killing {count} process(es) now")
+    note(f"second interrupt: killing {n.count} process(es) now")
 
 
-def escalating(count: int, grace: float) -> None:
+@tell.register
+def escalating(n: said.Escalating) -> None:
     """The grace period is over and processes are still alive."""
-    note(f"{count} process(es) still running {grace:g} s after the stop request; sending SIGTERM")
+    note(f"{n.count} process(es) still running {n.grace:g} s after the stop request; sending SIGTERM")
 
 
-def killing(count: int) -> None:
+@tell.register
+def killing(n: said.Killing) -> None:
     """SIGTERM did not suffice."""
-    note(f"{count} process(es) ignored SIGTERM; sending SIGKILL")
+    note(f"{n.count} process(es) ignored SIGTERM; sending SIGKILL")
 
 
-def stragglers(count: int, launcher: str) -> None:
+@tell.register
+def outlived(n: said.Outlived) -> None:
     """Processes outlived the launcher (orphaned grandchildren, setsid escapees)."""
-    note(f"{count} process(es) outlived {launcher}; stopping them")
+    note(f"{n.count} process(es) outlived {n.launcher}; stopping them")
 
 
-def ignored_report(path: str, reason: str) -> None:
+@tell.register
+def ignored_report(n: said.IgnoredReport) -> None:
     """A rank's progress file did not hold a progress report: said once per file, then ignored."""
-    warn(f"ignoring the progress file {path}: {reason}")
+    warn(f"ignoring the progress file {n.path}: {n.reason}")
 
 
 def failure(f: RankFailure) -> None:
@@ -113,8 +129,10 @@ def failure(f: RankFailure) -> None:
         note(f"its full output: {f.log_path}")
 
 
-def stall(s: Stall) -> None:
+@tell.register
+def stall(n: said.StallFound) -> None:
     """The stall watch's verdict, as soon as it is found: who, where, their stacks, who still moves."""
+    s = n.stall
     note(f"hang: {s.headline()}")
     for r in s.blamed() or [r for r in s.ranks if r.stalled]:
         if r.stack:
@@ -139,15 +157,17 @@ def result(r: RunResult) -> None:
     if r.failure is not None and not r.interrupted and r.stall is None:
         failure(r.failure)
     if r.log_dir and (r.exit_code != 0 or r.failure is not None):
-        log_folder(r.log_dir)
+        log_folder(said.LogFolder(r.log_dir))
     if r.survivors:
         warn(f"could not kill process(es) {', '.join(map(str, r.survivors))}; stop them by hand")
 
 
-def restarting(ended: Attempt, number: int, max_restarts: int, from_checkpoint: bool) -> None:
+@tell.register
+def restarting(n: Restarting) -> None:
     """An attempt failed or hung and mgpu starts the next one: the failure's class and reason line,
     and what really resumes (the checkpoint and the iterations lost, or the program's beginning)."""
-    if not from_checkpoint:
+    ended = n.ended
+    if not n.from_checkpoint:
         where = "from the beginning: this program writes no checkpoint mgpu knows"
     elif ended.checkpoint is not None:
         lost = f", {ended.lost} iteration(s) lost" if ended.lost is not None else ""
@@ -156,19 +176,22 @@ def restarting(ended: Attempt, number: int, max_restarts: int, from_checkpoint: 
         where = "rank 0 resumes from the run's newest checkpoint"
     v = ended.verdict
     judged = f" ({v.kind}: {v.reason})" if v is not None else ""
-    note(f"{ended.describe()}{judged}; restart {number} of {max_restarts}: {where}")
+    note(f"{ended.describe()}{judged}; restart {n.number} of {n.max_restarts}: {where}")
 
 
-def checkpoint_requested(signal_name: str, window: float) -> None:
+@tell.register
+def checkpoint_requested(n: CheckpointRequested) -> None:
     """The requeue signal arrived: the ranks save at the next iteration boundary and stop."""
     note(
-        f"{signal_name} received: the ranks save a checkpoint at the next iteration and stop "
-        f"(stopped as on SIGTERM if not done in {window:g} s)"
+        f"{n.signal_name} received: the ranks save a checkpoint at the next iteration and stop "
+        f"(stopped as on SIGTERM if not done in {n.window:g} s)"
     )
 
 
-def straggler(s: Straggler) -> None:
+@tell.register
+def straggler(n: said.StragglerFound) -> None:
     """The straggler watch named a rank: who, where, how much slower, and its GPU's state."""
+    s = n.straggler
     device = f", {s.device}" if s.device else ""
     window = f" over iterations {s.iterations[0]}-{s.iterations[1]}" if len(s.iterations) == 2 else ""
     note(
@@ -180,11 +203,13 @@ def straggler(s: Straggler) -> None:
         note(f"  its GPU: {s.gpu}")
 
 
-def drift(d: Drift) -> None:
+@tell.register
+def drift(n: said.DriftFound) -> None:
     """The ranks' drift check found them apart (rank 0's progress report): who, what, since when."""
-    warn(f"drift: {d.describe()}; they now train different policies (docs/supervision.md#drift)")
+    warn(f"drift: {n.drift.describe()}; they now train different policies (docs/supervision.md#drift)")
 
 
-def stall_bound(text: str) -> None:
+@tell.register
+def stall_bound(n: said.StallBound) -> None:
     """The auto stall bound, once the run's steady iterations gave it."""
-    note(f"stall bound: {text}")
+    note(f"stall bound: {n.text}")

@@ -13,7 +13,7 @@ Launcher side: the parent, in the ``mgpu`` process; each probe rank runs
   busbw), pure.
 - :mod:`.bisect` — which documented NCCL variable fixes a failing launch, confirmed both ways.
 
-Printing lives in :mod:`isaaclab_mgpu.report.probe` (its ``ProbeDisplay`` implements
-:class:`.run.Observer`); :func:`isaaclab_mgpu.launch.probe_nccl` joins the two.
+Printing lives in :mod:`isaaclab_mgpu.report.probe` (its ``ProbeDisplay`` renders the
+probe's notes, :mod:`isaaclab_mgpu.launcher.notes`); :func:`isaaclab_mgpu.launch.probe_nccl` joins the two.
 Importing this package imports no torch.
 """

@@ -17,8 +17,8 @@ as ``train``'s stall watch does) for the progress display. When ``--timeout`` pa
 
 Ctrl-C, SIGTERM and SIGHUP are recorded and handed to the launch's ``Supervisor`` (its one
 shutdown path; a second Ctrl-C kills at once); the probe then stops with the supervisor's code
-(130, or 124 when a process had to be SIGKILLed). What the probe tells its display goes to an
-:class:`Observer` (``report.probe`` implements it).
+(130, or 124 when a process had to be SIGKILLed). What the probe tells its display goes, as
+:mod:`isaaclab_mgpu.launcher.notes`, to the caller's ``Tell`` (``report.probe`` renders it).
 
 Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (``progress.<rank>.json``,
 ``result.<rank>.json``, ``stack.<rank>.txt``, the per-rank logs) and stays there for post-mortems.
@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import psutil
 
@@ -53,6 +52,7 @@ from isaaclab_mgpu.contract.errors import EnvironmentProblem, Interrupted, Usage
 from isaaclab_mgpu.contract.progress import Report, Reports
 from isaaclab_mgpu.launcher import workarounds
 from isaaclab_mgpu.launcher.build import DEFAULT_LOG_DIR
+from isaaclab_mgpu.launcher.notes import Note, Tell
 from isaaclab_mgpu.launcher.probe.bisect import Search, Trial, find_workarounds
 from isaaclab_mgpu.launcher.probe.config import ProbeOptions, default_world_sizes
 from isaaclab_mgpu.launcher.probe.results import (
@@ -166,18 +166,42 @@ class ProbeSummary:
         return exit_code(r.status for r in (*self.world, *self.pairs))
 
 
-class Observer(Protocol):
-    """What the probe tells the display as it goes (``report.probe`` implements it)."""
+@dataclass(frozen=True)
+class WorkaroundsApplied(Note):
+    """The saved workarounds ``env`` are applied to every launch of the probe."""
 
-    def begin(self, label: str, timeout: float) -> None: ...
+    env: Mapping[str, str]
 
-    def update(self, label: str, text: str) -> None: ...
 
-    def end(self, result: WorldResult) -> None: ...
+@dataclass(frozen=True)
+class LaunchBegun(Note):
+    """The launch ``label`` (a world size or a GPU pair) starts; ``timeout`` seconds make it a hang."""
 
-    def trial(self, label: str, trial: Trial) -> None: ...
+    label: str
+    timeout: float
 
-    def applied(self, env: Mapping[str, str]) -> None: ...
+
+@dataclass(frozen=True)
+class LaunchAt(Note):
+    """Where the running launch ``label`` is now (``text``, from its ranks' heartbeats)."""
+
+    label: str
+    text: str
+
+
+@dataclass(frozen=True)
+class LaunchEnded(Note):
+    """A launch finished or was torn down: what it measured or why it failed."""
+
+    result: WorldResult
+
+
+@dataclass(frozen=True)
+class TrialDone(Note):
+    """A workaround candidate was tried on the failing launch ``label``."""
+
+    label: str
+    trial: Trial
 
 
 def check_spec(spec: LaunchSpec) -> None:
@@ -295,13 +319,13 @@ class Prober:
         opts: ProbeOptions,
         plan: ProbePlan,
         root: Path,
-        observer: Observer,
+        tell: Tell,
         *,
         base_env: Mapping[str, str] | None = None,
         module: str = WORKER_MODULE,
     ) -> None:
         self.spec, self.opts, self.plan, self.root = spec, opts, plan, root
-        self.observer = observer
+        self.tell = tell
         self.base_env = dict(base_env or {})
         self.module = module
         self._runs: dict[str, int] = {}
@@ -334,7 +358,7 @@ class Prober:
         ranks = tuple(sorted(cmd.rank_devices)) or tuple(range(launch.nproc))
         reports = Reports(folder)
 
-        self.observer.begin(launch.label, self.opts.timeout)
+        self.tell(LaunchBegun(launch.label, self.opts.timeout))
         start = time.monotonic()
         sup = Supervisor(cmd, TEARDOWN)
         hung: tuple[HungRank, ...] = ()
@@ -346,7 +370,7 @@ class Prober:
             while (outcome := sup.wait(timeout=min(POLL_S, left()))) is None:
                 if interrupted():
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
-                self.observer.update(launch.label, _position(reports.read(), ranks))
+                self.tell(LaunchAt(launch.label, _position(reports.read(), ranks)))
                 if time.monotonic() - start >= self.opts.timeout:
                     hung = diagnose_hang(sup, reports.read(), ranks)
                     # Hung ranks can save nothing, and the launcher's own shutdown would only wait
@@ -355,14 +379,14 @@ class Prober:
                     timed_out = True
                     break
         if interrupted():
-            self.observer.end(_interrupted(launch, folder, time.monotonic() - start))
+            self.tell(LaunchEnded(_interrupted(launch, folder, time.monotonic() - start)))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
             raise Interrupted(message, exit_code=outcome.exit_code)
         beats = reports.read()
         result = self._result(
             launch, folder, beats, ranks, env, outcome, timed_out, hung, time.monotonic() - start
         )
-        self.observer.end(result)
+        self.tell(LaunchEnded(result))
         return result
 
     def _result(
@@ -511,7 +535,7 @@ def _interrupted(launch: Launch, folder: Path, elapsed: float) -> WorldResult:
 def probe_nccl(
     spec: LaunchSpec,
     opts: ProbeOptions,
-    observer: Observer,
+    tell: Tell,
     *,
     module: str = WORKER_MODULE,
     extra_env: Mapping[str, str] | None = None,
@@ -527,10 +551,10 @@ def probe_nccl(
     host = f"-{machine.hostname}" if spec.nnodes_max > 1 else ""
     root = Path(spec.log_dir or DEFAULT_LOG_DIR) / f"probe-{machine.run_stamp}{host}"
     base_env = {**applied, **(extra_env or {})}
-    prober = Prober(spec, opts, plan, root, observer, base_env=base_env, module=module)
+    prober = Prober(spec, opts, plan, root, tell, base_env=base_env, module=module)
 
     prober.validate((*plan.world, *plan.pairs))
-    observer.applied(applied)
+    tell(WorkaroundsApplied(applied))
     world = tuple(prober.run(launch) for launch in plan.world)
     pairs = tuple(prober.run(launch) for launch in plan.pairs)
     summary = ProbeSummary(plan.backend, spec.device, str(root), world, pairs, applied)
@@ -543,7 +567,7 @@ def probe_nccl(
         search = find_workarounds(
             lambda env: prober.run(failing, env).status,
             candidates,
-            on_trial=lambda t: observer.trial(failing.label, t),
+            on_trial=lambda t: tell(TrialDone(failing.label, t)),
         )
         summary = dataclasses.replace(summary, search_label=failing.label, search=search, skipped=skipped)
         if opts.save_workaround and search.confirmed:

@@ -43,14 +43,14 @@ Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
     drift watch, and a dead rank's fast stop). When the watch finds this node's run hung,
     every local rank of the tree that reports gets the stack-dump signal (:mod:`.stacks`:
     faulthandler dumps its Python stack beside its logs; a stopped rank gets SIGCONT to take the
-    signal and is stopped again right after), the verdict goes to the :class:`Notes`, the local
+    signal and is stopped again right after), the verdict is told (``StallFound``), the local
     ranks are SIGKILLed (a hung rank saves nothing, and one resumed by a SIGTERM+SIGCONT could
     unblock a peer on another node before its own mgpu has spoken), and the launcher is stopped
     through the same path as above with a short grace period. The run then exits
     :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. A progress file that is not a report is
     ignored, and said once. From the same reports the straggler watch (:mod:`.straggler`) names,
-    once, a rank whose busy time stays well above the others' (``Notes.straggler``; the run's
-    :attr:`RunResult.stragglers`), and the drift the worker's check reported (``Notes.drift``; the
+    once, a rank whose busy time stays well above the others' (``StragglerFound``; the run's
+    :attr:`RunResult.stragglers`), and the drift the worker's check reported (``DriftFound``; the
     run's :attr:`RunResult.drift`), once.
 
 Result — :mod:`.result`
@@ -60,9 +60,9 @@ Result — :mod:`.result`
 The pieces, one seam each: :mod:`.tree` (which processes are the run's), :mod:`.stop` (when a
 run stops, why and how fast), :mod:`.shutdown` (the phases and the signal recorder), :mod:`.output`
 (the launcher's streams), :mod:`.logs` (the per-rank log folder), :mod:`.hang` with :mod:`.stall`
-and :mod:`.stacks` (the stall watch), :mod:`.result`, :mod:`.watchdog` and :mod:`.notes` (what
-people are told: the caller's :class:`Notes`, ``report.supervise`` implements it; this package
-never imports the printing layer).
+and :mod:`.stacks` (the stall watch), :mod:`.result` and :mod:`.watchdog`. What people are told goes,
+as :mod:`isaaclab_mgpu.launcher.notes`, to the caller's ``Tell`` (``report.supervise`` renders
+it); this package never imports the printing layer.
 """
 
 from __future__ import annotations
@@ -87,12 +87,12 @@ from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EnvironmentProblem, 
 from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher import nvml
 from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
-from isaaclab_mgpu.launcher.supervise import logs
+from isaaclab_mgpu.launcher.notes import Tell, silent
+from isaaclab_mgpu.launcher.supervise import logs, notes
 from isaaclab_mgpu.launcher.supervise import stall as _stall
 from isaaclab_mgpu.launcher.supervise import tree as proctree
 from isaaclab_mgpu.launcher.supervise import watchdog as _watchdog
 from isaaclab_mgpu.launcher.supervise.hang import HangWatch
-from isaaclab_mgpu.launcher.supervise.notes import Notes, Silent
 from isaaclab_mgpu.launcher.supervise.output import LauncherOutput
 from isaaclab_mgpu.launcher.supervise.result import (
     RankFailure,
@@ -117,7 +117,6 @@ def _has_wandb_service(procs: list[psutil.Process]) -> bool:
 
 __all__ = [
     "STOP_SIGNALS",
-    "Notes",
     "RankFailure",
     "RunResult",
     "Stall",
@@ -198,14 +197,14 @@ class Supervisor:
         self,
         cmd: Command,
         options: SuperviseOptions | None = None,
-        notes: Notes | None = None,
+        tell: Tell | None = None,
         signals: Interrupts | None = None,
     ) -> None:
         """``signals``: the recorder the caller's handlers write into (see :mod:`.shutdown`); by
         default one of its own, fed by :meth:`interrupt`."""
         self.cmd = cmd
         self.options = options or SuperviseOptions()
-        self._say: Notes = notes if notes is not None and self.options.console else Silent()
+        self._say: Tell = tell if tell is not None and self.options.console else silent
         self.run_id = uuid.uuid4().hex
         self._since = 0.0
         self._launcher: subprocess.Popen[bytes] | None = None
@@ -226,7 +225,7 @@ class Supervisor:
             grace=self.options.grace_period,
             kill_after=self.options.kill_after,
             on_terminate=self._terminating,
-            on_kill=self._say.killing,
+            on_kill=lambda count: self._say(notes.Killing(count)),
         )
         self._interrupted = False  # set by _apply() alone, as every flag of a stop
         self._asked: str | None = None
@@ -387,7 +386,7 @@ class Supervisor:
                 # Multi-node: a collective that fails after a long wait means a stalled peer elsewhere.
                 self._stall = self._watch.after_failure(failed[1])
                 if self._stall is not None:
-                    self._say.stall(self._stall)
+                    self._say(notes.StallFound(self._stall))
         hang = died = wandb = False
         if calm and not first_failure and alive and self._watch is not None and self._watch.due(now):
             hang, died, wandb = self._watch_stalls()
@@ -419,7 +418,9 @@ class Supervisor:
             rank, wait = self._dead_rank, stop.grace or 0.0
             assert rank is not None
             self._peers_kill_at = time.monotonic() + wait
-            self._say.rank_died(rank.rank, rank.host, rank.iteration, rank.stage, len(self._peers), wait)
+            self._say(
+                notes.RankDied(rank.rank, rank.host, rank.iteration, rank.stage, len(self._peers), wait)
+            )
             return
         if stop.interrupts:
             self._interrupted = True
@@ -427,7 +428,7 @@ class Supervisor:
             self._output.stopped = True  # the launcher's KeyboardInterrupt from here on is ours
         if stop.kind is Kind.FORCE:
             if stop.announce:
-                self._say.forcing(len(self.descendants()))
+                self._say(notes.Forcing(len(self.descendants())))
             self._shutdown.force()
             return
         if stop.kind is Kind.HANG:
@@ -441,15 +442,15 @@ class Supervisor:
             return
         grace, kill_after = self._shutdown.grace, self._shutdown.kill_after
         if stop.kind is Kind.FAILURE:
-            self._say.stopping_after_failure(self.cmd.launcher, grace, kill_after)
+            self._say(notes.StoppingAfterFailure(self.cmd.launcher, grace, kill_after))
         else:
-            self._say.stopping(stop.reason, self.cmd.launcher, grace, kill_after)
+            self._say(notes.Stopping(stop.reason, self.cmd.launcher, grace, kill_after))
 
     def _terminating(self, count: int, launcher_alive: bool) -> None:
         if launcher_alive:
-            self._say.escalating(count, self._shutdown.grace)
+            self._say(notes.Escalating(count, self._shutdown.grace))
         else:
-            self._say.stragglers(count, self.cmd.launcher)
+            self._say(notes.Outlived(count, self.cmd.launcher))
 
     def _launcher_rc(self) -> int | None:
         """The launcher's exit status, once it ended (its PID is then released from the tree)."""
@@ -484,19 +485,19 @@ class Supervisor:
             self._peers_stopped = True
             proctree.signal_tree(self._peers, signal.SIGKILL)
         if stall is None and (slow := self._watch.straggler()) is not None:
-            self._say.straggler(slow)
+            self._say(notes.StragglerFound(slow))
         if (drift := self._watch.drift()) is not None:
-            self._say.drift(drift)
+            self._say(notes.DriftFound(drift))
         if (bound := self._watch.monitor.bound_news()) is not None:
-            self._say.stall_bound(bound)
+            self._say(notes.StallBound(bound))
         if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
             self._run_folder_said = True
-            self._say.run_folder(*folder)
+            self._say(notes.RunFolder(*folder))
         for path, why in self._watch.monitor.rejected():
-            self._say.ignored_report(path, why)
+            self._say(notes.IgnoredReport(path, why))
         if stall is not None:
             self._stall = stall
-            self._say.stall(stall)
+            self._say(notes.StallFound(stall))
         return stall is not None, died, wandb
 
     def _rank_died(self) -> tuple[bool, bool]:
@@ -515,7 +516,7 @@ class Supervisor:
         if self._log_dir is None:
             self._log_dir = logs.from_ranks(self._tree.root)
             if self._log_dir is not None:
-                self._say.log_folder(self._log_dir)
+                self._say(notes.LogFolder(self._log_dir))
                 self._log_dir_said = True
 
     def _finish(self, rc: int) -> None:
@@ -533,18 +534,18 @@ class Supervisor:
             elsewhere = self._watch.explain_failure()
             self._stall = self._watch.hang_elsewhere(failure.local_rank, elsewhere)
             if self._stall is not None:
-                self._say.stall(self._stall)
+                self._say(notes.StallFound(self._stall))
             lost, hosts = self._watch.peer_loss()  # what a shrink leaves out (launcher.shrink)
             folder = (self._watch.run_folder() or (None, None))[0]
         stragglers = self._watch.stragglers.named if self._watch is not None else ()
         if self._watch is not None and (drift := self._watch.drift(read=True)) is not None:
-            self._say.drift(drift)  # a rank that stopped on it reported it after the last look
+            self._say(notes.DriftFound(drift))  # a rank that stopped on it reported it after the last look
         found_drift = self._watch.drift_found if self._watch is not None else None
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
         if self._log_dir is not None and not self._log_dir_said:
-            self._say.log_folder(self._log_dir)  # a run too short to be seen running: said once, now
+            self._say(notes.LogFolder(self._log_dir))  # a run too short to be seen running: said once, now
         self._result = RunResult(
             exit_code=exit_code(
                 rc,

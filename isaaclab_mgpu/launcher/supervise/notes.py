@@ -1,58 +1,138 @@
-"""What the supervisor tells people while a run starts and stops: the :class:`Notes` protocol.
-
-The supervisor never prints (only the command layer calls the printing layer): it hands each
-event to the :class:`Notes` its caller gave (``report.supervise`` implements every method as a
-function of that module). A run without a console gets :class:`Silent`.
+"""The notes a launch's supervisor gives (:mod:`isaaclab_mgpu.launcher.notes`): how a run starts,
+what its watches found, and each step of its stop. ``report.supervise`` renders them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from isaaclab_mgpu.launcher.notes import Note
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.contract.summary import Drift, Straggler
     from isaaclab_mgpu.launcher.supervise.stall import Stall
 
-__all__ = ["Notes", "Silent"]
+
+@dataclass(frozen=True)
+class LogFolder(Note):
+    """Every rank's full output is written under ``path``, the attempt's per-rank log folder."""
+
+    path: str
 
 
-class Notes(Protocol):
-    """What the supervisor tells people while a run stops (``report.supervise`` implements it).
+@dataclass(frozen=True)
+class RunFolder(Note):
+    """Multi-node: the run writes the run folder ``path``; node 0, on ``host``, keeps its record."""
 
-    Each method here does nothing, so a class that names :class:`Notes` as its base only writes
-    the notes it wants to give.
-    """
-
-    def log_folder(self, path: str) -> None: ...
-
-    def run_folder(self, path: str, host: str) -> None: ...
-
-    def stopping(self, reason: str, launcher: str, grace: float, kill_after: float) -> None: ...
-
-    def stopping_after_failure(self, launcher: str, grace: float, kill_after: float) -> None: ...
-
-    def rank_died(
-        self, rank: int, host: str | None, iteration: int | None, stage: str, peers: int, wait: float
-    ) -> None: ...
-
-    def forcing(self, count: int) -> None: ...
-
-    def escalating(self, count: int, grace: float) -> None: ...
-
-    def killing(self, count: int) -> None: ...
-
-    def stragglers(self, count: int, launcher: str) -> None: ...
-
-    def stall(self, stall: Stall) -> None: ...
-
-    def straggler(self, straggler: Straggler) -> None: ...
-
-    def drift(self, drift: Drift) -> None: ...
-
-    def stall_bound(self, text: str) -> None: ...
-
-    def ignored_report(self, path: str, reason: str) -> None: ...
+    path: str
+    host: str
 
 
-class Silent(Notes):
-    """The :class:`Notes` of a run without a console: says nothing (every method does nothing)."""
+@dataclass(frozen=True)
+class Stopping(Note):
+    """The first stop request (Ctrl-C, SIGTERM, a hang, for ``reason``): ``launcher`` is asked to stop
+    the ranks; SIGTERM to what remains after ``grace`` seconds, SIGKILL ``kill_after`` seconds later."""
+
+    stopping: ClassVar[bool] = True
+    reason: str
+    launcher: str
+    grace: float
+    kill_after: float
+
+
+@dataclass(frozen=True)
+class StoppingAfterFailure(Note):
+    """A rank failed: its peers can save nothing, so ``launcher`` stops them at once (then SIGTERM
+    after ``grace`` seconds, SIGKILL ``kill_after`` seconds later)."""
+
+    stopping: ClassVar[bool] = True
+    launcher: str
+    grace: float
+    kill_after: float
+
+
+@dataclass(frozen=True)
+class RankDied(Note):
+    """A local rank died mid-run (in ``iteration``'s ``stage``, when known): the ``peers`` processes
+    of this node's other ranks, which can save nothing, get SIGKILL in ``wait`` seconds (W&B's
+    service writes its offline log first); no peers: they had ended."""
+
+    stopping: ClassVar[bool] = True
+    rank: int
+    host: str | None
+    iteration: int | None
+    stage: str
+    peers: int
+    wait: float
+
+
+@dataclass(frozen=True)
+class Forcing(Note):
+    """A second interrupt: the tree's ``count`` processes are killed now."""
+
+    stopping: ClassVar[bool] = True
+    count: int
+
+
+@dataclass(frozen=True)
+class Escalating(Note):
+    """``count`` processes outlived the ``grace`` period: SIGTERM."""
+
+    stopping: ClassVar[bool] = True
+    count: int
+    grace: float
+
+
+@dataclass(frozen=True)
+class Killing(Note):
+    """``count`` processes ignored SIGTERM: SIGKILL."""
+
+    stopping: ClassVar[bool] = True
+    count: int
+
+
+@dataclass(frozen=True)
+class Outlived(Note):
+    """``count`` processes outlived ``launcher`` (orphaned grandchildren, setsid escapees): stopped."""
+
+    stopping: ClassVar[bool] = True
+    count: int
+    launcher: str
+
+
+@dataclass(frozen=True)
+class StallFound(Note):
+    """The stall watch's verdict, as soon as it is found: who, where, their stacks, who still moves."""
+
+    stopping: ClassVar[bool] = True
+    stall: Stall
+
+
+@dataclass(frozen=True)
+class StragglerFound(Note):
+    """The straggler watch named a rank: who, where, how much slower, its GPU's state."""
+
+    straggler: Straggler
+
+
+@dataclass(frozen=True)
+class DriftFound(Note):
+    """The ranks' drift check found their parameters apart (rank 0's progress report)."""
+
+    drift: Drift
+
+
+@dataclass(frozen=True)
+class StallBound(Note):
+    """The automatic stall bound (``text``: the bound and where it came from), once known."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class IgnoredReport(Note):
+    """The progress file ``path`` did not hold a progress report (``reason``): said once, then ignored."""
+
+    path: str
+    reason: str
