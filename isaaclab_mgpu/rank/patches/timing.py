@@ -103,17 +103,3 @@ def uninstall() -> None:
         if getattr(getattr(dist, name), "_mgpu_timed", False):
             setattr(dist, name, function)
     _saved.clear()
-
-
-def clocked(function: Any) -> Any:
-    """``function`` (a collective of mgpu's own, or skrl JAX's) with its wall time added to the wait."""
-    clock = time.perf_counter
-
-    def collective(*args: Any, **kwargs: Any) -> Any:
-        t0 = clock()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            progress.waited(clock() - t0)
-
-    return collective
