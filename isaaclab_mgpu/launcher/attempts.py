@@ -80,7 +80,7 @@ from isaaclab_mgpu.contract.env import (
 from isaaclab_mgpu.launcher import verdicts
 from isaaclab_mgpu.launcher.build import Command, for_attempt
 from isaaclab_mgpu.launcher.ledger import RunLedger, newest_checkpoint
-from isaaclab_mgpu.launcher.notes import Note, Tell, silent
+from isaaclab_mgpu.launcher.notes import Note, Tell
 from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Supervisor
 from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, ignored
 
@@ -299,7 +299,7 @@ def run_attempts(
     place: RunPlace,
     restart: RestartOptions,
     options: SuperviseOptions,
-    notes: Tell | None,
+    notes: Tell,
     on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
     ledger: RunLedger | None = None,
     reshape: Reshaper | None = None,
@@ -310,7 +310,6 @@ def run_attempts(
     folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
     gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
-    notes = notes if notes is not None else silent
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")

@@ -8,6 +8,7 @@ a Rich live display on a terminal, one plain ``mgpu:`` line per launch otherwise
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Mapping
@@ -59,27 +60,42 @@ class ProbeDisplay:
         if self._progress is not None:
             self._progress.stop()
 
+    @functools.singledispatchmethod
     def __call__(self, n: Note) -> None:
-        """Show one of the probe's notes."""
-        match n:
-            case WorkaroundsApplied(env=env):
-                for name, value in env.items():
-                    note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
-            case LaunchBegun(label=label, timeout=timeout) if self._progress is not None:
-                task = self._progress.add_task(f"starting (timeout {timeout:g} s)", label=markup(label))
-                self._tasks[label] = task
-            case LaunchBegun(label=label, timeout=timeout):
-                note(f"probe {label}: started (timeout {timeout:g} s)")
-            case LaunchAt(label=label, text=text) if self._progress is not None and label in self._tasks:
-                # A rank's heartbeat names the stage: text, never markup for the progress column.
-                self._progress.update(self._tasks[label], description=markup(text))
-            case LaunchEnded(result=result):
-                if self._progress is not None and result.label in self._tasks:
-                    self._progress.remove_task(self._tasks.pop(result.label))
-                extra = f" with {_env_text(result.env)}" if result.env else ""
-                note(f"probe {result.label}{extra}: {result.status} ({result.elapsed_s:.1f} s)")
-            case TrialDone(label=label, trial=trial):
-                note(f"{label} with {trial.candidate.assignment}: {_outcome(trial)}")
+        """Show one of the probe's notes (one renderer per kind, below)."""
+        raise TypeError(f"no console line for the note {type(n).__name__}")
+
+    @__call__.register
+    def _applied(self, n: WorkaroundsApplied) -> None:
+        for name, value in n.env.items():
+            note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
+
+    @__call__.register
+    def _begun(self, n: LaunchBegun) -> None:
+        if self._progress is not None:
+            self._tasks[n.label] = self._progress.add_task(
+                f"starting (timeout {n.timeout:g} s)", label=markup(n.label)
+            )
+        else:
+            note(f"probe {n.label}: started (timeout {n.timeout:g} s)")
+
+    @__call__.register
+    def _at(self, n: LaunchAt) -> None:
+        if self._progress is not None and n.label in self._tasks:
+            # A rank's heartbeat names the stage: text, never markup for the progress column.
+            self._progress.update(self._tasks[n.label], description=markup(n.text))
+
+    @__call__.register
+    def _ended(self, n: LaunchEnded) -> None:
+        r = n.result
+        if self._progress is not None and r.label in self._tasks:
+            self._progress.remove_task(self._tasks.pop(r.label))
+        extra = f" with {_env_text(r.env)}" if r.env else ""
+        note(f"probe {r.label}{extra}: {r.status} ({r.elapsed_s:.1f} s)")
+
+    @__call__.register
+    def _trial(self, n: TrialDone) -> None:
+        note(f"{n.label} with {n.trial.candidate.assignment}: {_outcome(n.trial)}")
 
 
 def _outcome(trial: Trial) -> str:

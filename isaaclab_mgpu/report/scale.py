@@ -11,6 +11,7 @@ and mean utilisation.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,21 +68,27 @@ class ScaleProgress:
         if self._progress is not None:
             self._progress.stop()
 
+    @functools.singledispatchmethod
     def __call__(self, n: Note) -> None:
         """Show one of the sweep's notes: a point started or ended."""
-        if isinstance(n, PointStarted):
-            if self._progress is not None:
-                self._progress.update(self._task, description=markup(_what(n.planned)))
-            else:
-                note(f"scale point {n.index + 1}/{self.total}: {_what(n.planned)}")
-        elif isinstance(n, PointDone):
-            r = n.result
-            said = f"{_rate(r)} env-steps/s" if r.ok else f"{r.status}: {r.reason or ''}"
-            if self._progress is not None:
-                self._progress.console.print(cell(f"{_what(r)}: {said}"))
-                self._progress.advance(self._task)
-            else:
-                note(f"scale point {n.index + 1}/{self.total} done: {said}")
+        raise TypeError(f"no console line for the note {type(n).__name__}")
+
+    @__call__.register
+    def _started(self, n: PointStarted) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=markup(_what(n.planned)))
+        else:
+            note(f"scale point {n.index + 1}/{self.total}: {_what(n.planned)}")
+
+    @__call__.register
+    def _done(self, n: PointDone) -> None:
+        r = n.result
+        said = f"{_rate(r)} env-steps/s" if r.ok else f"{r.status}: {r.reason or ''}"
+        if self._progress is not None:
+            self._progress.console.print(cell(f"{_what(r)}: {said}"))
+            self._progress.advance(self._task)
+        else:
+            note(f"scale point {n.index + 1}/{self.total} done: {said}")
 
 
 def _rate(r: PointResult | None) -> str:
