@@ -129,9 +129,11 @@ def act_at(run: Run, text: str, action: Callable[[], None], timeout: float = 180
 def one_resumed_run(cwd: Path, backend: str, saved: int) -> dict:
     """The checks every recovered run shares: one folder, 10 iterations, one curve, equal checksums.
 
-    ``saved`` is the newest checkpoint the console had shown when the failure was caused; the
-    ranks may save one more before the failure reaches them (a killed mgpu's watchdog stops its
-    rank a moment later, and that rank's stop request makes every rank save first)."""
+    ``saved`` is the newest checkpoint the console had shown when the failure was caused. The
+    ranks may save more before the failure reaches them (a killed mgpu's watchdog stops its rank a
+    moment later, and that rank's stop request makes every rank save first); how many depends on
+    the machine's pace (CI once ran two more iterations, an interval save and the stop's save), so
+    the upper bound is on what the failure cost, not on the console's lag."""
     folders = run_folders(cwd, backend)
     assert len(folders) == 1, folders
     s = summary_of(folders[0])
@@ -140,7 +142,7 @@ def one_resumed_run(cwd: Path, backend: str, saved: int) -> dict:
     restart = s["restarts"][0]
     # Resumed from the last checkpoint before the failure: at most one save interval (2) lost.
     resumed_from = restart["checkpoint"]
-    assert restart["resumed_from"] == resumed_from and saved <= resumed_from <= saved + 2, restart
+    assert restart["resumed_from"] == resumed_from and saved <= resumed_from, restart
     assert restart["lost"] == restart["reached"] - resumed_from <= 2, restart
     assert s["resumed_at"] == resumed_from and s["checksums_equal"] is True
     # Both attempts' stretches of training, and the run's time over both.
