@@ -65,14 +65,17 @@ def test_a_lost_node_shrinks_the_job_and_the_survivor_finishes_the_run(
     job_file = _emit(tmp_path, "shrink", *args, launch=launch)
     text = job_file.read_text()
     assert "#SBATCH --no-kill" in text and "srun --no-kill --kill-on-bad-exit=0" in text, text
-    job = cluster.sbatch(job_file, tmp_path, _job_env(tmp_path), "--no-requeue")
-    out = lambda: _output(tmp_path, "shrink", job)  # noqa: E731
+    # Each node's step output in a file of its own (srun's --output pattern, through its input
+    # variable; the job file is unchanged): node9's death takes the srun that relays both consoles.
+    env = {**_job_env(tmp_path), "SLURM_STDOUTMODE": str(tmp_path / "step-%N.out")}
+    job = cluster.sbatch(job_file, tmp_path, env, "--no-requeue")
+    steps = lambda: [p.read_text(errors="replace") for p in sorted(tmp_path.glob("step-*.out"))]  # noqa: E731
+    out = lambda: "\n".join([_output(tmp_path, "shrink", job), *steps()])  # noqa: E731
     try:
         _wait("rank 0 at iteration 10", lambda: _reached(tmp_path) >= 10, 300, out)
         killed = time.time()
         cluster.kill_node(lost)
-        # From the record, not the job's output: when node9 is lost, so is the batch script and the
-        # srun that relayed every node's output (node10's mgpu writes on, in the run folder).
+        # From the record, not the consoles: node10's mgpu writes on, in the run folder.
         shrink = _wait("the survivor shrinks the run", lambda: _shrink(tmp_path), 120, out)
         took = shrink.time - killed
         print(f"{lost} lost: {survivor} shrank the run {took:.1f} s after the kill (record)")
