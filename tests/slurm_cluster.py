@@ -407,18 +407,19 @@ def _ancestors() -> set[int]:
 def _ancestors_of(child: int) -> set[int]:
     """``child``'s ancestors, as ``/proc`` shows them now (empty when it is gone)."""
     out: set[int] = set()
-    try:
-        pid = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return out
-    while pid > 1 and pid not in out:
+    pid = _parent(child)
+    while pid is not None and pid > 1 and pid not in out:
         out.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
+        pid = _parent(pid)
     return out
+
+
+def _parent(pid: int) -> int | None:
+    """``pid``'s parent (None when it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _cmdline(pid: int) -> str:
@@ -464,12 +465,12 @@ def _kill_namespace(ns: str) -> None:
     is not enough: a stopped process whose parent dies is continued by the kernel (SIGHUP and
     SIGCONT to a process group orphaned with stopped members), and the shepherd ran on. So every
     process is stopped, then killed children first (19 of 19 runs, no cancel logged)."""
-    stopped: list[int] = []
-    while fresh := [int(p) for p in _namespace_pids(ns) if int(p) not in stopped]:  # forked meanwhile
+    stopped: set[int] = set()
+    while fresh := {int(p) for p in _namespace_pids(ns)} - stopped:  # forked meanwhile
         for pid in fresh:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
-        stopped += fresh
+        stopped |= fresh
     depth = {pid: len(_ancestors_of(pid)) for pid in stopped}
     for pid in sorted(stopped, key=depth.__getitem__, reverse=True):
         with contextlib.suppress(ProcessLookupError):
