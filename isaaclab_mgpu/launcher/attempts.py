@@ -65,7 +65,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from isaaclab_mgpu.contract import elastic, events, resume
 from isaaclab_mgpu.contract import summary as summaries
@@ -88,7 +88,8 @@ from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, ignored
 #: (SLURM's warning comes ``--signal=USR1@<seconds>`` before the time limit: give it 90 or more).
 STOP_WINDOW = 60.0
 _POLL = 0.25
-OUTCOMES = ("finished", "failed", "hung", "interrupted", "stopped", "drifted")
+#: How an attempt ended.
+AttemptEnd = Literal["finished", "failed", "hung", "interrupted", "stopped", "drifted"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ class Attempt:
     number: int
     """0 for the first launch, 1 for the first restart, ..."""
 
-    outcome: str
-    """One of :data:`OUTCOMES`."""
+    outcome: AttemptEnd
+    """How it ended (:data:`AttemptEnd`)."""
 
     exit_code: int
     """The attempt's code as the supervisor judged it (a rank's own code, 4, 124, 130 or 0)."""

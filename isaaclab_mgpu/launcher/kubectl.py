@@ -55,7 +55,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.launcher.runs import RunRow
@@ -63,8 +63,8 @@ from isaaclab_mgpu.launcher.runs import RunRow
 #: The ``--emit`` kind → the object ``kind`` in the manifest and the resource ``kubectl`` names it by.
 KINDS = {"trainjob": "TrainJob", "pytorchjob": "PyTorchJob"}
 RESOURCES = {"TrainJob": "trainjobs.trainer.kubeflow.org", "PyTorchJob": "pytorchjobs.kubeflow.org"}
-#: The states :func:`state_of` returns (``gone``: kubectl does not find the job).
-STATES = ("queued", "running", "finished", "failed", "gone")
+#: A job's states (``gone``: kubectl does not find the job; ``unknown``: kubectl failed to say).
+State = Literal["queued", "running", "finished", "failed", "gone", "unknown"]
 #: The record :func:`submit` writes beside the manifest: ``<name>`` + this.
 RECORD_SUFFIX = ".kubernetes.json"
 #: Seconds a ``kubectl get`` of a job's state may take (an unreachable API server: no answer).
@@ -96,8 +96,8 @@ class KubeJob:
 class JobState:
     """What the operator says of a job, as a run state."""
 
-    state: str
-    """One of :data:`STATES`."""
+    state: State
+    """The run state (:data:`State`)."""
 
     reason: str = ""
     """The deciding condition's reason and message (empty: none)."""
@@ -146,7 +146,7 @@ def state_of(obj: Mapping[str, Any]) -> JobState:
         if isinstance(c, Mapping) and str(c.get("status")) == "True"
     }
 
-    def said(kind: str, condition: str) -> JobState:
+    def said(kind: State, condition: str) -> JobState:
         c = true[condition]
         why = ": ".join(str(x) for x in (c.get("reason"), c.get("message")) if x)
         return JobState(kind, why)
