@@ -289,6 +289,23 @@ def test_rank_0s_accounts_of_an_isaac_run_fold_into_one_summary_across_a_restart
     assert s["resumed_from"] == str(folder / "model_1.pt") and s["continues"] is None
 
 
+def test_a_checkpoint_request_stops_an_isaac_run_before_its_last_iteration_only(tmp_path):
+    """mgpu's checkpoint request (its file) ends training at the iteration it is read, except at
+    the run's last: that run is finished, not stopped for a requeue that would find it done."""
+    book, _ = _book(tmp_path, 0)
+    book.synced([])
+    for _ in range(4):
+        assert book.iteration(64 * 16, 1.0) is False
+    (tmp_path / "request").touch()
+    assert book.iteration(64 * 16, 1.0) is True and book.stopped  # the 5th of 6: save and stop
+    (tmp_path / "request").unlink()
+    last, _ = _book(tmp_path, 0)
+    last.synced([])
+    assert [last.iteration(64 * 16, 1.0) for _ in range(5)] == [False] * 5
+    (tmp_path / "request").touch()
+    assert last.iteration(64 * 16, 1.0) is False and not last.stopped  # the 6th of 6: it ends finished
+
+
 def test_a_checkpoint_of_another_run_loaded_into_a_new_folder_is_recorded_as_its_continuation(
     tmp_path, every_iteration
 ):

@@ -207,6 +207,28 @@ def test_slurm_warning_signal_checkpoints_requeues_and_the_requeued_job_finishes
 
 
 @pytest.mark.slow
+def test_the_warning_signal_during_the_last_iteration_lets_the_run_finish_unrequeued(tmp_path):
+    """SLURM's warning landing in the run's last iteration: the ranks save at its end as always,
+    and the run is finished (exit 0, no ``scontrol requeue``), not stopped for a requeue that
+    would only find it done. Iterations of about 2 s (a 1000-step rollout) leave the signal, sent
+    as iteration 2 of 3 is shown, the whole of iteration 3 to reach every rank."""
+    argv = train_argv("rsl_rl", "--requeue", "--num_envs", "16", "--max_iterations", "3",
+                      "env.episode_length=16", "agent.rollout=1000")  # fmt: skip
+    run = Run(argv, tmp_path, _slurm_env(tmp_path))
+    run.wait_for("iteration 2/3", 120)
+    for proc in [psutil.Process(run.proc.pid), *psutil.Process(run.proc.pid).children(recursive=True)]:
+        proc.send_signal(signal.SIGUSR1)
+    code, out = run.finish(120)
+    assert code == 0, out[-4000:]
+    calls = tmp_path / "scontrol.calls"
+    assert not calls.exists() or "requeue" not in calls.read_text().split(), calls.read_text()
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    s = summary_of(folder)
+    assert (s["status"], s["end_iteration"], s["exit_status"]) == ("finished", 3, 0), s
+    assert [a["outcome"] for a in s["attempts"]] == ["finished"] and (folder / "model_3.pt").is_file(), s
+
+
+@pytest.mark.slow
 def test_sigterm_in_slurm_never_requeues(tmp_path):
     run = Run(train_argv("rsl_rl", "--requeue", *SHORT), tmp_path, _slurm_env(tmp_path))
     run.wait_for("iteration 3/10", 120)

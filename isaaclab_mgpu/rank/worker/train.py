@@ -446,7 +446,10 @@ def _loop(
             trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds, warmup=warm))
             halt = found is not None and args.on_drift == "stop"
             if m.stop or m.checkpoint or halt:
-                loop.interrupted, loop.checkpoint_stop = m.stop, m.checkpoint and not m.stop
+                # A checkpoint request that lands on the last iteration stops nothing: the run is
+                # finished (saved below as always), and a requeue would only find it done.
+                loop.interrupted = m.stop
+                loop.checkpoint_stop = m.checkpoint and not m.stop and loop.done < total
                 loop.drift_stop = halt and not m.stop
                 break
             if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
