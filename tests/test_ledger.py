@@ -346,13 +346,16 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     """A simulated requeue outside SLURM saves, stops with 75 and ``--resume auto`` finishes the run
     (what test_restarts' ``test_a_simulated_requeue_outside_slurm_saves_stops_75_and_resume_auto_finishes``
     checked), told by one ledger across both launches and by ``mgpu runs``."""
-    fault = ("--simulate_fault", "requeue@3")
-    code, out = Run(train_argv("rsl_rl", *fault, *SHORT), tmp_path).finish(240)
+    # 40 short iterations (about 0.06 s each): the signal reaches mgpu, whose poll then asks the
+    # ranks, several iterations after the fault's 3rd (5 on CI), and must land before the last.
+    fault, total = ("--simulate_fault", "requeue@3"), 40
+    run = (*SHORT[:3], str(total), *SHORT[4:])
+    code, out = Run(train_argv("rsl_rl", *fault, *run), tmp_path).finish(240)
     assert code == 75, out[-4000:]
     (folder,) = run_folders(tmp_path, "rsl_rl")
     events = _ledger_of(folder)
     s = summary_of(folder)
-    assert s["status"] == "stopped" and 3 <= s["end_iteration"] < 10, s
+    assert s["status"] == "stopped" and 3 <= s["end_iteration"] < total, s
     assert (folder / f"model_{s['end_iteration']}.pt").is_file()
     assert _kinds(events)[-1] == "requeue", _kinds(events)
     stop = [e for e in events if e.kind != "summary"][-1]
@@ -360,10 +363,9 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     stopped_at = s["end_iteration"]
     assert stop.iteration == stopped_at, (stop, stopped_at)
     (row,) = _runs_json(tmp_path, "logs")
-    assert (row["status"], row["reached"], row["total"], row["requeues"]) == ("stopped", stopped_at, 10, 1), (
-        row
-    )
-    again = train_argv("rsl_rl", *fault, "--resume", "auto", *SHORT)
+    told = (row["status"], row["reached"], row["total"], row["requeues"])
+    assert told == ("stopped", stopped_at, total, 1), row
+    again = train_argv("rsl_rl", *fault, "--resume", "auto", *run)
     code, out = Run(again, tmp_path).finish(240)
     assert code == 0, out[-4000:]
     events = _ledger_of(folder)  # the same folder's ledger goes on
@@ -372,11 +374,11 @@ def test_a_requeue_stop_and_the_resume_that_finishes_are_one_story(tmp_path):
     second = [e for e in events if isinstance(e, ev.Launched)][1]
     assert second.continued_from == stopped_at, second
     f = _agrees_with_summary(folder, events)
-    assert (f.status, f.iteration, f.launches, f.requeues, f.restarts) == ("finished", 10, 2, 1, 0), f
+    assert (f.status, f.iteration, f.launches, f.requeues, f.restarts) == ("finished", total, 2, 1, 0), f
     (row,) = _runs_json(tmp_path, "logs")
-    assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", 10, 1, 0), row
+    assert (row["status"], row["reached"], row["requeues"], row["restarts"]) == ("finished", total, 1, 0), row
     s = summary_of(folder)
-    assert (s["status"], s["end_iteration"]) == ("finished", 10), s
+    assert (s["status"], s["end_iteration"]) == ("finished", total), s
     assert [a.get("launch", 0) for a in s["attempts"]] == [0, 1], s["attempts"]
 
 
@@ -419,7 +421,9 @@ def test_a_killed_rank_a_requeue_and_a_resume_leave_a_ledger_whose_fold_is_the_s
 @pytest.mark.slow
 def test_mgpu_stacks_finds_a_resumed_run_by_its_folder_through_the_ledger(tmp_path):
     """The form docs/commands.md gives, on a run whose ranks carry the resuming launch's stamp."""
-    first = train_argv("rsl_rl", "--simulate_fault", "requeue@2", *TINY)
+    # 40 iterations, not TINY's 6: the requeue lands a few iterations after the fault's 2nd, and a
+    # request read in the last iteration stops nothing (the run would finish, exit 0).
+    first = train_argv("rsl_rl", "--simulate_fault", "requeue@2", *TINY[:3], "40", *TINY[4:])
     code, out = Run(first, tmp_path).finish(240)
     assert code == 75, out[-4000:]
     (folder,) = run_folders(tmp_path, "rsl_rl")
