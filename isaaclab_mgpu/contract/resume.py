@@ -63,6 +63,7 @@ from typing import Annotated
 from isaaclab_mgpu.contract import env, files, layout, records
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.records import Count, Range
+from isaaclab_mgpu.contract.signals import stop_requested
 
 #: Format tag of mgpu's checkpoints and their metadata files.
 FORMAT = "isaaclab-mgpu/1"
@@ -277,6 +278,16 @@ def checkpoint_requested(environ: Mapping[str, str] | None = None) -> bool:
     """True when this node's mgpu asks the ranks to checkpoint and stop (one ``stat``; call per iteration)."""
     path = (os.environ if environ is None else environ).get(env.CHECKPOINT_REQUEST)
     return bool(path) and os.path.exists(path)
+
+
+def stop_at_checkpoint(done: int, total: int | None, environ: Mapping[str, str] | None = None) -> bool:
+    """This rank's vote to save and stop after iteration ``done`` of ``total``: mgpu's request
+    (:func:`checkpoint_requested`) or the requeue signal reaching the rank
+    (:func:`~isaaclab_mgpu.contract.signals.stop_requested`); never at the total, where the run
+    ends finished anyway and a requeue would only find it done."""
+    if total is not None and done >= total:
+        return False
+    return checkpoint_requested(environ) or stop_requested()
 
 
 def report_run_dir(folder: Path, environ: Mapping[str, str] | None = None) -> bool:

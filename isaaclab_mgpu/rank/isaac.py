@@ -271,9 +271,7 @@ class Bookkeeper(compat.Observer):
         """Every rank's checkpoint request (mgpu's file, or SIGUSR1 reaching the rank), agreed."""
         if not self._watch:
             return False
-        if self.total is not None and iteration >= self.total:
-            return False  # the last iteration: the run ends finished, as every rank knows alike
-        asked = resume.checkpoint_requested(self.environ) or progress.stop_requested()
+        asked = resume.stop_at_checkpoint(iteration, self.total, self.environ)
         if not Comm(self.ctx, self.comm_kind).any(asked):
             return False
         if not self.stopped and self.ctx.rank == 0:

@@ -423,8 +423,9 @@ def _loop(
             loop.steps_local += trainer.steps_per_iteration
             stats = env.pop_stats() if hasattr(env, "pop_stats") else None
             own_rate = trainer.steps_per_iteration / max(time.perf_counter() - t_it, 1e-9)
-            # A checkpoint request: mgpu's file, or SLURM's SIGUSR1 reaching this rank directly.
-            asked = resume.checkpoint_requested(environ) or progress.stop_requested()
+            # A checkpoint request: mgpu's file, or SLURM's SIGUSR1 reaching this rank directly
+            # (none counts in the last iteration: the run ends finished).
+            asked = resume.stop_at_checkpoint(it + 1, total, environ)
             flags = (metrics.STOP if stop.signal is not None else 0) | (metrics.CHECKPOINT if asked else 0)
             checking = check.due(it + 1, ctx.world_size)
             hashed = drift.hashes(trainer.component_arrays()) if checking else None
@@ -446,10 +447,7 @@ def _loop(
             trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds, warmup=warm))
             halt = found is not None and args.on_drift == "stop"
             if m.stop or m.checkpoint or halt:
-                # A checkpoint request that lands on the last iteration stops nothing: the run is
-                # finished (saved below as always), and a requeue would only find it done.
-                loop.interrupted = m.stop
-                loop.checkpoint_stop = m.checkpoint and not m.stop and loop.done < total
+                loop.interrupted, loop.checkpoint_stop = m.stop, m.checkpoint and not m.stop
                 loop.drift_stop = halt and not m.stop
                 break
             if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
