@@ -39,9 +39,7 @@ RULES: tuple[Callable[[Facts], list[Finding]], ...] = (
 
 def evaluate(facts: Facts) -> tuple[Finding, ...]:
     """Judge ``facts`` with every rule; findings ordered by area, then rule order."""
-    found: list[Finding] = []
-    for rule in RULES:
-        found.extend(rule(facts))
+    found = [finding for rule in RULES for finding in rule(facts)]
     order = {a: i for i, a in enumerate(AREAS)}
     return tuple(sorted(found, key=lambda x: order[x.area]))
 
