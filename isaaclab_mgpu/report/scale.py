@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from isaaclab_mgpu.launcher.notes import Note
 from isaaclab_mgpu.launcher.scale import PointDone, PointStarted
-from isaaclab_mgpu.report import note, out
+from isaaclab_mgpu.report import StderrProgress, note, out
 from isaaclab_mgpu.report.text import cell, markup
 
 #: A ceiling this much above ``k``× one rank is called out: it says more about the load than the box.
@@ -36,37 +36,27 @@ def _what(planned: Planned | PointResult) -> str:
     return f"{p.world_size} rank{'s' if p.world_size > 1 else ''}, {envs}"
 
 
-class ScaleProgress:
+class ScaleProgress(StderrProgress):
     """The sweep's progress on stderr: its sink for notes (:mod:`isaaclab_mgpu.launcher.notes`)."""
 
-    def __init__(self, plan: ScalePlan) -> None:
-        from rich.console import Console
+    COLUMNS = (
+        ("TextColumn", "[bold]scale"),
+        ("MofNCompleteColumn",),
+        ("BarColumn",),
+        ("TextColumn", "{task.description}"),
+        ("TimeElapsedColumn",),
+    )
 
-        self.console = Console(stderr=True)
+    def __init__(self, plan: ScalePlan) -> None:
+        super().__init__()
         self.total = len(plan.points)
-        self._progress: Any = None
         self._task: Any = None
 
     def __enter__(self) -> ScaleProgress:
-        if self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                TextColumn("[bold]scale"),
-                MofNCompleteColumn(),
-                BarColumn(),
-                TextColumn("{task.description}"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
-            )
-            self._task = self._progress.add_task("", total=self.total)
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+        super().__enter__()
         if self._progress is not None:
-            self._progress.stop()
+            self._task = self._progress.add_task("", total=self.total)
+        return self
 
     @functools.singledispatchmethod
     def __call__(self, n: Note) -> None:

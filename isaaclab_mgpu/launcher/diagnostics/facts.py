@@ -1,16 +1,12 @@
-"""Facts about this machine and the planned launch, gathered once, judged elsewhere.
+"""Facts about this machine and the planned launch, gathered once, judged by :mod:`.rules`.
 
-:func:`collect` is the only impure part of ``check-env``: it reads package metadata (never
-importing the packages), asks NVML about GPUs, drivers, processes and topology (through
-:mod:`isaaclab_mgpu.launcher.nvml`, resolve's reader too), reads limits, ``/dev/shm`` and
-environment variables, probes the launch (port, host names, TCP to the master
-address) and plans the command with the same core as ``train`` (``pipeline.prepare(strict=False)``).
-Everything lands in frozen dataclasses, so :mod:`.rules` can judge any machine a test describes.
+:func:`collect` is the only impure part of ``check-env``: package metadata (never importing the
+packages), NVML (:mod:`isaaclab_mgpu.launcher.nvml`), limits, ``/dev/shm``, environment variables,
+probes of the launch (port, host names, TCP to the master address) and the command planned with
+``train``'s core (``pipeline.prepare(strict=False)``), all into frozen dataclasses a test can write.
 
-Speed is part of the contract: without ``--deep`` this finishes well under a second on a machine
-without GPUs. Name lookups run in a daemon thread with a deadline (a broken resolver cannot hang
-the command); the TCP probe has a short timeout; ``nvidia-smi`` runs only when NVML cannot tell
-the topology. Facts that need torch or jax come from :mod:`.deep`, in subprocesses.
+Without ``--deep`` this finishes well under a second: name lookups run in a daemon thread with a
+deadline (a broken resolver cannot hang the command) and the TCP probe has a short timeout.
 """
 
 from __future__ import annotations
@@ -272,13 +268,8 @@ class Facts:
 
 
 def is_image_label(name: str) -> bool:
-    """True for a variable a container image sets to describe itself, not to configure NCCL/PyTorch.
-
-    NVIDIA's CUDA and framework images export ``NCCL_VERSION``, ``CUDA_VERSION``,
-    ``NV_LIBNCCL_PACKAGE_VERSION`` and the like: what was installed, not a setting. NCCL reads
-    ``NCCL_<PARAM>`` variables and none of its parameters names a version, so an ``NCCL_*`` or
-    ``TORCH_NCCL_*`` name ending in ``_VERSION`` is taken for such a label.
-    """
+    """True for a variable an image sets to describe itself (``NCCL_VERSION``), not to configure NCCL."""
+    # No NCCL parameter names a version: an NCCL_* or TORCH_NCCL_* name ending in _VERSION is a label.
     return name.endswith("_VERSION")
 
 
@@ -359,8 +350,7 @@ def disk_facts(spec: LaunchSpec) -> DiskFacts | None:
 
 
 def _resumed_checkpoint(spec: LaunchSpec) -> Path | None:
-    """The checkpoint a built-in worker's ``--resume`` would continue from, when it can be told here
-    (``--resume auto`` and bare ``--resume``: the newest unfinished run, as the launcher takes it)."""
+    """The checkpoint a built-in worker's ``--resume`` (a path, ``auto`` or bare) would continue from."""
     from isaaclab_mgpu.contract import resume
     from isaaclab_mgpu.launcher.continuation import identity_of, unfinished_run
 
@@ -392,11 +382,8 @@ def installed_packages() -> tuple[Package, ...]:
 
 
 def _dist_info_versions() -> dict[str, str]:
-    """Installed distributions by normalised name, from ``NAME-VERSION.dist-info`` folder names.
-
-    Reading every METADATA file (``importlib.metadata.distributions()``) costs ~0.1 s per start;
-    the folder names carry the same name and version (the wheel spec escapes ``-`` in names).
-    """
+    """Installed distributions by normalised name, from ``NAME-VERSION.dist-info`` folder names."""
+    # Reading every METADATA file costs ~0.1 s per start; the folder names say the same.
     found: dict[str, str] = {}
     for entry in sys.path:
         try:
