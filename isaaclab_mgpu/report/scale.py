@@ -1,12 +1,9 @@
 """Everything ``mgpu scale`` prints: a progress bar over the points, the table, one sentence a row.
 
 Progress goes to stderr (a Rich bar on a terminal, one ``mgpu:`` line per point otherwise); the
-table, the sentences and where the results are go to stdout. The table's columns: world size,
-environments per rank, steady env-steps/s with its spread (± half the interquartile range of the
-per-iteration rates after the warm-up, as a share of the median), s/iteration, speedup and
-efficiency against one rank, and, where measured, the CPU ceiling (independent one-rank trainings
-side by side) with the rate against it, the time to ``--target_reward`` and each GPU's peak memory
-and mean utilisation.
+table, the sentences and where the results are go to stdout. A rate's spread is ± half the
+interquartile range of the per-iteration rates after the warm-up, as a share of the median; the
+ceiling is independent one-rank trainings side by side.
 """
 
 from __future__ import annotations
@@ -219,19 +216,14 @@ def _to_target(r: PointResult) -> str:
 
 
 def title(plan: ScalePlan) -> str:
-    spec = plan.spec
-    task = spec.task
-    lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
-    return (
-        f"mgpu scale: {lib} on {task}, {spec.device}, {plan.options.iterations} iterations per point "
-        f"(first {_warmup()} left out)"
-    )
-
-
-def _warmup() -> int:
     from isaaclab_mgpu.contract.summary import WARMUP_ITERATIONS
 
-    return WARMUP_ITERATIONS
+    spec = plan.spec
+    lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
+    return (
+        f"mgpu scale: {lib} on {spec.task}, {spec.device}, {plan.options.iterations} iterations per point "
+        f"(first {WARMUP_ITERATIONS} left out)"
+    )
 
 
 def written(json_path: Path, png_path: Path | None, why_no_png: str | None) -> None:

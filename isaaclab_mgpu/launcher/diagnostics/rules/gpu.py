@@ -50,13 +50,10 @@ def gpus_rule(f: Facts) -> list[Finding]:
     return [finding("gpu", "gpus", PASS, observed)]
 
 
-def _stale(proc_cmd: str | None) -> bool:
-    return bool(proc_cmd) and any(m in proc_cmd for m in STALE_MARKERS)
-
-
 def _leftover(p: GpuProcess) -> bool:
     """A process of this user's own mgpu run whose launcher is gone: safe to kill."""
-    return bool(p.mine) and bool(p.run_id or _stale(p.cmdline)) and p.orphan
+    stale = bool(p.cmdline) and any(m in p.cmdline for m in STALE_MARKERS)
+    return bool(p.mine) and bool(p.run_id or stale) and p.orphan
 
 
 def _who(p: GpuProcess) -> str:
