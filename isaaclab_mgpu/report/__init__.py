@@ -6,8 +6,7 @@ Launcher side, command layer: runs in the ``mgpu`` process and is imported only 
 
 Machine-readable output (a dry-run line, ``--json``) goes to stdout exactly as built, never
 through Rich, so it cannot be wrapped or re-styled. Messages for people go to stderr, one line
-each, prefixed ``mgpu:``, with any control character from data escaped (:mod:`.text`: every
-value report did not write itself reaches the terminal as text, never as markup or escape codes).
+each, prefixed ``mgpu:``, with any control character from data escaped (:mod:`.text`).
 """
 
 from __future__ import annotations

@@ -27,10 +27,8 @@ _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
 def summary(findings: Iterable[Finding]) -> dict[str, int]:
     """Count of findings per status."""
-    counts = {"pass": 0, "warn": 0, "fail": 0}
-    for f in findings:
-        counts[f.status] += 1
-    return counts
+    statuses = [f.status for f in findings]
+    return {status: statuses.count(status) for status in ("pass", "warn", "fail")}
 
 
 def would_launch(result: CheckResult) -> dict[str, Any]:

@@ -64,9 +64,8 @@ def training_options(options: Iterable[OptionHelp], command: str, isaac: Iterabl
     table.add_column(no_wrap=True, style="bold yellow")
     table.add_column(ratio=1)
     for o in options:
-        if o.names[0] in LAUNCHER_SET:
-            continue
-        table.add_row(o.names[0], o.metavar or "", Text(o.help))
+        if o.names[0] not in LAUNCHER_SET:
+            table.add_row(o.names[0], o.metavar or "", Text(o.help))
     table.add_row("KEY=VALUE", "", Text("Overrides: env.<field>=v, agent.<field>=v; Isaac Lab: Hydra."))
     isaac = [o for o in isaac if o.startswith("--")]
     if isaac:

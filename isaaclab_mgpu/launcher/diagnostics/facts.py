@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.launcher import workarounds
-from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts
+from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts, collect_deep
 from isaaclab_mgpu.launcher.nvml import GpuFacts, gpu_facts
 from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port
 
@@ -296,11 +296,6 @@ def collect(
     key = workarounds.machine_key(hostname, tuple(g.name for g in gpu.gpus))
     saved = workarounds.saved_for(store, key)
     plan = plan_launch(spec, env, resolved)
-    deep_facts = None
-    if deep:
-        from isaaclab_mgpu.launcher.diagnostics.deep import collect_deep
-
-        deep_facts = collect_deep(env)
     settings, labels = nccl_env(env)
     return Facts(
         python_version=".".join(str(v) for v in sys.version_info[:3]),
@@ -318,7 +313,7 @@ def collect(
         slurm=tuple((k, env[k]) for k in SLURM_VARS if k in env),
         net=net_facts(spec, plan, hostname),
         plan=plan,
-        deep=deep_facts,
+        deep=collect_deep(env) if deep else None,
         env_labels=labels,
         disk=disk_facts(spec),
     )

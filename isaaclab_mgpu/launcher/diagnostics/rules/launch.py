@@ -56,12 +56,9 @@ def endpoint_rule(f: Facts) -> list[Finding]:
         if e.resolves is False:
             fix = "give node 0's IP address, or fix DNS / /etc/hosts"
             out.append(finding("launch", f"address:{e.role}", FAIL, f"{e.host} does not resolve", fix))
-        elif e.reachable == "open":
-            out.append(finding("launch", f"address:{e.role}", PASS, f"{where}: node 0 is listening"))
-        elif e.reachable == "refused":
-            out.append(
-                finding("launch", f"address:{e.role}", PASS, f"{where}: host answers, nothing listens yet")
-            )
+        elif e.reachable in ("open", "refused"):
+            said = "node 0 is listening" if e.reachable == "open" else "host answers, nothing listens yet"
+            out.append(finding("launch", f"address:{e.role}", PASS, f"{where}: {said}"))
         elif e.reachable is not None:
             timeout = e.reachable == "timeout"
             observed = f"{where}: {'no TCP answer within 1 s' if timeout else 'unreachable'}"
