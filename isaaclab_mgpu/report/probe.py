@@ -127,12 +127,11 @@ def _where(bad: list[WorldResult]) -> str:
 
 def _advice(s: ProbeSummary, first: WorldResult) -> str:
     stopped = [str(h.rank) for h in first.hung if h.state == "stopped"]
-    if stopped:
-        who = ("rank " if len(stopped) == 1 else "ranks ") + ",".join(stopped)
-        was = "was" if len(stopped) == 1 else "were"
-        why = f"{who} {was} stopped (SIGSTOP or a debugger) and the others waited for it; "
-        return why + _fixes(s, first)
-    return _fixes(s, first)
+    if not stopped:
+        return _fixes(s, first)
+    who = ("rank " if len(stopped) == 1 else "ranks ") + ",".join(stopped)
+    was = "was" if len(stopped) == 1 else "were"
+    return f"{who} {was} stopped (SIGSTOP or a debugger) and the others waited for it; " + _fixes(s, first)
 
 
 def _fixes(s: ProbeSummary, first: WorldResult) -> str:

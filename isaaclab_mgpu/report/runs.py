@@ -253,9 +253,8 @@ def _event_line(e: Any) -> tuple[str, str]:
         return "launched", f"{what}, {ranks} on {e.host} ({x.get('device')}){goal}{job}{cont}"
     if isinstance(e, ev.AttemptStarted):
         at = f" from iteration {e.resumes_at}" if e.resumes_at else ""
-        return (
-            f"attempt {e.attempt}",
-            f"{len(e.local_ranks)} local rank(s) of {e.world_size}{at}; logs {e.log_dir}",
+        return f"attempt {e.attempt}", (
+            f"{len(e.local_ranks)} local rank(s) of {e.world_size}{at}; logs {e.log_dir}"
         )
     if isinstance(e, ev.RanksUp):
         return "ranks up", f"pids {', '.join(f'{r}:{p}' for r, p in e.pids.items())}; per-rank logs {e.logs}"
@@ -282,9 +281,8 @@ def _event_line(e: Any) -> tuple[str, str]:
             f"{e.since_iteration}, different at {e.found_at}){stop}"
         )
     if isinstance(e, ev.Restart):
-        return (
-            "restart",
-            f"attempt {e.attempt} from iteration {e.from_iteration or 0} ({e.restarts_left} left)",
+        return "restart", (
+            f"attempt {e.attempt} from iteration {e.from_iteration or 0} ({e.restarts_left} left)"
         )
     if isinstance(e, ev.Shrink):
         lost = ", ".join(f"node {n} ({h})" for n, h in zip(e.lost_nodes, e.lost_hosts, strict=False))
@@ -302,9 +300,8 @@ def _event_line(e: Any) -> tuple[str, str]:
         said = f"; scontrol requeue failed: {e.said}" if e.said else "; continue with --resume auto"
         return "stopped", f"at a checkpoint{at} on {e.signal}{said}"
     if isinstance(e, ev.Interrupted):
-        return (
-            "interrupted",
-            f"at iteration {e.iteration}, exit {e.exit_code}" if e.iteration is not None else "",
+        return "interrupted", (
+            f"at iteration {e.iteration}, exit {e.exit_code}" if e.iteration is not None else ""
         )
     if isinstance(e, ev.Finished):
         secs = f" in {e.seconds:.0f} s" if e.seconds is not None else ""

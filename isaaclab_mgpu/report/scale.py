@@ -143,13 +143,11 @@ def table(
     has_ceiling = any(r.vs_ceiling is not None and r.result.point.world_size > 1 for r in rows)
     has_gpus = any(r.result.gpus for r in rows)
     t = Table(title=cell(title(plan)), title_justify="left")
-    for name in ("ranks", "envs/rank", "env-steps/s", "s/it", "speedup", "efficiency"):
+    numbers = ["ranks", "envs/rank", "env-steps/s", "s/it", "speedup", "efficiency"]
+    numbers += ["ceiling", "vs ceiling"] if has_ceiling else []
+    numbers += [f"to reward {target:g}"] if target is not None else []
+    for name in numbers:
         t.add_column(name, justify="right", no_wrap=True)
-    if has_ceiling:
-        t.add_column("ceiling", justify="right", no_wrap=True)
-        t.add_column("vs ceiling", justify="right", no_wrap=True)
-    if target is not None:
-        t.add_column(f"to reward {target:g}", justify="right", no_wrap=True)
     if has_gpus:
         t.add_column("GPU: peak memory, util")
     t.add_column("status")
