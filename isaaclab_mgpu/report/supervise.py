@@ -114,7 +114,6 @@ def failure(f: RankFailure) -> None:
     local = "" if f.local_rank is None else f" (local rank {f.local_rank})"
     host = f" on {f.host}" if f.host else ""
     if f.exit_code == EXIT_INTERRUPTED:
-        # The rank stopped cleanly on a request this mgpu did not send (another node, a signal).
         note(f"root cause: {rank}{local}{host} ended on a stop request this mgpu did not send ({what})")
     else:
         note(f"root cause: {rank}{local}{host} failed with {what}")

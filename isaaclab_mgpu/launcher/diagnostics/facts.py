@@ -406,9 +406,8 @@ def _torch_cuda() -> str | None:
 
 
 def _limit(which: int) -> tuple[int, int]:
-    soft, hard = resource.getrlimit(which)
-    norm = [UNLIMITED if v == resource.RLIM_INFINITY else int(v) for v in (soft, hard)]
-    return norm[0], norm[1]
+    soft, hard = (UNLIMITED if v == resource.RLIM_INFINITY else int(v) for v in resource.getrlimit(which))
+    return soft, hard
 
 
 def limits(environ: Mapping[str, str]) -> Limits:

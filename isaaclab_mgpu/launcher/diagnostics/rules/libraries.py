@@ -116,8 +116,7 @@ def jax_rule(f: Facts) -> list[Finding]:
             what = f"{p.name} needs CUDA {m}, the driver supports {f.gpu.cuda_driver_version}"
             problems.append((what, f"uv pip install 'jax[cuda{driver}]' (or update the driver)"))
     if needed and uses_gpus(f) and not plugins:
-        # The plugin for the CUDA major torch was built for (one CUDA stack in the environment),
-        # within what the driver supports.
+        # One CUDA stack in the environment: torch's CUDA major, within what the driver supports.
         torch = package(f, "torch")
         built = major(torch.cuda) if torch is not None and torch.cuda else None
         cu = min(x for x in (built, driver) if x is not None) if (built or driver) else 12
