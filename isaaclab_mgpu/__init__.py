@@ -1,11 +1,8 @@
 """Launch, supervise and diagnose multi-GPU and multi-node RL training.
 
-The package is split by the process a module runs in (``docs/architecture.md``): the command
-layer (:mod:`.cli`, :mod:`.launch`, :mod:`.report`) and the launcher side (:mod:`.launcher`) run in
-the ``mgpu`` process, the rank side (:mod:`.rank`) in each rank, and :mod:`.contract` in both.
-
-The command line is ``mgpu`` (:mod:`isaaclab_mgpu.cli`). Importing this package is cheap: torch,
-jax, warp, rsl_rl and skrl are imported only inside the per-rank worker. The in-process API
+The package is split by the process a module runs in: see ``docs/architecture.md``. The command
+line is ``mgpu`` (:mod:`isaaclab_mgpu.cli`). Importing this package is cheap: torch, jax, warp,
+rsl_rl and skrl are imported only inside the per-rank worker. The in-process API
 ``isaaclab_mgpu.train_in_process(argv) -> int`` (one rank in the calling process) is loaded on
 first access.
 """

@@ -1,7 +1,4 @@
-"""``python -m isaaclab_mgpu.jaxrun``: mgpu's JAX launcher by its public name.
-
-The code lives in :mod:`isaaclab_mgpu.launcher.jaxrun`.
-"""
+"""``python -m isaaclab_mgpu.jaxrun``: mgpu's JAX launcher (:mod:`isaaclab_mgpu.launcher.jaxrun`)."""
 
 import sys
 

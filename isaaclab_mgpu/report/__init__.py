@@ -6,8 +6,7 @@ Launcher side, command layer: runs in the ``mgpu`` process and is imported only 
 
 Machine-readable output (a dry-run line, ``--json``) goes to stdout exactly as built, never
 through Rich, so it cannot be wrapped or re-styled. Messages for people go to stderr, one line
-each, prefixed ``mgpu:``, with any control character from data escaped (:mod:`.text`: every
-value report did not write itself reaches the terminal as text, never as markup or escape codes).
+each, prefixed ``mgpu:``, with any control character from data escaped (:mod:`.text`).
 """
 
 from __future__ import annotations
@@ -57,15 +56,10 @@ def stopped(message: str, *, clean: bool) -> None:
     (note if clean else warn)(message)
 
 
-def command_line(cmd: Command) -> str:
-    """The exact command as one shell line (:attr:`Command.line`)."""
-    return cmd.line
-
-
 def command_json(cmd: Command, resolved: ResolvedSpec) -> dict[str, Any]:
     """The command as a JSON-ready dict for tools and agents."""
     return {
-        "command": command_line(cmd),
+        "command": cmd.line,
         "argv": list(cmd.argv),
         "env": dict(cmd.env),
         "launcher": cmd.launcher,
@@ -139,7 +133,33 @@ def dry_run(cmd: Command, resolved: ResolvedSpec, *, as_json: bool) -> None:
     if as_json:
         out(json.dumps(command_json(cmd, resolved), indent=2))
     else:
-        out(command_line(cmd))
+        out(cmd.line)
+
+
+class StderrProgress:
+    """A command's progress on stderr: a transient Rich display of :attr:`COLUMNS` on a terminal."""
+
+    #: The display's columns, each ``(rich.progress class name, *arguments)``.
+    COLUMNS: tuple[tuple[str, ...], ...] = ()
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self._progress: Any = None
+
+    def __enter__(self) -> Any:
+        if self.console.is_terminal:
+            import rich.progress
+
+            columns = [getattr(rich.progress, name)(*args) for name, *args in self.COLUMNS]
+            self._progress = rich.progress.Progress(*columns, console=self.console, transient=True)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
 
 
 def skills_problems(problems: list) -> int:

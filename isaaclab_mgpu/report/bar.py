@@ -1,22 +1,16 @@
 """The live progress bar of ``mgpu train`` on a terminal, drawn by the launcher, never by a rank.
 
-Where it is decided: only the launcher knows whether its stdout is a terminal. The ranks' stdout
-is always a pipe or a file (torchrun's ``--tee`` tails their log files; jaxrun pumps them), so a
-rank prints one plain line per iteration whatever happens, and those lines are what the per-rank
-log files keep. When ``mgpu train``'s own stdout is a TTY, the supervisor hands every line the
-launcher prints to :class:`LiveProgress`: iteration lines of the shown rank become a Rich progress
-bar (iteration, mean reward, env-steps/s, s/it, elapsed and ETA) and every other line is printed
-above it. When stdout is not a terminal (SLURM, CI, ``| tee``, a file), nothing here runs and the
-plain lines pass through untouched, so no control character reaches a log.
+Only the launcher knows whether its stdout is a terminal; a rank's stdout is always a pipe or a
+file, so a rank prints one plain line per iteration, which its log file keeps. When ``mgpu
+train``'s own stdout is a TTY, the supervisor hands every line it prints to :class:`LiveProgress`:
+iteration lines of the shown rank (read with :mod:`isaaclab_mgpu.contract.lines`, which writes
+them) become a Rich bar with a rank's bar columns, every other line is printed above it. When
+stdout is not a terminal (SLURM, CI, ``| tee``, a file), nothing here runs: no control character
+reaches a log.
 
 Once the run starts to stop (Ctrl-C, a failed rank, a hang), the bar is cleared, once, before the
-supervisor's first message: the notes and torchrun's shutdown lines go to stderr, and a live bar
-still drawn on stdout would be torn by them and redrawn below them. Every later line, iteration
-lines included, is printed plainly (:meth:`LiveProgress.telling`).
-
-The lines are read with :mod:`isaaclab_mgpu.contract.lines`, the module that also writes them,
-and the bar has the columns of the one a rank draws on a terminal
-(:data:`~isaaclab_mgpu.contract.lines.BAR_COLUMNS`).
+supervisor's first message: its notes go to stderr and would tear a live bar still drawn on
+stdout. Every later line is printed plainly (:meth:`LiveProgress.telling`).
 """
 
 from __future__ import annotations

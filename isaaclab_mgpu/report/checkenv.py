@@ -2,10 +2,8 @@
 
 The table goes to stdout, grouped by area, one row per finding, then ``would launch:`` and the
 exact command line on a line of its own (plain text, never wrapped, so it can be copied).
-``--json`` prints one JSON object whose shape is :data:`SCHEMA` (see ``docs/check-env.md``):
-``schema``, ``ok``, ``exit_code``, ``summary``, ``checks`` (each ``area``, ``name``, ``status``,
-``observed``, ``fix``), ``would_launch`` and ``facts``. Everything but ``facts`` is stable;
-``facts`` mirrors the collector's dataclasses and may gain fields.
+``--json`` prints :func:`as_dict` (:data:`SCHEMA`, see ``docs/check-env.md``): everything but
+``facts`` is stable; ``facts`` mirrors the collector's dataclasses and may gain fields.
 """
 
 from __future__ import annotations
@@ -29,10 +27,8 @@ _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
 def summary(findings: Iterable[Finding]) -> dict[str, int]:
     """Count of findings per status."""
-    counts = {"pass": 0, "warn": 0, "fail": 0}
-    for f in findings:
-        counts[f.status] += 1
-    return counts
+    statuses = [f.status for f in findings]
+    return {status: statuses.count(status) for status in ("pass", "warn", "fail")}
 
 
 def would_launch(result: CheckResult) -> dict[str, Any]:
@@ -76,14 +72,11 @@ def table(result: CheckResult) -> None:
     # Piped output would default to 80 columns; 120 keeps observed values and fixes readable.
     console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 120)
     t = Table(title="mgpu check-env", show_lines=False, title_justify="left")
-    for col, kw in (
-        ("area", {"style": "bold"}),
-        ("check", {"no_wrap": True}),
-        ("status", {}),
-        ("observed", {"overflow": "fold"}),
-        ("fix", {"overflow": "fold"}),
-    ):
-        t.add_column(col, **kw)
+    t.add_column("area", style="bold")
+    t.add_column("check", no_wrap=True)
+    t.add_column("status")
+    t.add_column("observed", overflow="fold")
+    t.add_column("fix", overflow="fold")
     last = None
     for f in result.findings:
         if last is not None and f.area != last:

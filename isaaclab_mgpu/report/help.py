@@ -17,20 +17,16 @@ if TYPE_CHECKING:
 LAUNCHER_SET = frozenset({"--rl_library", "--ml_framework", "--device", "--distributed"})
 
 
-#: Modules ``typer.rich_utils`` (Typer 0.25) imports at module level for renderers mgpu's help never
-#: builds, and the one name it takes from each: ``Markdown`` (used only with
-#: ``rich_markup_mode="markdown"``; mgpu uses ``"rich"``) pulls in ``markdown_it``, about 40 % of
-#: ``mgpu --help``; ``Traceback`` (used only with ``pretty_exceptions_enable=True``; mgpu turns it
-#: off) pulls in ``rich.syntax`` and Pygments, about a third of what is left.
+#: Modules ``typer.rich_utils`` (Typer 0.25) imports for renderers mgpu's help never builds, and
+#: the name it takes from each: ``Markdown`` (mgpu's markup mode is ``"rich"``) pulls in
+#: ``markdown_it``, about 40 % of ``mgpu --help``; ``Traceback`` (pretty exceptions are off) pulls
+#: in ``rich.syntax`` and Pygments, about a third of what is left.
 UNUSED_BY_HELP = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
 
 
 def lean_help() -> None:
-    """Import ``typer.rich_utils`` with stand-ins for :data:`UNUSED_BY_HELP`, then drop the stand-ins.
-
-    A stand-in's class says what it stands for if it is ever built; the real modules stay
-    importable for everyone else (they are only absent from ``sys.modules`` during this import).
-    """
+    """Import ``typer.rich_utils`` with stand-ins for :data:`UNUSED_BY_HELP`, then drop the stand-ins."""
+    # The real modules stay importable: they are only absent from sys.modules during this import.
     if "typer.rich_utils" in sys.modules or any(name in sys.modules for name in UNUSED_BY_HELP):
         return
     for module, attr in UNUSED_BY_HELP.items():
@@ -56,7 +52,7 @@ def _unavailable(module: str, attr: str) -> type:
 def training_options(options: Iterable[OptionHelp], command: str, isaac: Iterable[str] = ()) -> None:
     """Print the worker's options as a panel like Typer's (its width rules: TERMINAL_WIDTH, else auto)."""
     from rich import box
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
@@ -68,9 +64,8 @@ def training_options(options: Iterable[OptionHelp], command: str, isaac: Iterabl
     table.add_column(no_wrap=True, style="bold yellow")
     table.add_column(ratio=1)
     for o in options:
-        if o.names[0] in LAUNCHER_SET:
-            continue
-        table.add_row(o.names[0], o.metavar or "", Text(o.help))
+        if o.names[0] not in LAUNCHER_SET:
+            table.add_row(o.names[0], o.metavar or "", Text(o.help))
     table.add_row("KEY=VALUE", "", Text("Overrides: env.<field>=v, agent.<field>=v; Isaac Lab: Hydra."))
     isaac = [o for o in isaac if o.startswith("--")]
     if isaac:
@@ -82,8 +77,6 @@ def training_options(options: Iterable[OptionHelp], command: str, isaac: Iterabl
         "forwarded verbatim.",
         style="dim",
     )
-    from rich.console import Group
-
     console.print(
         Panel(
             Group(table, note),

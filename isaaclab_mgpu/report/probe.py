@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from isaaclab_mgpu.launcher.notes import Note
 from isaaclab_mgpu.launcher.probe.run import LaunchAt, LaunchBegun, LaunchEnded, TrialDone, WorkaroundsApplied
-from isaaclab_mgpu.report import note, out
+from isaaclab_mgpu.report import StderrProgress, note, out
 from isaaclab_mgpu.report.text import cell, markup
 
 if TYPE_CHECKING:
@@ -30,35 +30,19 @@ STACK_LINES = 8
 TABLE_WIDTH = 120
 
 
-class ProbeDisplay:
+class ProbeDisplay(StderrProgress):
     """Progress of a probe on stderr: the probe's sink for its notes (:mod:`isaaclab_mgpu.launcher.notes`)."""
 
+    COLUMNS = (
+        ("SpinnerColumn",),
+        ("TextColumn", "[bold]{task.fields[label]}[/]"),
+        ("TextColumn", "{task.description}"),
+        ("TimeElapsedColumn",),
+    )
+
     def __init__(self) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.live = self.console.is_terminal
-        self._progress: Any = None
+        super().__init__()
         self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> ProbeDisplay:
-        if self.live:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                SpinnerColumn(),
-                TextColumn("[bold]{task.fields[label]}[/]"),
-                TextColumn("{task.description}"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
-            )
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
 
     @functools.singledispatchmethod
     def __call__(self, n: Note) -> None:
@@ -143,12 +127,11 @@ def _where(bad: list[WorldResult]) -> str:
 
 def _advice(s: ProbeSummary, first: WorldResult) -> str:
     stopped = [str(h.rank) for h in first.hung if h.state == "stopped"]
-    if stopped:
-        who = ("rank " if len(stopped) == 1 else "ranks ") + ",".join(stopped)
-        was = "was" if len(stopped) == 1 else "were"
-        why = f"{who} {was} stopped (SIGSTOP or a debugger) and the others waited for it; "
-        return why + _fixes(s, first)
-    return _fixes(s, first)
+    if not stopped:
+        return _fixes(s, first)
+    who = ("rank " if len(stopped) == 1 else "ranks ") + ",".join(stopped)
+    was = "was" if len(stopped) == 1 else "were"
+    return f"{who} {was} stopped (SIGSTOP or a debugger) and the others waited for it; " + _fixes(s, first)
 
 
 def _fixes(s: ProbeSummary, first: WorldResult) -> str:

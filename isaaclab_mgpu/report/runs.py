@@ -1,30 +1,23 @@
-"""``mgpu runs``: the runs table (Rich), its JSON, and the newest folder alone.
+"""``mgpu runs``: the runs table (Rich), its JSON, the newest folder alone, and one run's story.
 
 Every cell is a Rich ``Text`` (:mod:`.text`): names and folders come from files anyone may have
 written. A field the summary holds with the wrong type shows as ``?`` (absent: ``-``). ``--json``
 is strict JSON (never ``NaN``); ``--last`` writes the folder's bytes exactly as the file system
 has them.
 
-:func:`story` prints one run's ledger (``mgpu runs <run folder>``) as a timeline: a headline (status,
-iterations reached of the total, restarts, requeues, iterations lost), then one line per event, each
-stretch of progress and checkpoints folded into one; :func:`story_json` prints every event.
+A row's status carries its history: how far a run with a ledger got, its restarts and requeues
+(``requeued 34/150``, ``finished 150 (3 requeues, 1 restart)``), the folder it ``continues`` or is
+``continued in``, SLURM's state of its newest job (``job 123: pending Resources``) and, for a
+Kubernetes job, kubectl's (noting a run folder that lives in the pods' storage). The rows, queued
+jobs included, are :mod:`isaaclab_mgpu.launcher.runs`'s.
 
-On a SLURM login node a row also names its newest job and SLURM's state of it (``job 123: pending
-Resources``); a submitted job whose run has not started is a row of its own, ``queued`` (its folder:
-where the run will live). Where ``kubectl`` is, each Kubernetes job submitted under the log root is
-a row too: its status kubectl's state of it (``queued``, ``running``, ``finished``, ``failed``,
-``gone``), its folder where the run lives in the pods, and a note when that folder cannot be seen
-from here (``--json``: ``job_kind``, ``job_name``, ``job_namespace``, ``in_pods``). A run's status
-carries its history: ``finished (1 restart)``; with a
-ledger, how far it got and its requeues too (``requeued 34/150``, ``finished 150 (3 requeues, 1
-restart)``), and for a run Isaac Lab continued in a new folder ``continues <folder>`` on the later
-one and ``continued in <folder>`` on the earlier (``--json``: ``restarts``, ``continues``,
-``chain`` oldest first, ``continued_in``; ``jobs``, ``job_state``, ``job_reason``, ``nodes``).
+The table fits the terminal: the folder, what a user copies, is always printed whole on one line,
+with the status; the other columns (:data:`_COLUMNS`, most important first) give way from the end.
+Sent to a file or pipe it is :data:`PIPE_WIDTH` wide (``COLUMNS`` sets another width).
 
-The table fits the terminal (80 to 120 columns and more): the folder, what a user copies, is always
-printed whole on one line, with the status; the other columns (:data:`_COLUMNS`, most important
-first) give way from the end when the width runs out. Sent to a file or pipe it is
-:data:`PIPE_WIDTH` wide (``COLUMNS`` sets another width).
+:func:`story` prints one run's ledger (``mgpu runs <run folder>``) as a timeline: a headline, then
+one line per event, each stretch of progress and checkpoints folded into one; :func:`story_json`
+prints every event.
 """
 
 from __future__ import annotations
@@ -39,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from isaaclab_mgpu.launcher.runs import RunRow, Story
-from isaaclab_mgpu.report import out
+from isaaclab_mgpu.report import note, out
 from isaaclab_mgpu.report.text import cell
 
 _STATUS_STYLE = {
@@ -172,8 +165,7 @@ def _table(rows: Sequence[dict[str, object]], columns: Sequence[tuple[str, str]]
 
 
 def fitted(rows: Sequence[RunRow], width: int) -> tuple[Any, int]:
-    """The runs table with the most important columns that fit in ``width`` (folder and status
-    always), and the width to print it at: wider than ``width`` only when those two alone are."""
+    """The runs table with the columns that fit in ``width`` (folder and status always), and its width."""
     from rich.console import Console
 
     cells = [_cells(r) for r in rows]
@@ -192,8 +184,6 @@ def fitted(rows: Sequence[RunRow], width: int) -> tuple[Any, int]:
 def table(rows: Sequence[RunRow], root: str, *, limit: int = 0) -> None:
     """Print the newest ``limit`` runs (0: all) as one table (a note on stderr when there are none)."""
     from rich.console import Console
-
-    from isaaclab_mgpu.report import note
 
     if not rows:
         note(f"no runs under {root} (looked for */*/*/summary.json)")
@@ -216,8 +206,7 @@ def as_json(rows: Sequence[RunRow]) -> None:
 
 
 def last(folder: str) -> None:
-    """Print the newest run's folder alone (for ``cat "$(mgpu runs --last)/summary.json"``): its
-    bytes as the file system has them, so a name that is not UTF-8 still names the folder."""
+    """Print the newest run's folder alone, its bytes as the file system has them (not UTF-8 too)."""
     sys.stdout.flush()
     sys.stdout.buffer.write(os.fsencode(folder) + b"\n")
     sys.stdout.buffer.flush()
@@ -258,18 +247,14 @@ def _event_line(e: Any) -> tuple[str, str]:
         nodes = x.get("nnodes")
         ranks = f"{x.get('world_size')} ranks" + (f" on {nodes} nodes" if nodes not in (None, "1") else "")
         goal = f", to iteration {x['total']}" if x.get("total") else ""
-        job = (
-            f", SLURM job {e.job_id}" + (f" (restart {e.job_restart})" if e.job_restart else "")
-            if e.job_id
-            else ""
-        )
+        restart = f" (restart {e.job_restart})" if e.job_restart else ""
+        job = f", SLURM job {e.job_id}{restart}" if e.job_id else ""
         cont = f", continuing at iteration {e.continued_from}" if e.continued_from is not None else ""
         return "launched", f"{what}, {ranks} on {e.host} ({x.get('device')}){goal}{job}{cont}"
     if isinstance(e, ev.AttemptStarted):
         at = f" from iteration {e.resumes_at}" if e.resumes_at else ""
-        return (
-            f"attempt {e.attempt}",
-            f"{len(e.local_ranks)} local rank(s) of {e.world_size}{at}; logs {e.log_dir}",
+        return f"attempt {e.attempt}", (
+            f"{len(e.local_ranks)} local rank(s) of {e.world_size}{at}; logs {e.log_dir}"
         )
     if isinstance(e, ev.RanksUp):
         return "ranks up", f"pids {', '.join(f'{r}:{p}' for r, p in e.pids.items())}; per-rank logs {e.logs}"
@@ -286,11 +271,8 @@ def _event_line(e: Any) -> tuple[str, str]:
         cost = (
             f" ({_plural(e.lost, 'iteration')} lost after checkpoint {e.checkpoint or 0})" if e.lost else ""
         )
-        judged = ""
-        if e.failure_class is not None:
-            judged = (
-                f" [{e.failure_class}{'' if e.restartable in (None, True) else ': no restart can mend it'}]"
-            )
+        mend = "" if e.restartable in (None, True) else ": no restart can mend it"
+        judged = f" [{e.failure_class}{mend}]" if e.failure_class is not None else ""
         return "fault" if e.outcome == "failed" else "hung", f"{who}{where}: {how}{at}{cost}{judged}"
     if isinstance(e, ev.DriftNamed):
         stop = "; the run stopped there (--on_drift stop)" if e.stopped else ""
@@ -299,9 +281,8 @@ def _event_line(e: Any) -> tuple[str, str]:
             f"{e.since_iteration}, different at {e.found_at}){stop}"
         )
     if isinstance(e, ev.Restart):
-        return (
-            "restart",
-            f"attempt {e.attempt} from iteration {e.from_iteration or 0} ({e.restarts_left} left)",
+        return "restart", (
+            f"attempt {e.attempt} from iteration {e.from_iteration or 0} ({e.restarts_left} left)"
         )
     if isinstance(e, ev.Shrink):
         lost = ", ".join(f"node {n} ({h})" for n, h in zip(e.lost_nodes, e.lost_hosts, strict=False))
@@ -319,9 +300,8 @@ def _event_line(e: Any) -> tuple[str, str]:
         said = f"; scontrol requeue failed: {e.said}" if e.said else "; continue with --resume auto"
         return "stopped", f"at a checkpoint{at} on {e.signal}{said}"
     if isinstance(e, ev.Interrupted):
-        return (
-            "interrupted",
-            f"at iteration {e.iteration}, exit {e.exit_code}" if e.iteration is not None else "",
+        return "interrupted", (
+            f"at iteration {e.iteration}, exit {e.exit_code}" if e.iteration is not None else ""
         )
     if isinstance(e, ev.Finished):
         secs = f" in {e.seconds:.0f} s" if e.seconds is not None else ""
@@ -355,8 +335,7 @@ def _trained(events: Sequence[Any]) -> str:
 
 
 def story(st: Story) -> None:
-    """Print one run's ledger as a short timeline: the headline, then one line per event, each
-    stretch of progress and checkpoints folded into one line."""
+    """Print one run's ledger as a short timeline: the headline, then one line per event."""
     from rich.console import Console
 
     from isaaclab_mgpu.contract import events as ev

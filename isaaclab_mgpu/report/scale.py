@@ -1,12 +1,9 @@
 """Everything ``mgpu scale`` prints: a progress bar over the points, the table, one sentence a row.
 
 Progress goes to stderr (a Rich bar on a terminal, one ``mgpu:`` line per point otherwise); the
-table, the sentences and where the results are go to stdout. The table's columns: world size,
-environments per rank, steady env-steps/s with its spread (± half the interquartile range of the
-per-iteration rates after the warm-up, as a share of the median), s/iteration, speedup and
-efficiency against one rank, and, where measured, the CPU ceiling (independent one-rank trainings
-side by side) with the rate against it, the time to ``--target_reward`` and each GPU's peak memory
-and mean utilisation.
+table, the sentences and where the results are go to stdout. A rate's spread is ± half the
+interquartile range of the per-iteration rates after the warm-up, as a share of the median; the
+ceiling is independent one-rank trainings side by side.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from isaaclab_mgpu.launcher.notes import Note
 from isaaclab_mgpu.launcher.scale import PointDone, PointStarted
-from isaaclab_mgpu.report import note, out
+from isaaclab_mgpu.report import StderrProgress, note, out
 from isaaclab_mgpu.report.text import cell, markup
 
 #: A ceiling this much above ``k``× one rank is called out: it says more about the load than the box.
@@ -36,37 +33,27 @@ def _what(planned: Planned | PointResult) -> str:
     return f"{p.world_size} rank{'s' if p.world_size > 1 else ''}, {envs}"
 
 
-class ScaleProgress:
+class ScaleProgress(StderrProgress):
     """The sweep's progress on stderr: its sink for notes (:mod:`isaaclab_mgpu.launcher.notes`)."""
 
-    def __init__(self, plan: ScalePlan) -> None:
-        from rich.console import Console
+    COLUMNS = (
+        ("TextColumn", "[bold]scale"),
+        ("MofNCompleteColumn",),
+        ("BarColumn",),
+        ("TextColumn", "{task.description}"),
+        ("TimeElapsedColumn",),
+    )
 
-        self.console = Console(stderr=True)
+    def __init__(self, plan: ScalePlan) -> None:
+        super().__init__()
         self.total = len(plan.points)
-        self._progress: Any = None
         self._task: Any = None
 
     def __enter__(self) -> ScaleProgress:
-        if self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                TextColumn("[bold]scale"),
-                MofNCompleteColumn(),
-                BarColumn(),
-                TextColumn("{task.description}"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
-            )
-            self._task = self._progress.add_task("", total=self.total)
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+        super().__enter__()
         if self._progress is not None:
-            self._progress.stop()
+            self._task = self._progress.add_task("", total=self.total)
+        return self
 
     @functools.singledispatchmethod
     def __call__(self, n: Note) -> None:
@@ -156,13 +143,11 @@ def table(
     has_ceiling = any(r.vs_ceiling is not None and r.result.point.world_size > 1 for r in rows)
     has_gpus = any(r.result.gpus for r in rows)
     t = Table(title=cell(title(plan)), title_justify="left")
-    for name in ("ranks", "envs/rank", "env-steps/s", "s/it", "speedup", "efficiency"):
+    numbers = ["ranks", "envs/rank", "env-steps/s", "s/it", "speedup", "efficiency"]
+    numbers += ["ceiling", "vs ceiling"] if has_ceiling else []
+    numbers += [f"to reward {target:g}"] if target is not None else []
+    for name in numbers:
         t.add_column(name, justify="right", no_wrap=True)
-    if has_ceiling:
-        t.add_column("ceiling", justify="right", no_wrap=True)
-        t.add_column("vs ceiling", justify="right", no_wrap=True)
-    if target is not None:
-        t.add_column(f"to reward {target:g}", justify="right", no_wrap=True)
     if has_gpus:
         t.add_column("GPU: peak memory, util")
     t.add_column("status")
@@ -229,19 +214,14 @@ def _to_target(r: PointResult) -> str:
 
 
 def title(plan: ScalePlan) -> str:
-    spec = plan.spec
-    task = spec.task
-    lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
-    return (
-        f"mgpu scale: {lib} on {task}, {spec.device}, {plan.options.iterations} iterations per point "
-        f"(first {_warmup()} left out)"
-    )
-
-
-def _warmup() -> int:
     from isaaclab_mgpu.contract.summary import WARMUP_ITERATIONS
 
-    return WARMUP_ITERATIONS
+    spec = plan.spec
+    lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
+    return (
+        f"mgpu scale: {lib} on {spec.task}, {spec.device}, {plan.options.iterations} iterations per point "
+        f"(first {WARMUP_ITERATIONS} left out)"
+    )
 
 
 def written(json_path: Path, png_path: Path | None, why_no_png: str | None) -> None:

@@ -32,8 +32,7 @@ def log_folder(n: said.LogFolder) -> None:
 
 
 def starting(ranks: int | str, world_size: int | None, launcher: str, run_dir: str | None) -> None:
-    """Before the launcher's imports (seconds of silence): how many ranks start here, and where the
-    run is recorded (the run folder, when this node's mgpu knows it before the ranks start)."""
+    """Before the launcher's imports (seconds of silence): how many ranks start here, and the run folder."""
     world = f" of {world_size}" if world_size is not None and world_size != ranks else ""
     where = f"; run folder {run_dir}" if run_dir else ""
     note(f"starting {ranks} rank(s){world} on this node with {launcher}{where}")
@@ -115,7 +114,6 @@ def failure(f: RankFailure) -> None:
     local = "" if f.local_rank is None else f" (local rank {f.local_rank})"
     host = f" on {f.host}" if f.host else ""
     if f.exit_code == EXIT_INTERRUPTED:
-        # The rank stopped cleanly on a request this mgpu did not send (another node, a signal).
         note(f"root cause: {rank}{local}{host} ended on a stop request this mgpu did not send ({what})")
     else:
         note(f"root cause: {rank}{local}{host} failed with {what}")
@@ -152,8 +150,7 @@ def stall(n: said.StallFound) -> None:
 
 
 def result(r: RunResult) -> None:
-    """Closing lines: the failure, the log folder (again, after a run that did not end well: it was
-    said at the start), and any process that could not be killed."""
+    """Closing lines: the failure, the log folder again (a run that ended badly), any process left."""
     if r.failure is not None and not r.interrupted and r.stall is None:
         failure(r.failure)
     if r.log_dir and (r.exit_code != 0 or r.failure is not None):
@@ -164,8 +161,7 @@ def result(r: RunResult) -> None:
 
 @tell.register
 def restarting(n: Restarting) -> None:
-    """An attempt failed or hung and mgpu starts the next one: the failure's class and reason line,
-    and what really resumes (the checkpoint and the iterations lost, or the program's beginning)."""
+    """An attempt failed or hung and the next starts: the failure's class and reason, and what resumes."""
     ended = n.ended
     if not n.from_checkpoint:
         where = "from the beginning: this program writes no checkpoint mgpu knows"

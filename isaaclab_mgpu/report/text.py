@@ -1,18 +1,11 @@
 """Strings from data shown as text: the one way report puts a value it did not write on a terminal.
 
 Arguments, environment variables, ``summary.json`` fields, folder and host names, a rank's
-heartbeat: any of them may hold Rich markup (``[bold]``, ``[/oops]``, ``[link=…]``) or control
-characters (a raw ESC that recolours or retitles the terminal, a newline that forges a second
-line). Everything report prints that it did not compose itself goes through this module:
-
-- :func:`printable` (:mod:`isaaclab_mgpu.contract.text`'s): control, format and line-separator
-  characters escaped the way Python writes them (ESC → ``\\x1b``, a newline → ``\\n``, U+202E →
-  ``\\u202e``, a file name's byte that is not UTF-8 → ``\\xff``); everything else, non-ASCII
-  letters included, is kept. Every ``mgpu:`` line on stderr passes through it.
-- :func:`cell`: a Rich :class:`~rich.text.Text` of :func:`printable` (Rich never parses markup in
-  a ``Text``), for table cells and anything else handed to Rich.
-- :func:`markup`: :func:`printable` with Rich's markup escaped, for a value placed inside a
-  markup string of mgpu's own (a progress column's template).
+heartbeat: any of them may hold Rich markup (``[bold]``, ``[link=…]``) or control characters (a
+raw ESC that recolours the terminal, a newline that forges a second line). Everything report prints
+that it did not compose itself goes through :func:`printable` (:mod:`isaaclab_mgpu.contract.text`'s;
+every ``mgpu:`` line on stderr), :func:`cell` (table cells, anything handed to Rich) or
+:func:`markup` (a value inside a markup string of mgpu's own, such as a progress column's template).
 
 A rank's own output (its training log, a user script's coloured lines) is not data in this sense:
 ``train`` passes it through byte for byte, as torchrun does.

@@ -2,16 +2,10 @@
 
 Isaac Lab loads the cartpole robot and the ground plane from its asset root at run time
 (``{ISAACSIM_ASSET_ROOT}/Isaac/IsaacLab/...``), normally a remote server that CI machines and many
-clusters cannot reach. The isaaclab wheel ships golden USD stages of the cartpole scene
-(``isaaclab/source/isaaclab_tasks/test/golden_stages/cartpole/``); this module rebuilds the two
-files those tasks need from them with ``pxr`` (usd-core, installed with Isaac Lab):
-
-- ``Isaac/IsaacLab/Robots/Classic/Cartpole/cartpole.usd``: environment 0's ``Robot`` subtree of a
-  golden stage (bodies, joints, articulation root, collision and visual prototypes), re-rooted at
-  ``/cartpole`` (its default prim); ``Sdf.CopySpec`` re-targets the joints' body relationships.
-- ``Isaac/IsaacLab/Environments/Grid/default_ground_plane_checker_v1/default_ground_plane.usda``:
-  a small stage with the prims Isaac Lab's ``spawn_ground_plane`` touches: ``Environment`` (scaled)
-  holding the ``Geometry`` quad with ``st`` coordinates, and a collision ``Plane``.
+clusters cannot reach. This module rebuilds the two files those tasks need with ``pxr`` (usd-core,
+installed with Isaac Lab): :data:`ROBOT`, environment 0's ``Robot`` subtree of the golden USD
+stage of the cartpole scene the isaaclab wheel ships (:data:`GOLDEN`), re-rooted at ``/cartpole``;
+and :data:`GROUND`, a small stage with the prims Isaac Lab's ``spawn_ground_plane`` touches.
 
 Then point Isaac Lab at the folder: ``export ISAACSIM_ASSET_ROOT=DIR``. The command prints that line.
 Run it with the Python that has Isaac Lab (3.12). Rebuilding is idempotent; files are replaced.

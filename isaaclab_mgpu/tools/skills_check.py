@@ -2,22 +2,19 @@
 
 What is checked, under a project root:
 
-- every ``skills/<name>/SKILL.md``: YAML front matter (``name`` matching ``^[a-z0-9-]{1,64}$`` and
-  equal to the folder name; a third-person ``description`` of at most 1024 characters containing
-  "Use when"; ``license``; ``metadata`` with ``author``, ``audience``, ``status``, ``owners``), the
-  sections When To Use, Workflow, Validation, Maintenance and References, and a body under 500
-  lines; beside it a ``reference.md`` and an ``evaluations.md`` with at least
-  :data:`MIN_SCENARIOS` scenarios, each with Query, Expected behavior and Known failure modes;
+- every ``skills/<name>/SKILL.md``: YAML front matter (a :data:`NAME` equal to the folder name; a
+  third-person ``description`` of at most :data:`MAX_DESCRIPTION` characters saying "Use when";
+  ``license``; ``metadata`` with :data:`METADATA`), the :data:`SECTIONS`, a body under
+  :data:`MAX_BODY_LINES` lines; beside it a ``reference.md`` and an ``evaluations.md`` with at least
+  :data:`MIN_SCENARIOS` scenarios, each with the :data:`SCENARIO_FIELDS`;
 - in every Markdown file of ``skills/``, ``docs/`` and the README: relative links and back-quoted
   repository paths must exist, and every quoted ``mgpu …`` command line must parse against the
   real CLI (it is parsed, never run), so a renamed flag fails the test suite;
-- one command style in ``skills/``: command lines are written ``mgpu …``, never ``uv run mgpu …``
-  (each SKILL.md says once how to run them from a checkout).
+- one command style in ``skills/``: ``mgpu …``, never ``uv run mgpu …``.
 
-Checks are pure functions of file contents plus a ``parse`` callable supplied by the CLI layer;
-:func:`check_tree` collects :class:`Problem` records and prints nothing. A tool, not part of a
-launch: it imports nothing of the package (PyYAML reads the front matter), and ``mgpu skills
-check`` hands it :func:`isaaclab_mgpu.cli.validate.parse_command_line` as ``parse``.
+Checks are pure functions of file contents plus a ``parse`` callable: :func:`check_tree` collects
+:class:`Problem` records and prints nothing. It imports nothing of the package (PyYAML reads the
+front matter); ``mgpu skills check`` hands it :func:`isaaclab_mgpu.cli.validate.parse_command_line`.
 """
 
 from __future__ import annotations
@@ -175,9 +172,8 @@ def check_evaluations(text: str, rel: str) -> list[Problem]:
     parts = re.split(r"^##\s+", text, flags=re.M)[1:]
     out = []
     if len(parts) < MIN_SCENARIOS:
-        out.append(
-            Problem(rel, None, f"{len(parts)} scenarios; write at least {MIN_SCENARIOS} (## headings)")
-        )
+        message = f"{len(parts)} scenarios; write at least {MIN_SCENARIOS} (## headings)"
+        out.append(Problem(rel, None, message))
     for part in parts:
         title = part.splitlines()[0]
         for field in SCENARIO_FIELDS:

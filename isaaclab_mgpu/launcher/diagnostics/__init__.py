@@ -1,20 +1,12 @@
 """``mgpu check-env`` and the ``train`` preflight: say what will break a launch before it happens.
 
 Launcher side: runs in the ``mgpu`` process (torch and jax only in ``--deep``'s subprocesses).
-
-Three parts with one direction of flow:
-
-- :mod:`.facts` — :func:`~.facts.collect` gathers facts (package metadata, NVML, limits,
-  environment, the planned launch) into frozen dataclasses; the only impure part.
-- :mod:`.deep` — facts that need torch or jax, from subprocesses with a deadline (``--deep``).
-- :mod:`.rules` — pure functions from facts to :class:`~.rules.Finding` (pass / warn / fail, the
-  observed value, a one-line fix).
+Facts flow one way: :mod:`.facts` and :mod:`.deep` gather them, :mod:`.rules` judge them.
 
 This package returns data and never prints: the command layer (:mod:`isaaclab_mgpu.launch`) hands
 a :class:`CheckResult` to :mod:`isaaclab_mgpu.report.checkenv`. ``check-env`` exits 0 without
-failures and 1 (:data:`~isaaclab_mgpu.contract.errors.EXIT_FAILED_CHECK`) with any; ``train`` runs the same
-fast checks (never ``--deep``) through :func:`preflight` and refuses to start on a failure
-(:func:`preflight_error`).
+failures and 1 (:data:`~isaaclab_mgpu.contract.errors.EXIT_FAILED_CHECK`) with any; ``train`` runs
+the same fast checks (never ``--deep``) through :func:`preflight` and refuses to start on a failure.
 """
 
 from __future__ import annotations
@@ -96,11 +88,8 @@ def train_warnings(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
 
 
 def refusals(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
-    """The failing preflight checks beyond resolve's own warnings: what ``dry-run`` adds as warnings.
-
-    ``launch/plan`` restates resolve's warnings and ``launch/port:master`` a busy ``--master_port``
-    that resolve also reports; both are left out so that ``dry-run`` says each problem once.
-    """
+    """The failing preflight checks beyond resolve's own warnings: what ``dry-run`` adds as warnings."""
+    # launch/plan restates resolve's warnings, port:master a busy --master_port resolve reports too.
     warned = getattr(resolved, "warnings", ())
     port_warned = any("--master_port" in w for w in warned)
     return tuple(

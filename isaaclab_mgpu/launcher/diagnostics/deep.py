@@ -10,6 +10,7 @@ Each probe prints one JSON object on its last stdout line.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -92,12 +93,6 @@ class DeepFacts:
     """jax: version, default backend, devices."""
 
 
-def _installed(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
 def run_probes(
     probes: Mapping[str, str], environ: Mapping[str, str], timeout: float = DEEP_TIMEOUT
 ) -> dict[str, ProbeResult]:
@@ -145,7 +140,8 @@ def run_probes(
 
 def collect_deep(environ: Mapping[str, str], timeout: float = DEEP_TIMEOUT) -> DeepFacts:
     """Probe torch and jax in subprocesses (only those installed)."""
-    wanted = {name: code for name, code in (("torch", TORCH_PROBE), ("jax", JAX_PROBE)) if _installed(name)}
+    probes = (("torch", TORCH_PROBE), ("jax", JAX_PROBE))
+    wanted = {name: code for name, code in probes if importlib.util.find_spec(name) is not None}
     results = run_probes(wanted, environ, timeout)
     absent = ProbeResult(False, "not installed")
     return DeepFacts(torch=results.get("torch", absent), jax=results.get("jax", absent))

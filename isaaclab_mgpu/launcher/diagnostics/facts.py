@@ -1,16 +1,12 @@
-"""Facts about this machine and the planned launch, gathered once, judged elsewhere.
+"""Facts about this machine and the planned launch, gathered once, judged by :mod:`.rules`.
 
-:func:`collect` is the only impure part of ``check-env``: it reads package metadata (never
-importing the packages), asks NVML about GPUs, drivers, processes and topology (through
-:mod:`isaaclab_mgpu.launcher.nvml`, resolve's reader too), reads limits, ``/dev/shm`` and
-environment variables, probes the launch (port, host names, TCP to the master
-address) and plans the command with the same core as ``train`` (``pipeline.prepare(strict=False)``).
-Everything lands in frozen dataclasses, so :mod:`.rules` can judge any machine a test describes.
+:func:`collect` is the only impure part of ``check-env``: package metadata (never importing the
+packages), NVML (:mod:`isaaclab_mgpu.launcher.nvml`), limits, ``/dev/shm``, environment variables,
+probes of the launch (port, host names, TCP to the master address) and the command planned with
+``train``'s core (``pipeline.prepare(strict=False)``), all into frozen dataclasses a test can write.
 
-Speed is part of the contract: without ``--deep`` this finishes well under a second on a machine
-without GPUs. Name lookups run in a daemon thread with a deadline (a broken resolver cannot hang
-the command); the TCP probe has a short timeout; ``nvidia-smi`` runs only when NVML cannot tell
-the topology. Facts that need torch or jax come from :mod:`.deep`, in subprocesses.
+Without ``--deep`` this finishes well under a second: name lookups run in a daemon thread with a
+deadline (a broken resolver cannot hang the command) and the TCP probe has a short timeout.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ from typing import TypeVar
 
 from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.launcher import workarounds
-from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts
+from isaaclab_mgpu.launcher.diagnostics.deep import DeepFacts, collect_deep
 from isaaclab_mgpu.launcher.nvml import GpuFacts, gpu_facts
 from isaaclab_mgpu.launcher.spec import LaunchSpec, split_host_port
 
@@ -272,13 +268,8 @@ class Facts:
 
 
 def is_image_label(name: str) -> bool:
-    """True for a variable a container image sets to describe itself, not to configure NCCL/PyTorch.
-
-    NVIDIA's CUDA and framework images export ``NCCL_VERSION``, ``CUDA_VERSION``,
-    ``NV_LIBNCCL_PACKAGE_VERSION`` and the like: what was installed, not a setting. NCCL reads
-    ``NCCL_<PARAM>`` variables and none of its parameters names a version, so an ``NCCL_*`` or
-    ``TORCH_NCCL_*`` name ending in ``_VERSION`` is taken for such a label.
-    """
+    """True for a variable an image sets to describe itself (``NCCL_VERSION``), not to configure NCCL."""
+    # No NCCL parameter names a version: an NCCL_* or TORCH_NCCL_* name ending in _VERSION is a label.
     return name.endswith("_VERSION")
 
 
@@ -305,11 +296,6 @@ def collect(
     key = workarounds.machine_key(hostname, tuple(g.name for g in gpu.gpus))
     saved = workarounds.saved_for(store, key)
     plan = plan_launch(spec, env, resolved)
-    deep_facts = None
-    if deep:
-        from isaaclab_mgpu.launcher.diagnostics.deep import collect_deep
-
-        deep_facts = collect_deep(env)
     settings, labels = nccl_env(env)
     return Facts(
         python_version=".".join(str(v) for v in sys.version_info[:3]),
@@ -327,7 +313,7 @@ def collect(
         slurm=tuple((k, env[k]) for k in SLURM_VARS if k in env),
         net=net_facts(spec, plan, hostname),
         plan=plan,
-        deep=deep_facts,
+        deep=collect_deep(env) if deep else None,
         env_labels=labels,
         disk=disk_facts(spec),
     )
@@ -359,8 +345,7 @@ def disk_facts(spec: LaunchSpec) -> DiskFacts | None:
 
 
 def _resumed_checkpoint(spec: LaunchSpec) -> Path | None:
-    """The checkpoint a built-in worker's ``--resume`` would continue from, when it can be told here
-    (``--resume auto`` and bare ``--resume``: the newest unfinished run, as the launcher takes it)."""
+    """The checkpoint a built-in worker's ``--resume`` (a path, ``auto`` or bare) would continue from."""
     from isaaclab_mgpu.contract import resume
     from isaaclab_mgpu.launcher.continuation import identity_of, unfinished_run
 
@@ -392,11 +377,8 @@ def installed_packages() -> tuple[Package, ...]:
 
 
 def _dist_info_versions() -> dict[str, str]:
-    """Installed distributions by normalised name, from ``NAME-VERSION.dist-info`` folder names.
-
-    Reading every METADATA file (``importlib.metadata.distributions()``) costs ~0.1 s per start;
-    the folder names carry the same name and version (the wheel spec escapes ``-`` in names).
-    """
+    """Installed distributions by normalised name, from ``NAME-VERSION.dist-info`` folder names."""
+    # Reading every METADATA file costs ~0.1 s per start; the folder names say the same.
     found: dict[str, str] = {}
     for entry in sys.path:
         try:
@@ -424,9 +406,8 @@ def _torch_cuda() -> str | None:
 
 
 def _limit(which: int) -> tuple[int, int]:
-    soft, hard = resource.getrlimit(which)
-    norm = [UNLIMITED if v == resource.RLIM_INFINITY else int(v) for v in (soft, hard)]
-    return norm[0], norm[1]
+    soft, hard = (UNLIMITED if v == resource.RLIM_INFINITY else int(v) for v in resource.getrlimit(which))
+    return soft, hard
 
 
 def limits(environ: Mapping[str, str]) -> Limits:

@@ -1,11 +1,8 @@
 """Pure rules: :class:`~..facts.Facts` in, :class:`Finding` tuples out, a module per area.
 
-Launcher side: runs in the ``mgpu`` process.
-
-Every rule is a function of the facts alone (no I/O, no environment, no clock), so tests describe
-any machine — eight GPUs without NVLink, a 64 MB ``/dev/shm``, a GPU held by a stale run — and
-assert what ``check-env`` says about it. A finding is one line of the report: its area, a stable
-name, pass/warn/fail, the value observed, and a one-line fix when something is to be done.
+Launcher side: runs in the ``mgpu`` process. Every rule is a function of the facts alone (no
+I/O, no environment, no clock), so tests describe any machine — eight GPUs without NVLink, a 64 MB
+``/dev/shm``, a GPU held by a stale run — and assert what ``check-env`` says about it.
 
 ``fail`` means the launch as planned will not work (``check-env`` exits 1, ``train`` refuses to
 start); ``warn`` means it may work but is a known trap or leaves performance on the table.
@@ -39,9 +36,7 @@ RULES: tuple[Callable[[Facts], list[Finding]], ...] = (
 
 def evaluate(facts: Facts) -> tuple[Finding, ...]:
     """Judge ``facts`` with every rule; findings ordered by area, then rule order."""
-    found: list[Finding] = []
-    for rule in RULES:
-        found.extend(rule(facts))
+    found = [finding for rule in RULES for finding in rule(facts)]
     order = {a: i for i, a in enumerate(AREAS)}
     return tuple(sorted(found, key=lambda x: order[x.area]))
 

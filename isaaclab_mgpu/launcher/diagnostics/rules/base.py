@@ -56,10 +56,7 @@ def size(n: int) -> str:
 
 def package(facts: Facts, name: str) -> Package | None:
     """The installed distribution ``name``, or None."""
-    for p in facts.packages:
-        if p.name == name and p.version is not None:
-            return p
-    return None
+    return next((p for p in facts.packages if p.name == name and p.version is not None), None)
 
 
 def major(version: str | None) -> int | None:
@@ -81,14 +78,11 @@ def used_gpus(facts: Facts) -> tuple[Gpu, ...]:
     entries = facts.plan.visible_entries
     if not entries and facts.cuda_visible_devices is not None and facts.plan.error is None:
         return ()  # CUDA_VISIBLE_DEVICES hides every GPU
-    if not entries:
-        chosen = list(gpus)
+    if entries:
+        matched = (_match(gpus, e) for e in entries)
+        chosen = list(dict.fromkeys(g for g in matched if g is not None))
     else:
-        chosen = []
-        for e in entries:
-            g = _match(gpus, e)
-            if g is not None and g not in chosen:
-                chosen.append(g)
+        chosen = list(gpus)
     if facts.plan.nproc is not None:
         chosen = chosen[: facts.plan.nproc]
     return tuple(chosen)

@@ -24,21 +24,13 @@ STALE_MARKERS = ("isaaclab_mgpu.worker", "isaaclab_mgpu.jaxrun", "torch.distribu
 def driver_rule(f: Facts) -> list[Finding]:
     """An NVIDIA driver answering NVML, its version and the CUDA version it supports."""
     g = f.gpu
-    if not g.nvml:
-        if not uses_gpus(f):
-            return [finding("gpu", "driver", PASS, f"none ({g.error}); not needed for --device cpu")]
-        return [
-            finding(
-                "gpu",
-                "driver",
-                FAIL,
-                f"no NVIDIA driver ({g.error})",
-                "run on a GPU node with the NVIDIA driver loaded, or use --device cpu",
-            )
-        ]
-    return [
-        finding("gpu", "driver", PASS, f"{g.driver_version} (supports CUDA {g.cuda_driver_version or '?'})")
-    ]
+    if g.nvml:
+        observed = f"{g.driver_version} (supports CUDA {g.cuda_driver_version or '?'})"
+        return [finding("gpu", "driver", PASS, observed)]
+    if not uses_gpus(f):
+        return [finding("gpu", "driver", PASS, f"none ({g.error}); not needed for --device cpu")]
+    fix = "run on a GPU node with the NVIDIA driver loaded, or use --device cpu"
+    return [finding("gpu", "driver", FAIL, f"no NVIDIA driver ({g.error})", fix)]
 
 
 def gpus_rule(f: Facts) -> list[Finding]:
@@ -47,33 +39,21 @@ def gpus_rule(f: Facts) -> list[Finding]:
     if not g.nvml:
         return []
     if not g.gpus:
-        status = FAIL if uses_gpus(f) else PASS
-        return [
-            finding("gpu", "gpus", status, "NVML reports no GPU", "run on a GPU node, or use --device cpu")
-        ]
+        fix = "run on a GPU node, or use --device cpu"
+        return [finding("gpu", "gpus", FAIL if uses_gpus(f) else PASS, "NVML reports no GPU", fix)]
     names = sorted({x.name for x in g.gpus})
     mem = sorted({x.memory_total_mib for x in g.gpus})
     observed = f"{len(g.gpus)} × {', '.join(names)} ({', '.join(f'{m} MiB' for m in mem)})"
     if len(names) > 1 and uses_gpus(f):
-        return [
-            finding(
-                "gpu",
-                "gpus",
-                WARN,
-                observed + " — mixed models",
-                "ranks wait for the slowest GPU; pick one model with CUDA_VISIBLE_DEVICES",
-            )
-        ]
+        fix = "ranks wait for the slowest GPU; pick one model with CUDA_VISIBLE_DEVICES"
+        return [finding("gpu", "gpus", WARN, observed + " — mixed models", fix)]
     return [finding("gpu", "gpus", PASS, observed)]
-
-
-def _stale(proc_cmd: str | None) -> bool:
-    return bool(proc_cmd) and any(m in proc_cmd for m in STALE_MARKERS)
 
 
 def _leftover(p: GpuProcess) -> bool:
     """A process of this user's own mgpu run whose launcher is gone: safe to kill."""
-    return bool(p.mine) and bool(p.run_id or _stale(p.cmdline)) and p.orphan
+    stale = bool(p.cmdline) and any(m in p.cmdline for m in STALE_MARKERS)
+    return bool(p.mine) and bool(p.run_id or stale) and p.orphan
 
 
 def _who(p: GpuProcess) -> str:
@@ -84,54 +64,29 @@ def _who(p: GpuProcess) -> str:
 
 
 def gpu_in_use_rule(f: Facts) -> list[Finding]:
-    """Memory already in use on the GPUs the launch would use, and who holds it.
-
-    A kill command is named only for this user's own mgpu leftovers (marked, launcher gone); a
-    process of another user, or a live run, is named with its owner: share the GPU or avoid it.
-    """
-    used = used_gpus(f)
-    if not used:
-        return []
+    """Memory in use on the launch's GPUs, and who holds it (a kill command only for own mgpu leftovers)."""
+    avoid = "choose other GPUs with --gpu_ids (or CUDA_VISIBLE_DEVICES)"
     out = []
-    for g in used:
+    for g in used_gpus(f):
         procs = g.processes
         share = g.memory_used_mib / g.memory_total_mib if g.memory_total_mib else 0.0
         held = ", ".join(_who(p) for p in procs)
         observed = f"GPU {g.index}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" + (
             f" by {held}" if held else ""
         )
-        name = f"gpu_in_use:{g.index}"
         leftovers = [p for p in procs if _leftover(p)]
         others = [p for p in procs if not _leftover(p)]
-        avoid = "choose other GPUs with --gpu_ids (or CUDA_VISIBLE_DEVICES)"
         users = sorted({"you" if p.mine else (p.user or "an unknown user") for p in others})
+        status, fix = PASS, None
         if leftovers:
             pids = " ".join(str(p.pid) for p in leftovers)
-            out.append(
-                finding(
-                    "gpu",
-                    name,
-                    FAIL,
-                    observed + " — left over from your earlier mgpu run",
-                    f"your earlier run's processes still hold this GPU: kill {pids}",
-                )
-            )
+            observed += " — left over from your earlier mgpu run"
+            status, fix = FAIL, f"your earlier run's processes still hold this GPU: kill {pids}"
         elif share >= GPU_FULL:
-            out.append(
-                finding(
-                    "gpu",
-                    name,
-                    FAIL,
-                    observed,
-                    f"the GPU is full, in use by {', '.join(users) or 'a process'}: {avoid}",
-                )
-            )
+            status, fix = FAIL, f"the GPU is full, in use by {', '.join(users) or 'a process'}: {avoid}"
         elif others:
-            out.append(
-                finding("gpu", name, WARN, observed, f"in use by {', '.join(users)}: share it, or {avoid}")
-            )
-        else:
-            out.append(finding("gpu", name, PASS, observed))
+            status, fix = WARN, f"in use by {', '.join(users)}: share it, or {avoid}"
+        out.append(finding("gpu", f"gpu_in_use:{g.index}", status, observed, fix))
     return out
 
 
@@ -156,56 +111,27 @@ def cuda_visible_devices_rule(f: Facts) -> list[Finding]:
         return [finding("gpu", name, bad, f"{shown}: {devices.problem}{ignored}", devices.fix)]
     if not devices.entries:
         what = "empty:" if devices.stop is None else devices.stop
-        return [
-            finding(
-                "gpu",
-                name,
-                bad,
-                f"{shown}: {what} hides every GPU",
-                "unset it, or list the GPUs to use (e.g. 0,1)",
-            )
-        ]
+        fix = "unset it, or list the GPUs to use (e.g. 0,1)"
+        return [finding("gpu", name, bad, f"{shown}: {what} hides every GPU", fix)]
     if devices.reason == NEGATIVE:
-        return [
-            finding(
-                "gpu",
-                name,
-                WARN,
-                f"{shown}: {devices.stop} hides the entries after it ({len(devices.entries)} visible)",
-                "remove it and list only the GPUs to use",
-            )
-        ]
+        observed = f"{shown}: {devices.stop} hides the entries after it ({len(devices.entries)} visible)"
+        return [finding("gpu", name, WARN, observed, "remove it and list only the GPUs to use")]
     return [finding("gpu", name, PASS, f"{shown} ({len(devices.entries)} visible)")]
 
 
 def device_order_rule(f: Facts) -> list[Finding]:
     """CUDA_DEVICE_ORDER: with mixed models CUDA's default order differs from nvidia-smi's."""
     order = f.cuda_device_order
-    models = {g.name for g in f.gpu.gpus}
+    name, fix = "cuda_device_order", "export CUDA_DEVICE_ORDER=PCI_BUS_ID"
     if order == "PCI_BUS_ID":
-        return [finding("gpu", "cuda_device_order", PASS, "PCI_BUS_ID (CUDA indices match nvidia-smi)")]
+        return [finding("gpu", name, PASS, "PCI_BUS_ID (CUDA indices match nvidia-smi)")]
     if order not in (None, "FASTEST_FIRST"):
-        return [
-            finding(
-                "gpu",
-                "cuda_device_order",
-                WARN,
-                f"CUDA_DEVICE_ORDER={order!r} is not a CUDA value",
-                "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
-            )
-        ]
+        return [finding("gpu", name, WARN, f"CUDA_DEVICE_ORDER={order!r} is not a CUDA value", fix)]
     shown = "unset (FASTEST_FIRST)" if order is None else "FASTEST_FIRST"
-    if len(models) > 1 and uses_gpus(f):
-        return [
-            finding(
-                "gpu",
-                "cuda_device_order",
-                WARN,
-                f"{shown} with mixed GPU models: CUDA indices differ from nvidia-smi's",
-                "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
-            )
-        ]
-    return [finding("gpu", "cuda_device_order", PASS, shown)]
+    if len({g.name for g in f.gpu.gpus}) > 1 and uses_gpus(f):
+        observed = f"{shown} with mixed GPU models: CUDA indices differ from nvidia-smi's"
+        return [finding("gpu", name, WARN, observed, fix)]
+    return [finding("gpu", name, PASS, shown)]
 
 
 RULES = (

@@ -28,6 +28,14 @@ def plan_rule(f: Facts) -> list[Finding]:
     return [finding("launch", "plan", PASS, observed)]
 
 
+#: The option that sets each rendezvous endpoint's port.
+_PORT_OPTION = {
+    "master": "--master_port",
+    "coordinator": "--coordinator_address",
+    "rdzv_endpoint": "--rdzv_endpoint",
+}
+
+
 def endpoint_rule(f: Facts) -> list[Finding]:
     """Rendezvous endpoints: the port free where it is served, the address resolving and reachable."""
     if not f.net.endpoints:
@@ -37,87 +45,40 @@ def endpoint_rule(f: Facts) -> list[Finding]:
     out = []
     for e in f.net.endpoints:
         where = f"{e.host}:{e.port}"
-        opt = {
-            "master": "--master_port",
-            "coordinator": "--coordinator_address",
-            "rdzv_endpoint": "--rdzv_endpoint",
-        }
         if e.local and e.port_free is False:
-            out.append(
-                finding(
-                    "launch",
-                    f"port:{e.role}",
-                    FAIL,
-                    f"{where}: port {e.port} is already in use on this host",
-                    f"pick another port with {opt[e.role]}, or stop the process listening on {e.port}"
-                    + (
-                        " (leave --master_port out: --standalone picks a free one)"
-                        if e.role == "master"
-                        else ""
-                    ),
-                )
-            )
+            fix = f"pick another port with {_PORT_OPTION[e.role]}, or stop the process listening on {e.port}"
+            if e.role == "master":
+                fix += " (leave --master_port out: --standalone picks a free one)"
+            observed = f"{where}: port {e.port} is already in use on this host"
+            out.append(finding("launch", f"port:{e.role}", FAIL, observed, fix))
         elif e.local:
             out.append(finding("launch", f"port:{e.role}", PASS, f"{where}: port free on this host"))
         if e.resolves is False:
-            out.append(
-                finding(
-                    "launch",
-                    f"address:{e.role}",
-                    FAIL,
-                    f"{e.host} does not resolve",
-                    "give node 0's IP address, or fix DNS / /etc/hosts",
-                )
-            )
+            fix = "give node 0's IP address, or fix DNS / /etc/hosts"
+            out.append(finding("launch", f"address:{e.role}", FAIL, f"{e.host} does not resolve", fix))
+        elif e.reachable in ("open", "refused"):
+            said = "node 0 is listening" if e.reachable == "open" else "host answers, nothing listens yet"
+            out.append(finding("launch", f"address:{e.role}", PASS, f"{where}: {said}"))
         elif e.reachable is not None:
-            r = e.reachable
-            if r == "open":
-                out.append(finding("launch", f"address:{e.role}", PASS, f"{where}: node 0 is listening"))
-            elif r == "refused":
-                out.append(
-                    finding(
-                        "launch", f"address:{e.role}", PASS, f"{where}: host answers, nothing listens yet"
-                    )
-                )
-            else:
-                out.append(
-                    finding(
-                        "launch",
-                        f"address:{e.role}",
-                        WARN if r == "timeout" else FAIL,
-                        f"{where}: {'no TCP answer within 1 s' if r == 'timeout' else 'unreachable'}",
-                        f"check the address, that port {e.port} is open between the nodes, and the network",
-                    )
-                )
+            timeout = e.reachable == "timeout"
+            observed = f"{where}: {'no TCP answer within 1 s' if timeout else 'unreachable'}"
+            fix = f"check the address, that port {e.port} is open between the nodes, and the network"
+            out.append(finding("launch", f"address:{e.role}", WARN if timeout else FAIL, observed, fix))
     return out
 
 
 def hostname_rule(f: Facts) -> list[Finding]:
     """This host's name resolves (to a non-loopback address when other nodes must reach it); warnings only."""
     n = f.net
-    multi = f.plan.nnodes > 1
     if n.hostname_address is None:
-        return [
-            finding(
-                "launch",
-                "hostname",
-                WARN,
-                f"{n.hostname} does not resolve ({n.hostname_error})",
-                "add the host name to /etc/hosts or DNS",
-            )
-        ]
+        observed = f"{n.hostname} does not resolve ({n.hostname_error})"
+        return [finding("launch", "hostname", WARN, observed, "add the host name to /etc/hosts or DNS")]
     observed = f"{n.hostname} → {n.hostname_address}"
     loopback = n.hostname_address.startswith("127.") or n.hostname_address == "::1"
-    if multi and f.plan.node_rank == 0 and loopback:
-        return [
-            finding(
-                "launch",
-                "hostname",
-                WARN,
-                observed + ": other nodes cannot reach a loopback address",
-                "give --master_addr as this node's network IP, or map the name to it in /etc/hosts",
-            )
-        ]
+    if f.plan.nnodes > 1 and f.plan.node_rank == 0 and loopback:
+        fix = "give --master_addr as this node's network IP, or map the name to it in /etc/hosts"
+        observed += ": other nodes cannot reach a loopback address"
+        return [finding("launch", "hostname", WARN, observed, fix)]
     return [finding("launch", "hostname", PASS, observed)]
 
 
@@ -137,21 +98,10 @@ def slurm_rule(f: Facts) -> list[Finding]:
         ntasks.isdigit() and nnodes.isdigit() and int(ntasks) > int(nnodes)
     )
     if many:
-        return [
-            finding(
-                "launch",
-                "slurm",
-                WARN,
-                observed + "; several tasks per node, each would start every rank",
-                "srun --ntasks-per-node=1 mgpu train ... (mgpu starts the ranks of a node itself)",
-            )
-        ]
+        observed += "; several tasks per node, each would start every rank"
+        fix = "srun --ntasks-per-node=1 mgpu train ... (mgpu starts the ranks of a node itself)"
+        return [finding("launch", "slurm", WARN, observed, fix)]
     return [finding("launch", "slurm", PASS, observed)]
 
 
-RULES = (
-    plan_rule,
-    endpoint_rule,
-    hostname_rule,
-    slurm_rule,
-)
+RULES = (plan_rule, endpoint_rule, hostname_rule, slurm_rule)

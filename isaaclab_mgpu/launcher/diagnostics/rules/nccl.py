@@ -36,39 +36,24 @@ def nccl_env_rule(f: Facts) -> list[Finding]:
     out = []
     for key, value in f.nccl_env:
         name, shown = f"nccl_env:{key}", f"{key}={value}"
-        if key in WORKAROUND_VARS:
-            if saved.get(key) == value:
-                out.append(finding("nccl", name, PASS, shown + " (the saved workaround for this machine)"))
-                continue
+        if key in WORKAROUND_VARS and saved.get(key) == value:
+            out.append(finding("nccl", name, PASS, shown + " (the saved workaround for this machine)"))
+        elif key in WORKAROUND_VARS:
             extra = ""
             if key == "NCCL_P2P_DISABLE" and value.strip() not in ("0", "") and nvlink:
                 extra = "; it turns off NVLink peer-to-peer on this machine"
-            out.append(
-                finding(
-                    "nccl",
-                    name,
-                    WARN,
-                    f"{shown}: a workaround left set changes every run{extra}",
-                    f"unset {key} unless mgpu probe-nccl shows this machine needs it "
-                    "(then keep it with --save-workaround)",
-                )
+            observed = f"{shown}: a workaround left set changes every run{extra}"
+            fix = (
+                f"unset {key} unless mgpu probe-nccl shows this machine needs it "
+                "(then keep it with --save-workaround)"
             )
+            out.append(finding("nccl", name, WARN, observed, fix))
         elif key == "NCCL_DEBUG" and value.upper() in ("INFO", "TRACE"):
-            out.append(
-                finding(
-                    "nccl", name, WARN, f"{shown}: every rank logs NCCL internals", f"unset {key} when done"
-                )
-            )
+            observed = f"{shown}: every rank logs NCCL internals"
+            out.append(finding("nccl", name, WARN, observed, f"unset {key} when done"))
         elif key == "TORCH_NCCL_ASYNC_ERROR_HANDLING" and value.strip() == "0":
-            out.append(
-                finding(
-                    "nccl",
-                    name,
-                    WARN,
-                    f"{shown}: a failed collective hangs instead of raising",
-                    f"unset {key} (torchrun sets 1)",
-                )
-            )
+            observed = f"{shown}: a failed collective hangs instead of raising"
+            out.append(finding("nccl", name, WARN, observed, f"unset {key} (torchrun sets 1)"))
         else:
             out.append(finding("nccl", name, PASS, shown))
     return out
@@ -88,15 +73,9 @@ def saved_workarounds_rule(f: Facts) -> list[Finding]:
     shown = ", ".join(f"{k}={v}" for k, v in f.saved_workarounds)
     clash = [f"{k} (env {env[k]}, saved {v})" for k, v in f.saved_workarounds if k in env and env[k] != v]
     if clash:
-        return [
-            finding(
-                "nccl",
-                "saved_workarounds",
-                WARN,
-                f"{shown}; the environment disagrees: {', '.join(clash)}",
-                f"unset the variable or remove the entry from {f.workaround_store}",
-            )
-        ]
+        observed = f"{shown}; the environment disagrees: {', '.join(clash)}"
+        fix = f"unset the variable or remove the entry from {f.workaround_store}"
+        return [finding("nccl", "saved_workarounds", WARN, observed, fix)]
     return [finding("nccl", "saved_workarounds", PASS, f"{shown} (train applies them)")]
 
 
@@ -107,35 +86,18 @@ def nccl_version_rule(f: Facts) -> list[Finding]:
     if f.deep is not None and f.deep.torch.error is None:
         deep_nccl = f.deep.torch.values.get("nccl")
     if len(wheels) > 1:
-        return [
-            finding(
-                "nccl",
-                "nccl_version",
-                WARN,
-                ", ".join(f"{p.name} {p.version}" for p in wheels) + ": more than one NCCL wheel",
-                "uninstall the NCCL wheel whose CUDA major differs from torch's",
-            )
-        ]
+        observed = ", ".join(f"{p.name} {p.version}" for p in wheels) + ": more than one NCCL wheel"
+        fix = "uninstall the NCCL wheel whose CUDA major differs from torch's"
+        return [finding("nccl", "nccl_version", WARN, observed, fix)]
     if not wheels:
         seen = f"{deep_nccl} (loaded by torch)" if deep_nccl else "no nvidia-nccl wheel (torch may bundle it)"
         return [finding("nccl", "nccl_version", PASS, seen)]
     w = wheels[0]
     observed = f"{w.version} ({w.name})"
     if deep_nccl and not str(w.version).startswith(str(deep_nccl)):
-        return [
-            finding(
-                "nccl",
-                "nccl_version",
-                WARN,
-                observed + f"; torch loads NCCL {deep_nccl}",
-                "a different libnccl is found first: check LD_LIBRARY_PATH",
-            )
-        ]
+        fix = "a different libnccl is found first: check LD_LIBRARY_PATH"
+        return [finding("nccl", "nccl_version", WARN, observed + f"; torch loads NCCL {deep_nccl}", fix)]
     return [finding("nccl", "nccl_version", PASS, observed)]
 
 
-RULES = (
-    nccl_env_rule,
-    saved_workarounds_rule,
-    nccl_version_rule,
-)
+RULES = (nccl_env_rule, saved_workarounds_rule, nccl_version_rule)

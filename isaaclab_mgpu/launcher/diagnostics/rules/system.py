@@ -31,9 +31,8 @@ def python_rule(f: Facts) -> list[Finding]:
     if major_minor < (3, 10):
         return [finding("system", "python", FAIL, observed, "use Python 3.10 or newer")]
     if package(f, "isaaclab") and major_minor < (3, 12):
-        return [
-            finding("system", "python", WARN, observed, "Isaac Lab 3 expects Python 3.12; use a 3.12 env")
-        ]
+        fix = "Isaac Lab 3 expects Python 3.12; use a 3.12 env"
+        return [finding("system", "python", WARN, observed, fix)]
     return [finding("system", "python", PASS, observed)]
 
 
@@ -42,48 +41,23 @@ def threads_rule(f: Facts) -> list[Finding]:
     lim, nproc = f.limits, f.plan.nproc or 1
     out = []
     if f.plan.device == "cpu" and nproc > lim.cpu_count:
-        out.append(
-            finding(
-                "system",
-                "cpu_ranks",
-                WARN,
-                f"{nproc} CPU ranks on {lim.cpu_count} CPUs",
-                f"use --num_gpus {lim.cpu_count} or fewer CPU ranks; more only time-slice",
-            )
-        )
+        fix = f"use --num_gpus {lim.cpu_count} or fewer CPU ranks; more only time-slice"
+        out.append(finding("system", "cpu_ranks", WARN, f"{nproc} CPU ranks on {lim.cpu_count} CPUs", fix))
     omp = lim.omp_num_threads
     if omp is None:
-        note = (
-            "torchrun sets 1 per rank" if nproc > 1 and f.plan.launcher == "torchrun" else "library default"
-        )
+        torchrun = nproc > 1 and f.plan.launcher == "torchrun"
+        note = "torchrun sets 1 per rank" if torchrun else "library default"
         out.append(finding("system", "omp_num_threads", PASS, f"unset ({note}); {lim.cpu_count} CPUs"))
-        return out
-    if not omp.strip().isdigit() or int(omp) < 1:
-        out.append(
-            finding(
-                "system",
-                "omp_num_threads",
-                WARN,
-                f"OMP_NUM_THREADS={omp!r}",
-                "set a positive integer or unset",
-            )
-        )
-        return out
-    total = int(omp) * nproc
-    if total > lim.cpu_count:
-        out.append(
-            finding(
-                "system",
-                "omp_num_threads",
-                WARN,
-                f"{nproc} rank(s) × OMP_NUM_THREADS={omp} = {total} threads on {lim.cpu_count} CPUs",
-                f"export OMP_NUM_THREADS={max(1, lim.cpu_count // nproc)} (CPUs per rank)",
-            )
-        )
+    elif not omp.strip().isdigit() or int(omp) < 1:
+        fix = "set a positive integer or unset"
+        out.append(finding("system", "omp_num_threads", WARN, f"OMP_NUM_THREADS={omp!r}", fix))
+    elif (total := int(omp) * nproc) > lim.cpu_count:
+        observed = f"{nproc} rank(s) × OMP_NUM_THREADS={omp} = {total} threads on {lim.cpu_count} CPUs"
+        fix = f"export OMP_NUM_THREADS={max(1, lim.cpu_count // nproc)} (CPUs per rank)"
+        out.append(finding("system", "omp_num_threads", WARN, observed, fix))
     else:
-        out.append(
-            finding("system", "omp_num_threads", PASS, f"{omp} × {nproc} rank(s) on {lim.cpu_count} CPUs")
-        )
+        observed = f"{omp} × {nproc} rank(s) on {lim.cpu_count} CPUs"
+        out.append(finding("system", "omp_num_threads", PASS, observed))
     return out
 
 
@@ -109,15 +83,9 @@ def memlock_rule(f: Facts) -> list[Finding]:
     if soft == UNLIMITED:
         return [finding("system", "memlock", PASS, "unlimited")]
     if f.plan.nnodes > 1:
-        return [
-            finding(
-                "system",
-                "memlock",
-                WARN,
-                f"{size(soft)} (InfiniBand/RDMA across nodes needs unlimited)",
-                "ulimit -l unlimited (docker --ulimit memlock=-1; SLURM: raise it in limits.conf)",
-            )
-        ]
+        observed = f"{size(soft)} (InfiniBand/RDMA across nodes needs unlimited)"
+        fix = "ulimit -l unlimited (docker --ulimit memlock=-1; SLURM: raise it in limits.conf)"
+        return [finding("system", "memlock", WARN, observed, fix)]
     return [finding("system", "memlock", PASS, f"{size(soft)} (only matters for RDMA across nodes)")]
 
 
@@ -159,11 +127,4 @@ def disk_rule(f: Facts) -> list[Finding]:
     return [finding("system", "disk_space", PASS, free)]
 
 
-RULES = (
-    python_rule,
-    threads_rule,
-    shm_rule,
-    memlock_rule,
-    nofile_rule,
-    disk_rule,
-)
+RULES = (python_rule, threads_rule, shm_rule, memlock_rule, nofile_rule, disk_rule)
