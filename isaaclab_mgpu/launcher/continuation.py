@@ -286,19 +286,12 @@ def unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
 
 def continue_line(command_line: tuple[str, ...], folder: Path, program: tuple[str, ...] = ("mgpu",)) -> str:
     """``program`` then ``command_line`` with its ``--resume`` (any form) replaced by ``--resume FOLDER``."""
-    out: list[str] = []
-    skip = False
-    for i, tok in enumerate(command_line):
-        if skip:
-            skip = False
-            continue
-        if tok.startswith("--resume="):
-            continue
-        if tok == "--resume":
-            nxt = command_line[i + 1] if i + 1 < len(command_line) else None
-            skip = nxt is not None and not nxt.startswith("-")
-            continue
-        out.append(tok)
+
+    def resume_part(i: int, tok: str) -> bool:  # the flag in either form, or a bare flag's value
+        value = i > 0 and command_line[i - 1] == "--resume" and not tok.startswith("-")
+        return tok == "--resume" or tok.startswith("--resume=") or value
+
+    out = [tok for i, tok in enumerate(command_line) if not resume_part(i, tok)]
     from isaaclab_mgpu.launcher.build import shell_join
 
     return shell_join([*program, *out, "--resume", str(folder)])
