@@ -358,12 +358,9 @@ class Peers:
 
 
 def _culprits(report: NodeReport, bound: float) -> list[PeerRank]:
-    stopped = [r for r in report.ranks if r.process == "stopped"]
-    if stopped:
-        return stopped
-    gone = [r for r in report.ranks if r.process == "gone"]
-    if gone:
-        return gone
+    for state in ("stopped", "gone"):
+        if found := [r for r in report.ranks if r.process == state]:
+            return found
     return [r for r in report.ranks if r.quiet_s >= bound]
 
 
