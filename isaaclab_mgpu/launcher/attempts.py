@@ -13,9 +13,8 @@ jaxrun:
   watch's verdict) restart while restarts are left, except a failure :mod:`.verdicts` judges no
   restart can mend; ``interrupted`` (Ctrl-C, SIGTERM, SIGHUP) is never restarted nor requeued;
   ``stopped``: the ranks saved a checkpoint and stopped on the requeue signal.
-- Each attempt's launcher logs into its own folder, ``<log root>/<run name>/<launch>/attempt_<k>``
-  (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), with its own error file there
-  (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`).
+- Each attempt's launcher logs into its own folder (:func:`~isaaclab_mgpu.launcher.build.for_attempt`),
+  with its own error file there.
 - Before a restart the loop asks ``reshape`` (``--min_nodes``, :mod:`.shrink`) whether a node was
   lost: then the restart and every later attempt run the smaller world's command (:class:`Reshape`),
   and a node that became node 0 takes over the run folder and its record.
@@ -28,15 +27,13 @@ jaxrun:
   iteration is what rank 0's account gave (``checkpoint_iteration``).
 
 The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
-sends) and the stop signals are only recorded, by the one signal recorder
-(:class:`~.supervise.shutdown.Interrupts`), installed once for all the attempts and handed to
-each attempt's supervisor, which acts on the stop signals. A stop that comes between two
-attempts ends the run all the same. On the requeue signal the loop creates the checkpoint-request
-file, which every rank reads once per iteration and puts into the all-gather it already runs, so all
-ranks save and stop at the same iteration boundary. SLURM may deliver the signal to every process of
-the job step: the launcher and its helpers start with it ignored (``SIG_IGN`` is inherited across
-``exec``), so none of them dies of it. If the ranks have not stopped :data:`STOP_WINDOW` seconds
-after the request, the run is stopped as on SIGTERM (the ranks save a checkpoint then too).
+sends) and the stop signals are only recorded, by one :class:`~.supervise.shutdown.Interrupts` for
+all the attempts; each attempt's supervisor acts on the stop signals, so one between two attempts
+ends the run all the same. On the requeue signal the loop creates the checkpoint-request file (all
+ranks save and stop at the same iteration boundary: :mod:`isaaclab_mgpu.contract.resume`); if the
+ranks have not stopped :data:`STOP_WINDOW` seconds later, the run is stopped as on SIGTERM. SLURM
+may send the signal to every process of the job step: the launcher and its helpers start with it
+ignored (``SIG_IGN`` is inherited across ``exec``).
 """
 
 from __future__ import annotations
@@ -232,12 +229,6 @@ class Reshaper(Protocol):
     ) -> Reshape | None: ...
 
 
-class Watch(Protocol):
-    """What the loop calls with an attempt's supervisor (:meth:`.ledger.RunLedger.watcher`)."""
-
-    def __call__(self, sup: Supervisor, begun: bool, *, final: bool = False) -> None: ...
-
-
 @dataclass(frozen=True)
 class Restarting(Note):
     """Attempt ``ended`` failed or hung; restart ``number`` of ``max_restarts`` starts."""
@@ -350,9 +341,9 @@ def _one(
     restart: RestartOptions,
     installed: bool,
     request_file: str,
-    watch: Watch,
+    watch: Callable[..., None],
 ) -> tuple[RunResult, Supervisor]:
-    """One attempt under its own supervisor, the requeue request acted on between its polls."""
+    """One attempt under its own supervisor, ``watch`` a :meth:`~.ledger.RunLedger.watcher`."""
     sup = Supervisor(cmd, options, notes, signals=requests)
     # The launcher and its helpers inherit SIG_IGN, so a requeue signal SLURM sends to every process
     # of the step does not kill them (one arriving during the fork is lost; a stop signal is not).
@@ -386,11 +377,12 @@ def _tell(ledger: RunLedger, attempt: Attempt, result: RunResult) -> None:
     else:
         reason, code, sig = attempt.how, (attempt.exit_code if attempt.outcome == "failed" else None), None
     v = attempt.verdict
-    judged = (v.kind, v.restart, v.fix) if v is not None else None
-    ledger.attempt_ended(attempt.outcome, stall=result.stall, rank=attempt.rank, host=attempt.host,
-                         exit_code=code, signal=sig, reason=v.reason if v is not None else reason,
-                         reached=attempt.reached, checkpoint=attempt.checkpoint, lost=attempt.lost,
-                         judged=judged)  # fmt: skip
+    fault = {"outcome": attempt.outcome, "rank": attempt.rank, "rank_host": attempt.host, "exit_code": code,
+             "signal": sig, "reason": v.reason if v is not None else reason, "iteration": attempt.reached,
+             "checkpoint": attempt.checkpoint, "lost": attempt.lost}  # fmt: skip
+    if v is not None:
+        fault.update(failure_class=v.kind, restartable=v.restart, fix=v.fix)
+    ledger.attempt_ended(result.stall, fault if attempt.outcome in ("failed", "hung") else None)
 
 
 def _judge(

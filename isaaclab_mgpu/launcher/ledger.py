@@ -179,28 +179,6 @@ class RunLedger:
 
     # -- one attempt -------------------------------------------------------------------------
 
-    def attempt_started(
-        self,
-        number: int,
-        *,
-        world_size: int | None,
-        local_ranks: tuple[int, ...],
-        launcher_pid: int | None,
-        resumes_at: int | None,
-        log_dir: str | None,
-    ) -> None:
-        """Attempt ``number`` launched its ranks."""
-        self.attempt = number
-        self.write(
-            ev.AttemptStarted,
-            world_size=world_size,
-            local_ranks=local_ranks,
-            launcher_pid=launcher_pid,
-            resumes_at=resumes_at,
-            log_dir=log_dir,
-        )
-        self._window = _Window(set(local_ranks), resumes_at)
-
     def watcher(
         self, number: int, cmd: Command, resumes_at: int | None, run_dir: Path | None, named_by_rank: bool
     ) -> Callable[..., None]:
@@ -213,16 +191,13 @@ class RunLedger:
                 run_dir = resume.reported_run_dir(report)
                 if run_dir is not None:
                     self.open(run_dir)
-            if begun:
+            if begun:  # the attempt launched its ranks
+                self.attempt = number
                 ranks = tuple(sorted(cmd.rank_devices))
-                self.attempt_started(
-                    number,
-                    world_size=cmd.world_size,
-                    local_ranks=ranks,
-                    launcher_pid=sup.launcher_pid,
-                    resumes_at=resumes_at,
-                    log_dir=cmd.log_dir,
-                )
+                self.write(ev.AttemptStarted, world_size=cmd.world_size, local_ranks=ranks,
+                           launcher_pid=sup.launcher_pid, resumes_at=resumes_at,
+                           log_dir=cmd.log_dir)  # fmt: skip
+                self._window = _Window(set(ranks), resumes_at)
             else:
                 self.look(sup.reports(), sup.stragglers(), sup.log_dir, run_dir, named_by_rank,
                           final=final, account=sup.account())  # fmt: skip
@@ -311,40 +286,14 @@ class RunLedger:
             ranks=paces,
         )
 
-    def attempt_ended(
-        self,
-        outcome: str,
-        *,
-        stall: Stall | None,
-        rank: int | None,
-        host: str | None,
-        exit_code: int | None,
-        signal: str | None,
-        reason: str | None,
-        reached: int | None,
-        checkpoint: int | None,
-        lost: int | None,
-        judged: tuple[str, bool, str | None] | None = None,
-    ) -> None:
-        """The attempt ended: its stall verdict and fault; ``judged``: its class, restartable, fix."""
+    def attempt_ended(self, stall: Stall | None, fault: Mapping[str, Any] | None) -> None:
+        """The attempt ended: its stall verdict, and its ``fault`` event's fields when it failed or hung."""
         self._window = None
         if stall is not None:
             culprits = tuple(sorted(stall.culprits or ()))
             self.write(ev.Stall, verdict=stall.headline(), ranks=culprits, phase=stall.phase)
-        if outcome in ("failed", "hung"):
-            self.write(
-                ev.Fault,
-                outcome=outcome,
-                rank=rank,
-                rank_host=host,
-                exit_code=exit_code,
-                signal=signal,
-                reason=reason,
-                iteration=reached,
-                checkpoint=checkpoint,
-                lost=lost,
-                **(dict(zip(("failure_class", "restartable", "fix"), judged, strict=True)) if judged else {}),
-            )
+        if fault is not None:
+            self.write(ev.Fault, **fault)
 
     def adopt(self, folder: Path) -> None:
         """Become the run's one writer (a node that became node 0 when node 0 was lost)."""
