@@ -443,9 +443,7 @@ def _classified(attempt: Attempt, result: RunResult, before: Attempt | None, kil
 
 def _reached(place: RunPlace) -> int | None:
     """Iterations the run has completed, as the run's summary says (rank 0's account folded)."""
-    if place.run_dir is None:
-        return None
-    found = summaries.read(place.run_dir)
+    found = summaries.read(place.run_dir) if place.run_dir is not None else None
     return found.end_iteration if found is not None else None
 
 
