@@ -9,46 +9,31 @@ jaxrun:
   the run folder (created once by node 0's launcher; restarts and requeues reuse it), the attempt
   number, what rank 0 continues from (attempt 0: ``--resume``'s choice; later attempts: the run
   folder's newest checkpoint) and the file that asks for a checkpoint.
-- An attempt ends in one of: ``finished``; ``failed`` (a rank failed) or ``hung`` (the stall
-  watch's verdict; the supervisor dumped the stacks first) — both restart while restarts are left,
-  except a failure :mod:`.verdicts` judges no restart can mend (a bad-input exit 2, a full disk's
-  74, the same failure as the attempt before, a second CUDA out-of-memory: its
-  :class:`~.verdicts.Verdict`, kept in the attempt's record); ``interrupted`` (Ctrl-C, SIGTERM,
-  SIGHUP: never restarted, never requeued); ``stopped`` (the ranks saved a checkpoint and stopped
-  on the requeue signal).
-- Each attempt's launcher logs into its own folder, ``<log root>/<run name>/<launch>/attempt_<k>``
-  (:func:`~isaaclab_mgpu.launcher.build.for_attempt`), and is given its own error file there
-  (:func:`~isaaclab_mgpu.contract.elastic.launcher_error_file`), where it copies its root cause's.
+- An attempt ends in one of :data:`AttemptEnd`: ``failed`` (a rank failed) and ``hung`` (the stall
+  watch's verdict) restart while restarts are left, except a failure :mod:`.verdicts` judges no
+  restart can mend; ``interrupted`` (Ctrl-C, SIGTERM, SIGHUP) is never restarted nor requeued;
+  ``stopped``: the ranks saved a checkpoint and stopped on the requeue signal.
+- Each attempt's launcher logs into its own folder (:func:`~isaaclab_mgpu.launcher.build.for_attempt`),
+  with its own error file there.
 - Before a restart the loop asks ``reshape`` (``--min_nodes``, :mod:`.shrink`) whether a node was
   lost: then the restart and every later attempt run the smaller world's command (:class:`Reshape`),
   and a node that became node 0 takes over the run folder and its record.
-- Each attempt is recorded (:class:`Attempt`): which rank failed and how, the iteration it
-  started at, the iteration reached (the run's summary: rank 0's account) and the newest
-  checkpoint when it ended, hence the iterations lost, and the folder of its per-rank logs.
-- Each attempt's life goes into the run's ledger (``events.jsonl``, :mod:`.ledger`): the loop hands
-  every attempt's supervisor to :meth:`~.ledger.RunLedger.watcher` (attempt started, ranks up,
-  progress, checkpoints, stragglers, read from what the supervisor already reads) and writes the
-  stall verdict, the fault and the restart as the attempt ends; the command layer writes the rest.
-- An Isaac Lab run's folder is named by its rank 0 (the experiment name is in the agent config,
-  which only Isaac Lab reads): the place is then :attr:`RunPlace.named_by_rank`, rank 0 reports
-  the folder (:func:`isaaclab_mgpu.contract.resume.report_run_dir`; the ledger opens there at
-  once), and from the end of the attempt that named it the loop treats the folder as its own:
-  attempts recorded there, restarts handed it as what to continue. Its checkpoints are the
-  library's, so the newest one's iteration is what rank 0's account gave
-  (``checkpoint_iteration``), not a ``model_<N>.json``.
+- Each attempt is recorded (:class:`Attempt`) and its life goes into the run's ledger (:mod:`.ledger`):
+  every attempt's supervisor is handed to :meth:`~.ledger.RunLedger.watcher`, and the loop writes the
+  stall verdict, the fault and the restart as the attempt ends.
+- An Isaac Lab run's folder is named by its rank 0 (:attr:`RunPlace.named_by_rank`), which reports it
+  (:func:`isaaclab_mgpu.contract.resume.report_run_dir`); from the end of the attempt that named it
+  the loop treats the folder as its own. Its checkpoints are the library's, so the newest one's
+  iteration is what rank 0's account gave (``checkpoint_iteration``).
 
 The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
-sends) and the stop signals are only recorded, by the one signal recorder
-(:class:`~.supervise.shutdown.Interrupts`), installed once for all the attempts and handed to
-each attempt's supervisor, which acts on the stop signals. A stop that comes between two
-attempts ends the run all the same: no restart follows it, or the next attempt's supervisor
-stops at its first step. On the requeue signal the loop creates the checkpoint-request file, which
-every rank reads once per iteration and puts into the all-gather it already runs, so all ranks
-save and stop at the same iteration boundary. SLURM may deliver the signal to every process of
-the job step: mgpu's handler records it, and the launcher and its helpers start with it ignored
-(``SIG_IGN`` is inherited across ``exec``; a rank that installs its own handler replaces it), so
-none of them dies of it. If the ranks have not stopped :data:`STOP_WINDOW` seconds after the
-request, the run is stopped as on SIGTERM (the ranks save a checkpoint then too).
+sends) and the stop signals are only recorded, by one :class:`~.supervise.shutdown.Interrupts` for
+all the attempts; each attempt's supervisor acts on the stop signals, so one between two attempts
+ends the run all the same. On the requeue signal the loop creates the checkpoint-request file (all
+ranks save and stop at the same iteration boundary: :mod:`isaaclab_mgpu.contract.resume`); if the
+ranks have not stopped :data:`STOP_WINDOW` seconds later, the run is stopped as on SIGTERM. SLURM
+may send the signal to every process of the job step: the launcher and its helpers start with it
+ignored (``SIG_IGN`` is inherited across ``exec``).
 """
 
 from __future__ import annotations
@@ -127,12 +112,10 @@ class Attempt:
     """Wall time of the attempt."""
 
     logs: str | None = None
-    """The attempt's folder of per-rank log folders, ``<log root>/<run name>/<launch>/attempt_<k>``, holding
-    ``rank_<global rank>/stdout.log``, ``stderr.log``; None when none was made."""
+    """The attempt's folder of per-rank log folders (``rank_<global rank>/``); None when none was made."""
 
     verdict: verdicts.Verdict | None = None
-    """A failed attempt's class, reason line and whether a restart can mend it (:mod:`.verdicts`);
-    None for any other outcome."""
+    """A failed attempt's class, reason and whether a restart can mend it; None for other outcomes."""
 
     @property
     def lost(self) -> int | None:
@@ -175,8 +158,7 @@ class RestartOptions:
     """Seconds between the checkpoint request and a stop as on SIGTERM."""
 
     checkpoints: bool = True
-    """The program writes checkpoints mgpu knows (the built-in worker's); False: a ``--script``,
-    which a restart runs again from its beginning."""
+    """The program writes checkpoints mgpu knows; False: a ``--script``, restarted from its beginning."""
 
 
 @dataclass(frozen=True)
@@ -190,8 +172,7 @@ class RunPlace:
     """What the first attempt's rank 0 continues from (a checkpoint or a run folder)."""
 
     named_by_rank: bool = False
-    """The ranks name the run folder themselves (Isaac Lab's): :attr:`run_dir` is learned from
-    rank 0's report once an attempt ends."""
+    """The ranks name the run folder (Isaac Lab's): :attr:`run_dir` is learned from rank 0's report."""
 
 
 @dataclass(frozen=True)
@@ -237,8 +218,7 @@ class Reshape:
     """The supervision options on the smaller world (one node left: no peers to watch)."""
 
     record: dict[str, object]
-    """The fields of the ledger's ``shrink`` event (:class:`~isaaclab_mgpu.contract.events.Shrink`),
-    written after the attempt's fault and before the restart."""
+    """The fields of the ledger's ``shrink`` event, written after the attempt's fault."""
 
 
 class Reshaper(Protocol):
@@ -249,16 +229,9 @@ class Reshaper(Protocol):
     ) -> Reshape | None: ...
 
 
-class Watch(Protocol):
-    """What the loop calls with an attempt's supervisor (:meth:`.ledger.RunLedger.watcher`)."""
-
-    def __call__(self, sup: Supervisor, begun: bool, *, final: bool = False) -> None: ...
-
-
 @dataclass(frozen=True)
 class Restarting(Note):
-    """Attempt ``ended`` failed or hung and restart ``number`` of ``max_restarts`` starts, from the
-    program's beginning unless ``from_checkpoint`` (a program whose checkpoints mgpu knows)."""
+    """Attempt ``ended`` failed or hung; restart ``number`` of ``max_restarts`` starts."""
 
     ended: Attempt
     number: int
@@ -268,8 +241,7 @@ class Restarting(Note):
 
 @dataclass(frozen=True)
 class CheckpointRequested(Note):
-    """The requeue signal ``signal_name`` arrived: the ranks save at the next iteration boundary and
-    stop, or are stopped as on SIGTERM after ``window`` seconds."""
+    """The requeue signal arrived: the ranks save and stop, or are stopped after ``window`` seconds."""
 
     signal_name: str
     window: float
@@ -278,8 +250,7 @@ class CheckpointRequested(Note):
 def attempt_env(
     cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
 ) -> dict[str, str]:
-    """The variables attempt ``number`` adds to its command ``cmd``'s environment (see
-    :mod:`isaaclab_mgpu.contract.resume`), and the launcher's own error file in the attempt's log folder."""
+    """The variables attempt ``number`` adds to ``cmd``'s environment, its launcher's error file included."""
     env = {ATTEMPT: str(number), CHECKPOINT_REQUEST: request_file}
     # The attempt folder is named by what the run trains, not by the clock: two runs of one task
     # share it, so the launcher's own file is named by this mgpu (torchrun's folders are unique).
@@ -305,11 +276,7 @@ def run_attempts(
     ledger: RunLedger | None = None,
     reshape: Reshaper | None = None,
 ) -> Outcome:
-    """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times.
-
-    ``on_attempt_end(attempts, restarting)`` records the attempts so far once the run
-    folder is known (node 0); ``ledger`` gets each attempt's events (:mod:`.ledger`); ``reshape``
-    gives the smaller world a restart runs in after a lost node (:mod:`.shrink`)."""
+    """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times."""
     ledger = ledger if ledger is not None else RunLedger(enabled=False)
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
@@ -374,15 +341,12 @@ def _one(
     restart: RestartOptions,
     installed: bool,
     request_file: str,
-    watch: Watch,
+    watch: Callable[..., None],
 ) -> tuple[RunResult, Supervisor]:
-    """One attempt under its own supervisor, reading ``requests``; the requeue request acted on
-    between its polls; ``watch(supervisor, begun)`` called once it started (True), then every poll."""
+    """One attempt under its own supervisor, ``watch`` a :meth:`~.ledger.RunLedger.watcher`."""
     sup = Supervisor(cmd, options, notes, signals=requests)
-    # The launcher and its helpers inherit SIG_IGN (exec keeps it), so a requeue signal SLURM
-    # sends to every process of the step does not kill them; a rank's own handler replaces it.
-    # A requeue signal arriving while the launcher is being forked is not recorded; a stop signal
-    # is, and the supervisor acts on it once it waits.
+    # The launcher and its helpers inherit SIG_IGN, so a requeue signal SLURM sends to every process
+    # of the step does not kill them (one arriving during the fork is lost; a stop signal is not).
     with ignored(restart.requeue_signal) if installed else contextlib.nullcontext():
         sup.start()  # raises when the launcher cannot start: nothing to stop then
     result = None
@@ -413,11 +377,12 @@ def _tell(ledger: RunLedger, attempt: Attempt, result: RunResult) -> None:
     else:
         reason, code, sig = attempt.how, (attempt.exit_code if attempt.outcome == "failed" else None), None
     v = attempt.verdict
-    judged = (v.kind, v.restart, v.fix) if v is not None else None
-    ledger.attempt_ended(attempt.outcome, stall=result.stall, rank=attempt.rank, host=attempt.host,
-                         exit_code=code, signal=sig, reason=v.reason if v is not None else reason,
-                         reached=attempt.reached, checkpoint=attempt.checkpoint, lost=attempt.lost,
-                         judged=judged)  # fmt: skip
+    fault = {"outcome": attempt.outcome, "rank": attempt.rank, "rank_host": attempt.host, "exit_code": code,
+             "signal": sig, "reason": v.reason if v is not None else reason, "iteration": attempt.reached,
+             "checkpoint": attempt.checkpoint, "lost": attempt.lost}  # fmt: skip
+    if v is not None:
+        fault.update(failure_class=v.kind, restartable=v.restart, fix=v.fix)
+    ledger.attempt_ended(result.stall, fault if attempt.outcome in ("failed", "hung") else None)
 
 
 def _judge(
@@ -428,8 +393,9 @@ def _judge(
         # The summary is refreshed on a time budget, so it can lag the newest checkpoint: the run
         # got at least as far as what it saved.
         reached = max(reached, saved)
+    logs = str(Path(result.log_dir).absolute()) if result.log_dir is not None else None  # read from anywhere
     common = {"number": number, "exit_code": result.exit_code, "started_at": started, "reached": reached,
-              "checkpoint": saved, "seconds": round(seconds, 3), "logs": _ranks_folder(result)}  # fmt: skip
+              "checkpoint": saved, "seconds": round(seconds, 3), "logs": logs}  # fmt: skip
     if result.stall is not None:
         culprit = next(iter(result.stall.culprits), None) if result.stall.culprits else None
         return Attempt(outcome="hung", rank=culprit, how=result.stall.headline(), **common)
@@ -451,8 +417,7 @@ def _judge(
 
 
 def _classified(attempt: Attempt, result: RunResult, before: Attempt | None, kills: int) -> Attempt:
-    """``attempt`` with its :class:`~.verdicts.Verdict` when it failed (``kills``: the cgroup's OOM
-    kills counted before it started), judged against the attempt ``before`` it."""
+    """``attempt`` with its verdict when it failed (``kills``: the cgroup's OOM kills before it)."""
     if attempt.outcome != "failed":
         return attempt
     f = result.failure
@@ -476,16 +441,9 @@ def _classified(attempt: Attempt, result: RunResult, before: Attempt | None, kil
     return dataclasses.replace(attempt, verdict=verdict)
 
 
-def _ranks_folder(result: RunResult) -> str | None:
-    """The folder of the attempt's per-rank log folders (absolute: the summary is read from anywhere)."""
-    return str(Path(result.log_dir).absolute()) if result.log_dir is not None else None
-
-
 def _reached(place: RunPlace) -> int | None:
     """Iterations the run has completed, as the run's summary says (rank 0's account folded)."""
-    if place.run_dir is None:
-        return None
-    found = summaries.read(place.run_dir)
+    found = summaries.read(place.run_dir) if place.run_dir is not None else None
     return found.end_iteration if found is not None else None
 
 

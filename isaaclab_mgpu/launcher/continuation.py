@@ -9,25 +9,20 @@ Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (res
   ``model_<N>.pt``;
 - ``--resume auto`` and ``--resume`` with no path: as :data:`isaaclab_mgpu.contract.resume.AUTO`
   and :data:`~isaaclab_mgpu.contract.resume.LATEST` say (unfinished: :data:`~.runs.UNFINISHED`);
-  the same ``--resume auto`` command works for the first submission and every one after;
 - otherwise a new folder, created exclusively (two runs started in the same second get two).
 
 :func:`choose` makes that choice without writing anything (``dry-run`` says what it would take,
 :func:`preview`); :func:`place` acts on it.
 
-An Isaac Lab task's folder is named by Isaac Lab in its rank 0 (from the agent config, which only
-Isaac Lab reads; :mod:`isaaclab_mgpu.rank.isaac_resume` chooses what it continues): the placement
-then only says so (:attr:`~isaaclab_mgpu.launcher.attempts.RunPlace.named_by_rank`). A requeued
-SLURM job and ``--resume auto`` find the run they continue by its summary (the recorded job id;
-the newest unfinished run of this library, framework and task), and hand its folder to rank 0
-(``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resolved by the rank
-(:mod:`isaaclab_mgpu.rank.isaac_resume`), by each library's checkpoint names.
+An Isaac Lab task's folder is named by its rank 0 (:attr:`~.attempts.RunPlace.named_by_rank`): a
+requeued SLURM job and ``--resume auto`` find the run they continue by its summary and hand its
+folder to rank 0 (``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resolved by the rank
+(:mod:`isaaclab_mgpu.rank.isaac_resume`).
 
 Candidates are only run folders inside the log root that this user owns, never reached through a
 symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). A checkpoint is checked against
 its metadata file before anything starts: another task, library or framework is bad input (exit
-2); another world size is allowed and said. Nothing here writes ``summary.json``: the run's ledger
-does (:mod:`.ledger`; its ``launched`` event names who keeps the run and its SLURM job).
+2); another world size is allowed and said. Nothing here writes ``summary.json``.
 """
 
 from __future__ import annotations
@@ -126,10 +121,7 @@ class Choice:
 def choose(
     resolved: ResolvedSpec, world_size: int | None, ident: Identity, given: str | None
 ) -> Choice | None:
-    """The built-in worker's run this launch continues, or None for a new run; writes nothing.
-
-    ``ident`` and ``given`` are :func:`identity_of` the spec (parsed once by the caller). Raises
-    UsageError for a ``--resume`` that names nothing to continue (nothing is spawned)."""
+    """The built-in worker's run this launch continues, or None for a new run; writes nothing."""
     experiment = Path(ident.log_root) / ident.library / ident.experiment
     root = Path(ident.log_root)
     folder: Path | None = None
@@ -179,11 +171,8 @@ def preview(resolved: ResolvedSpec, world_size: int | None) -> str | None:
     except UsageError as exc:
         return f"train would refuse: {exc}"
     if choice is None:
-        return (
-            "train would start a new run: --resume auto found no unfinished run"
-            if given == resume.AUTO
-            else None
-        )
+        new = "train would start a new run: --resume auto found no unfinished run"
+        return new if given == resume.AUTO else None
     loads = f"from {choice.checkpoint}" if choice.checkpoint is not None else "from nothing (no checkpoint)"
     total = f" of {ident.total}" if ident.total else ""
     return f"train would resume: {choice.why}: {choice.folder} at iteration {choice.at}{total}, {loads}"
@@ -196,8 +185,6 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
         return Placement(RunPlace())
     ident, given = identity_of(spec)
     if ident.task.startswith("Isaac-"):
-        # Isaac Lab's rank 0 names the folder (isaaclab_mgpu.rank.isaac) and reports it: the attempts
-        # are recorded there once it is known.
         folder, notes = _isaac_run(resolved, ident, given)
         place = RunPlace(resume=str(folder) if folder is not None else None, named_by_rank=True)
         return Placement(place, notes, continued=folder is not None)
@@ -229,9 +216,7 @@ def place(resolved: ResolvedSpec, world_size: int | None) -> Placement:
 def _isaac_run(
     resolved: ResolvedSpec, ident: Identity, given: str | None
 ) -> tuple[Path | None, tuple[str, ...]]:
-    """The Isaac Lab run a requeued SLURM job or ``--resume auto`` continues (its rank 0 is handed
-    the folder), found by the runs' summaries; None: what the rank decides
-    (``--resume PATH`` and ``--resume`` are resolved there, by each library's checkpoint names)."""
+    """The Isaac Lab run a requeued SLURM job or ``--resume auto`` continues; None: the rank decides."""
     root = Path(layout.DEFAULT_LOG_ROOT)  # Isaac Lab writes under ./logs
     library = root / ident.library
     experiments = sorted(p for p in library.glob("*") if p.is_dir()) if library.is_dir() else []
@@ -283,11 +268,8 @@ def _check(checkpoint: Path, ident: Identity, world_size: int | None, notes: lis
 
 def _slurm_run(folders: Iterable[Path], job_id: str) -> Path | None:
     """The first of ``folders`` (newest first) that SLURM job ``job_id`` trained."""
-    for folder in folders:
-        found = summaries.read(folder)
-        if found is not None and found.slurm_job_id == job_id:
-            return folder
-    return None
+    found = (f for f in folders if (s := summaries.read(f)) is not None and s.slurm_job_id == job_id)
+    return next(found, None)
 
 
 def unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
@@ -303,22 +285,13 @@ def unfinished_run(folders: Iterable[Path], ident: Identity) -> Path | None:
 
 
 def continue_line(command_line: tuple[str, ...], folder: Path, program: tuple[str, ...] = ("mgpu",)) -> str:
-    """The command that continues the run in ``folder``: ``program`` (how this mgpu is typed,
-    :attr:`ResolvedSpec.invoked_as`), then ``command_line`` with its ``--resume`` (bare, with a
-    value, or ``--resume=``) replaced by ``--resume FOLDER``."""
-    out: list[str] = []
-    skip = False
-    for i, tok in enumerate(command_line):
-        if skip:
-            skip = False
-            continue
-        if tok.startswith("--resume="):
-            continue
-        if tok == "--resume":
-            nxt = command_line[i + 1] if i + 1 < len(command_line) else None
-            skip = nxt is not None and not nxt.startswith("-")
-            continue
-        out.append(tok)
+    """``program`` then ``command_line`` with its ``--resume`` (any form) replaced by ``--resume FOLDER``."""
+
+    def resume_part(i: int, tok: str) -> bool:  # the flag in either form, or a bare flag's value
+        value = i > 0 and command_line[i - 1] == "--resume" and not tok.startswith("-")
+        return tok == "--resume" or tok.startswith("--resume=") or value
+
+    out = [tok for i, tok in enumerate(command_line) if not resume_part(i, tok)]
     from isaaclab_mgpu.launcher.build import shell_join
 
     return shell_join([*program, *out, "--resume", str(folder)])

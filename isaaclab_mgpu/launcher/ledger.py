@@ -1,37 +1,21 @@
 """The run's one ledger writer: node 0's ``mgpu train`` appends every event of the run to its
-``events.jsonl`` (the schema: :mod:`isaaclab_mgpu.contract.events`).
+``events.jsonl`` (the kinds and the one-writer rule: :mod:`isaaclab_mgpu.contract.events`).
 
-``mgpu train`` makes one :class:`RunLedger` per launch (:func:`for_launch`) and hands it down:
+``mgpu train`` makes one :class:`RunLedger` per launch (:func:`for_launch`) and hands it down: the
+command layer writes ``launched`` and, in ``conclude``, the end (``requeue`` before ``scontrol
+requeue``, which cancels the job step); the attempts loop (:mod:`.attempts`) writes each attempt's
+events from what its supervisor already reads (the ranks' progress reports and rank 0's account,
+each ``account`` event with only the rewards not sent before): no second channel. ``progress``
+comes every :data:`PROGRESS_S` seconds while the iteration moves, and once as an attempt ends.
 
-- the command layer writes ``launched`` and, in ``conclude``, the end (``finished``, ``requeue`` —
-  before ``scontrol requeue``, which cancels the job step —, ``interrupted``, ``failed``);
-- the attempts loop (:mod:`.attempts`) writes ``attempt_started``, and, from what the attempt's
-  supervisor already reads, ``ranks_up`` (every local rank reported), ``progress`` (every
-  :data:`PROGRESS_S` seconds while the iteration moves, and once as an attempt ends), ``checkpoint``
-  (a new newest checkpoint in the run folder), ``straggler``; then ``stall``, ``fault`` and
-  ``restart`` as an attempt ends.
+summary.json is the ledger's fold (:func:`~isaaclab_mgpu.contract.events.summary_of`):
+:func:`write_summary`, the package's one writer of the file, replaces it after each event that
+changes it. A summary older than its folder's ledger becomes the ledger's first event.
 
-Progress comes from the ranks' progress reports (:mod:`isaaclab_mgpu.contract.progress`), which
-the supervisor's stall watch reads anyway: the iterations every local rank completed, seconds per
-iteration and each rank's busy and wait seconds per iteration over the window from their timed
-totals; rank 0's account of its attempt (the same folder; ``account`` events, each with only the
-rewards not sent before) adds the steady env-steps/s and the mean reward. No second channel.
-
-**summary.json is the ledger's fold**: after each event that changes it, :func:`write_summary` (the
-package's one writer of the file) replaces it with
-:func:`~isaaclab_mgpu.contract.events.summary_of` of the run's events: ``launched`` names who keeps
-the run (a SIGKILLed mgpu leaves ``running`` with its pid: ``mgpu runs`` says ``lost``),
-``account`` what rank 0 trained, :meth:`RunLedger.note` and :meth:`RunLedger.settle` what the
-launcher decided. A summary older than its folder's ledger becomes the ledger's first event.
-
-Where the ledger goes: the run folder. A built-in worker run's is made before the first attempt;
-an Isaac Lab run's is named by its rank 0 while the first attempt starts (it reports the folder),
-so the events wait in memory until then (:meth:`RunLedger.open`). A ``--script`` run has no run
-folder of its own: node 0's mgpu keeps the ledger in the launch's own folder of per-rank logs,
-``<--log_dir>/<run name>/<launch>`` (:func:`script_folder`; by default
-``logs/mgpu/<program>/<stamp>``, beside its ``attempt_<k>``), where ``mgpu runs`` lists it. Only
-node 0 writes; other nodes' ledgers are off (the one-writer rule: appends from two hosts on a
-shared file system interleave).
+Where the ledger goes: the run folder. An Isaac Lab run's is named by its rank 0 while the first
+attempt starts, so the events wait in memory until then (:meth:`RunLedger.open`). A ``--script``
+run keeps it in the launch's own folder of per-rank logs (:func:`script_folder`), where ``mgpu runs``
+lists it. Other nodes' ledgers are off.
 """
 
 from __future__ import annotations
@@ -82,22 +66,19 @@ _SUMMARIZED = ("launched", "attempt_started", "account", "summary")
 
 
 def write_summary(folder: str | Path, summary: summaries.Summary) -> Path:
-    """Replace ``folder``'s summary.json with ``summary`` atomically; return its path. The one writer
-    of the file (the ledger's fold; tests make fixtures with it)."""
+    """Replace ``folder``'s summary.json with ``summary`` atomically (its one writer); return its path."""
     path = Path(folder) / SUMMARY
     files.write_json(path, summary.to_json())
     return path
 
 
 def script_folder(cmd: Command) -> Path:
-    """A ``--script`` program's run folder: this launch's own folder of per-rank logs,
-    ``<--log_dir>/<run name>/<launch>`` (``logs/mgpu/<program>/<stamp>``), holding its ``attempt_<k>``."""
+    """A ``--script`` run's folder: this launch's folder of per-rank logs, ``logs/mgpu/<program>/<stamp>``."""
     return Path(os.path.dirname(cmd.log_dir))
 
 
 def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int, Path | None] | None:
-    """The newest checkpoint a restart resumes from: its iteration (0: none yet) and file (None: a
-    library's own, known by its iteration alone); None off node 0."""
+    """The newest checkpoint's iteration (0: none) and file (None: a library's own); None off node 0."""
     if run_dir is None:
         return None
     if named_by_rank:  # the library's own checkpoints: rank 0's account gave the newest one's iteration
@@ -110,13 +91,11 @@ def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int, P
 
 
 class RunLedger:
-    """The run's ledger, written by this ``mgpu`` alone (node 0): events are stamped with the time,
-    this host and the current attempt, and wait in memory until the folder is known."""
+    """The run's ledger, written by node 0's ``mgpu`` alone; events wait in memory for the folder."""
 
     def __init__(self, folder: Path | None = None, *, enabled: bool = True, summarized: bool = True) -> None:
-        """``folder``: the run folder when known now; ``enabled`` False: a node > 0, which writes
-        nothing; ``summarized`` False: no summary.json (a ``--script`` run: no rank 0 of mgpu's)."""
-        self.enabled, self.summarized = enabled, summarized
+        self.enabled = enabled  # False on a node > 0, which writes nothing
+        self.summarized = summarized  # False: no summary.json (a --script run has no rank 0 of mgpu's)
         self.folder: Path | None = None
         self.attempt: int | None = None
         self.host = socket.gethostname()
@@ -177,12 +156,10 @@ class RunLedger:
         self.write(ev.Noted, fields={k: plain[k] for k in fields})
 
     def record_attempts(self, attempts: Sequence[Any], restarting: bool) -> None:
-        """Note the run's attempts so far (:class:`~.attempts.Attempt`) in its summary, and each
-        restart: its cause, the iteration the next attempt resumes from, the iterations lost.
-        Earlier launches' records (a requeued SLURM job, a resume) stay first; each says which
-        launch it belongs to (``launch``: 0 for the first)."""
+        """Note the run's attempts and restarts so far in its summary, after earlier launches' records."""
         before, restarts_before = self._before
-        launch = 1 + max((_launch(a) for a in before), default=-1)
+        # Records written before launches were counted belong to the first one.
+        launch = 1 + max((_count(a.get("launch")) for a in before), default=-1)
         ended = list(attempts) if restarting else list(attempts[:-1])
         restarts = tuple({**a.as_json(), "launch": launch, "resumed_from": a.checkpoint} for a in ended)
         now = tuple({**a.as_json(), "launch": launch} for a in attempts)
@@ -202,34 +179,10 @@ class RunLedger:
 
     # -- one attempt -------------------------------------------------------------------------
 
-    def attempt_started(
-        self,
-        number: int,
-        *,
-        world_size: int | None,
-        local_ranks: tuple[int, ...],
-        launcher_pid: int | None,
-        resumes_at: int | None,
-        log_dir: str | None,
-    ) -> None:
-        """Attempt ``number`` launched its ranks."""
-        self.attempt = number
-        self.write(
-            ev.AttemptStarted,
-            world_size=world_size,
-            local_ranks=local_ranks,
-            launcher_pid=launcher_pid,
-            resumes_at=resumes_at,
-            log_dir=log_dir,
-        )
-        self._window = _Window(set(local_ranks), resumes_at)
-
     def watcher(
         self, number: int, cmd: Command, resumes_at: int | None, run_dir: Path | None, named_by_rank: bool
     ) -> Callable[..., None]:
-        """What the attempts loop calls with attempt ``number``'s supervisor: once it started
-        (``begun``), then at every poll, and once more when it ended (``final``). An Isaac Lab
-        run's ledger opens as soon as its rank 0 reports the folder it named."""
+        """What the attempts loop calls with attempt ``number``'s supervisor: begun, every poll, final."""
         report = cmd.env.get(RUN_DIR_REPORT) if named_by_rank else None
 
         def watch(sup: Supervisor, begun: bool, *, final: bool = False) -> None:
@@ -238,16 +191,13 @@ class RunLedger:
                 run_dir = resume.reported_run_dir(report)
                 if run_dir is not None:
                     self.open(run_dir)
-            if begun:
+            if begun:  # the attempt launched its ranks
+                self.attempt = number
                 ranks = tuple(sorted(cmd.rank_devices))
-                self.attempt_started(
-                    number,
-                    world_size=cmd.world_size,
-                    local_ranks=ranks,
-                    launcher_pid=sup.launcher_pid,
-                    resumes_at=resumes_at,
-                    log_dir=cmd.log_dir,
-                )
+                self.write(ev.AttemptStarted, world_size=cmd.world_size, local_ranks=ranks,
+                           launcher_pid=sup.launcher_pid, resumes_at=resumes_at,
+                           log_dir=cmd.log_dir)  # fmt: skip
+                self._window = _Window(set(ranks), resumes_at)
             else:
                 self.look(sup.reports(), sup.stragglers(), sup.log_dir, run_dir, named_by_rank,
                           final=final, account=sup.account())  # fmt: skip
@@ -265,55 +215,42 @@ class RunLedger:
         final: bool = False,
         account: Mapping[str, Any] | None = None,
     ) -> None:
-        """What the attempt's supervisor read since the last look, as events (called every poll;
-        ``final``: the attempt ended, write the last progress now; ``account``: rank 0's)."""
+        """What the attempt's supervisor read since the last look as events (``final``: the last progress)."""
         w = self._window
         if not self.enabled or w is None:
             return
         # A run folder that cannot be read now is read at the next look: the run goes on.
         with contextlib.suppress(OSError):
-            self._look(w, reports, stragglers, logs, run_dir, named_by_rank, final, account)
-
-    def _look(
-        self,
-        w: _Window,
-        reports: Mapping[int, Report],
-        stragglers: tuple[Straggler, ...],
-        logs: str | None,
-        run_dir: Path | None,
-        named_by_rank: bool,
-        final: bool,
-        account: Mapping[str, Any] | None,
-    ) -> None:
-        now = time.monotonic()
-        if not w.up and w.ranks and w.ranks <= set(reports):
-            w.up = True
-            pids = {str(r): rep.pid for r, rep in sorted(reports.items()) if rep.pid is not None}
-            self.write(ev.RanksUp, pids=pids, logs=logs)
-        for s in stragglers:
-            if s.rank not in w.stragglers:
-                w.stragglers.add(s.rank)
-                last = s.iterations[-1] if s.iterations else None
-                self.write(ev.StragglerNamed, rank=s.rank, rank_host=s.host, slower=s.slower, iteration=last)
-        if not final and now < w.next_look:
-            return
-        w.next_look = now + _LOOK_S
-        if account is not None and account != w.account:
-            self._account(w, account)
-        found = newest_checkpoint(run_dir, named_by_rank)
-        if found is not None and found[0] > 0 and found[0] != w.checkpoint:
-            w.checkpoint = found[0]
-            path = found[1]
-            size = _size(path)
-            self.write(ev.Checkpoint, iteration=found[0], path=str(path) if path else None, bytes=size)
-        if final or now >= w.next_progress:
-            self._progress(w, reports, run_dir, now)
+            now = time.monotonic()
+            if not w.up and w.ranks and w.ranks <= set(reports):
+                w.up = True
+                pids = {str(r): rep.pid for r, rep in sorted(reports.items()) if rep.pid is not None}
+                self.write(ev.RanksUp, pids=pids, logs=logs)
+            for s in stragglers:
+                if s.rank not in w.stragglers:
+                    w.stragglers.add(s.rank)
+                    last = s.iterations[-1] if s.iterations else None
+                    self.write(
+                        ev.StragglerNamed, rank=s.rank, rank_host=s.host, slower=s.slower, iteration=last
+                    )
+            if not final and now < w.next_look:
+                return
+            w.next_look = now + _LOOK_S
+            if account is not None and account != w.account:
+                self._account(w, account)
+            found = newest_checkpoint(run_dir, named_by_rank)
+            if found is not None and found[0] > 0 and found[0] != w.checkpoint:
+                w.checkpoint, path = found
+                self.write(
+                    ev.Checkpoint, iteration=w.checkpoint, path=str(path) if path else None, bytes=_size(path)
+                )
+            if final or now >= w.next_progress:
+                self._progress(w, reports, run_dir, now)
 
     def _account(self, w: _Window, account: Mapping[str, Any]) -> None:
         """Rank 0's account as an event: the rewards it already sent in this attempt left out."""
         rewards = list(account.get("mean_rewards") or ())
-        start = account.get("start_iteration")
-        start = start if isinstance(start, int) and not isinstance(start, bool) and start >= 0 else 0
+        start = _count(account.get("start_iteration"))
         sent = w.sent if start == w.account_start else []
         kept = len(sent) if rewards[: len(sent)] == sent else 0
         self.write(ev.Account, fields={**account, "mean_rewards": rewards[kept:]}, rewards_from=start + kept)
@@ -349,41 +286,14 @@ class RunLedger:
             ranks=paces,
         )
 
-    def attempt_ended(
-        self,
-        outcome: str,
-        *,
-        stall: Stall | None,
-        rank: int | None,
-        host: str | None,
-        exit_code: int | None,
-        signal: str | None,
-        reason: str | None,
-        reached: int | None,
-        checkpoint: int | None,
-        lost: int | None,
-        judged: tuple[str, bool, str | None] | None = None,
-    ) -> None:
-        """The attempt ended: its stall verdict and its fault, when it failed or hung; ``judged``:
-        the failure's class, whether a restart can mend it, and the fix."""
+    def attempt_ended(self, stall: Stall | None, fault: Mapping[str, Any] | None) -> None:
+        """The attempt ended: its stall verdict, and its ``fault`` event's fields when it failed or hung."""
         self._window = None
         if stall is not None:
             culprits = tuple(sorted(stall.culprits or ()))
             self.write(ev.Stall, verdict=stall.headline(), ranks=culprits, phase=stall.phase)
-        if outcome in ("failed", "hung"):
-            self.write(
-                ev.Fault,
-                outcome=outcome,
-                rank=rank,
-                rank_host=host,
-                exit_code=exit_code,
-                signal=signal,
-                reason=reason,
-                iteration=reached,
-                checkpoint=checkpoint,
-                lost=lost,
-                **(dict(zip(("failure_class", "restartable", "fix"), judged, strict=True)) if judged else {}),
-            )
+        if fault is not None:
+            self.write(ev.Fault, **fault)
 
     def adopt(self, folder: Path) -> None:
         """Become the run's one writer (a node that became node 0 when node 0 was lost)."""
@@ -425,8 +335,7 @@ class _Window:
         return ev.RankPace(rep.rank, (rep.busy_s - (busy0 or 0.0)) / n, (rep.wait_s - (wait0 or 0.0)) / n)
 
     def s_per_iteration(self, rep: Report, iteration: int, now: float) -> float | None:
-        """Seconds per iteration since the last progress event: the lead rank's timed wall seconds,
-        else the clock over the iterations."""
+        """Seconds per iteration since the last progress event: the lead rank's timed ones, else by clock."""
         timed0, _, _, wall0 = self.totals.get(rep.rank, (0, 0.0, 0.0, 0.0))
         if rep.timed is not None and rep.wall_s is not None and rep.timed > (timed0 or 0):
             return (rep.wall_s - (wall0 or 0.0)) / (rep.timed - (timed0 or 0))
@@ -435,9 +344,8 @@ class _Window:
         return None
 
 
-def _launch(record: Mapping[str, Any]) -> int:
-    # Records written before launches were counted belong to the first one.
-    value = record.get("launch", 0)
+def _count(value: Any) -> int:
+    """``value`` when it is a count (an int, not a bool, >= 0), else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
@@ -448,10 +356,8 @@ def _completed(rep: Report) -> int:
 
 
 def _size(path: Path | None) -> int | None:
-    if path is None:
-        return None
     try:
-        return os.stat(path).st_size
+        return os.stat(path).st_size if path is not None else None
     except OSError:
         return None
 
@@ -464,9 +370,7 @@ def for_launch(
     continued: bool,
     trains: tuple[str, int | None] | None,
 ) -> RunLedger:
-    """This launch's ledger, its ``launched`` event written: into the run folder (made here for a
-    ``--script`` run), or waiting for it (Isaac Lab's); off on a node other than node 0.
-    ``trains``: the built-in worker's task and the iterations it is to reach."""
+    """This launch's ledger, its ``launched`` event written; ``trains``: the worker's task and total."""
     spec = resolved.spec
     if (resolved.node_rank or 0) != 0:
         return RunLedger(enabled=False)
@@ -496,7 +400,7 @@ def for_launch(
 def essentials(resolved: ResolvedSpec, cmd: Command, trains: tuple[str, int | None] | None) -> dict[str, Any]:
     """What a person needs to know of the resolved launch, in the ``launched`` event."""
     spec = resolved.spec
-    out: dict[str, Any] = {
+    return {
         "library": spec.library if spec.builtin_worker else None,
         "framework": spec.framework if spec.builtin_worker else None,
         "task": trains[0] if trains else None,
@@ -511,4 +415,3 @@ def essentials(resolved: ResolvedSpec, cmd: Command, trains: tuple[str, int | No
         "requeue": spec.requeue,
         "launcher": cmd.launcher,
     }
-    return out

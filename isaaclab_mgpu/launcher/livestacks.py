@@ -1,22 +1,18 @@
 """``mgpu stacks``: every local rank's live Python stack, with the run left running.
 
 A rank under ``mgpu train`` registers :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL` with
-faulthandler at its first progress call, whether or not the stall watch is on, writing into
-``stack.txt`` beside its torchrun logs (the folder of its ``TORCHELASTIC_ERROR_FILE``). This module
-finds those ranks on this machine and asks them for their stacks through the one collector the stall
-watch uses (:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`): the ranks write, the run goes on.
+faulthandler at its first progress call, writing into ``stack.txt`` beside its torchrun logs. This
+module finds those ranks on this machine and asks them for their stacks through the stall watch's
+collector (:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`): the ranks write, the run goes on.
 
 Which processes: this user's processes that carry mgpu's run marker (``MGPU_RUN_ID``) and a rank
-number, whose ``/proc/<pid>/status`` shows the stack signal *caught*. The last check matters: the
-signal's default action ends a process, so a rank that has not (yet) installed the handler is left
-alone and named as such. Ranks are grouped by run marker; a run folder given on the command line
-selects the run whose ``MGPU_RUN_STAMP`` begins the folder's name (the worker's and Isaac Lab's run
-folders both start with that stamp), else, for a run continued by a later launch (a resume, a
-requeued SLURM job: its ranks carry that launch's stamp), the run whose ranks were started by the
-``mgpu`` the folder's ledger names in its last ``launched`` event (``MGPU_LAUNCHER_PID``). Without
-one, only runs started from this directory count (the ranks' working directory, where the log root
-``logs/`` lives): another checkout's run of the same
-user is never signalled. One such run is taken; several are listed and none is signalled.
+number, whose ``/proc/<pid>/status`` shows the stack signal *caught*: the signal's default action
+ends a process, so a rank that has not installed the handler yet is left alone and named as such.
+A run folder given on the command line selects the run whose ``MGPU_RUN_STAMP`` begins the folder's
+name, else (a run continued by a later launch) the run started by the ``mgpu`` its ledger's last
+``launched`` event names (``MGPU_LAUNCHER_PID``). Without one, only runs started from this directory
+count: another checkout's run is never signalled. One such run is taken; several are listed and
+none is signalled.
 """
 
 from __future__ import annotations
@@ -138,8 +134,7 @@ def find_runs(processes: Iterable[psutil.Process] | None = None) -> list[LiveRun
 
 
 def pick(runs: list[LiveRun], folder: str | None, here: str | None = None) -> LiveRun:
-    """The run ``folder`` names (its stamp begins the folder's name), else the one run started from
-    ``here`` (default: this directory)."""
+    """The run ``folder`` names, else the one run started from ``here`` (default: this directory)."""
     if folder is None:
         here = os.path.realpath(here or os.getcwd())
         mine = [r for r in runs if r.cwd is not None and os.path.realpath(r.cwd) == here]

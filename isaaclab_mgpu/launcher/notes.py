@@ -2,15 +2,10 @@
 
 Nothing on the launcher side prints (only the command layer calls the printing layer). The
 supervisor, the attempts loop, the NCCL probe and the scale sweep each hand what happened to a
-:data:`Tell` their caller gave: a callable taking one :class:`Note`, a frozen record of one thing to
-say. Each kind is declared beside the code that gives it (:mod:`.supervise.notes` for a launch's,
-:mod:`.attempts` for the restarts and the requeue signal, :mod:`.probe.run`, :mod:`.scale`), and the
-report layer renders it (``report.supervise`` for a run's, ``report.probe`` and ``report.scale``
-with their live displays); a caller with no console passes :func:`silent`. A new note is one class
-and one renderer.
-
-A note whose :attr:`Note.stopping` is true means the run is stopping: a live progress bar is taken
-off the screen before it (``report.bar``), since the lines about stopping go to stderr.
+:data:`Tell` their caller gave. Each kind of note is declared beside the code that gives it and
+rendered by the report layer (``report.supervise``, ``report.probe``, ``report.scale``): a new note
+is one class and one renderer. A :attr:`Note.stopping` note takes a live progress bar off the screen
+before it (``report.bar``), since the lines about stopping go to stderr.
 """
 
 from __future__ import annotations

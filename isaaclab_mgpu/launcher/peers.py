@@ -1,30 +1,24 @@
 """Every node's ranks named on every node, through the rendezvous store the nodes already share.
 
 Each node's mgpu watches only its own ranks (:mod:`.supervise.stall`). What the nodes of a torchrun
-launch share is the rendezvous store torchrun hosts: with ``--master_addr`` node 0's agent serves
-it at ``--master_addr:--master_port``; with c10d, at ``--rdzv_endpoint``. :class:`Board` is one more
-client of that store, in each node's mgpu:
+launch share is the rendezvous store torchrun hosts (``--master_addr:--master_port``, or c10d's
+``--rdzv_endpoint``). :class:`Board` is one more client of that store, in each node's mgpu:
 
 - :meth:`Board.publish` writes this node's :class:`NodeReport` under
-  ``mgpu/<rendezvous id>/node/<node rank>``: its ranks' stage, iteration, seconds since their last
-  progress report and process state, a sequence number that moves on every publish, and the
-  node's own verdict once it has one, and each rank's busy-time totals (the straggler watch
-  of every node compares all ranks: :mod:`.supervise.straggler`). A frozen rank cannot report;
-  its mgpu still can.
+  ``mgpu/<rendezvous id>/node/<node rank>``, with a sequence number that moves on every publish (a
+  frozen rank cannot report; its mgpu still can); each rank's busy-time totals feed every node's
+  straggler watch (:mod:`.supervise.straggler`);
 - :meth:`Board.read` takes the other nodes' latest reports, without waiting for a missing key;
   None when the store does not answer.
 
-With ``--min_nodes`` a report also carries the port the node's mgpu listens on for its whole life
-(:class:`~.shrink.Liveness`), and :meth:`Peers.lost_nodes` gives the nodes that look gone: the
-candidates a shrink asks on that port before leaving them out.
-
 :class:`Peers` remembers, on this node's clock (the nodes' clocks are never compared), when each
 other node's sequence last moved, and :meth:`Peers.elsewhere` turns that into the sentence that
-names the culprit on another node: a stopped or silent rank (global rank, node rank, host, last
-iteration and stage), a node whose mgpu stopped publishing (it is gone: killed, or its machine
-is down), or the store's host itself when the store stopped answering.
+names the culprit on another node: a stopped or silent rank, a node whose mgpu stopped publishing,
+or the store's host itself when the store stopped answering. With ``--min_nodes``,
+:meth:`Peers.lost_nodes` gives the nodes that look gone: the candidates a shrink (:mod:`.shrink`)
+asks on the port each report carries before leaving them out.
 
-Keys live under ``mgpu/``, apart from torchrun's and the process groups' own. The store client is
+Keys live under ``mgpu/``, apart from torchrun's own. The store client is
 ``torch.distributed.TCPStore``, imported only when a board first connects (``mgpu train`` of a
 multi-node launch), never on the path of ``--help``, ``dry-run`` or ``check-env``.
 """
@@ -34,6 +28,10 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import os
+import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol
@@ -118,8 +116,7 @@ class NodeReport:
     """The run folder, from node 0 (whose mgpu chose it and keeps its record); None elsewhere."""
 
     alive_port: int | None = None
-    """A port the node's mgpu listens on for its whole life (``--min_nodes``): a connection there
-    answered tells a live mgpu, between attempts too, from a lost node."""
+    """The port the node's mgpu listens on for its whole life (``--min_nodes``: :mod:`.shrink`)."""
 
     def dumps(self) -> str:
         """The report as the JSON text stored."""
@@ -143,9 +140,6 @@ def key(job: str, node_rank: int) -> str:
 
 def store_client() -> type:
     """torch's ``TCPStore`` class, imported on first use (seconds on a loaded machine)."""
-    import os
-    import sys
-
     if "torch" not in sys.modules:
         # c10d logs every failed connect with a C++ stack to our stderr; a store that stopped
         # answering is said once, in our words. Read once, when torch loads (the launcher's
@@ -182,8 +176,7 @@ class Board:
         self.failures = 0
         """Store operations that failed in a row, up to now."""
         self.lost = False
-        """The store failed :data:`LOST_AFTER` times in a row: it is not asked again (torchrun's store
-        does not come back; one slow answer on a loaded machine is not its end)."""
+        """The store failed :data:`LOST_AFTER` times in a row: not asked again (torchrun's is gone then)."""
 
     def prepare(self) -> None:
         """Import the store's client now, while the ranks start, rather than once they report."""
@@ -315,12 +308,11 @@ class Peers:
         return "; ".join(found) or None
 
     def lost_nodes(self, now: float) -> tuple[int, ...]:
-        """The other nodes that look gone: their mgpu stopped publishing, or (the store silent) the
-        node that served it, unless its last report showed its mgpu alive and its own rank failed.
-        Candidates for a shrink to leave out (:mod:`.shrink` asks each one's mgpu first)."""
+        """The other nodes that look gone (their mgpu silent, or the silent store's host): for a shrink."""
         silent = self._silent_since is not None and not self.serves_store
         if silent and self._silent_since is not None and now - self._silent_since >= STORE_TIMEOUT_S:
             host = self._seen.get(self.store_node) if self.store_node is not None else None
+            # Its last report showed its mgpu alive and its own rank failed: not lost.
             alive = host is not None and (host.report.ended or any(
                 r.process in ("gone", "stopped") for r in host.report.ranks))  # fmt: skip
             return (self.store_node,) if self.store_node is not None and not alive else ()
@@ -357,11 +349,7 @@ class Peers:
         return seen.report.run_dir, seen.report.host
 
     def hung_elsewhere(self) -> bool:
-        """True when another node's last report carries its own hang verdict or a stopped rank.
-
-        A rank here whose connection broke then failed because that node's mgpu stopped its hung
-        ranks: the run's verdict is the hang, not this rank's error.
-        """
+        """True when another node's last report carries its own hang verdict or a stopped rank."""
         return any(
             seen.report.verdict is not None or any(r.process == "stopped" for r in seen.report.ranks)
             for node, seen in self._seen.items()
@@ -370,12 +358,9 @@ class Peers:
 
 
 def _culprits(report: NodeReport, bound: float) -> list[PeerRank]:
-    stopped = [r for r in report.ranks if r.process == "stopped"]
-    if stopped:
-        return stopped
-    gone = [r for r in report.ranks if r.process == "gone"]
-    if gone:
-        return gone
+    for state in ("stopped", "gone"):
+        if found := [r for r in report.ranks if r.process == state]:
+            return found
     return [r for r in report.ranks if r.quiet_s >= bound]
 
 
@@ -410,11 +395,7 @@ PUBLISH_S = 0.5
 
 
 class Sharer:
-    """Publishes this node's report and reads the others' every :data:`PUBLISH_S`, in its own thread.
-
-    The store's answers (and its silences, up to :data:`STORE_TIMEOUT_S` each) never hold up the
-    supervision loop; :meth:`elsewhere` reads what the thread last learnt.
-    """
+    """Publishes this node's report and reads the others' every :data:`PUBLISH_S`, in its own thread."""
 
     def __init__(
         self,
@@ -426,9 +407,6 @@ class Sharer:
         run_dir: str | None = None,
         alive_port: int | None = None,
     ) -> None:
-        import threading
-        import time
-
         self.board = board
         self.host = host
         self.run_dir = run_dir
@@ -500,17 +478,8 @@ class Sharer:
         if self.board.lost or (ended and self._seq == 0):
             return
         self._seq += 1
-        ranks = self._safe_states()
-        report = NodeReport(
-            self.board.node_rank,
-            self.host,
-            self._seq,
-            ranks,
-            self._verdict,
-            ended,
-            self.run_dir,
-            self.alive_port,
-        )
+        report = NodeReport(self.board.node_rank, self.host, self._seq, self._safe_states(), self._verdict,
+                            ended, self.run_dir, self.alive_port)  # fmt: skip
         self.board.publish(report)
 
     def _run(self) -> None:

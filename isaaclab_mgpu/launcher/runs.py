@@ -1,23 +1,15 @@
 """Reading run folders afterwards: the list ``mgpu runs`` shows, and the folder a launch will use.
 
-The layout (``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``) is
-:mod:`isaaclab_mgpu.contract.layout`'s; ``summary.json`` is :mod:`isaaclab_mgpu.contract.summary`'s
-record, written by the run's ledger (:mod:`.ledger`) alone. A launcher killed with SIGKILL cannot
-settle its run, so that run keeps ``running`` until its processes' absence is noticed.
+The layout is :mod:`isaaclab_mgpu.contract.layout`'s, ``summary.json`` is
+:mod:`isaaclab_mgpu.contract.summary`'s record (a field of the wrong type shows as unknown, named in
+:attr:`RunRow.invalid`, never as a traceback), written by the run's ledger (:mod:`.ledger`) alone.
 
 :func:`find_runs` reads only summary files (one directory walk, three levels deep at most, no
 descent below a folder that holds a ``summary.json``, no symlink followed), newest first by the
 folder names' stamps, and only as many as it is asked for, so listing thousands of runs stays fast.
-A summary's fields are checked on reading (:meth:`~isaaclab_mgpu.contract.summary.Summary.from_json`):
-a field of the wrong type shows as unknown (named in :attr:`RunRow.invalid`; a bad ``status`` is
-``unknown``), never as a traceback. :func:`last_folder` refuses a folder name that ``$(mgpu runs
---last)`` could not hand back intact (a newline, a control character). A run that says
-``running`` but whose launcher (recorded by pid, host and start time) is gone from this host shows
-as ``lost``. A run that continues another in a folder of its own (Isaac Lab's ``--checkpoint``
-starts one) names it in ``continues``; :func:`linked` gives each row its chain, back to the first
-folder, and marks the run it continues with the folder that goes on (``continued_in``).
-
-:func:`create_run_folder` makes a new run's folder exclusively.
+A run that says ``running`` but whose launcher (recorded by pid, host and start time) is gone from
+this host shows as ``lost``: a SIGKILLed launcher cannot settle its run. :func:`linked` gives each
+row the chain of runs it continues in folders of their own (``continues``), back to the first.
 """
 
 from __future__ import annotations
@@ -44,8 +36,7 @@ UNFINISHED = ("interrupted", "failed", "hung", "stopped", "requeued", "lost", "d
 
 
 def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) -> Path:
-    """Create this run's folder, exclusively: ``<stamp>[_<run_name>]``, or ``<stamp>-2[_…]``, ``-3``…
-    when a run started in the same second already took the name (never shared)."""
+    """Create this run's folder exclusively: ``<stamp>[_<run_name>]``, else ``<stamp>-2[_…]``, ``-3``…"""
     experiment_dir.mkdir(parents=True, exist_ok=True)
     for n in range(1, 10_000):
         name = stamp if n == 1 else f"{stamp}-{n}"
@@ -69,8 +60,7 @@ class RunRow:
     world_size: int | None
     iterations: int | None
     s_per_iteration: float | None
-    """A continued run's steady seconds per iteration over every segment (each one's warm-up left
-    out); else the run's steady pace (the median after the warm-up), else its mean (older summaries)."""
+    """Steady seconds per iteration over every segment, else the run's steady pace, else its mean."""
     env_steps_per_s: float | None
     """Steady env-steps/s of all ranks, chosen as ``s_per_iteration`` is."""
     warmup_s: float | None
@@ -85,8 +75,7 @@ class RunRow:
     """Start time (seconds since the epoch): the summary's ``started_at``, else the folder's stamp."""
 
     invalid: tuple[str, ...] = ()
-    """This row's fields whose value in the summary had the wrong type or range: shown as unknown
-    (``None``), except ``started``, which falls back to the folder's stamp."""
+    """This row's fields whose summary value was invalid: ``None`` (``started``: the folder's stamp)."""
 
     restarts: int = 0
     """Restarts mgpu made in this run (each recorded in its summary.json)."""
@@ -146,12 +135,10 @@ class RunRow:
     """Why that job waits, as SLURM says (``Resources``, ``BeginTime`` …), when it is pending."""
 
     job_name: str | None = None
-    """The submitted job's name (a row for a submitted job whose run has not started yet, or a
-    Kubernetes job)."""
+    """The submitted job's name (a job whose run has not started yet, or a Kubernetes job)."""
 
     job_kind: str | None = None
-    """``TrainJob`` or ``PyTorchJob``: a row for a Kubernetes job, its state as kubectl says (None:
-    not one)."""
+    """``TrainJob`` or ``PyTorchJob``: a row for a Kubernetes job (None: not one)."""
 
     job_namespace: str | None = None
     """The Kubernetes job's namespace."""
@@ -185,24 +172,17 @@ _ROW_FIELDS = {
 
 
 def status_of(s: Summary) -> str:
-    """The run's status; summaries written before statuses existed are finished or interrupted.
-
-    ``lost``: the summary says ``running``, but its launcher was on this host and is gone (mgpu was
-    SIGKILLed; its watchdog stopped the ranks): none of the run's processes lives."""
+    """The run's status: ``lost`` when ``running`` but its launcher on this host is gone."""
     if "status" in s.invalid:
         return "unknown"
-    if s.status == "running" and _gone(s):
+    if s.status == "running" and _launcher_gone(s.launcher_pid, s.launcher_host, s.launcher_started):
         return "lost"
     if s.status is not None:
         return s.status
+    # Summaries written before statuses existed are finished or interrupted.
     if s.interrupted:
         return "interrupted"
     return "finished" if (s.exit_status or 0) == 0 else "failed"
-
-
-def _gone(s: Summary) -> bool:
-    """True when the summary names the launcher that keeps it, on this host, and it is gone."""
-    return _launcher_gone(s.launcher_pid, s.launcher_host, s.launcher_started)
 
 
 def _launcher_gone(pid: int | None, host: str | None, started: float | None) -> bool:
@@ -221,8 +201,7 @@ def _launcher_gone(pid: int | None, host: str | None, started: float | None) -> 
 
 
 def ledger_status(events: Sequence[ev.Event], fold: ev.Fold) -> str:
-    """The run's status by its ledger: the fold's, ``lost`` when it says running but the ``mgpu``
-    that writes it is gone from this host."""
+    """The run's status by its ledger: the fold's, ``lost`` when its ``mgpu`` is gone from this host."""
     if fold.status != "running":
         return fold.status
     last = next((e for e in reversed(events) if isinstance(e, ev.Launched)), None)
@@ -236,8 +215,7 @@ _ROW_KINDS = frozenset(ev.KINDS) - {"progress", "checkpoint", "ranks_up"}
 
 
 def _folder_time(folder: Path) -> float:
-    """When the run started, from its folder name's stamp (``2026-12-01_01-44-06…``, as mgpu and Isaac
-    Lab name run folders), else the summary's modification time: no file has to be read."""
+    """When the run started, from its folder name's stamp, else the summary's modification time."""
     try:
         return time.mktime(time.strptime(folder.name[:19], STAMP_FORMAT))
     except ValueError:
@@ -247,8 +225,7 @@ def _folder_time(folder: Path) -> float:
 
 
 def row(folder: Path, s: Summary, ledger: ev.Ledger | None = None) -> RunRow:
-    """A :class:`RunRow` from one summary, with its restarts, requeues and total from its ledger
-    when it has one."""
+    """A :class:`RunRow` from one summary, with its restarts, requeues and total from its ledger."""
     steady = s.steady or Steady()
     mean = s.env_steps_per_s.total if s.env_steps_per_s else None
     run = s.whole
@@ -365,8 +342,7 @@ MAX_CHAIN = 64
 
 
 def chain_of(continues: str | None, known: dict[str, Summary]) -> tuple[str, ...]:
-    """The folders a run continues, oldest first: its ``continues``, that run's, and so on (summaries
-    read from ``known`` or the folder; a loop or an unreadable folder ends the chain)."""
+    """The folders a run continues, oldest first (a loop or an unreadable folder ends the chain)."""
     chain: list[str] = []
     while continues and continues not in chain and len(chain) < MAX_CHAIN:
         chain.append(continues)
@@ -383,8 +359,7 @@ def _key(folder: str | Path) -> str:
 
 
 def linked(rows: list[RunRow], known: dict[str, Summary]) -> list[RunRow]:
-    """``rows`` with their chains: who each continues (back to the first folder) and, among the
-    rows, which run continues it, so a run Isaac Lab moved to a new folder reads as one run."""
+    """``rows`` with their chains: who each continues and, among the rows, which run continues it."""
     later = {_key(r.continues): r.folder for r in rows if r.continues}
     out = []
     for r in rows:
@@ -394,8 +369,7 @@ def linked(rows: list[RunRow], known: dict[str, Summary]) -> list[RunRow]:
 
 
 def last_folder(rows: list[RunRow], root: str) -> str:
-    """The newest run's folder, for ``"$(mgpu runs --last)"``; raise when there is none, or when its
-    name holds a character a shell substitution or a terminal would not hand back intact."""
+    """The newest run's folder, for ``"$(mgpu runs --last)"``; raise when none, or not handed back intact."""
     if not rows:
         raise MgpuError(f"no run under {root} (looked for */*/*/summary.json)")
     folder = rows[0].folder
@@ -408,8 +382,7 @@ def last_folder(rows: list[RunRow], root: str) -> str:
 
 
 def summary_folders(root: Path, depth: int = 3) -> Iterator[Path]:
-    """Folders under ``root`` (itself included, ``depth`` levels down) that hold a summary.json or a
-    ledger (``events.jsonl``: a ``--script`` run keeps no summary)."""
+    """Folders under ``root`` (itself included, ``depth`` levels down) with a summary.json or a ledger."""
     try:
         entries = list(os.scandir(root))
     except OSError:
@@ -425,9 +398,7 @@ def summary_folders(root: Path, depth: int = 3) -> Iterator[Path]:
 
 
 def find_runs(root: Path, limit: int = 0) -> list[RunRow]:
-    """The runs under ``root`` (a log root, library or experiment folder, or one run), newest first;
-    only the newest ``limit`` (0: all). Runs are ordered by their folder names' stamps before any
-    summary is read, so ``--last`` and a limited table read ``limit`` files, not thousands."""
+    """The newest ``limit`` runs (0: all) under ``root``, ordered by folder stamps before any is read."""
     folders = sorted(summary_folders(Path(root)), key=lambda f: (_folder_time(f), str(f)), reverse=True)
     rows: list[RunRow] = []
     known: dict[str, Summary] = {}

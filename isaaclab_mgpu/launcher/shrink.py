@@ -1,40 +1,35 @@
 """Shrink instead of stop: a lost node costs the run that node, not the run (``--min_nodes``).
 
 torchrun's own elastic shrink (``--nnodes MIN:MAX``) leaves the survivors waiting in a collective
-that cannot finish (pytorch issue 111646). mgpu does not rely on it: when an attempt of a
-multi-node run fails because another node is gone (its mgpu stopped publishing, or the store its
-node served stopped answering: :meth:`~isaaclab_mgpu.launcher.peers.Peers.lost_nodes`), restarts
-remain, and at least :attr:`~isaaclab_mgpu.launcher.spec.LaunchSpec.node_floor` nodes survive,
-each surviving node's mgpu restarts its torchrun itself with the new world (:func:`plan`,
-:func:`reshaped`):
+that cannot finish (pytorch issue 111646). So when an attempt of a multi-node run fails because
+another node is gone (:meth:`~isaaclab_mgpu.launcher.peers.Peers.lost_nodes`), restarts remain, and
+at least :attr:`~isaaclab_mgpu.launcher.spec.LaunchSpec.node_floor` nodes survive, each surviving
+node's mgpu restarts its torchrun itself with the new world (:func:`plan`, :func:`reshaped`):
 
-- the survivors keep their order (SLURM's: node ranks follow ``SLURM_NODEID``) and are numbered
-  again from 0, so when node 0 is the one lost, the surviving node first in that order becomes
-  node 0: it hosts the rendezvous store (``--master_addr`` becomes its host as it last published
-  it; 127.0.0.1 when it is the only node left) and keeps the run's record, in the same run folder
-  node 0 published (the log root is shared storage);
+- the survivors keep their order (SLURM's ``SLURM_NODEID``) and are numbered again from 0: when
+  node 0 is lost, the first survivor becomes node 0, hosts the rendezvous store (its host as it last
+  published it; 127.0.0.1 when it is the only node left) and keeps the run's record in the run
+  folder node 0 published (the log root is shared storage);
 - ``--shrink_keep total`` (the default) keeps the run's environment count: each rank's
-  ``--num_envs`` becomes ``round(envs × ranks before / ranks after)``, so the PPO batch stays about
-  the same; ``per_rank`` keeps each rank's count (the batch shrinks with the world);
+  ``--num_envs`` becomes ``round(envs × ranks before / ranks after)``; ``per_rank`` keeps each
+  rank's count;
 - the restart resumes from the run's newest checkpoint, as every restart does.
 
-Which nodes are lost: the peers' reports give candidates (a node whose mgpu stopped publishing,
-or the node whose torchrun served the store, once the store stopped answering), but a node's
-own rank failing ends its torchrun, and with node 0's the store, just as a lost machine does. So
-each node's mgpu of a ``--min_nodes`` run listens on a port of its own for its whole life
-(:class:`Liveness`, published in its report) and a survivor asks each candidate there
-(:func:`answers`): a connection taken is a live mgpu that restarts its torchrun itself, and the
-run restarts whole; refused or unanswered, the node is lost.
-
-Every survivor decides alone from what it saw; the nodes never vote. Each judges the same reports
-(every node's mgpu publishes to the same store), so they agree when the loss is plain (a node's
-machine or mgpu gone). Planning is pure: :func:`plan` takes the world, the loss and the hosts;
-:func:`reshaped` returns the new resolved launch.
+A node's own rank failing ends its torchrun (and node 0's, the store) just as a lost machine does,
+so the peers' reports only give candidates: each node's mgpu of a ``--min_nodes`` run listens on a
+port of its own for its whole life (:class:`Liveness`, published in its report) and a survivor asks
+each candidate there (:func:`answers`). A connection taken is a live mgpu, and the run restarts
+whole; refused or unanswered, the node is lost. Every survivor decides alone from the same reports;
+the nodes never vote.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import socket
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -118,8 +113,7 @@ class Shrink:
 
 
 def envs_per_rank(r: ResolvedSpec) -> int | None:
-    """Each rank's environment count: ``--num_envs``, else the built-in task's default; None when
-    unknown (a ``--script``, an Isaac Lab task's own default)."""
+    """Each rank's environment count: ``--num_envs``, else the built-in task's default; None: unknown."""
     w = r.spec.worker
     if w is None or not r.spec.builtin_worker:
         return None
@@ -129,8 +123,7 @@ def envs_per_rank(r: ResolvedSpec) -> int | None:
 
 
 def plan(r: ResolvedSpec, lost: tuple[int, ...], hosts: Mapping[int, str], host: str) -> Shrink | None:
-    """The shrink after losing nodes ``lost`` (``hosts``: every node's host, ``host``: ours); None
-    when no shrink applies (no floor, nothing lost, too few left, or this node among the lost)."""
+    """The shrink after losing nodes ``lost`` (``host``: ours); None when no shrink applies."""
     floor, nodes, me = r.spec.node_floor, r.nnodes_max, r.node_rank or 0
     gone = tuple(sorted(n for n in set(lost) if 0 <= n < nodes))
     if floor is None or not gone or me in gone or not isinstance(r.nproc, int):
@@ -169,8 +162,7 @@ def plan(r: ResolvedSpec, lost: tuple[int, ...], hosts: Mapping[int, str], host:
 
 
 def reshaped(r: ResolvedSpec, s: Shrink) -> ResolvedSpec:
-    """``r`` on the world after shrink ``s``: node count, this node's rank, the store's host and
-    each rank's ``--num_envs``; the floor kept, so a later loss may shrink again."""
+    """``r`` on the world after shrink ``s``, the floor kept so that a later loss may shrink again."""
     spec = r.spec
     changes: dict[str, object] = {"nnodes": str(s.nodes_after), "min_nodes": spec.node_floor}
     if spec.node_rank is not None:
@@ -194,13 +186,9 @@ def reshaped(r: ResolvedSpec, s: Shrink) -> ResolvedSpec:
 
 
 class Liveness:
-    """A listening socket for the life of this mgpu: connections to it are taken and closed at once,
-    so a peer can tell this mgpu alive (between attempts too) from this node lost."""
+    """A listening socket for the life of this mgpu, so a peer can tell it alive from this node lost."""
 
     def __init__(self) -> None:
-        import socket
-        import threading
-
         self._sock = socket.create_server(("", 0))
         self.port: int = self._sock.getsockname()[1]
         """The port, published to the other nodes."""
@@ -216,9 +204,6 @@ class Liveness:
 
     def close(self) -> None:
         """Stop listening (this mgpu is ending)."""
-        import contextlib
-        import socket
-
         # close() alone leaves the port listening while _serve is blocked in accept() (the kernel
         # keeps the socket until that call returns); shutdown() ends the listening and wakes it.
         with contextlib.suppress(OSError):
@@ -229,9 +214,6 @@ class Liveness:
 
 def answers(host: str, port: int, tries: int = 2, timeout: float = 1.0) -> bool:
     """True when ``host:port`` takes a connection (a live mgpu's :class:`Liveness`)."""
-    import socket
-    import time
-
     for attempt in range(tries):
         try:
             with socket.create_connection((host, port), timeout=timeout):

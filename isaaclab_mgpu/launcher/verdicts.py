@@ -2,37 +2,30 @@
 
 mgpu restarts a failed attempt (``--max_restarts``) from the run's newest checkpoint. That helps a
 transient fault (a killed rank, a broken connection, memory another process held for a while) and
-never a deterministic one: the same exception at the same iteration again, a configuration that
-fails before any iteration, a second CUDA out-of-memory. :func:`classify` judges a failure from
-what mgpu already reads of it (:class:`Failure`: the failed rank's exit code or signal, its reason
-line, the last line of its traceback, the iterations it reached) and the verdict on the attempt
-before, into one of :data:`KINDS`:
+never a deterministic one. :func:`classify` judges a failure from what mgpu already reads of it
+(:class:`Failure`) and the verdict on the attempt before, into one of :data:`KINDS`:
 
 - ``disk_full``: the rank's exit 74 (:data:`~isaaclab_mgpu.contract.errors.EXIT_NO_SPACE`); never
   restarted, ``train`` exits 74;
-- ``config``: a rank's bad-input exit 2 (a refused checkpoint, an argument it refused), or a
-  ``ValueError``/``KeyError``/``TypeError`` (or a Hydra/OmegaConf configuration error) before the
-  attempt's first iteration: never restarted;
+- ``config``: a rank's bad-input exit 2, or a ``ValueError``/``KeyError``/``TypeError`` (or a
+  Hydra/OmegaConf configuration error) before the attempt's first iteration: never restarted;
 - ``cuda_oom``: "CUDA out of memory" (``torch.OutOfMemoryError``, JAX's ``RESOURCE_EXHAUSTED``): the
   first is restarted (another process may have held the memory; the verdict names the GPUs' other
-  processes, from NVML, when there are any), a second in a row is not;
-- ``host_oom``: a rank SIGKILLed while the cgroup's OOM killer recorded a kill (``memory.events``
-  or ``memory.oom_control``: :func:`oom_kills`); as ``cuda_oom``, the first is restarted;
-- ``transport``: gloo or NCCL lost a connection, a peer process went away: restarted, whatever came
-  before (the fault is the peer's, and transient);
+  processes), a second in a row is not;
+- ``host_oom``: a rank SIGKILLed while the cgroup's OOM killer recorded a kill (:func:`oom_kills`);
+  as ``cuda_oom``, the first is restarted;
+- ``transport``: gloo or NCCL lost a connection, a peer process went away: always restarted (the
+  fault is the peer's, and transient);
 - ``deterministic``: any other failure whose exception type and message (numbers, hex addresses and
   sizes masked: :func:`signature`) are the attempt before's, at the same iteration or, in both,
-  before the attempt's first iteration: a restart would only meet it again. A failure with no
-  message (a signal) is never judged deterministic: nothing says it would repeat;
+  before the attempt's first iteration. A failure with no message (a signal) is never judged
+  deterministic; in a ``--script`` run (iterations unknown) the same message twice is enough;
 - ``other``: anything else, restarted as ever.
 
-A ``--script`` run's iterations are unknown to mgpu: there the same message twice is enough.
-:func:`classify` is pure; :func:`oom_kills` and :func:`gpu_holders` are the two reads it is given
-(the cgroup's file, NVML), both answering "none" where they cannot (no cgroup file, no GPU).
-What the verdict decides: :mod:`.attempts` restarts only on :attr:`Verdict.restart`, records the
-verdict in the attempt's record (``attempts[].verdict`` in ``summary.json``), and ``train`` exits
-93 (:data:`~isaaclab_mgpu.contract.errors.EXIT_NOT_RESTARTABLE`) when it says no restart can mend
-the failure.
+:func:`classify` is pure; :func:`oom_kills` and :func:`gpu_holders` are the two reads it is given,
+both answering "none" where they cannot (no cgroup file, no GPU). :mod:`.attempts` restarts only on
+:attr:`Verdict.restart`, and ``train`` exits 93
+(:data:`~isaaclab_mgpu.contract.errors.EXIT_NOT_RESTARTABLE`) when no restart can mend the failure.
 """
 
 from __future__ import annotations
@@ -186,8 +179,7 @@ class Verdict:
 
 
 def signature(line: str | None) -> str | None:
-    """``line`` with hex addresses, numbers and sizes masked (``Tried to allocate #`` for
-    ``Tried to allocate 2.00 GiB``), so two failures that differ only there match; None for none."""
+    """``line`` with hex addresses, numbers and sizes masked, so failures differing only there match."""
     if not line or not line.strip():
         return None
     masked = _NUMBER.sub("#", _HEX.sub("<addr>", " ".join(line.split())))
@@ -195,8 +187,7 @@ def signature(line: str | None) -> str | None:
 
 
 def exception_line(traceback: str | None, stderr_tail: str | None = None) -> str | None:
-    """The exception a rank died of (``RuntimeError: …``): the last such line of its traceback, else
-    of its stderr's tail; None when neither has one."""
+    """The exception a rank died of: the last such line of its traceback, else of its stderr's tail."""
     for text in (traceback, stderr_tail):
         for line in reversed((text or "").splitlines()):
             line = line.strip()
@@ -228,8 +219,7 @@ FIXES = {
 
 
 def classify(failure: Failure, before: Verdict | None = None, before_number: int | None = None) -> Verdict:
-    """The verdict on ``failure``, given the verdict ``before`` on the attempt just before it
-    (attempt ``before_number``; None for the first attempt or after one that did not fail)."""
+    """The verdict on ``failure``, given the verdict ``before`` on attempt ``before_number``."""
     how = f"signal {failure.signal}" if failure.signal else f"exit code {failure.exit_code}"
     line = failure.reason or failure.exception
     sig = signature(line)
@@ -245,19 +235,17 @@ def classify(failure: Failure, before: Verdict | None = None, before_number: int
 
     exited = failure.signal is None
     if exited and failure.exit_code == EXIT_NO_SPACE:
-        return verdict(
-            "disk_full", False, f"{who} could not write: its file system is full (or the quota spent)"
-        )
+        cause = f"{who} could not write: its file system is full (or the quota spent)"
+        return verdict("disk_full", False, cause)
     if exited and failure.exit_code == EXIT_USAGE:
         return verdict("config", False, f"{who} refused its input (exit 2)")
     if is_cuda_oom(text):
-        others = (
-            f"; other processes on the GPUs: {', '.join(failure.gpu_holders)}" if failure.gpu_holders else ""
+        holders = ", ".join(failure.gpu_holders)
+        cause = f"{who} ran out of GPU memory" + (
+            f"; other processes on the GPUs: {holders}" if holders else ""
         )
         again = earlier == "cuda_oom"  # the first may be another process's memory; the second is not
-        return verdict(
-            "cuda_oom", not again, f"{who} ran out of GPU memory{others}", before_number if again else None
-        )
+        return verdict("cuda_oom", not again, cause, before_number if again else None)
     if failure.signal == "SIGKILL" and failure.oom_kills > 0:
         again = earlier == "host_oom"
         cause = (
@@ -266,26 +254,18 @@ def classify(failure: Failure, before: Verdict | None = None, before_number: int
         )
         return verdict("host_oom", not again, cause, before_number if again else None)
     if any(marker in text for marker in _TRANSPORT):
-        return verdict(
-            "transport",
-            True,
-            f"{who} lost its connection to another rank (a peer died or the network failed)",
-        )
+        cause = f"{who} lost its connection to another rank (a peer died or the network failed)"
+        return verdict("transport", True, cause)
     if failure.progressed is False and _type_of(line) in _CONFIG_ERRORS:
         return verdict("config", False, f"{who} failed on its configuration before its first iteration")
     if before is not None and sig is not None and before.signature == sig and _same_place(failure, before):
-        return verdict(
-            "deterministic",
-            False,
-            f"{who} failed with the same error as attempt {before_number}",
-            before_number,
-        )
+        cause = f"{who} failed with the same error as attempt {before_number}"
+        return verdict("deterministic", False, cause, before_number)
     return verdict("other", True, "of no known class: a restart may mend it")
 
 
 def _same_place(failure: Failure, before: Verdict) -> bool:
-    """At the same iteration (both unknown counts as the same: a program that reports none), or
-    before the first iteration of both attempts."""
+    """At the same iteration (both unknown included), or before the first iteration of both attempts."""
     if failure.progressed is False and before.progressed is False:
         return True
     return failure.reached == before.iteration
@@ -295,9 +275,7 @@ def _same_place(failure: Failure, before: Verdict) -> bool:
 
 
 def oom_kills(proc: str | Path = "/proc/self/cgroup", root: str | Path = "/sys/fs/cgroup") -> int:
-    """The OOM kills this process's memory cgroup has recorded so far: cgroup v2's ``memory.events``
-    (``oom_kill``), else v1's ``memory.oom_control``; 0 where neither can be read. Read before and
-    after an attempt, the difference says the kernel killed something of it for memory."""
+    """The OOM kills this process's memory cgroup recorded so far (cgroup v2 or v1); 0 where unreadable."""
     try:
         lines = Path(proc).read_text().splitlines()
     except OSError:
@@ -325,8 +303,7 @@ def oom_kills(proc: str | Path = "/proc/self/cgroup", root: str | Path = "/sys/f
 
 
 def gpu_holders() -> tuple[str, ...]:
-    """Every process holding GPU memory now, as ``PID NAME (N MiB, GPU i)`` (NVML); empty without a
-    GPU or NVML. Asked once an attempt has ended, when its own ranks are gone."""
+    """Every process holding GPU memory now, as ``PID NAME (N MiB, GPU i)``; empty without NVML."""
     from isaaclab_mgpu.launcher.nvml import gpu_facts
 
     facts = gpu_facts()
