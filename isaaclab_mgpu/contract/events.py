@@ -528,10 +528,6 @@ class Appender:
             os.close(fd)
 
 
-#: Each terminal kind and the status it gives the run.
-_ENDS = {"finished": "finished", "failed": "failed", "interrupted": "interrupted"}
-
-
 @dataclass(frozen=True)
 class Fold:
     """A run's story in figures, folded from its events (:func:`fold`)."""
@@ -633,12 +629,10 @@ def fold(events: Iterable[Event]) -> Fold:
         elif isinstance(e, Failed):
             hung = bool(faults) and faults[-1].outcome == "hung"
             changes.update(status="hung" if hung else "failed", exit_code=e.exit_code)
-        elif isinstance(e, Interrupted) and e.cancelled:
-            changes.update(status="stopped", exit_code=e.exit_code)
-        elif e.kind in _ENDS:
-            changes["status"] = _ENDS[e.kind]
-            code = getattr(e, "exit_code", None)
-            changes["exit_code"] = code if code is not None else (0 if e.kind == "finished" else None)
+        elif isinstance(e, Interrupted):
+            changes.update(status="stopped" if e.cancelled else "interrupted", exit_code=e.exit_code)
+        elif isinstance(e, Finished):
+            changes.update(status="finished", exit_code=0)
         f = dataclasses.replace(f, **changes)
     return dataclasses.replace(f, faults=tuple(faults), stragglers=tuple(stragglers))
 

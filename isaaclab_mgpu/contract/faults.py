@@ -115,8 +115,7 @@ def for_this_rank(environ: Mapping[str, str]) -> Fault | None:
 
 
 def fire(fault: Fault, environ: Mapping[str, str]) -> None:
-    """Meet ``fault`` now (a kill or a hang does not return; a drift is only told here: the worker
-    perturbs its trainer's state itself)."""
+    """Meet ``fault`` now (a kill or a hang never returns; the worker makes a drift itself)."""
     rank = environ.get("RANK", environ.get("JAX_RANK", "0"))
     sys.stderr.write(f"[mgpu rank {rank}] simulated fault: {fault.kind} at iteration {fault.iteration}\n")
     sys.stderr.flush()

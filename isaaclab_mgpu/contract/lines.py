@@ -45,9 +45,7 @@ BAR_COLUMNS: tuple[tuple[str, ...], ...] = (
 
 
 def reward_text(value: float | None, last_known: float | None = None) -> str:
-    """A mean episode reward as the lines show it: ``n/a`` before any episode of the run ended;
-    where none ended in this iteration (after a resume, or in long episodes), the last known mean
-    marked :data:`LAST_KNOWN`."""
+    """A mean reward as the lines show it: ``n/a`` before any episode ended, else the last known, marked."""
     if value is None:
         return "n/a" if last_known is None else f"{last_known:.2f}{LAST_KNOWN}"
     return f"{value:.2f}"

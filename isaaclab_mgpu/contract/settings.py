@@ -122,8 +122,7 @@ class PPOSettings:
     """Initial action standard deviation."""
 
     obs_normalization: bool = False
-    """Normalize observations with running statistics: rsl-rl's empirical normalizer (synchronised
-    across ranks by rsl-rl), skrl's running standard scaler (rank-local: each rank keeps its own)."""
+    """Normalize observations with running statistics (rsl-rl's synchronised, skrl's rank-local)."""
 
     @property
     def hidden_dims(self) -> list[int]:
@@ -200,8 +199,7 @@ def _out_of_range(key: str, value: float) -> str | None:
 
 
 def _replace(cfg: Any, prefix: str, what: str, overrides: Mapping[str, str]) -> Any:
-    """``cfg`` with ``overrides`` applied, each value typed like the field's default and within
-    its :data:`LIMITS`."""
+    """``cfg`` with ``overrides`` applied, each typed like the field's default and within :data:`LIMITS`."""
     fields = [f.name for f in dataclasses.fields(cfg)]
     values: dict[str, Any] = {}
     for key, raw in overrides.items():

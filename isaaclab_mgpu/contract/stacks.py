@@ -39,12 +39,9 @@ _files: list[IO[str]] = []
 
 
 def register(path: str | Path, *, fatal: bool = False, truncate: bool = False) -> str | None:
-    """Dump this process's stack into ``path`` on :data:`STACK_SIGNAL`; its absolute path, or None.
-
-    ``fatal`` also dumps it there on a fatal signal (SIGSEGV, SIGABRT, ...); ``truncate`` starts
-    the file empty instead of appending. None: no signal to spare, not the main interpreter, or
-    the folder is not writable (then the supervisor never sends the signal).
-    """
+    """Dump this process's stack into ``path`` on :data:`STACK_SIGNAL` (``fatal``: on SIGSEGV… too)."""
+    # Returns the absolute path, or None (no signal to spare, not the main interpreter, the folder
+    # not writable): then the supervisor never sends the signal.
     if STACK_SIGNAL is None:
         return None
     try:
