@@ -95,9 +95,6 @@ RANK_PREFIX = "rank_"
 TRACEBACK_LINES = 15
 
 
-# -- layout --------------------------------------------------------------------------------------
-
-
 def attempt_log_dir(root: str, run_name: str, launch: str, attempt: int) -> str:
     """``<root>/<run_name>/<launch>/attempt_<attempt>``: the ``--log_dir`` of one attempt's launcher."""
     return os.path.join(root, run_name, launch, f"{_ATTEMPT}{attempt}")
@@ -160,9 +157,6 @@ def tail(path: str | Path | None, lines: int = 8) -> str | None:
         return None
     kept = [line for line in text.splitlines() if line.strip()][-lines:]
     return "\n".join(kept) or None
-
-
-# -- error files ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -266,9 +260,6 @@ def write_launcher_error(path: str | Path, root_cause: ErrorRecord, exit_code: i
         Path(path).write_text(json.dumps(data))
     except (OSError, ValueError):
         pass
-
-
-# -- exit statuses -------------------------------------------------------------------------------
 
 
 def split_exitcode(code: int | None) -> tuple[int | None, str | None]:

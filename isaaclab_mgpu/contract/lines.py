@@ -4,9 +4,8 @@ Rank 0 of the built-in worker prints one plain line per iteration and one when t
 (:mod:`isaaclab_mgpu.rank.console`). On a terminal ``mgpu train`` turns them into its live bar
 (:mod:`isaaclab_mgpu.report.bar`); the benchmarks read the same lines from a pipe. The writers
 (:func:`iteration_line`, :func:`final_line`) and the readers (:data:`ITERATION`, :data:`FINAL`)
-sit side by side, so the two sides cannot drift apart; so do the columns of the bar both draw
-(:data:`BAR_COLUMNS`). A line may reach the launcher behind
-torchrun's ``[rank]:`` prefix; the readers allow it.
+sit side by side, as do the bar's columns (:data:`BAR_COLUMNS`). The readers allow torchrun's
+``[rank]:`` prefix.
 """
 
 from __future__ import annotations

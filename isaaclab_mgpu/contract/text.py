@@ -5,9 +5,7 @@ hold characters that act instead of showing: control characters (a raw ESC recol
 the terminal, a newline forges a second line), format characters (a bidi override reorders what
 follows), line and paragraph separators (``str.splitlines`` breaks on them) and the lone
 surrogates Python uses for bytes of a file name that are not UTF-8 (a strict stdout cannot encode
-them). The launcher refuses control characters in options (``spec``) and in the folder ``runs --last``
-prints, quotes every such character in shell lines (``build``) and, like a rank, escapes them in
-what it prints (``report.text``): one definition.
+them). The launcher refuses, quotes or escapes them, and a rank escapes them: one definition.
 """
 
 from __future__ import annotations

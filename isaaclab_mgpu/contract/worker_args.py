@@ -5,16 +5,13 @@ Positional ``key=value`` items are overrides: ``env.<field>=v`` and ``agent.<fie
 embedded tasks, keys and values checked here against :mod:`isaaclab_mgpu.contract.settings`; for Isaac
 Lab tasks they go to Isaac Lab's Hydra configuration (``env.<path>=v``, ``agent.<path>=v``,
 ``presets=newton_mjwarp``, ...; see :mod:`isaaclab_mgpu.rank.isaac`), which judges them itself.
-Isaac Lab tasks (``--task Isaac-...``) also take the options of Isaac Lab's own ``train``
-(:data:`ISAAC_TRAIN_OPTIONS`, the one list of them): they are kept in order in
-:attr:`WorkerArgs.isaac_args` and handed to Isaac Lab verbatim.
-An unknown option is an error: one line on stderr naming it, exit status 2.
+Isaac Lab tasks also take the options of Isaac Lab's own ``train`` (:data:`ISAAC_TRAIN_OPTIONS`),
+handed to Isaac Lab verbatim (:attr:`WorkerArgs.isaac_args`).
 
-:func:`parse` is pure (argparse only, no torch, no output) and raises
-:class:`WorkerArgsError`; the launcher runs it on the exact arguments a rank will get, so
-everything this parser refuses is refused before anything is spawned. It lives in the contract
-because both processes run it; the worker's own entry, the same parse with the error as one
-stderr line and exit status 2, is :func:`isaaclab_mgpu.rank.worker.args.parse_args`.
+:func:`parse` is pure (argparse only, no torch, no output) and raises :class:`WorkerArgsError`;
+the launcher runs it on the exact arguments a rank will get, so everything it refuses is refused
+before anything is spawned. The worker's own entry (one stderr line, exit status 2) is
+:func:`isaaclab_mgpu.rank.worker.args.parse_args`.
 """
 
 from __future__ import annotations
