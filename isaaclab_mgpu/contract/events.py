@@ -15,8 +15,7 @@ unpredictably: hence one writer.
 
 **Reading.** :func:`read` skips what it cannot use and counts it (:class:`Ledger`): a torn or
 non-JSON line, an unknown ``kind``, a newer ``v`` (a later mgpu's kinds are not guessed at), an
-event whose fields do not read. An older or equal version reads by the rules of :mod:`.records`:
-fields it lacks take their defaults, keys it does not know are dropped.
+event whose fields do not read. An older or equal version reads by the rules of :mod:`.records`.
 
 :func:`fold` turns a run's events into its story's figures (:class:`Fold`): the status, the
 iterations reached and the total, restarts, requeues, faults, stragglers. :func:`summary_of`

@@ -42,9 +42,7 @@ ISAAC_PREFIX = "Isaac-"
 
 #: Options of Isaac Lab 3.0's ``train`` (rsl_rl, skrl, rl_games back-ends and the simulation launcher)
 #: that the worker forwards verbatim for Isaac Lab tasks, with how many values each takes (``"?"``:
-#: an optional value). Options the worker itself owns (``--task``, ``--num_envs``, ``--seed``,
-#: ``--max_iterations``, ``--device``, ``--distributed``, ``--ml_framework``, ``--experiment_name``,
-#: ``--run_name``, ``--run_timestamp``) are not listed.
+#: an optional value). Options the worker itself owns (:func:`_parser`) are not listed.
 ISAAC_TRAIN_OPTIONS: dict[str, int | str] = {
     "--agent": 1, "--algorithm": 1, "--checkpoint": 1, "--logger": 1, "--log_project_name": 1,
     "--external_callback": 1, "--resume_optimizer_state": 0, "--no-resume_optimizer_state": 0,
