@@ -32,10 +32,8 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
 STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued", "drifted")
-#: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
-#: every iteration while the file is small (its cost is well under a millisecond), and never more
-#: than 1/50 of the training time once a long run's reward list makes it slower. The built-in
-#: worker and the Isaac Lab path alike.
+#: Rank 0 refreshes its account when this many times its last refresh's cost has passed: every
+#: iteration while it is small, never more than 1/50 of the training time once it is not.
 REFRESH_BUDGET = 50
 #: Iterations at the start of a run that count as warm-up (compilation, first allocations).
 WARMUP_ITERATIONS = 1
