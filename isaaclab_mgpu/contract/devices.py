@@ -28,14 +28,8 @@ from dataclasses import dataclass
 GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z][0-9A-Za-z/-]*$")
 
 #: Why reading stopped (:attr:`DeviceList.reason`).
-NEGATIVE, MALFORMED, OUT_OF_RANGE, UNKNOWN, AMBIGUOUS, REPEATED = (
-    "negative",
-    "malformed",
-    "out of range",
-    "unknown",
-    "ambiguous",
-    "repeated",
-)
+NEGATIVE, MALFORMED, OUT_OF_RANGE = "negative", "malformed", "out of range"
+UNKNOWN, AMBIGUOUS, REPEATED = "unknown", "ambiguous", "repeated"
 
 
 @dataclass(frozen=True)
@@ -52,15 +46,13 @@ class DeviceList:
     """The entry at which reading stopped (stripped), or None when the whole list was read."""
 
     reason: str | None = None
-    """Why it stopped: one of :data:`NEGATIVE`, :data:`MALFORMED`, :data:`OUT_OF_RANGE`,
-    :data:`UNKNOWN`, :data:`AMBIGUOUS`, :data:`REPEATED`; None when the whole list was read."""
+    """Why it stopped (:data:`NEGATIVE`, :data:`REPEATED`, …); None when the whole list was read."""
 
     hidden: tuple[str, ...] = ()
     """The entries after :attr:`stop`, which CUDA ignores."""
 
     problem: str | None = None
-    """What is wrong, in words (``0 is listed twice``); None when the list is fine or a negative
-    index ends it (hiding what follows is what ``-1`` is for)."""
+    """What is wrong, in words (``0 is listed twice``); None when fine or a negative index ends it."""
 
     fix: str | None = None
     """One line saying what to do about :attr:`problem`."""
@@ -83,11 +75,8 @@ def index_entry(item: str) -> str | None:
 
 
 def identity(entry: str, uuids: Sequence[str] | None) -> str | None:
-    """One name per physical GPU: its full UUID when ``uuids`` (NVML's, in index order) are known.
-
-    Returns None for an index or ``GPU-`` prefix that matches no GPU (or several); a ``MIG-``
-    instance is not in NVML's device list and names itself. Without ``uuids`` the entry names itself.
-    """
+    """One name per physical GPU: its full UUID among ``uuids`` (None: no one GPU), else ``entry``."""
+    # A MIG- instance is not in NVML's device list: it names itself.
     if uuids is None:
         return entry
     if entry.isdigit():
@@ -101,11 +90,7 @@ def identity(entry: str, uuids: Sequence[str] | None) -> str | None:
 def parse_device_list(
     value: str, *, uuids: Sequence[str] | None = None, count: int | None = None
 ) -> DeviceList:
-    """Read ``value`` as CUDA reads ``CUDA_VISIBLE_DEVICES`` on a machine with these GPUs.
-
-    ``uuids`` are NVML's GPU UUIDs in index order, ``count`` the GPU count (``len(uuids)`` when
-    only those are given); without either, indices and UUIDs cannot be checked and are taken as given.
-    """
+    """Read ``value`` as CUDA reads ``CUDA_VISIBLE_DEVICES`` with these GPUs (NVML's UUIDs, or a count)."""
     count = len(uuids) if count is None and uuids is not None else count
     items = [raw.strip() for raw in value.split(",")] if value.strip() else []
     entries: list[str] = []

@@ -1,9 +1,7 @@
 """torch elastic's per-rank logs, its error files and its failure report: the one place that knows them.
 
-**Layout.** mgpu names the ``--log_dir`` it gives each attempt's launcher ``<log root>/<run
-name>/<launch>/attempt_<k>`` (:func:`attempt_log_dir`; root ``logs/mgpu`` unless ``--log_dir``
-moves it, ``<launch>`` this launch's own folder, ``<k>`` mgpu's attempt number), and its launcher
-writes each rank's files directly in it, in a folder named by the rank's global rank::
+**Layout.** mgpu gives each attempt's launcher the ``--log_dir`` :func:`attempt_log_dir`, and the
+launcher writes each rank's files directly in it, in a folder named by the rank's global rank::
 
     <log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/stdout.log
                                                                  stderr.log
@@ -13,39 +11,27 @@ writes each rank's files directly in it, in a folder named by the rank's global 
     <log root>/<run name>/<launch>/attempt_<k>/launcher_error.<host>.<pid>.json   (launcher's copy)
 
 ``<launch>`` is the run stamp (``%Y-%m-%d_%H-%M-%S``), made exclusively by each mgpu that
-launches (``<stamp>-2``, ``-3``… when another launch took the name: a seed sweep, ``mgpu scale``'s
-copies, a fixed ``--run_timestamp``, a requeue); the run name alone is not unique, so no launch
-ever writes in, or removes, another's files.
-
-torchrun writes it through mgpu's logs spec (``--logs_specs mgpu``,
-:mod:`isaaclab_mgpu.launcher.logspecs`, registered under the ``torchrun.logs_specs`` entry
-point), which keeps torch's ``DefaultLogsSpecs`` in all but where the files go: torch's own
-nests ``<run_id>_<rand>/attempt_<restart>/<local rank>/`` under the folder.
-``python -m isaaclab_mgpu.jaxrun`` writes the same layout (:func:`rank_dir`), so one reader
-serves both launchers. Each node's mgpu makes its own launch folder; a global rank
-names one folder across all nodes, so nodes that share a file system never collide. Each rank learns its
-folder from ``TORCHELASTIC_ERROR_FILE`` (the ``error.json`` path); what mgpu's ranks add
-(``reason.txt``, ``stack.txt``) goes beside it (:func:`beside_error_file`).
+launches (``<stamp>-2``, ``-3``… when another launch took the name), so no launch ever writes in,
+or removes, another's files; a global rank names one folder across all nodes. torchrun writes it
+through mgpu's logs spec (:mod:`isaaclab_mgpu.launcher.logspecs`), ``python -m
+isaaclab_mgpu.jaxrun`` through :func:`rank_dir`, so one reader serves both. Each rank learns its
+folder from ``TORCHELASTIC_ERROR_FILE``; what mgpu's ranks add goes beside it
+(:func:`beside_error_file`).
 
 **Error files.** ``@record`` writes ``{"message": {"message": "ValueError: …", "extraInfo":
 {"py_callstack": "Traceback …", "timestamp": "<epoch seconds>"}}}`` (an older form has a plain
-string ``message``). A launcher that itself has ``TORCHELASTIC_ERROR_FILE`` set copies its root
-cause's file there, adding ``"errorCode"`` (the rank's exit code): mgpu gives each attempt's
-launcher :data:`LAUNCHER_ERROR_FILE` (:func:`launcher_error_file`); torchrun's ``@record`` on its
-``main`` writes it, jaxrun does the same (:func:`write_launcher_error`). :func:`read_error_file`
-is the one parser. The first failure among several files is picked by one rule
-(:func:`first_error`): torch's own ``timestamp`` (whole seconds), else the file's change time;
-the change time breaks ties. torch picks its root cause by the same timestamps.
+string ``message``). A launcher's own copy of its root cause's file adds ``"errorCode"`` (the
+rank's exit code): :func:`launcher_error_file`, :func:`write_launcher_error` for jaxrun.
+:func:`read_error_file` is the one parser; :func:`first_error` picks the first failure by torch's
+own ``timestamp``, else the file's change time, as torch picks its root cause.
 
 **The failure report.** torchrun exits 1 whatever its workers did; the rank's code, or the signal
 that killed it, reaches the launcher's stderr only as text: a ``failed (exitcode: N) local_rank:
-L (pid: P)`` log line when a worker fails, and at the end a summary whose ``Root Cause (first
-observed failure):`` entry lists ``host``, ``rank : R (local_rank: L)``, ``exitcode : N (pid:
-P)`` (negative N: killed by signal -N), ``error_file`` and ``traceback``. jaxrun prints the same
-through :func:`failed_line_text` and :func:`failure_summary`, beside the parsers
-(:func:`failed_line`, :func:`parse_root_cause`). These are the fallback: a reader asks the error
-files first (see :mod:`isaaclab_mgpu.launcher.supervise.result`), and a wording change in torch
-then only costs what no file holds (a rank killed by a signal leaves none).
+L (pid: P)`` line per failed worker, and a closing summary whose ``Root Cause (first observed
+failure):`` entry names host, rank, exit code (negative: a signal), error file and traceback.
+jaxrun prints the same (:func:`failed_line_text`, :func:`failure_summary`) beside the parsers
+(:func:`failed_line`, :func:`parse_root_cause`), which are the fallback when no error file holds
+the failure (a rank killed by a signal leaves none; :mod:`isaaclab_mgpu.launcher.supervise.result`).
 
 Standard library only: the rank side (reasons, stacks) and the launcher side both import it.
 """
@@ -109,19 +95,13 @@ RANK_PREFIX = "rank_"
 TRACEBACK_LINES = 15
 
 
-# -- layout --------------------------------------------------------------------------------------
-
-
 def attempt_log_dir(root: str, run_name: str, launch: str, attempt: int) -> str:
-    """``<root>/<run_name>/<launch>/attempt_<attempt>``: the ``--log_dir`` mgpu gives one attempt's
-    launcher (``launch``: this launch's own folder)."""
+    """``<root>/<run_name>/<launch>/attempt_<attempt>``: the ``--log_dir`` of one attempt's launcher."""
     return os.path.join(root, run_name, launch, f"{_ATTEMPT}{attempt}")
 
 
 def launcher_error_file(log_dir: str | Path, owner: str = "") -> Path:
-    """Where the launcher of the attempt logging into ``log_dir`` copies its root cause's error file;
-    ``owner`` (the ``mgpu`` process's host and PID) keeps two runs of one task that share the folder
-    apart."""
+    """Where an attempt's launcher copies its root cause's error file (``owner``: mgpu's host and PID)."""
     name = f"{LAUNCHER_ERROR_FILE[: -len('.json')]}.{owner}.json" if owner else LAUNCHER_ERROR_FILE
     return Path(log_dir) / name
 
@@ -132,8 +112,7 @@ def rank_dir(attempt_dir: str | Path, rank: int) -> Path:
 
 
 def make_rank_dir(attempt_dir: str | Path, rank: int) -> Path:
-    """Create ``rank``'s log folder in ``attempt_dir`` and return it. Nothing is removed: the attempt
-    folder lies in this launch's own folder, which no other launch writes in."""
+    """Create ``rank``'s log folder in ``attempt_dir`` (this launch's own: nothing removed) and return it."""
     folder = rank_dir(attempt_dir, rank)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -146,13 +125,8 @@ def _rank_of(folder: Path) -> int | None:
 
 
 def attempt_dir_of(error_file: str | Path) -> Path | None:
-    """The attempt folder of a rank's error file path (``<attempt_dir>/rank_<n>/error.json``); None
-    for any other path.
-
-    The launcher's own error file is not one: a rank forked by the launcher shows the launcher's
-    environment until it execs, and a look at its environment then must not take that file's
-    folder for the ranks'.
-    """
+    """The attempt folder of a rank's error file path (``<attempt_dir>/rank_<n>/error.json``), else None."""
+    # Not the launcher's own: a rank shows the launcher's environment until it execs.
     path = Path(error_file)
     return path.parent.parent if _rank_of(path.parent) is not None else None
 
@@ -183,9 +157,6 @@ def tail(path: str | Path | None, lines: int = 8) -> str | None:
         return None
     kept = [line for line in text.splitlines() if line.strip()][-lines:]
     return "\n".join(kept) or None
-
-
-# -- error files ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -271,13 +242,8 @@ def error_files(root: str | Path | None) -> list[ErrorRecord]:
     """Every rank's error file under ``root`` (an attempt folder or any folder above one), parsed once."""
     if root is None:
         return []
-    found = []
-    for path in Path(root).rglob(ERROR_FILE):
-        if _rank_of(path.parent) is not None:
-            record = read_error_file(path)
-            if record is not None:
-                found.append(record)
-    return found
+    found = (read_error_file(p) for p in Path(root).rglob(ERROR_FILE) if _rank_of(p.parent) is not None)
+    return [record for record in found if record is not None]
 
 
 def first_error(records: Iterable[ErrorRecord]) -> ErrorRecord | None:
@@ -286,8 +252,7 @@ def first_error(records: Iterable[ErrorRecord]) -> ErrorRecord | None:
 
 
 def write_launcher_error(path: str | Path, root_cause: ErrorRecord, exit_code: int) -> None:
-    """Copy ``root_cause``'s error file to ``path`` with ``errorCode`` set, as torch's ``@record`` does
-    for a launcher; never raises."""
+    """Copy ``root_cause``'s error file to ``path`` with ``errorCode``, as ``@record`` does; never raises."""
     try:
         data = json.loads(root_cause.path.read_text(errors="replace"))
         if isinstance(data, dict) and isinstance(data.get("message"), dict):
@@ -295,9 +260,6 @@ def write_launcher_error(path: str | Path, root_cause: ErrorRecord, exit_code: i
         Path(path).write_text(json.dumps(data))
     except (OSError, ValueError):
         pass
-
-
-# -- exit statuses -------------------------------------------------------------------------------
 
 
 def split_exitcode(code: int | None) -> tuple[int | None, str | None]:

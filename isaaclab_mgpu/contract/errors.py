@@ -4,41 +4,27 @@ Every failure a user can cause or meet is an :class:`MgpuError`. The CLI entry p
 (:func:`isaaclab_mgpu.cli.main`) is the single place that turns one into a line on stderr and an
 exit status; nothing else prints errors or calls ``sys.exit``.
 
-Exit codes (also in ``docs/commands.md``):
+Exit codes (per command, in full: ``docs/commands.md``):
 
 =====  ==============================================================
 0      success
-1      ``check-env`` found a failing check; ``probe-nccl``: a launch failed (error);
-       ``runs --last``: no run found, or a folder name it cannot print;
-       ``skills check``: problems found
+1      ``check-env`` or ``skills check`` found problems; ``probe-nccl``: a launch failed (error);
+       ``runs --last``: no run found, or a folder name it cannot print
 2      bad input: nothing was spawned
 1, 3.. ``train``: a rank failed; the last failed rank's own exit code (see below)
 3      ``probe-nccl``: an all-reduce gave a wrong result (and nothing hung)
-4      a hang: ``train``: a rank made no progress for ``--stall_timeout`` seconds (or start-up
-       none for ``--startup_timeout``) and the tree was stopped; ``probe-nccl``: a launch hung
-       past ``--timeout`` (the worst outcome of a sweep wins)
-65     ``train``: the ranks drifted apart under ``--on_drift stop`` (the worker's drift check found
-       a rank whose parameters, optimizer state or normalizer statistics differ); every rank
-       stopped at that iteration and rank 0 saved a checkpoint (sysexits' ``EX_DATAERR``). Never
-       restarted: ``--resume auto`` continues from rank 0's state, which every rank then loads
-74     ``train``: a rank could not write a checkpoint, summary or log: its file system is full
-       (or the user's quota spent; sysexits' ``EX_IOERR``). Never restarted: a restart would
-       meet the same full disk. The rank's one line names the file system, its free space, the
-       file and the newest whole checkpoint (:class:`DiskFull`)
-75     ``train``: stopped at a checkpoint on the requeue signal (``--requeue_signal``, SLURM's
-       ``--signal=USR1@90``), to be continued (sysexits' ``EX_TEMPFAIL``); with ``--requeue``
-       the job was requeued
-93     ``train``: a rank failed in a way no restart can mend (mgpu's verdict,
-       :mod:`isaaclab_mgpu.launcher.verdicts`): the same failure as the attempt before, a
-       configuration it refused before its first iteration, a second CUDA or host out-of-memory;
-       restarts that were left are not spent, and the emitted ``sbatch`` file does not let SLURM
-       requeue the job (:class:`NotRestartable`). 93 is what NVIDIA's resiliency launcher exits
-       with to tell a job script the same thing, so one job-script rule serves both
+4      a hang: ``train``'s stall watch (``--stall_timeout``, ``--startup_timeout``) stopped the
+       tree; ``probe-nccl``: a launch hung past ``--timeout`` (the worst outcome of a sweep wins)
+65     ``train``: the ranks drifted apart under ``--on_drift stop`` (:class:`Drifted`)
+74     ``train``: a rank's file system is full, or the quota spent (:class:`DiskFull`)
+75     ``train``: stopped at a checkpoint on the requeue signal, to be continued (:class:`Requeued`)
+93     ``train``: a rank failed in a way no restart can mend (:class:`NotRestartable`)
 124    ``train``: stopped, and some process had to be SIGKILLed after the grace period
 128+N  ``train``: the last failed rank died of signal N (139: SIGSEGV, 134: SIGABRT)
-130    ``train``: interrupted (Ctrl-C, SIGTERM, SIGHUP) and every process ended in time;
-       ``probe-nccl``: interrupted (the running launch was torn down)
+130    interrupted (Ctrl-C, SIGTERM, SIGHUP); ``probe-nccl``: the running launch was torn down
 =====  ==============================================================
+
+65, 74 and 93 are never restarted.
 
 **One rule for a rank's own code.** mgpu's verdicts keep the reserved codes
 (:data:`RESERVED`: 2, 4, 65, 75, 93, 124, 130). A failed rank's code (its exit code, or 128+N for signal
@@ -97,8 +83,7 @@ def passed_through(rank_code: int) -> int:
 
 
 def failed_run_code(rank_code: int, mendable: bool) -> int:
-    """What ``train`` exits with when its last attempt failed with ``rank_code``: 93 when mgpu judged
-    that no restart can mend it (``mendable`` False), a full disk's 74 kept; else :func:`passed_through`."""
+    """What ``train`` exits with when its last attempt failed with ``rank_code`` (module docstring)."""
     if not mendable and rank_code != EXIT_NO_SPACE:
         return EXIT_NOT_RESTARTABLE
     return passed_through(rank_code)

@@ -3,29 +3,8 @@
 A run folder (:mod:`.layout`) holds :data:`~.layout.EVENTS`, an append-only file of events, one JSON
 object per line. Every event carries the schema version ``v`` (:data:`VERSION`), its ``kind``,
 ``time`` (epoch seconds), the ``host`` of the writer and the ``attempt`` it belongs to (None before
-the first attempt and after the last), then the fields of its kind (each kind is one dataclass
-below, read and written by :mod:`.records`):
-
-==================  =================================================================================
-``launched``        ``mgpu train`` started: argv, the resolved essentials, the SLURM job, the folder
-``attempt_started`` one launch of the ranks: world size, this node's ranks, the iteration it resumes
-``ranks_up``        every local rank reported (the rendezvous is complete): pids, per-rank logs
-``progress``        iteration, s/it, env-steps/s, mean reward, per-rank busy/wait seconds per iteration
-``checkpoint``      a checkpoint the launcher found in the run folder: iteration, path, bytes
-``straggler``       a rank named as the straggler
-``stall``           the stall watch's verdict (a hang)
-``fault``           an attempt ended by a failed or hung rank: rank, host, exit code or signal, reason
-``restart``         mgpu restarts: from which checkpoint (iteration), iterations lost
-``shrink``          a node lost and the run restarted on fewer nodes: the node, nodes and num_envs
-                    before and after, the checkpoint it resumes from (``--min_nodes``)
-``requeue``         the ranks stopped at a checkpoint on the requeue signal (requeued, or stopped)
-``interrupted``     stopped as asked (Ctrl-C, SIGTERM, SIGHUP)
-``finished``        the run reached its end
-``failed``          the run ended failing (restarts used up, or none allowed): exit code, reason
-``account``         rank 0's account of its attempt (``summary.json``'s fields: pace, rewards,
-                    checksums, checkpoint…), as it reported it through the progress channel
-``summary``         ``summary.json`` fields the launcher sets (attempt records, how the run ended)
-==================  =================================================================================
+the first attempt and after the last), then the fields of its kind: each kind is one dataclass
+below (:data:`KINDS`), read and written by :mod:`.records`.
 
 **One writer.** A run's ledger has one writer, node 0's ``mgpu`` (the node hosting global rank 0;
 :mod:`isaaclab_mgpu.launcher.ledger`); the ranks report through the progress channel
@@ -36,8 +15,7 @@ unpredictably: hence one writer.
 
 **Reading.** :func:`read` skips what it cannot use and counts it (:class:`Ledger`): a torn or
 non-JSON line, an unknown ``kind``, a newer ``v`` (a later mgpu's kinds are not guessed at), an
-event whose fields do not read. An older or equal version reads by the rules of :mod:`.records`:
-fields it lacks take their defaults, keys it does not know are dropped.
+event whose fields do not read. An older or equal version reads by the rules of :mod:`.records`.
 
 :func:`fold` turns a run's events into its story's figures (:class:`Fold`): the status, the
 iterations reached and the total, restarts, requeues, faults, stragglers. :func:`summary_of`
@@ -109,8 +87,7 @@ class Launched(Event):
     """mgpu's command line as typed (``mgpu train …``), when known."""
 
     essentials: Mapping[str, Any] = field(default_factory=dict)
-    """The resolved launch: library, framework, task or script, world size, nodes, ranks per node,
-    device, iterations to reach (``total``), restarts allowed."""
+    """The resolved launch: library, framework, task, world size, nodes, device, ``total``, restarts."""
 
     job_id: str | None = None
     """The SLURM job, under SLURM."""
@@ -125,8 +102,7 @@ class Launched(Event):
     """The iteration this launch continues the run at (a resume or a requeued job); None: a new run."""
 
     pid: int | None = None
-    """This ``mgpu``'s process id (with :attr:`pid_started`, how ``mgpu runs`` tells a run whose
-    launcher is gone from one that runs)."""
+    """This ``mgpu``'s process id (with :attr:`pid_started`: is the launcher still there)."""
 
     pid_started: float | None = None
     """When that process started (epoch seconds, as the system counts it)."""
@@ -281,8 +257,7 @@ class Fault(Event):
     """Iterations done after that checkpoint: work a restart repeats."""
 
     failure_class: str | None = None
-    """The failure's class as mgpu judged it (``deterministic``, ``cuda_oom``, ``transport``, …;
-    :mod:`isaaclab_mgpu.launcher.verdicts`); None for a hang or when not judged."""
+    """mgpu's class of the failure (``cuda_oom``, …; :mod:`~isaaclab_mgpu.launcher.verdicts`), if judged."""
 
     restartable: bool | None = None
     """Whether a restart can mend it (False: mgpu spends no restart on it)."""
@@ -292,8 +267,7 @@ class Fault(Event):
 
 
 def after_iteration(done: int | None) -> str:
-    """How a fault's place is said wherever it is told: by the iterations completed before it
-    (`` after iteration 4``; the live line says "during iteration 5" of the same failure)."""
+    """A fault's place as told everywhere: `` after iteration 4`` (the live line: "during iteration 5")."""
     if done is None:
         return ""
     return " before the first iteration" if done == 0 else f" after iteration {done}"
@@ -317,8 +291,7 @@ class Restart(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Shrink(Event):
-    """A node was lost and the run goes on on fewer nodes (``--min_nodes``); written by the node that
-    keeps the record after it, before the :class:`Restart` that follows."""
+    """A node was lost and the run goes on on fewer nodes (``--min_nodes``), before its :class:`Restart`."""
 
     kind: ClassVar[str] = "shrink"
 
@@ -388,8 +361,7 @@ class Interrupted(Event):
     """What ``mgpu train`` exits with (130, or 143 for SIGTERM)."""
 
     cancelled: bool = False
-    """Asked by ``mgpu cancel`` (:data:`~isaaclab_mgpu.contract.layout.CANCEL`): a stop at a checkpoint
-    to continue, so the run is ``stopped``."""
+    """Asked by ``mgpu cancel`` (:data:`~.layout.CANCEL`): a stop to continue, so the run is ``stopped``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -450,9 +422,7 @@ class Account(Event):
     kind: ClassVar[str] = "account"
 
     fields: Mapping[str, Any] = field(default_factory=dict)
-    """``summary.json`` fields rank 0 knows (:class:`~.summary.Summary`'s names, as JSON); its
-    ``start_iteration`` is the attempt's start and its ``mean_rewards`` the rewards of the
-    iterations after :attr:`rewards_from` (:func:`~.summary.absorb`)."""
+    """``summary.json`` fields rank 0 knows, as JSON, merged by :func:`~.summary.absorb`."""
 
     rewards_from: Count = 0
     """Completed iterations before the first of ``fields["mean_rewards"]``."""
@@ -460,8 +430,7 @@ class Account(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Noted(Event):
-    """``summary.json`` fields the launcher sets: the attempts' records, how the run ended, the
-    stragglers and the drift it named (a summary written before the ledger, once, as it was)."""
+    """``summary.json`` fields the launcher sets: the attempts, how the run ended, stragglers, drift."""
 
     kind: ClassVar[str] = "summary"
 
@@ -481,13 +450,11 @@ KINDS: dict[str, type[Event]] = {
 
 def line(event: Event) -> bytes:
     """``event`` as one line of strict JSON (``v`` and ``kind`` first), ending in a newline."""
-    data = {"v": VERSION, "kind": event.kind, **records.plain(event)}
-    return (json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n").encode()
+    return (json.dumps(as_json(event), allow_nan=False, separators=(",", ":")) + "\n").encode()
 
 
 def parse(text: str) -> Event | None:
-    """One line read as an event; None when it is torn, not JSON, of an unknown kind, of a newer
-    version, or its fields do not read."""
+    """One line read as an event; None when it is skipped (see :class:`Ledger`)."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -512,8 +479,7 @@ class Ledger:
 
 
 def read(folder: str | Path, kinds: Collection[str] | None = None) -> Ledger | None:
-    """The ledger in run folder ``folder``; None when it has none. ``kinds``: only these (a line of
-    another kind, as :func:`line` writes it, is passed over unparsed: a long run's progress lines)."""
+    """The ledger in run folder ``folder``; None when it has none. ``kinds``: only these, others unparsed."""
     try:
         raw = (Path(folder) / EVENTS).read_bytes()
     except OSError:
@@ -561,17 +527,12 @@ class Appender:
             os.close(fd)
 
 
-#: Each terminal kind and the status it gives the run.
-_ENDS = {"finished": "finished", "failed": "failed", "interrupted": "interrupted"}
-
-
 @dataclass(frozen=True)
 class Fold:
     """A run's story in figures, folded from its events (:func:`fold`)."""
 
     status: str = "running"
-    """``running``, ``finished``, ``failed``, ``hung``, ``interrupted``, ``requeued``, ``stopped`` or
-    ``drifted``."""
+    """One of :data:`~.summary.STATUSES`."""
 
     iteration: int | None = None
     """Iterations the run has completed, as far as the events say."""
@@ -667,12 +628,10 @@ def fold(events: Iterable[Event]) -> Fold:
         elif isinstance(e, Failed):
             hung = bool(faults) and faults[-1].outcome == "hung"
             changes.update(status="hung" if hung else "failed", exit_code=e.exit_code)
-        elif isinstance(e, Interrupted) and e.cancelled:
-            changes.update(status="stopped", exit_code=e.exit_code)
-        elif e.kind in _ENDS:
-            changes["status"] = _ENDS[e.kind]
-            code = getattr(e, "exit_code", None)
-            changes["exit_code"] = code if code is not None else (0 if e.kind == "finished" else None)
+        elif isinstance(e, Interrupted):
+            changes.update(status="stopped" if e.cancelled else "interrupted", exit_code=e.exit_code)
+        elif isinstance(e, Finished):
+            changes.update(status="finished", exit_code=0)
         f = dataclasses.replace(f, **changes)
     return dataclasses.replace(f, faults=tuple(faults), stragglers=tuple(stragglers))
 
@@ -686,8 +645,7 @@ def summary_of(events: Iterable[Event]) -> summaries.Summary:
 
 
 def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
-    """``s`` after event ``e``: what ``launched`` and ``attempt_started`` say, rank 0's account, the
-    launcher's fields; other kinds tell the story and leave the summary as it is."""
+    """``s`` after event ``e`` (``launched``, ``attempt_started``, ``account``, ``summary`` change it)."""
     if isinstance(e, Launched):
         ess = e.essentials
         fresh = summaries.Summary.from_json({

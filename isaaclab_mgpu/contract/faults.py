@@ -1,11 +1,9 @@
 """Rehearsed faults: ``mgpu train --simulate_fault KIND@ITERATION[,rank=R]`` makes a run meet one for real.
 
-Before a long run, a user proves on their own machines that what should save it does: restarts
-(``--max_restarts``), the stall watch (``--stall_timeout``) and the requeue path (``--requeue`` in
-SLURM). The fault is not mocked: the chosen rank really dies, really freezes, or its node's ``mgpu``
-really gets the requeue signal, at the start of iteration ``ITERATION`` (1-based, as the console
-counts), in the first attempt of an ``mgpu train`` only, and only when that attempt reaches the
-iteration itself: a restart, a requeued job or a ``--resume`` that starts past it goes on.
+It proves before a long run that restarts, the stall watch and the requeue path save it. The fault
+is not mocked; it happens at the start of iteration ``ITERATION`` (1-based, as the console counts),
+in the first attempt of an ``mgpu train`` only, and only when that attempt reaches the iteration
+itself: a restart, a requeued job or a ``--resume`` that starts past it goes on.
 
 - ``kill``: the rank SIGKILLs itself (a segfault, the OOM killer, a lost GPU);
 - ``hang``: the rank stops making progress in a sleep (a deadlock, a stuck collective), and only
@@ -18,12 +16,10 @@ iteration itself: a restart, a requeued job or a ``--resume`` that starts past i
   statistics where its back-end keeps any, else one policy parameter), which the ranks'
   periodic drift check (``--drift_interval``) must name.
 
-Without ``rank=`` a kill or a hang picks the highest rank, a requeue rank 0 (node 0, whose ``mgpu``
-requeues), a drift rank 1. The launcher checks the value and hands it to the ranks in
+Without ``rank=``: :meth:`Fault.target`. The launcher hands the value to the ranks in
 ``MGPU_SIMULATE_FAULT``; each rank's progress reporter (:mod:`.progress`) fires a kill, a hang or a
-requeue on the first report of that iteration; the built-in worker makes a drift itself, at the
-start of that iteration (it alone holds the trainer's state), and an Isaac Lab rank at the end of
-the iteration before (:mod:`isaaclab_mgpu.rank.isaac_drift`, through the library's own objects).
+requeue on the first report of that iteration; the built-in worker makes a drift itself, and an
+Isaac Lab rank at the end of the iteration before (:mod:`isaaclab_mgpu.rank.isaac_drift`).
 
 Standard library only: both processes import it.
 """
@@ -115,8 +111,7 @@ def for_this_rank(environ: Mapping[str, str]) -> Fault | None:
 
 
 def fire(fault: Fault, environ: Mapping[str, str]) -> None:
-    """Meet ``fault`` now (a kill or a hang does not return; a drift is only told here: the worker
-    perturbs its trainer's state itself)."""
+    """Meet ``fault`` now (a kill or a hang never returns; the worker makes a drift itself)."""
     rank = environ.get("RANK", environ.get("JAX_RANK", "0"))
     sys.stderr.write(f"[mgpu rank {rank}] simulated fault: {fault.kind} at iteration {fault.iteration}\n")
     sys.stderr.flush()

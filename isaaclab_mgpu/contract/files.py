@@ -25,8 +25,7 @@ from typing import IO, Any
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, durable: bool = False) -> Iterator[IO[Any]]:
-    """A temporary file beside ``path`` (mode ``"w"`` or ``"wb"``), renamed over ``path`` on exit
-    (``durable``: file and folder fsynced too)."""
+    """A temporary file beside ``path`` (mode ``"w"`` or ``"wb"``), renamed over ``path`` on exit."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', not {mode!r}")
     target = Path(path)

@@ -18,11 +18,7 @@ SUPPORTED_TEXT = f"isaaclab>={SUPPORTED[0]},<{SUPPORTED[1]}"
 
 
 def _release(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+    return tuple(int("".join(ch for ch in piece if ch.isdigit()) or 0) for piece in version.split(".")[:2])
 
 
 def version_supported(version: str) -> bool:

@@ -4,9 +4,8 @@ Rank 0 of the built-in worker prints one plain line per iteration and one when t
 (:mod:`isaaclab_mgpu.rank.console`). On a terminal ``mgpu train`` turns them into its live bar
 (:mod:`isaaclab_mgpu.report.bar`); the benchmarks read the same lines from a pipe. The writers
 (:func:`iteration_line`, :func:`final_line`) and the readers (:data:`ITERATION`, :data:`FINAL`)
-sit side by side, so the two sides cannot drift apart; so do the columns of the bar both draw
-(:data:`BAR_COLUMNS`). A line may reach the launcher behind
-torchrun's ``[rank]:`` prefix; the readers allow it.
+sit side by side, as do the bar's columns (:data:`BAR_COLUMNS`). The readers allow torchrun's
+``[rank]:`` prefix.
 """
 
 from __future__ import annotations
@@ -45,9 +44,7 @@ BAR_COLUMNS: tuple[tuple[str, ...], ...] = (
 
 
 def reward_text(value: float | None, last_known: float | None = None) -> str:
-    """A mean episode reward as the lines show it: ``n/a`` before any episode of the run ended;
-    where none ended in this iteration (after a resume, or in long episodes), the last known mean
-    marked :data:`LAST_KNOWN`."""
+    """A mean reward as the lines show it: ``n/a`` before any episode ended, else the last known, marked."""
     if value is None:
         return "n/a" if last_known is None else f"{last_known:.2f}{LAST_KNOWN}"
     return f"{value:.2f}"

@@ -1,14 +1,11 @@
 """The side channel between probe ranks and the parent: files in the results folder.
 
 The communicator under test may hang, so nothing about a rank's progress travels through it.
-Each rank reports every stage it enters through the progress channel ``train``'s ranks use
-(:mod:`isaaclab_mgpu.contract.progress`: ``progress.<rank>.json``, one
-:class:`~isaaclab_mgpu.contract.progress.Report`, replaced in place), so a hang is reported in the
-stage it hangs in: the probe's own :data:`STAGES`, and in a collective the message size's index,
-its bytes, the mode and the phase (:func:`describe`). Each rank also replaces its per-size results
-in ``result.<rank>.json`` atomically, and registers ``stack.<rank>.txt`` for its Python stack on
-the stack-dump signal (and on a fatal signal; see :mod:`isaaclab_mgpu.contract.stacks`), naming it
-in its report. The parent only reads these files. No torch here.
+Each rank reports every stage it enters through ``train``'s progress channel (:mod:`.progress`):
+the probe's own :data:`STAGES`, and in a collective the message size's index, bytes, mode and
+phase (:func:`describe`). Each rank also replaces its results in ``result.<rank>.json``
+atomically and dumps its stack into ``stack.<rank>.txt`` (:mod:`.stacks`). The parent only reads
+these files. No torch here.
 """
 
 from __future__ import annotations

@@ -10,64 +10,38 @@
         ...
 
 The first iteration a process runs counts as start-up (``"warmup": true`` in the report): it
-holds just-in-time compilation (skrl JAX's first update compiles for tens of seconds on a CPU)
-and first allocations. Finer stages name *where* a rank stalled: ``progress.beat("update")``
-(the iteration number is kept from the last call). The built-in worker reports the start-up
-stages (``start``, ``init``, ``environment``, ``trainer``, ``broadcast``) and, per iteration,
-``rollout``, ``update``, ``sync`` (the all-gather of statistics), ``checkpoint``, then ``finish``
-and ``done``. Any other name is a training stage too. A library callback can hold a
-:class:`Reporter` (``Reporter().iteration(n)``).
+holds just-in-time compilation and first allocations. Finer stages name *where* a rank stalled:
+``progress.beat("update")`` (the iteration number is kept from the last call); the built-in
+worker's are :data:`STARTUP_STAGES`, :data:`ITERATION_STAGES`, ``finish`` and :data:`DONE`, and
+any other name is a training stage too. A library callback can hold a :class:`Reporter`.
 
-The channel is a file per rank, ``<MGPU_PROGRESS_DIR>/progress.<rank>.json`` (one JSON object,
-padded with spaces), overwritten in place by one ``pwrite`` per call (a few microseconds), in a
-folder on the node the node's supervisor chose; nothing travels through the communicator that
-may be hung, and each node's supervisor reads only its own ranks.
-Outside ``mgpu train`` (no ``MGPU_PROGRESS_DIR``) every call is a no-op.
+The channel is a file per rank, ``<MGPU_PROGRESS_DIR>/progress.<rank>.json`` (one :class:`Report`,
+padded with spaces), overwritten in place by one ``pwrite`` per call, in a folder on the node;
+nothing travels through the communicator that may be hung. Outside ``mgpu train`` (no
+``MGPU_PROGRESS_DIR``) every call is a no-op. :class:`Channel` writes one rank's file,
+:class:`Reports` reads a folder of them (the stall watch, ``mgpu probe-nccl``'s parent:
+:mod:`.probe_channel`). Rank 0 also hands its account of the attempt (``summary.json``'s fields)
+through the same folder, :data:`ACCOUNT` (:meth:`Reporter.account`).
 
-Both halves of the channel are here: the record is :class:`Report` (read through
-:mod:`isaaclab_mgpu.contract.records`: a file of the wrong types is refused whole), :class:`Channel`
-writes one rank's file, :class:`Reports` reads a folder of them (the supervisor's stall watch,
-``mgpu probe-nccl``'s parent). ``probe-nccl``'s ranks report through the same channel with stages
-of their own (:mod:`isaaclab_mgpu.contract.probe_channel`) and, in a collective, the message size's
-index, bytes, mode and phase.
-
-Rank 0 also hands its account of the attempt (``summary.json``'s fields) through the same folder,
-:data:`ACCOUNT` (:meth:`Reporter.account`); node 0's ``mgpu`` folds it into ``summary.json``.
-
-The first call also registers the stack-dump signal (:mod:`isaaclab_mgpu.contract.stacks`, a
-real-time signal), so the supervisor can have the rank dump its Python stack (all threads) into
-``stack.txt`` beside the rank's torchrun log files (``$TORCHELASTIC_ERROR_FILE``'s folder) when it
-stalls; the report names that file, and only a rank that named one is ever sent the signal.
-
-SIGUSR1 is SLURM's "the time limit is near" (``--signal=USR1@90`` sends it to every process of the
-job step). Under ``mgpu`` (``MGPU_RUN_ID`` set) the first :class:`Reporter` of the process makes
-the rank survive it: the signal is recorded (the rank's one recorder, :mod:`.signals`),
-:func:`stop_requested` turns True, and the rank goes on (a program that installed its own SIGUSR1
-handler keeps it). What a rank does then (save a
-checkpoint, stop) is its own business; ``mgpu``'s supervisor records the signal the same way.
+Under ``mgpu`` the first :class:`Reporter` registers the stack-dump signal (:mod:`.stacks`; the
+report names the stack file) and makes the rank survive SLURM's SIGUSR1: :func:`stop_requested`
+turns True and the rank goes on (:mod:`.signals`).
 
 :func:`process_group_timeout` is the second line of defence for programs that create their own
 process group: ``init_process_group(..., timeout=progress.process_group_timeout(startup=True))``
-makes a hung collective fail after mgpu's start-up bound plus a margin, instead of NCCL's 10 or
-gloo's 30 minutes; :func:`after_startup` then shortens it to the stall timeout plus the margin.
+makes a hung collective fail after mgpu's start-up bound plus :data:`MARGIN_S`, instead of NCCL's
+10 or gloo's 30 minutes; :func:`after_startup` then shortens it to the stall bound plus the margin.
 
-**Busy and wait time.** The same calls time the iteration: the report carries, from a process's
-second iteration on (the first holds compilation), the totals of its timed iterations' wall seconds
-(``wall_s``), of the seconds it waited in collectives (``wait_s``, added by :func:`waited`, which
-mgpu's timing patch calls around the libraries' collectives: :mod:`isaaclab_mgpu.rank.patches.timing`)
-and of the seconds it worked (``busy_s``: the wall time less the wait, so env steps, acting and the
-update's arithmetic), with the number of such iterations (``timed``) and of collectives
-(``collectives``). A ``checkpoint`` stage's seconds count in none of them (only rank 0 writes).
-The totals move once per iteration, when the next begins, so every report's figures end at an
-iteration boundary: the supervisor divides their growth by the growth of ``timed``. In synchronous
-training every rank's iteration lasts as long as the slowest rank's: the others wait for it in the
-collectives, so the rank whose busy time stands above the others' is the one holding them back
-(``mgpu train`` names it: the straggler line, ``docs/supervision.md``).
+**Busy and wait time.** From a process's second iteration on, the report carries the totals of its
+timed iterations' wall seconds (``wall_s``), of the seconds it waited in collectives (``wait_s``,
+added by :func:`waited`: :mod:`isaaclab_mgpu.rank.patches.timing`) and of the rest (``busy_s``),
+with the count of such iterations (``timed``) and of collectives; :data:`UNTIMED_STAGES` count in
+none. The totals move as the next iteration begins. The others wait for the slowest rank in the
+collectives, so the rank whose busy time stands above the others' is the straggler.
 
-:data:`AUTO` is ``--stall_timeout auto`` (the default): the supervisor's bound follows the run's own
-steady iterations (:data:`AUTO_FACTOR` times their median, at least :data:`AUTO_FLOOR_S`, at most
-:func:`auto_cap`); a process group's timeout under it is the cap plus :data:`MARGIN_S`, so it never
-cuts a collective shorter than the bound can grow.
+:data:`AUTO` is ``--stall_timeout auto`` (the default): the bound follows the run's steady
+iterations (:data:`AUTO_FACTOR` times their median, at least :data:`AUTO_FLOOR_S`, at most
+:func:`auto_cap`); a process group's timeout under it is the cap plus :data:`MARGIN_S`.
 
 Standard library only: importing this module is cheap in any process.
 """
@@ -153,8 +127,7 @@ class Report:
     """Host it runs on."""
 
     stage: str
-    """The stage it entered last (see the module docstring; ``mgpu probe-nccl``'s ranks have their
-    own, :data:`isaaclab_mgpu.contract.probe_channel.STAGES`)."""
+    """The stage it entered last (``mgpu probe-nccl``'s: :data:`.probe_channel.STAGES`)."""
 
     iteration: int | None
     """The iteration of that stage, once training began."""
@@ -196,14 +169,11 @@ class Report:
     """``probe-nccl``'s collective stage: ``warmup``, ``timed`` or ``check``."""
 
     drift: Drift | None = None
-    """The first divergence between the ranks the worker's drift check found (rank 0 reports it,
-    in every report from then on); None: none found."""
+    """The first divergence between the ranks the drift check found (rank 0 reports it from then on)."""
 
 
 def read_report(path: str | Path) -> Report | None:
-    """The report in ``path``; None when absent or caught half-written; a ValueError naming the first
-    bad field when malformed (a file of the wrong types counts as no report at all, so a planted
-    or foreign file never joins the ranks the stall watch judges)."""
+    """The report in ``path``; None when absent or half-written; ValueError when malformed (never judged)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -225,8 +195,7 @@ class Reports:
         self._told: set[str] = set()
 
     def read(self) -> dict[int, Report]:
-        """Every rank's last report (one caught half-written keeps the one before; a malformed file
-        is skipped, and :meth:`rejected` names it)."""
+        """Every rank's last report (a half-written one keeps the last; :meth:`rejected` names bad ones)."""
         found = dict(self.last)
         for path in self.folder.glob("progress.*.json"):
             try:
@@ -259,14 +228,12 @@ class Reports:
 
 
 class Channel:
-    """One rank's progress file, overwritten in place: a :class:`Report` as one JSON object padded
-    with spaces, written by one ``pwrite`` (about 1 µs, where a write-and-rename costs 0.2 ms; a
-    reader that catches it half-written keeps the report before). The members that never change
-    (rank, local rank, pid, host, stack file) are encoded once."""
+    """One rank's progress file: a :class:`Report` padded with spaces, overwritten by one ``pwrite``."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._fd: int | None = None
+        # pwrite: about 1 µs, where a write-and-rename costs 0.2 ms; the fixed members are encoded once.
         self._prefix = "{"
         self._size = 512
 
@@ -397,8 +364,7 @@ class Reporter:
         self._drift = f'"drift": {json.dumps(records.plain(found))}, '
 
     def account(self, fields: dict[str, Any]) -> None:
-        """Rank 0: replace its account of the attempt (``summary.json``'s fields, JSON-ready) that
-        node 0's mgpu reads; a no-op outside ``mgpu train`` and on any other rank."""
+        """Rank 0: replace its account of the attempt (``summary.json``'s fields); a no-op elsewhere."""
         if self.path is None or self.rank != 0:
             return
         try:  # noqa: SIM105
@@ -407,8 +373,7 @@ class Reporter:
             pass  # the reader's folder is gone (the run is ending): the rank goes on
 
     def on_iteration_end(self, flush: Any) -> None:
-        """Call ``flush()`` as each iteration ends; it returns collective seconds measured late
-        (a GPU's collectives, timed by CUDA events that complete after the host call returned)."""
+        """Call ``flush()`` as each iteration ends: collective seconds measured late (CUDA events)."""
         self._flushers.append(flush)
 
     def _close_iteration(self, now: float) -> None:
@@ -432,8 +397,7 @@ class Reporter:
         self._calls_it = 0
 
     def totals(self) -> dict[str, float]:
-        """This process's timed iterations so far: ``timed``, ``busy_s``, ``wait_s``, ``wall_s`` and
-        ``collectives``."""
+        """This process's timed iterations so far, with their busy, wait and wall seconds and collectives."""
         return {
             "timed": self._timed,
             "busy_s": self._busy,
@@ -464,7 +428,8 @@ class Reporter:
 _reporter: Reporter | None = None
 
 
-def _default() -> Reporter:
+def reporter() -> Reporter:
+    """This process's reporter (the one :func:`beat` and :func:`iteration` write through)."""
     global _reporter
     if _reporter is None:
         _reporter = Reporter()
@@ -473,22 +438,17 @@ def _default() -> Reporter:
 
 def beat(stage: str, iteration: int | None = None) -> None:
     """Tell this node's ``mgpu`` that this rank enters ``stage`` (no-op outside ``mgpu train``)."""
-    _default().beat(stage, iteration)
+    reporter().beat(stage, iteration)
 
 
 def iteration(number: int) -> None:
     """Tell this node's ``mgpu`` that iteration ``number`` begins: call it once per iteration."""
-    _default().iteration(number)
-
-
-def reporter() -> Reporter:
-    """This process's reporter (the one :func:`beat` and :func:`iteration` write through)."""
-    return _default()
+    reporter().iteration(number)
 
 
 def waited(seconds: float) -> None:
     """Add ``seconds`` spent waiting in a collective to this rank's current iteration."""
-    _default().waited(seconds)
+    reporter().waited(seconds)
 
 
 def _seconds(name: str, environ: Any) -> float:
@@ -499,9 +459,7 @@ def _seconds(name: str, environ: Any) -> float:
 
 
 def process_group_timeout(*, startup: bool = False, environ: Any = None) -> timedelta | None:
-    """mgpu's start-up or stall bound plus :data:`MARGIN_S`; None when that bound is off.
-
-    Under ``--stall_timeout auto`` the stall bound is the most it can grow to (:func:`auto_cap`)."""
+    """mgpu's start-up or stall bound (``auto``: :func:`auto_cap`) plus :data:`MARGIN_S`; None: off."""
     values = environ if environ is not None else os.environ
     if not startup and values.get(env.STALL_TIMEOUT, "").strip() == AUTO:
         bound = auto_cap(_seconds(env.STARTUP_TIMEOUT, environ))

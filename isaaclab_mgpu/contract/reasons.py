@@ -1,12 +1,9 @@
 """Why a rank gave up, in one line: written by the rank, read by its node's ``mgpu`` for the final line.
 
-A rank that ends on an error of its own (bad input it found, a refused checkpoint, a full disk)
-says so on its stderr; among torchrun's failure summary and the other ranks' noise that line is
-easy to miss, and it is the reason the user needs. So the rank also writes the line to
-``reason.txt`` in its own torchrun log folder (beside ``$TORCHELASTIC_ERROR_FILE``, where
-``stack.txt`` goes too: :mod:`isaaclab_mgpu.contract.elastic`), and ``mgpu train`` ends with it:
-``error: rank 1 on node9: <reason>``.
-Outside ``mgpu train`` (no error-file variable) :func:`record` does nothing.
+A rank that ends on an error of its own (bad input, a refused checkpoint, a full disk) says so on
+its stderr, where torchrun's failure summary buries it; so it also writes the line to
+``reason.txt`` in its log folder (:mod:`.elastic`), and ``mgpu train`` ends with it: ``error:
+rank 1 on node9: <reason>``. Outside ``mgpu train`` :func:`record` does nothing.
 
 Standard library only: both processes import it.
 """

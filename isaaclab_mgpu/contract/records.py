@@ -334,8 +334,7 @@ def _nested(cls: type, row: bool) -> Check:
 
 
 def _fields(spec: _Spec, data: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], list, bool]:
-    """Each field's value read from ``data``; the (name, problem) of those that did not read; and
-    whether a required one did not."""
+    """Each field's value read from ``data``, (name, problem) of those that did not, and a required lost."""
     values: dict[str, Any] = {}
     problems: list[tuple[str, _Bad]] = []
     lost = False
@@ -382,8 +381,7 @@ def read(cls: type[T], data: object) -> Reading[T]:
 
 
 def strict(cls: type[T], data: object) -> T:
-    """``data`` read as a ``cls`` record in which every field reads; :class:`RecordError` names the
-    first that does not."""
+    """``data`` read as a ``cls`` record in which every field reads, else :class:`RecordError`."""
     reading = read(cls, data)
     if reading.record is None or reading.problems:
         raise RecordError(reading.problems[0])

@@ -1,23 +1,10 @@
 """Restarts, resume and requeue: what the launcher and a rank agree on. Standard library only.
 
 ``mgpu train`` owns a run's lifetime across attempts (see :mod:`isaaclab_mgpu.launcher.attempts`).
-It tells every rank it starts, through the environment:
-
-============================  ================================================================================
-``MGPU_RUN_DIR``              the run folder, chosen and created once by node 0's launcher (set on node 0
-                              only: ranks elsewhere never need it)
-``MGPU_RESUME``               what rank 0 continues from: a checkpoint file, or a run folder (its newest
-                              checkpoint; none there: iteration 0)
-``MGPU_ATTEMPT``              0 for the first launch of this mgpu, 1 for the first restart, ...
-``MGPU_CHECKPOINT_REQUEST``   a file whose existence asks the ranks to save a checkpoint at the next iteration
-                              boundary and stop (exit 0, status ``stopped``)
-``MGPU_RUN_DIR_REPORT``       a file where rank 0 writes the path of the run folder when the rank names it
-                              itself (Isaac Lab's folders: the launcher cannot know the agent config's
-                              experiment name), so the launcher records the attempts there and hands the
-                              folder to every restart
-============================  ================================================================================
-
-Each variable's one Python name is in :mod:`isaaclab_mgpu.contract.env` (``env.RUN_DIR``, ...).
+It tells every rank it starts the run folder, what rank 0 resumes from, the attempt number, the
+checkpoint-request file and, for a rank that names its own folder (Isaac Lab's), where to report
+it, through the environment (:mod:`.env`: ``RUN_DIR``, ``RESUME``, ``ATTEMPT``,
+``CHECKPOINT_REQUEST``, ``RUN_DIR_REPORT``).
 
 A rank of any kind (the built-in worker, an Isaac Lab rank, a user script) follows the same
 contract: rank 0 alone reads ``MGPU_RESUME``'s checkpoint and hands its state to the others over the
@@ -32,16 +19,13 @@ and name the iteration a restart resumes from without importing torch.
 **Which checkpoint a resume continues from** is chosen by one function, :func:`newest_whole`,
 for the launcher and both rank paths alike (the built-in worker's ``model_<N>.pt``, an Isaac Lab
 library's own names, :data:`ISAAC_CHECKPOINTS`): the highest counter in the run folder (iteration,
-timestep or epoch, never the file's time) that is whole. Checkpoints are written to a temporary
-name, fsynced and renamed (:func:`isaaclab_mgpu.contract.files.atomic_open` with ``durable``), yet
-a file can still be torn (copied half, a file system that lost pages, a crash between
-``model_<N>.pt`` and its JSON): one cut short (:func:`complete`, checked without torch: a complete
-zip archive, as ``torch.save`` writes them), one of the built-in worker's without its readable
-JSON, or, on rank 0, one that does not load is passed over to the one before, in one warning line
-(:meth:`Pick.warning`); none whole is one error line (:meth:`Pick.taken`). A file that loads but
-is refused as unsafe is never passed over: that stays an error. A checkpoint named by its path is
-taken as it is, or refused. What ``--resume auto`` and a bare ``--resume`` mean is said once, at
-:data:`AUTO` and :data:`LATEST`.
+timestep or epoch, never the file's time) that is whole. A torn file (copied half, lost pages, a
+crash between ``model_<N>.pt`` and its JSON) is passed over to the one before, in one warning line
+(:meth:`Pick.warning`): one cut short (:func:`complete`), one of the built-in worker's without its
+readable JSON, or, on rank 0, one that does not load; none whole is one error line
+(:meth:`Pick.taken`). A file that loads but is refused as unsafe is never passed over, and a
+checkpoint named by its path is taken as it is, or refused. ``--resume auto`` and a bare
+``--resume``: :data:`AUTO` and :data:`LATEST`.
 
 **Keeping the newest N** (``--keep_checkpoints N``, ``MGPU_KEEP_CHECKPOINTS``): after rank 0
 wrote a checkpoint whole, it deletes the older ones beyond the newest N (:func:`prune`).
@@ -130,8 +114,7 @@ def saved_iteration(checkpoint: Path) -> int | None:
 
 
 def write_meta(checkpoint: Path, meta: CheckpointMeta) -> Path:
-    """Write ``checkpoint``'s metadata file atomically and durably (a private temporary file,
-    ``fsync``, a rename)."""
+    """Write ``checkpoint``'s metadata file atomically and durably (:mod:`.files`)."""
     path = meta_path(checkpoint)
     files.write_json(path, records.plain(meta), durable=True)
     return path
@@ -159,9 +142,7 @@ ISAAC_CHECKPOINTS = {
 
 
 def checkpoints(folder: Path, library: str | None = None) -> list[tuple[int, Path]]:
-    """Every checkpoint file of a run folder, lowest counter first: the built-in worker's
-    ``model_<N>.pt`` (``library`` None) or an Isaac Lab library's (:data:`ISAAC_CHECKPOINTS`);
-    regular files only (never a symlink). Whole or not: :func:`newest_whole` chooses among them."""
+    """Every checkpoint file (regular, whole or not) of a run folder of ``library``, lowest counter first."""
     sub, pattern = ISAAC_CHECKPOINTS[library or "rsl_rl"]
     found = []
     with contextlib.suppress(OSError):
@@ -174,11 +155,8 @@ def checkpoints(folder: Path, library: str | None = None) -> list[tuple[int, Pat
 
 
 def complete(checkpoint: Path) -> bool:
-    """False for a torch checkpoint cut short (its zip archive has no end record), else True.
-
-    ``torch.save`` writes a zip archive whose directory is at its end: a file cut anywhere has
-    none. Other formats (skrl JAX's pickles) have no cheap check and count as complete.
-    """
+    """False for a torch checkpoint cut short (its zip archive has no end record), else True."""
+    # torch.save's zip directory is at its end; other formats (skrl JAX's pickles) have no cheap check.
     if Path(checkpoint).suffix not in (".pt", ".pth"):
         return True
     try:
@@ -188,8 +166,7 @@ def complete(checkpoint: Path) -> bool:
 
 
 def flaw(checkpoint: Path, library: str | None = None) -> str | None:
-    """Why ``checkpoint`` is not whole (None: it is): cut short (:func:`complete`), or, for the
-    built-in worker's (``library`` None), without a readable JSON beside it."""
+    """Why ``checkpoint`` is not whole (None: it is): cut short, or the built-in worker's without its JSON."""
     if not complete(checkpoint):
         return "cut short"
     if library is None and read_meta(checkpoint) is None:
@@ -218,8 +195,7 @@ class Pick:
         return f"warning: passed over a checkpoint that is not whole: {torn}; resuming from {self.checkpoint}"
 
     def taken(self) -> Path | None:
-        """:attr:`checkpoint`; UsageError (exit 2, nothing retried) when the folder holds
-        checkpoints but none is whole."""
+        """:attr:`checkpoint`; UsageError when the folder holds checkpoints but none is whole."""
         if self.checkpoint is None and self.passed:
             names = ", ".join(p.name for p, _ in self.passed)
             why = "; ".join(dict.fromkeys(w for _, w in self.passed))
@@ -233,10 +209,7 @@ class Pick:
 def newest_whole(
     folder: Path, library: str | None = None, loads: Callable[[Path], str | None] | None = None
 ) -> Pick:
-    """The one choice of the checkpoint a resume of run folder ``folder`` continues from, made
-    alike by the launcher and both rank paths: the highest counter (iteration, timestep, epoch;
-    never the file's time) among :func:`checkpoints` that is whole (:func:`flaw`) and, where the
-    caller says, ``loads`` (its reason when not: rank 0 tries the file itself)."""
+    """The checkpoint a resume of ``folder`` continues from: the newest whole one that ``loads``."""
     passed: list[tuple[Path, str]] = []
     for _, path in reversed(checkpoints(folder, library)):
         why = flaw(path, library) or (loads(path) if loads is not None else None)
@@ -253,13 +226,9 @@ def keep_checkpoints(environ: Mapping[str, str] | None = None) -> int | None:
 
 
 def prune(found: list[tuple[int, Path]], saved: Path, keep: int | None) -> list[Path]:
-    """Delete the checkpoints of ``found`` (counter, path) older than the newest ``keep`` up to the
-    one just ``saved``; return the deleted paths (with their JSON files, where there are any).
-
-    Only the checkpoints at or below ``saved``'s counter count: one above it belongs to a later
-    point an earlier attempt reached (the run passes it again and overwrites it), and is kept.
-    Nothing is deleted before ``saved`` is whole on disk: call it after the durable write.
-    """
+    """Delete ``found``'s checkpoints older than the newest ``keep`` up to ``saved``; return them."""
+    # One above saved's counter is an earlier attempt's, which the run overwrites: kept. Call it
+    # after saved's durable write, so nothing goes before it is whole on disk.
     if keep is None:
         return []
     at = next((n for n, p in found if Path(p) == Path(saved)), None)
@@ -281,10 +250,8 @@ def checkpoint_requested(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def stop_at_checkpoint(done: int, total: int | None, environ: Mapping[str, str] | None = None) -> bool:
-    """This rank's vote to save and stop after iteration ``done`` of ``total``: mgpu's request
-    (:func:`checkpoint_requested`) or the requeue signal reaching the rank
-    (:func:`~isaaclab_mgpu.contract.signals.stop_requested`); never at the total, where the run
-    ends finished anyway and a requeue would only find it done."""
+    """This rank's vote to save and stop after iteration ``done``: mgpu's request or the requeue signal."""
+    # Never at the total: the run ends finished anyway, and a requeue would only find it done.
     if total is not None and done >= total:
         return False
     return checkpoint_requested(environ) or stop_requested()
@@ -318,10 +285,8 @@ def attempt(environ: Mapping[str, str] | None = None) -> int:
 
 
 def own_run_folders(parent: Path, root: Path) -> list[Path]:
-    """Run folders directly in ``parent``, newest name first, that ``--resume`` may choose from:
-    real folders (never a symlink), owned by this user, and inside the log root ``root``
-    (``parent`` itself reached without leaving it). Anyone who can write into a shared log root
-    can plant folders there; none of theirs is ever picked."""
+    """Run folders in ``parent`` (inside log root ``root``), newest first, that ``--resume`` may choose."""
+    # Real folders of this user only: anyone who can write into a shared log root can plant folders.
     try:
         root_real = Path(root).resolve(strict=True)
         parent_real = Path(parent).resolve(strict=True)

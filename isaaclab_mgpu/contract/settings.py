@@ -3,11 +3,9 @@
 For the embedded tasks an override is ``env.<field>=value`` (a field of the task's configuration:
 :class:`TaskCfg` and its per-task subclasses, :data:`TASK_CONFIGS`) or ``agent.<field>=value`` (a
 field of :class:`PPOSettings`); the value is converted like the field's default and must make sense
-(:data:`LIMITS`: ``env.episode_length=-1`` or ``agent.gamma=1.5`` is refused). The task modules
-and the back-ends take their configuration classes from here, and the worker's parser
-(:func:`isaaclab_mgpu.contract.worker_args.parse`) runs :func:`check_overrides` on every override, so the
-launcher, which runs that parser before spawning, refuses a misspelt key or a bad value with the
-same words the rank would use. Standard library only: ``mgpu dry-run`` and ``check-env`` import it.
+(:data:`LIMITS`: ``env.episode_length=-1`` or ``agent.gamma=1.5`` is refused). The worker's parser
+(:mod:`.worker_args`) runs :func:`check_overrides`, so the launcher refuses a misspelt key or a
+bad value before spawning, with the rank's words. Standard library only.
 """
 
 from __future__ import annotations
@@ -17,8 +15,6 @@ import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-# -- the embedded tasks' configurations ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -75,8 +71,6 @@ class PendulumCfg(TaskCfg):
 #: The embedded tasks by name, with their configuration class (``rank.tasks.TASKS`` has the tasks).
 TASK_CONFIGS: dict[str, type[TaskCfg]] = {"cartpole": CartpoleCfg, "pendulum": PendulumCfg}
 
-# -- PPO -----------------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class PPOSettings:
@@ -122,8 +116,7 @@ class PPOSettings:
     """Initial action standard deviation."""
 
     obs_normalization: bool = False
-    """Normalize observations with running statistics: rsl-rl's empirical normalizer (synchronised
-    across ranks by rsl-rl), skrl's running standard scaler (rank-local: each rank keeps its own)."""
+    """Normalize observations with running statistics (rsl-rl's synchronised, skrl's rank-local)."""
 
     @property
     def hidden_dims(self) -> list[int]:
@@ -155,9 +148,6 @@ DEFAULTS: dict[str, TaskDefaults] = {
 }
 #: Isaac Lab tasks bring their own agent configuration; these apply where ours is used.
 FALLBACK = TaskDefaults(num_envs=1024, max_iterations=100, ppo=PPOSettings(hidden="128,128,128"))
-
-# -- overrides -----------------------------------------------------------------------------------
-
 
 #: Values that make no sense for a setting, refused before anything is spawned (a run of them
 #: would train nonsense, e.g. ``env.episode_length=-1`` once trained 1-step episodes and exited 0):
@@ -200,8 +190,7 @@ def _out_of_range(key: str, value: float) -> str | None:
 
 
 def _replace(cfg: Any, prefix: str, what: str, overrides: Mapping[str, str]) -> Any:
-    """``cfg`` with ``overrides`` applied, each value typed like the field's default and within
-    its :data:`LIMITS`."""
+    """``cfg`` with ``overrides`` applied, each typed like the field's default and within :data:`LIMITS`."""
     fields = [f.name for f in dataclasses.fields(cfg)]
     values: dict[str, Any] = {}
     for key, raw in overrides.items():

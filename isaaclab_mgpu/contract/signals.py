@@ -54,8 +54,7 @@ class Recorder:
 def recording(
     signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM), *, interrupt: bool = False
 ) -> Iterator[Recorder]:
-    """Record ``signals`` while the block runs (``interrupt``: SIGINT then raises
-    ``KeyboardInterrupt``); the old handlers come back after."""
+    """Record ``signals`` while the block runs (``interrupt``: SIGINT raises ``KeyboardInterrupt``)."""
     recorder = Recorder(interrupt)
     if not _main_thread():
         yield recorder

@@ -61,11 +61,11 @@ def size_text(n: int | None) -> str:
     if n < 1024:
         return f"{n} B"
     value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
+    for unit in ("KiB", "MiB", "GiB"):
         value /= 1024
-        if value < 1024 or unit == "TiB":
+        if value < 1024:
             return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")
+    return f"{value / 1024:.1f} TiB"
 
 
 def full_line(exc: OSError, folder: str | os.PathLike[str], newest: str | os.PathLike[str] | None) -> str:

@@ -6,12 +6,10 @@ file it named, and the rank runs on. The supervisor sends that signal only to a 
 own tree that said, through its progress file, where its stack goes: a real-time signal's default
 action is to terminate, so a process without the handler must never get it.
 
-Why a real-time signal and not SIGUSR1: SLURM (``--signal=USR1@90``, ``scancel --signal``) can
-deliver SIGUSR1 to every process of a job step, to ask for a checkpoint before the time limit. A
-stack dump must not be triggered, or a rank killed, by that. SLURM never sends a real-time signal
-on its own; ``SIGRTMIN + 5`` also stays clear of the first few real-time signals that threading
-libraries and timers tend to claim. Where there are no real-time signals (not Linux),
-:data:`STACK_SIGNAL` is None and no stack is dumped.
+Why a real-time signal and not SIGUSR1: SLURM can deliver SIGUSR1 to every process of a job step
+before the time limit (:mod:`.signals`), and never sends a real-time signal; ``SIGRTMIN + 5``
+stays clear of those that threading libraries and timers claim. Where there are no real-time
+signals (not Linux), :data:`STACK_SIGNAL` is None and no stack is dumped.
 
 Standard library only.
 """
@@ -39,12 +37,9 @@ _files: list[IO[str]] = []
 
 
 def register(path: str | Path, *, fatal: bool = False, truncate: bool = False) -> str | None:
-    """Dump this process's stack into ``path`` on :data:`STACK_SIGNAL`; its absolute path, or None.
-
-    ``fatal`` also dumps it there on a fatal signal (SIGSEGV, SIGABRT, ...); ``truncate`` starts
-    the file empty instead of appending. None: no signal to spare, not the main interpreter, or
-    the folder is not writable (then the supervisor never sends the signal).
-    """
+    """Dump this process's stack into ``path`` on :data:`STACK_SIGNAL` (``fatal``: on SIGSEGV… too)."""
+    # Returns the absolute path, or None (no signal to spare, not the main interpreter, the folder
+    # not writable): then the supervisor never sends the signal.
     if STACK_SIGNAL is None:
         return None
     try:

@@ -1,20 +1,13 @@
 """``summary.json``: what a run is and how far it got, one typed record for every writer and reader.
 
-Node 0's ``mgpu train`` writes it, as the fold of the run's ledger
-(:func:`isaaclab_mgpu.contract.events.summary_of`; the ranks write none: rank 0 hands its account of
-each attempt through the progress channel, merged into the run by :func:`absorb`), and ``mgpu runs``
-reads it. The file is one JSON object of :class:`Summary`'s fields: :meth:`Summary.to_json` writes
-strict JSON (a non-finite number becomes ``null``), :meth:`Summary.from_json` reads any object
-without trusting it (a field of the wrong type or out of range reads as ``None`` and is named in
-:attr:`Summary.invalid`; unknown keys are kept in :attr:`Summary.extra`).
+Node 0's ``mgpu train`` writes it as the fold of the run's ledger (:func:`.events.summary_of`;
+rank 0's account of each attempt is merged in by :func:`absorb`), and ``mgpu runs`` reads it: one
+JSON object of :class:`Summary`'s fields, read and written by :mod:`.records` (a bad field reads
+as ``None``, named in :attr:`Summary.invalid`; unknown keys are kept in :attr:`Summary.extra`).
 
 Pace: ``train_time_s``, ``s_per_iteration`` and ``env_steps_per_s`` describe the latest segment,
-warm-up included; :class:`Steady` (:func:`steady_pace`) the pace after the first iteration (JIT
-compilation, first allocations), with the warm-up's seconds apart. A run continued in its folder
-(resume, restart, requeue) keeps one :class:`Segment` per stretch, and :class:`Whole` sums them
-(steady seconds per iteration = steady time ÷ steady iterations). :class:`Timing`: each rank's busy
-and wait seconds per steady iteration; :class:`Straggler`: ranks named as holding the others back;
-:class:`Drift`: the first rank whose state stopped matching.
+warm-up included; :class:`Steady` the pace after the warm-up. A run continued in its folder
+(resume, restart, requeue) keeps one :class:`Segment` per stretch, and :class:`Whole` sums them.
 
 Statuses: ``running`` while rank 0 trains; ``finished``, ``interrupted``, ``stopped`` (saved on the
 requeue signal) or ``drifted`` (``--on_drift stop``) as rank 0 ends; ``failed``, ``hung`` or
@@ -39,10 +32,8 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
 STATUSES = ("running", "finished", "interrupted", "failed", "hung", "stopped", "requeued", "drifted")
-#: Rank 0 refreshes the running summary when this many times its last refresh's cost has passed:
-#: every iteration while the file is small (its cost is well under a millisecond), and never more
-#: than 1/50 of the training time once a long run's reward list makes it slower. The built-in
-#: worker and the Isaac Lab path alike.
+#: Rank 0 refreshes its account when this many times its last refresh's cost has passed: every
+#: iteration while it is small, never more than 1/50 of the training time once it is not.
 REFRESH_BUDGET = 50
 #: Iterations at the start of a run that count as warm-up (compilation, first allocations).
 WARMUP_ITERATIONS = 1
@@ -78,10 +69,10 @@ class Steady:
     """Iterations counted as warm-up (the first :data:`WARMUP_ITERATIONS`)."""
 
     warmup_s: NonNegative | None = None
-    """NonNegative those iterations took."""
+    """Seconds those iterations took."""
 
     s_per_iteration: NonNegative | None = None
-    """Median seconds per iteration after the warm-up (rank 0's clock); None without such an iteration."""
+    """Median seconds per iteration after the warm-up (rank 0's clock)."""
 
     env_steps_per_s: NonNegative | None = None
     """Environment steps per second of all ranks at that pace."""
@@ -120,13 +111,13 @@ class Segment:
     """Completed iterations when it ended (or so far)."""
 
     train_time_s: NonNegative
-    """NonNegative it spent in the training loop."""
+    """Seconds it spent in the training loop."""
 
     steady_iterations: Count = 0
     """Its iterations after its own warm-up (the first :data:`WARMUP_ITERATIONS`)."""
 
     steady_s: NonNegative = 0.0
-    """NonNegative those iterations took."""
+    """Seconds those iterations took."""
 
     steady_env_steps: Count = 0
     """Environment steps all ranks took in those iterations."""
@@ -164,7 +155,7 @@ class Whole:
     """Iterations trained over all segments (those a restart repeated count again)."""
 
     train_time_s: NonNegative = 0.0
-    """NonNegative in the training loop, summed over the segments."""
+    """Seconds in the training loop, summed over the segments."""
 
     steady_s_per_iteration: NonNegative | None = None
     """Steady seconds ÷ steady iterations over all segments (each one's warm-up left out)."""
@@ -293,8 +284,7 @@ class Drift:
     """What differs first, in the order :data:`DRIFT_COMPONENTS` lists them."""
 
     since_iteration: Count
-    """The last check that found every rank equal (the run's start when none did): the drift
-    happened after this iteration."""
+    """The last check that found every rank equal (the run's start when none did)."""
 
     found_at: Count
     """The iteration whose check found it."""
@@ -356,9 +346,7 @@ class Summary:
     """Where curves go: ``tensorboard``, ``wandb`` or ``none``."""
 
     wandb_run_id: str | None = None
-    """The Weights & Biases run rank 0 logs to (``--logger wandb``). A run that goes on in this folder
-    (a restart, a requeue, ``--resume``) continues it: rank 0 reads it back and sets W&B's own
-    ``WANDB_RUN_ID`` = this id and ``WANDB_RESUME=allow``."""
+    """The Weights & Biases run rank 0 logs to (``--logger wandb``); a run going on here continues it."""
 
     start_iteration: Count | None = None
     """Completed iterations when this run (or its resume) started."""
@@ -370,7 +358,7 @@ class Summary:
     """Iterations this run trained: ``end_iteration - start_iteration``."""
 
     train_time_s: NonNegative | None = None
-    """NonNegative spent in the training loop."""
+    """Seconds spent in the training loop."""
 
     s_per_iteration: NonNegative | None = None
     """Mean seconds per iteration (whole run, warm-up included; see ``steady``)."""
@@ -400,16 +388,13 @@ class Summary:
     """The last checkpoint written."""
 
     checkpoint_iteration: Count | None = None
-    """Completed iterations at ``checkpoint`` (where a restart resumes). Written by a rank 0 whose
-    checkpoints are not mgpu's ``model_<N>.pt`` with metadata (Isaac Lab's libraries name theirs)."""
+    """Completed iterations at ``checkpoint``, where its name does not say (Isaac Lab's libraries)."""
 
     resumed_from: str | None = None
     """The checkpoint this run resumed from."""
 
     continues: str | None = None
-    """The run folder this run continues in a folder of its own (a checkpoint of another run
-    loaded into a new Isaac Lab folder, e.g. Isaac Lab's ``--checkpoint``): one link of the chain
-    ``mgpu runs`` shows. None when it started afresh or goes on in its own folder."""
+    """The run folder this run continues in a new folder (Isaac Lab's ``--checkpoint``): the chain."""
 
     run_dir: str | None = None
     """The run folder."""
@@ -430,26 +415,22 @@ class Summary:
     """The iteration the latest attempt resumed from (None: it started the run)."""
 
     rank_exit_code: int | None = None
-    """The failed rank's own code when it collided with one of mgpu's reserved codes (then
-    ``exit_status`` is 1; see :func:`isaaclab_mgpu.contract.errors.passed_through`)."""
+    """The failed rank's own code where it was reserved (:func:`.errors.passed_through`)."""
 
     attempt: Count | None = None
     """The number of the attempt that rank 0 last ran in (0: the first launch)."""
 
     attempts: tuple[Mapping[str, Any], ...] = ()
-    """Every attempt of this mgpu: number, outcome, exit code, failed rank and how, the iteration it
-    started at, the iteration reached, the newest checkpoint, iterations lost, seconds."""
+    """Every attempt of this mgpu: outcome, exit code, failed rank, iterations, checkpoint, seconds."""
 
     restarts: tuple[Mapping[str, Any], ...] = ()
-    """Each restart: the attempt that ended (as in ``attempts``) and ``resumed_from``, the
-    iteration the next attempt resumed from."""
+    """Each restart: the attempt that ended (as in ``attempts``) and ``resumed_from``."""
 
     segments: tuple[Segment, ...] = ()
     """Every stretch of training in this folder, in order (see :class:`Segment`)."""
 
     whole: Whole | None = None
-    """The whole run's time and pace over ``segments``; ``train_time_s``, ``s_per_iteration``,
-    ``env_steps_per_s`` and ``steady`` describe the latest segment alone."""
+    """The whole run's time and pace over ``segments`` (the fields above: the latest segment)."""
 
     slurm_job_id: str | None = None
     """The SLURM job that runs it: a requeued job continues the run that names its id."""
@@ -464,8 +445,7 @@ class Summary:
     """Its start time (seconds since the epoch), so a reused PID is not taken for it."""
 
     timing: Timing | None = None
-    """Every rank's busy and wait seconds per steady iteration, the collectives' share (rank 0 writes
-    it at the end from every rank's progress-report totals)."""
+    """Every rank's busy and wait seconds per steady iteration, the collectives' share."""
 
     stragglers: tuple[Straggler, ...] = ()
     """Ranks the supervisor named as stragglers during the run (node 0's mgpu writes it)."""
@@ -505,13 +485,9 @@ def read(folder: str | Path) -> Summary | None:
 
 
 def absorb(found: Summary, account: Summary, given: Iterable[str], rewards_from: int) -> Summary:
-    """``found`` with rank 0's ``account`` of one attempt merged in: one run across restarts,
-    requeues and resumes (the one place this merge is made).
-
-    ``given``: the account's fields rank 0 set (they replace ``found``'s); its ``start_iteration``
-    is the attempt's start, its ``mean_rewards`` the rewards of the iterations after
-    ``rewards_from`` (an earlier attempt's rewards up to there are kept), its ``segments`` the
-    attempt's own stretch (:func:`with_segment`). Iterations count from the run's first start."""
+    """``found`` with rank 0's ``account`` of one attempt (its fields ``given``) merged in."""
+    # The account's start_iteration is the attempt's start, its mean_rewards those after
+    # rewards_from (an earlier attempt's up to there are kept); iterations count from the run's start.
     start = account.start_iteration or 0
     known = {k: getattr(account, k) for k in given if k not in _MERGED and hasattr(account, k)}
     s = found.replace(**known)

@@ -5,9 +5,7 @@ hold characters that act instead of showing: control characters (a raw ESC recol
 the terminal, a newline forges a second line), format characters (a bidi override reorders what
 follows), line and paragraph separators (``str.splitlines`` breaks on them) and the lone
 surrogates Python uses for bytes of a file name that are not UTF-8 (a strict stdout cannot encode
-them). The launcher refuses control characters in options (``spec``) and in the folder ``runs --last``
-prints, quotes every such character in shell lines (``build``) and, like a rank, escapes them in
-what it prints (``report.text``): one definition.
+them). The launcher refuses, quotes or escapes them, and a rank escapes them: one definition.
 """
 
 from __future__ import annotations
@@ -22,14 +20,12 @@ _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def has_control(text: str) -> bool:
-    """True when ``text`` holds a character of :data:`CONTROL` (a file name's byte that is not
-    UTF-8 is no control: written as bytes, it names the file)."""
+    """True when ``text`` holds a character of :data:`CONTROL` (a surrogate-escaped byte is none)."""
     return not text.isprintable() and any(unicodedata.category(ch) in CONTROL for ch in text)
 
 
 def escaped(ch: str) -> str:
-    """One character as Python writes it in a literal: ``\\n``, ``\\x1b``, ``\\u202e``; a byte
-    that was not UTF-8 (a surrogate escape, U+DC80..U+DCFF) as that byte, ``\\xff``."""
+    """One character as a Python literal writes it (``\\n``, ``\\u202e``); a surrogate escape as its byte."""
     if ch in _SHORT:
         return _SHORT[ch]
     code = ord(ch)

@@ -5,21 +5,19 @@ Positional ``key=value`` items are overrides: ``env.<field>=v`` and ``agent.<fie
 embedded tasks, keys and values checked here against :mod:`isaaclab_mgpu.contract.settings`; for Isaac
 Lab tasks they go to Isaac Lab's Hydra configuration (``env.<path>=v``, ``agent.<path>=v``,
 ``presets=newton_mjwarp``, ...; see :mod:`isaaclab_mgpu.rank.isaac`), which judges them itself.
-Isaac Lab tasks (``--task Isaac-...``) also take the options of Isaac Lab's own ``train``
-(:data:`ISAAC_TRAIN_OPTIONS`, the one list of them): they are kept in order in
-:attr:`WorkerArgs.isaac_args` and handed to Isaac Lab verbatim.
-An unknown option is an error: one line on stderr naming it, exit status 2.
+Isaac Lab tasks also take the options of Isaac Lab's own ``train`` (:data:`ISAAC_TRAIN_OPTIONS`),
+handed to Isaac Lab verbatim (:attr:`WorkerArgs.isaac_args`).
 
-:func:`parse` is pure (argparse only, no torch, no output) and raises
-:class:`WorkerArgsError`; the launcher runs it on the exact arguments a rank will get, so
-everything this parser refuses is refused before anything is spawned. It lives in the contract
-because both processes run it; the worker's own entry, the same parse with the error as one
-stderr line and exit status 2, is :func:`isaaclab_mgpu.rank.worker.args.parse_args`.
+:func:`parse` is pure (argparse only, no torch, no output) and raises :class:`WorkerArgsError`;
+the launcher runs it on the exact arguments a rank will get, so everything it refuses is refused
+before anything is spawned. The worker's own entry (one stderr line, exit status 2) is
+:func:`isaaclab_mgpu.rank.worker.args.parse_args`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import time
 from dataclasses import dataclass
@@ -44,9 +42,7 @@ ISAAC_PREFIX = "Isaac-"
 
 #: Options of Isaac Lab 3.0's ``train`` (rsl_rl, skrl, rl_games back-ends and the simulation launcher)
 #: that the worker forwards verbatim for Isaac Lab tasks, with how many values each takes (``"?"``:
-#: an optional value). Options the worker itself owns (``--task``, ``--num_envs``, ``--seed``,
-#: ``--max_iterations``, ``--device``, ``--distributed``, ``--ml_framework``, ``--experiment_name``,
-#: ``--run_name``, ``--run_timestamp``) are not listed.
+#: an optional value). Options the worker itself owns (:func:`_parser`) are not listed.
 ISAAC_TRAIN_OPTIONS: dict[str, int | str] = {
     "--agent": 1, "--algorithm": 1, "--checkpoint": 1, "--logger": 1, "--log_project_name": 1,
     "--external_callback": 1, "--resume_optimizer_state": 0, "--no-resume_optimizer_state": 0,
@@ -95,23 +91,19 @@ class WorkerArgs:
     """Rank 0 writes a checkpoint every this many iterations (0: only at the end)."""
 
     drift_interval: int = 10
-    """Every this many iterations the ranks compare hashes of their parameters, optimizer state and
-    normalizer statistics (0: never; embedded tasks only)."""
+    """Every this many iterations the ranks compare hashes of their states (0: never; embedded tasks)."""
 
     on_drift: str = "warn"
-    """What a drift between the ranks does: ``warn`` (named, training goes on) or ``stop`` (every
-    rank stops at that iteration, rank 0 saves a checkpoint, the run ends ``drifted``)."""
+    """What a drift between the ranks does: ``warn`` (goes on) or ``stop`` (at a checkpoint: ``drifted``)."""
 
     resume: str | None = None
-    """None, :data:`~isaaclab_mgpu.contract.resume.AUTO`, :data:`~isaaclab_mgpu.contract.resume.LATEST`
-    (no path given), or a run folder / checkpoint file to continue from."""
+    """None, :data:`.resume.AUTO`, :data:`.resume.LATEST` (no path), or a run folder or checkpoint file."""
 
     run_name: str | None = None
     """Suffix of the run folder name."""
 
     run_timestamp: str | None = None
-    """The run folder's stamp (Isaac Lab's ``--run_timestamp``); None: the launcher's ``MGPU_RUN_STAMP``.
-    ``mgpu train`` makes a given one the launcher's stamp, so every rank and node names the same folder."""
+    """The run folder's stamp (Isaac Lab's ``--run_timestamp``); None: the launcher's ``MGPU_RUN_STAMP``."""
 
     experiment_name: str | None = None
     """Folder under ``logs/<library>/`` (default: the task name)."""
@@ -120,10 +112,7 @@ class WorkerArgs:
     """Root of the run folders."""
 
     logger: str = "tensorboard"
-    """Where rank 0 writes its training curves: ``tensorboard`` (event file in the run folder), ``wandb``
-    (Weights & Biases, when installed) or ``none``; written through each library's own writer. For
-    Isaac Lab tasks it is the value for Isaac Lab's ``train`` (``neptune`` too), not among
-    :attr:`isaac_args`."""
+    """Where rank 0 writes its curves: ``tensorboard``, ``wandb``, ``none`` (Isaac Lab tasks: Isaac Lab's)."""
 
     distributed: bool = False
     """Train as one rank of a distributed run (WORLD_SIZE / JAX_WORLD_SIZE from the launcher)."""
@@ -322,12 +311,7 @@ def check_task(task: str) -> None:
 def _take_logger(
     isaac: list[str], parser: argparse.ArgumentParser, *, embedded: bool
 ) -> tuple[str, list[str]]:
-    """The ``--logger`` value (default tensorboard) and the Isaac Lab options without it.
-
-    The embedded tasks write their curves through the libraries' writers (``tensorboard``,
-    ``wandb`` or ``none``); for an Isaac Lab task the value is Isaac Lab's (``neptune`` too), which
-    :mod:`isaaclab_mgpu.rank.isaac` spells the way the task's library takes it (or refuses).
-    """
+    """The ``--logger`` value (default tensorboard) and the Isaac Lab options without it."""
     value, rest, i = "tensorboard", [], 0
     while i < len(isaac):
         flag, sep, given = isaac[i].partition("=")
@@ -375,24 +359,6 @@ def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
             check_overrides(ns.task, overrides)
         except ValueError as exc:
             raise WorkerArgsError(str(exc)) from None
-    return WorkerArgs(
-        rl_library=ns.rl_library,
-        ml_framework=ns.ml_framework,
-        device=ns.device,
-        task=ns.task,
-        num_envs=ns.num_envs,
-        max_iterations=ns.max_iterations,
-        seed=ns.seed,
-        save_interval=ns.save_interval,
-        drift_interval=ns.drift_interval,
-        on_drift=ns.on_drift,
-        resume=ns.resume,
-        run_name=ns.run_name,
-        run_timestamp=ns.run_timestamp,
-        experiment_name=ns.experiment_name,
-        log_root=ns.log_root,
-        logger=logger,
-        distributed=ns.distributed,
-        overrides=tuple(overrides),
-        isaac_args=tuple(isaac),
-    )
+    # Every option of the parser is a field of the same name, but --headless (AppLauncher's).
+    given = {f.name: getattr(ns, f.name) for f in dataclasses.fields(WorkerArgs) if hasattr(ns, f.name)}
+    return WorkerArgs(**given, logger=logger, overrides=tuple(overrides), isaac_args=tuple(isaac))
