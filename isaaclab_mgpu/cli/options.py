@@ -184,11 +184,8 @@ def _given(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
 def launch_command(
     app: typer.Typer, name: str, *, cls: type | None = LaunchCommand, **groups: Any
 ) -> Callable:
-    """Register ``fn(..., spec, <groups>)`` as command ``name`` of ``app`` (see the module docstring).
-
-    A group is a dataclass of options, or ``(dataclass, this command's defaults)`` (``submit``'s job
-    is sbatch unless ``--emit`` says otherwise).
-    """
+    """Register ``fn(..., spec, <groups>)`` as command ``name`` of ``app`` (see the module docstring)."""
+    # A group is a dataclass of options, or (dataclass, this command's defaults): submit's job is sbatch.
     defaults = {g: v[1] if isinstance(v, tuple) else {} for g, v in {"spec": LaunchSpec, **groups}.items()}
     classes = {g: v[0] if isinstance(v, tuple) else v for g, v in {"spec": LaunchSpec, **groups}.items()}
 
