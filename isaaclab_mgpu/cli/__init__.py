@@ -3,8 +3,7 @@
 Launcher side, command layer: runs in the ``mgpu`` process; with :mod:`isaaclab_mgpu.launch` the
 only code that imports :mod:`isaaclab_mgpu.report`.
 
-Each launch command's options come from their one declaration (:mod:`.options` makes them Typer
-options and hands the command its :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`); every command
+Each launch command's options come from their one declaration (:mod:`.options`); every command
 calls one function of :mod:`isaaclab_mgpu.launch`. No logic lives here; :func:`main` is the one
 place where errors become a stderr line and an exit code.
 """

@@ -361,6 +361,7 @@ def resolve(
     if spec.requeue and job_id is None:
         problem("--requeue needs a SLURM job (no SLURM_JOB_ID here); outside SLURM use --resume auto")
 
+    several_torchrun_ranks = not spec.uses_jax and isinstance(nproc, int) and nproc > 1
     return ResolvedSpec(
         spec=spec,
         python=machine.python,
@@ -382,14 +383,7 @@ def resolve(
         cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
         slurm_job_id=job_id,
         slurm_restart_count=int(restarts) if restarts.isdigit() else 0,
-        omp_num_threads=(
-            "1"
-            if not spec.uses_jax
-            and isinstance(nproc, int)
-            and nproc > 1
-            and "OMP_NUM_THREADS" not in machine.environ
-            else None
-        ),
+        omp_num_threads="1" if several_torchrun_ranks and "OMP_NUM_THREADS" not in machine.environ else None,
         invoked_as=invocation(machine),
     )
 
