@@ -22,9 +22,8 @@ uses ``--standalone`` (free port, concurrent runs never collide); per-rank logs 
 :func:`run_name`; ``<launch>`` is the resolved ``log_launch``, else the run stamp, so a dry-run
 creates nothing) and are tee'd to the console, so a filtered rank's output is never lost. The
 command says attempt 0; :func:`for_attempt` gives it for a later attempt. A torchrun launch that
-is not ``--standalone`` and has no ``--rdzv_id`` gets ``--rdzv_id mgpu_<host>_<port>`` (a
-one-node SLURM job: its job id): torchrun tells the ranks ``TORCHELASTIC_RUN_ID``, and the static
-rendezvous prefixes its store keys with the id, so every node must compute it alike.
+is not ``--standalone`` and has no ``--rdzv_id`` gets ``--rdzv_id mgpu_<host>_<port>`` (a one-node
+SLURM job: its job id), the same on every node: the static rendezvous prefixes its store keys with it.
 
 Where the environment sets a ``PET_<FLAG>`` the command leaves out, the command states torchrun's
 own default for it (why: :mod:`.cluster`).

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,23 +223,17 @@ def _nvml_links(nv, handles: list) -> tuple[tuple[GpuLink, ...], str]:
     return tuple(links), "nvml"
 
 
-def smi_links(run: Callable[..., str] | None = None) -> tuple[GpuLink, ...]:
-    """GPU pairs from ``nvidia-smi topo -m`` (when NVML cannot say)."""
-    if run is None:
-        import shutil
-        import subprocess
+def smi_links() -> tuple[GpuLink, ...]:
+    """GPU pairs from ``nvidia-smi topo -m`` (when NVML cannot say); none without nvidia-smi."""
+    import subprocess
 
-        if shutil.which("nvidia-smi") is None:
-            return ()
-        try:
-            text = subprocess.run(
-                ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=5, check=False
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return ()
-    else:
-        text = run()
-    return parse_topo_matrix(text)
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return parse_topo_matrix(out)
 
 
 def parse_topo_matrix(text: str) -> tuple[GpuLink, ...]:
