@@ -80,8 +80,6 @@ REQUEUE_SIGNALS = ("USR1", "USR2", "XCPU", "PWR")
 #: What a shrink keeps (``--shrink_keep``): the run's environment count, or each rank's.
 SHRINK_KEEPS = ("total", "per_rank")
 
-Device = Literal["cuda", "cpu"]
-
 #: More ranks on one node than any machine has GPUs or cores for: refused as a typo.
 MAX_RANKS_PER_NODE = 1024
 #: More nodes than any cluster has: refused as a typo too.
@@ -298,7 +296,7 @@ class LaunchSpec:
     ml_framework: str | None = option(
         help="torch (default) or jax, for skrl.", panel=LAUNCH, choices=("torch", "jax")
     )
-    device: Device = option(
+    device: Literal["cuda", "cpu"] = option(
         "cuda", "cuda: a GPU per rank, NCCL. cpu: CPU ranks, gloo.", panel=LAUNCH, choices=("cuda", "cpu")
     )
     oversubscribe_cpu: bool = option(
