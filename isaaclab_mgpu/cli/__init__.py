@@ -3,8 +3,7 @@
 Launcher side, command layer: runs in the ``mgpu`` process; with :mod:`isaaclab_mgpu.launch` the
 only code that imports :mod:`isaaclab_mgpu.report`.
 
-Each launch command's options come from their one declaration (:mod:`.options` makes them Typer
-options and hands the command its :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`); every command
+Each launch command's options come from their one declaration (:mod:`.options`); every command
 calls one function of :mod:`isaaclab_mgpu.launch`. No logic lives here; :func:`main` is the one
 place where errors become a stderr line and an exit code.
 """
@@ -239,19 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:  # a deliberate stop, not an error
         report.stopped(str(exc), clean=exc.exit_code in (EXIT_INTERRUPTED, EXIT_REQUEUE))
         return exc.exit_code
-    except MgpuError as exc:
+    except (MgpuError, click.ClickException) as exc:
         if invocation.debug:
             traceback.print_exc()
-        report.error(str(exc))
+        report.error(exc.format_message() if isinstance(exc, click.ClickException) else str(exc))
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         report.stopped("stopped by Ctrl-C", clean=True)
         return EXIT_INTERRUPTED
-    except click.ClickException as exc:
-        if invocation.debug:
-            traceback.print_exc()
-        report.error(exc.format_message())
-        return exc.exit_code
     return result if isinstance(result, int) else 0

@@ -1,17 +1,15 @@
-"""Launch commands made from the one declaration of each option.
+"""Launch commands made from the one declaration of each option (:mod:`isaaclab_mgpu.launcher.options`).
 
-Every launch option is declared once, as a field of a frozen dataclass in the form of
-:mod:`isaaclab_mgpu.launcher.options` (the launch spec :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`,
-a job file's :class:`~isaaclab_mgpu.launcher.jobfiles.JobOptions`). :func:`launch_command` registers a
-command whose function takes such dataclasses as keyword parameters (``spec`` always, others named
-in the call): each becomes, where it stands in the signature, the Typer options its class declares
-for that command, and the function receives the instance built from them and validated. A ``debug``
-parameter receives ``--debug``. The function's other parameters are its own Typer options.
+:func:`launch_command` registers a command whose function takes such dataclasses as keyword
+parameters (``spec`` always, others named in the call): each becomes, where it stands in the
+signature, the Typer options its class declares for that command, and the function receives the
+instance built from them and validated. A ``debug`` parameter receives ``--debug``. The function's
+other parameters are its own Typer options.
 
-Unknown options and ``key=value`` overrides are training arguments; for a
-:class:`~.command.LaunchCommand` they are also checked against the built-in worker's options
-(:mod:`isaaclab_mgpu.launcher.forwarded`). The command line as typed reaches the spec through the
-context (:class:`Invocation`, made by :func:`isaaclab_mgpu.cli.main`), never through a global.
+Unknown options and ``key=value`` overrides are training arguments, checked for a
+:class:`~.command.LaunchCommand` by :mod:`isaaclab_mgpu.launcher.forwarded`. The command line as
+typed reaches the spec through the context (:class:`Invocation`, made by
+:func:`isaaclab_mgpu.cli.main`), never through a global.
 """
 
 from __future__ import annotations
@@ -184,11 +182,8 @@ def _given(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
 def launch_command(
     app: typer.Typer, name: str, *, cls: type | None = LaunchCommand, **groups: Any
 ) -> Callable:
-    """Register ``fn(..., spec, <groups>)`` as command ``name`` of ``app`` (see the module docstring).
-
-    A group is a dataclass of options, or ``(dataclass, this command's defaults)`` (``submit``'s job
-    is sbatch unless ``--emit`` says otherwise).
-    """
+    """Register ``fn(..., spec, <groups>)`` as command ``name`` of ``app`` (see the module docstring)."""
+    # A group is a dataclass of options, or (dataclass, this command's defaults): submit's job is sbatch.
     defaults = {g: v[1] if isinstance(v, tuple) else {} for g, v in {"spec": LaunchSpec, **groups}.items()}
     classes = {g: v[0] if isinstance(v, tuple) else v for g, v in {"spec": LaunchSpec, **groups}.items()}
 

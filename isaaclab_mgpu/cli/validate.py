@@ -20,15 +20,8 @@ from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.launcher.options import declared
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
-#: Flags of Isaac Lab's own ``train.py`` that docs may quote as training arguments.
-ISAACLAB_TRAIN_FLAGS = frozenset(
-    {
-        "--task", "--num_envs", "--seed", "--max_iterations", "--headless", "--video",
-        "--video_length", "--video_interval", "--enable_cameras", "--agent", "--checkpoint",
-        "--resume", "--load_run", "--run_name", "--experiment_name", "--logger",
-        "--log_project_name", "--distributed", "--export_io_descriptors",
-    }
-)  # fmt: skip
+#: Flags of Isaac Lab's own ``train.py`` that docs may quote and the worker's parser does not know.
+ISAACLAB_TRAIN_FLAGS = frozenset({"--enable_cameras", "--load_run"})
 
 
 def training_flags() -> frozenset[str]:

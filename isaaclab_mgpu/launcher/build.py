@@ -10,35 +10,23 @@ torchrun path (rsl-rl, skrl with torch, any ``--script``/``-m``)::
         (-m isaaclab_mgpu.worker --rl_library LIB [--ml_framework F] [--device cpu] | SCRIPT | -m MOD)
         TRAINING ARGS... --distributed
 
-skrl JAX path: the same shape through :mod:`isaaclab_mgpu.jaxrun`, our supervised replacement
-for ``skrl.utils.distributed.jax`` that keeps its ``JAX_*`` environment contract::
+skrl JAX path: the same shape through :mod:`isaaclab_mgpu.jaxrun` (:mod:`.jaxrun`)::
 
     PYTHON -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M --node_rank R]
         --coordinator_address HOST:PORT --tee 3 --log_dir DIR --local_ranks_filter 0 WORKER...
 
-Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not passed on (torchrun
-would relaunch the same command from iteration 0; mgpu restarts each attempt itself, resuming,
-see :mod:`isaaclab_mgpu.launcher.attempts`); a single node with no address given uses
-``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to a folder
-named by the run, the launch and the attempt,
-``<log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/`` (``--logs_specs mgpu``,
-:mod:`isaaclab_mgpu.launcher.logspecs`; root ``--log_dir``, default ``logs/mgpu``; run name
-``<library>_<task>`` or the program, ``_<run_name>`` added when the training arguments give one;
-``<launch>`` the resolved ``log_launch``, which ``train`` made exclusively before building, else
-the run stamp, so a dry-run is the same for the same spec and creates nothing;
-:func:`run_name`, :func:`~isaaclab_mgpu.contract.elastic.attempt_log_dir`), and
-are tee'd to the console, so a filtered rank's output is never lost. The command says attempt 0;
-:func:`for_attempt` gives the same command for a later attempt. A torchrun launch that is not
-``--standalone`` and has no ``--rdzv_id`` (``--master_addr``/``--master_port``, or an endpoint
-without an id) gets ``--rdzv_id mgpu_<host>_<port>`` (a one-node SLURM job: its job id): torchrun
-tells the ranks ``TORCHELASTIC_RUN_ID`` (``none`` otherwise), and the static rendezvous prefixes
-its store keys with the id, so it must be one every node computes alike: the rendezvous address is.
+Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not passed on (mgpu
+restarts each attempt itself, resuming: :mod:`.attempts`); a single node with no address given
+uses ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
+``<log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/`` (:mod:`.logspecs`,
+:func:`run_name`; ``<launch>`` is the resolved ``log_launch``, else the run stamp, so a dry-run
+creates nothing) and are tee'd to the console, so a filtered rank's output is never lost. The
+command says attempt 0; :func:`for_attempt` gives it for a later attempt. A torchrun launch that
+is not ``--standalone`` and has no ``--rdzv_id`` gets ``--rdzv_id mgpu_<host>_<port>`` (a one-node
+SLURM job: its job id), the same on every node: the static rendezvous prefixes its store keys with it.
 
-torchrun reads a flag that is not on its command line from ``PET_<FLAG>`` (a Kubernetes pod sets
-several). Where the resolved environment names such a flag that the command leaves out, the
-command states torchrun's own default for it (``--nnodes 1`` beside ``--standalone`` under
-``PET_NNODES=2``), so torchrun runs what this command says, and the line ``dry-run`` prints does
-the same when typed into the pod.
+Where the environment sets a ``PET_<FLAG>`` the command leaves out, the command states torchrun's
+own default for it (why: :mod:`.cluster`).
 """
 
 from __future__ import annotations
@@ -67,7 +55,6 @@ JAXRUN_MODULE = "isaaclab_mgpu.jaxrun"
 DEFAULT_LOG_DIR = "logs/mgpu"
 #: torchrun's ``--logs_specs``: mgpu's per-rank layout (the ``torchrun.logs_specs`` entry point).
 LOGS_SPECS = "mgpu"
-#: Environment variable carrying the run timestamp every rank shares.
 #: Set for the launch when ``--gpu_ids`` selected GPUs.
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
@@ -92,8 +79,7 @@ class Command:
     """``torchrun`` or ``jaxrun``."""
 
     log_dir: str
-    """This attempt's ``--log_dir``: ``<log root>/<run name>/<launch>/attempt_<k>``, where the launcher makes
-    each rank's ``rank_<global rank>`` folder (:mod:`isaaclab_mgpu.contract.elastic`)."""
+    """This attempt's ``--log_dir``: ``<log root>/<run name>/<launch>/attempt_<k>``."""
 
     rendezvous: Rendezvous | None = None
     """The store the nodes of a multi-node torchrun launch share (None: one node, or skrl JAX)."""
@@ -107,10 +93,8 @@ class Command:
 
 
 def shell_quote(word: str) -> str:
-    """``shlex.quote``, but a word holding a character of
-    :data:`~isaaclab_mgpu.contract.text.UNPRINTABLE` becomes bash's ``$'…'`` with it escaped, so
-    the line stays one line, never sends a raw ESC to a terminal, and still runs as printed (a file
-    name's byte that is not UTF-8 comes back as that byte)."""
+    """``shlex.quote``, but a word with an unprintable character becomes bash's ``$'…'``, escaped."""
+    # So the line stays one line, never sends a raw ESC to a terminal, and still runs as printed.
     if printable(word) == word:
         return shlex.quote(word)
     out = []
@@ -237,10 +221,8 @@ def log_root(r: ResolvedSpec) -> str:
 
 
 def run_name(r: ResolvedSpec) -> str:
-    """The name of the run's log folder: what it trains (library and task, or the program), and
-    ``_<run_name>`` when the training arguments give one. No clock: dry-run prints the same line
-    for the same spec; the run's ledger and ``summary.json``'s ``attempts[].logs`` name each
-    attempt's folder (one folder: what else than letters, digits and ``._+-`` becomes ``-``)."""
+    """The run's log folder name: library and task (or the program), ``_<run_name>`` when given."""
+    # No clock, so dry-run prints the same line for the same spec; one folder: only ._+- kept.
     s = r.spec
     if s.builtin_worker:
         what = f"{s.library}_{s.task}"
@@ -320,11 +302,9 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
 
 
 def _environment_pins(r: ResolvedSpec, opts: dict[str, object]) -> dict[str, str]:
-    """torchrun's own default for each flag it would otherwise read from ``PET_<FLAG>``.
-
-    Only where it matters: ``--standalone`` sets the rendezvous backend, endpoint and id itself,
-    and only the static rendezvous reads the master address, port and node rank.
-    """
+    """torchrun's own default for each flag it would otherwise read from ``PET_<FLAG>``."""
+    # Only where it matters: --standalone sets the rendezvous backend, endpoint and id itself,
+    # and only the static rendezvous reads the master address, port and node rank.
     static = not r.standalone and opts.get("rdzv_backend") in (None, "static")
     pins = {}
     for flag, default in TORCHRUN_DEFAULTS:
@@ -371,6 +351,4 @@ def _rank_devices(r: ResolvedSpec) -> dict[int, str]:
     if not isinstance(r.nproc, int):
         return {}
     first = (r.node_rank or 0) * r.nproc
-    if r.spec.device == "cpu":
-        return {first + i: "cpu" for i in range(r.nproc)}
-    return {first + i: f"cuda:{i}" for i in range(r.nproc)}
+    return {first + i: "cpu" if r.spec.device == "cpu" else f"cuda:{i}" for i in range(r.nproc)}

@@ -1,18 +1,16 @@
 """Refuse, before anything is spawned, the training arguments mgpu's own worker would refuse.
 
-When each rank runs the built-in worker (``python -m isaaclab_mgpu.worker``) its option set is
-known, and the worker's own parser (:func:`isaaclab_mgpu.contract.worker_args.parse`: argparse only, no
-torch) is the single source of truth for it. :func:`check_training_args` runs that parser on
-exactly the arguments the builder hands to every rank (:func:`isaaclab_mgpu.launcher.build.worker_tail`),
-so an unknown option, a bad value or an unknown task name fails ``train``, ``dry-run`` and
+:func:`check_training_args` runs the built-in worker's own parser
+(:func:`isaaclab_mgpu.contract.worker_args.parse`: argparse only, no torch) on exactly the
+arguments the builder hands to every rank (:func:`isaaclab_mgpu.launcher.build.worker_tail`), so
+an unknown option, a bad value or an unknown task name fails ``train``, ``dry-run`` and
 ``check-env`` alike with exit status 2 and one line, instead of every rank failing seconds after
 the launch.
 
 An unknown option is answered with the closest spelling (:mod:`difflib`) among the worker's
-options and, for items before ``--``, the command's own options: ``--num_gpu 2`` is a misspelt
-launcher option, not a training argument. ``key=value`` items are the worker's overrides and
-items after ``--`` are forwarded verbatim (only the worker's verdict applies to them). A user
-``--script`` or ``-m`` module is a program mgpu does not know: its arguments are not checked.
+options and, for items before ``--``, the command's own: ``--num_gpu 2`` is a misspelt launcher
+option. Items after ``--`` are forwarded verbatim (only the worker's verdict applies to them). A
+user ``--script`` or ``-m`` module's arguments are not checked.
 """
 
 from __future__ import annotations
@@ -54,11 +52,8 @@ def check_training_args(
     verbatim: int = 0,
     command: str = "train",
 ) -> None:
-    """Raise a UsageError when the built-in worker would refuse ``spec.training_args``.
-
-    ``launcher_options`` are the command's own option names (suggested for misspellings);
-    ``verbatim`` counts the trailing training arguments that came after ``--``.
-    """
+    """Raise a UsageError when the built-in worker would refuse ``spec.training_args``."""
+    # launcher_options: the command's own (suggested for misspellings); verbatim: how many came after --.
     if not spec.builtin_worker:
         return
     try:
@@ -81,15 +76,12 @@ def _explain(exc: WorkerArgsError, spec: LaunchSpec, launcher: set[str], verbati
     if item is None:
         message = str(exc)
         return "training " + message if message.startswith("argument ") else f"training argument {message}"
+    listed = f"the worker's options are listed by mgpu {command} --help"
     if not item.startswith("-"):
-        return (
-            f"training argument {item!r} is neither an option nor a key=value override; "
-            f"the worker's options are listed by mgpu {command} --help"
-        )
+        return f"training argument {item!r} is neither an option nor a key=value override; {listed}"
     name = item.split("=", 1)[0]
     args = spec.training_args
     after_dashes = item in args and args.index(item) >= len(args) - verbatim
-    listed = f"the worker's options are listed by mgpu {command} --help"
     if after_dashes:
         if _underscored(name) in launcher:
             return f"{name} is an option of mgpu {command}, not of the training worker: put it before --"

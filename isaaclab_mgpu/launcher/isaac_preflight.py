@@ -160,10 +160,9 @@ def check(request: IsaacRequest, *, python: tuple[int, int] | None = None) -> No
         return
     key = agent_entry_point(request.library, request.algorithm)
     if key not in tasks[request.task]:
-        have = sorted(
-            k[: -len("_cfg_entry_point")] for k in tasks[request.task] if k.endswith("_cfg_entry_point")
-        )
-        usable = [h for h in have if h in ("rsl_rl", "skrl", "rl_games")]
+        usable = [
+            lib for lib in ("rl_games", "rsl_rl", "skrl") if f"{lib}_cfg_entry_point" in tasks[request.task]
+        ]
         raise UsageError(
             f"--task {request.task} has no {request.library} agent config ({key}); "
             f"choose --rl_library {' or '.join(usable) if usable else '... (none of mgpu libraries)'}"

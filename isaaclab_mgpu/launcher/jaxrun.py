@@ -7,37 +7,32 @@ the other ranks when one fails, and keeps no logs. Same environment contract, to
         --coordinator_address HOST:PORT [--tee T] [--local_ranks_filter F] [--log_dir D]
         [--grace_period S] [--kill_after S] (-m MODULE | SCRIPT) ARGS...
 
-Each rank gets skrl's variables ``JAX_LOCAL_RANK``, ``JAX_RANK``, ``JAX_WORLD_SIZE``,
-``JAX_COORDINATOR_ADDR``, ``JAX_COORDINATOR_PORT``, the torch-style ``RANK``, ``LOCAL_RANK``,
-``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, and ``TORCHELASTIC_ERROR_FILE`` (where torch
-elastic's ``@record`` writes the rank's traceback); ``OMP_NUM_THREADS=1`` with several ranks and
-``PYTHONUNBUFFERED=1`` unless already set. Port 0 picks a free port (single node only).
+Each rank gets skrl's ``JAX_*`` variables and torch's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and ``TORCHELASTIC_ERROR_FILE`` (:func:`rank_env`);
+``OMP_NUM_THREADS=1`` with several ranks and ``PYTHONUNBUFFERED=1`` unless already set. Port 0
+picks a free port (single node only).
 
-Logs follow mgpu's layout (:mod:`isaaclab_mgpu.contract.elastic`, the same torchrun writes under
-``--logs_specs mgpu``): ``<log_dir>/rank_<global rank>/`` holds ``stdout.log``, ``stderr.log`` and
-``error.json``. Every rank's output always goes to its files;
-``--tee`` (0 none, 1 stdout, 2 stderr, 3 both, or per local rank ``0:3,1:1``; default 3) selects
-the streams also shown on the console, for the local ranks in ``--local_ranks_filter`` (default:
-all), each line prefixed ``[default<local_rank>]:`` as torchrun does.
+Logs follow mgpu's layout (:mod:`isaaclab_mgpu.contract.elastic`, as torchrun's under
+``--logs_specs mgpu``): every rank's output always goes to its files; ``--tee`` (0 none, 1 stdout,
+2 stderr, 3 both, or per local rank ``0:3,1:1``; default 3) selects the streams also shown on the
+console, for the local ranks in ``--local_ranks_filter`` (default: all), each line prefixed
+``[default<local_rank>]:`` as torchrun does.
 
-Fail-fast: when a rank exits non-zero or dies of a signal, the launcher logs
-``failed (exitcode: N) local_rank: L (pid: P)``, sends SIGTERM to the other ranks, and stops the
-run through mgpu's one shutdown path (:mod:`isaaclab_mgpu.launcher.supervise.shutdown`, the same
-as ``mgpu train``'s): what is left of the ranks and their children gets SIGTERM + SIGCONT after
-``--grace_period`` seconds (default 10) and SIGKILL ``--kill_after`` seconds later (default 5;
-``--stop_timeout`` is the old name of ``--grace_period``). It then prints a failure summary whose
-"Root Cause (first observed failure)" entry has torchrun's fields, written by the functions that
-also read it (so ``mgpu`` reads both launchers alike); with ``TORCHELASTIC_ERROR_FILE`` set for
-the launcher itself, it copies the failed rank's error file there with its exit code, as torchrun
-does. It exits with that rank's code, or 128+N when it died of signal N.
+Fail-fast: when a rank exits non-zero or dies of a signal, the launcher logs torchrun's
+``failed (exitcode: N)`` line, sends SIGTERM to the other ranks, and stops the run through mgpu's
+one shutdown path (:mod:`isaaclab_mgpu.launcher.supervise.shutdown`; ``--grace_period`` default 10,
+``--kill_after`` default 5, ``--stop_timeout`` the old name of ``--grace_period``). It then prints
+torchrun's failure summary (so ``mgpu`` reads both launchers alike), copies the failed rank's
+error file to its own ``TORCHELASTIC_ERROR_FILE`` when set, as torchrun does, and exits with that
+rank's code, or 128+N when it died of signal N.
 
 SIGINT, SIGTERM and SIGHUP are forwarded to every rank (and its process group) and start the
 same shutdown; a second one at least half a second later SIGKILLs everything at once. The
-launcher then exits 130, or 124 when a process had to be SIGKILLed after the grace period (mgpu's
-codes). SIGUSR1 (SLURM's time-limit warning, which reaches the ranks directly) is recorded and
-ignored. The launcher is a child subreaper on Linux, so a rank's orphaned children come back to
-it and die with the run; it never signals a rank it has already reaped, nor that rank's group. It
-never exits 0 unless every rank did.
+launcher then exits 130, or 124 when a process had to be SIGKILLed after the grace period.
+SIGUSR1 (SLURM's time-limit warning, which reaches the ranks directly) is recorded and ignored.
+As a child subreaper on Linux, the launcher gets a rank's orphaned children back, and they die
+with the run; it never signals a rank it has already reaped, nor that rank's group. It never
+exits 0 unless every rank did.
 """
 
 from __future__ import annotations
@@ -278,10 +273,7 @@ def _start(a: argparse.Namespace, argv0: list[str], host: str, port: int) -> lis
 def _supervise(
     a: argparse.Namespace, ranks: list[_Rank], interrupts: Interrupts
 ) -> tuple[tuple[_Rank, int] | None, bool, Shutdown]:
-    """Run until the ranks and everything they started are gone.
-
-    Returns the first failure, whether a stop signal arrived, and the finished shutdown.
-    """
+    """Run until the ranks and all they started are gone: first failure, stop signal?, the shutdown."""
     shutdown = Shutdown(
         members=_members,
         first_alive=lambda: any(r.running() for r in ranks),

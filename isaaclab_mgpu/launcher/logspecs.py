@@ -3,21 +3,17 @@
 torch ≥ 2.3 lets a package choose where torchrun puts each worker's ``stdout.log``,
 ``stderr.log`` and ``error.json``: ``--logs_specs NAME`` loads the class registered as ``NAME``
 under the ``torchrun.logs_specs`` entry point (``pyproject.toml`` registers :class:`RankLogsSpecs`
-as ``mgpu``). The command builder (:mod:`isaaclab_mgpu.launcher.build`) passes it to every
-torchrun it starts, so the files land where :mod:`isaaclab_mgpu.contract.elastic` says:
-``<--log_dir>/rank_<global rank>/`` instead of torch's ``<--log_dir>/<run_id>_<rand>/
-attempt_<restart>/<local rank>/``.
+as ``mgpu``). :mod:`isaaclab_mgpu.launcher.build` passes it to every torchrun it starts, so the
+files land where :mod:`isaaclab_mgpu.contract.elastic` says: ``<--log_dir>/rank_<global rank>/``.
 
 What goes to a file, what is tee'd to the console and which local ranks are filtered stay
 torch's (``DefaultLogsSpecs.reify``): only the folders change. Only the torchrun process imports
-this module (it imports torch); nothing of ``mgpu``'s own commands does.
+this module (it imports torch).
 
-When the interpreter that runs torchrun does not have the package installed (only on
-``PYTHONPATH``, or an install older than the entry point), torchrun stops with "Could not find
-entrypoint under 'torchrun.logs_specs[mgpu]' key";
+An interpreter without the package installed (or with an install older than the entry point)
+makes torchrun stop with "Could not find entrypoint under 'torchrun.logs_specs[mgpu]' key";
 :func:`isaaclab_mgpu.launcher.supervise.result.missing_logs_specs` turns that into mgpu's own
-message (install the package into that interpreter) rather than falling back to torch's layout,
-which mgpu's readers would not find.
+message rather than falling back to torch's layout, which mgpu's readers would not find.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The launcher's one reader of the NVIDIA driver (NVML): which GPUs this machine has, and more.
 
-Three callers, each its own session: :func:`list_gpus` gives resolve the (model, UUID) of every
-GPU, and :func:`gpu_facts` gives ``check-env`` the driver, every GPU with its memory and the
-processes holding it, and the topology between GPUs (``nvidia-smi topo -m`` when NVML cannot say);
-:func:`gpu_state` gives the straggler line one GPU's clocks, throttle reasons, temperature and PCIe
-link (it maps ``cuda:N`` through the ranks' ``CUDA_VISIBLE_DEVICES``). The first two ignore
-``CUDA_VISIBLE_DEVICES``: NVML lists every GPU, in PCI bus order as ``nvidia-smi``
-does. ``pynvml`` (nvidia-ml-py) is imported only when asked; without it or without a driver the
-answer says so (None, or a :class:`GpuFacts` with ``nvml=False`` and the reason), never an error.
+:func:`list_gpus` gives resolve the (model, UUID) of every GPU; :func:`gpu_facts` gives
+``check-env`` the driver, every GPU with its memory and the processes holding it, and the topology
+between GPUs (``nvidia-smi topo -m`` when NVML cannot say); :func:`gpu_state` gives the straggler
+line one GPU's clocks, throttle reasons, temperature and PCIe link. Each opens its own session.
+The first two ignore ``CUDA_VISIBLE_DEVICES``: NVML lists every GPU, in PCI bus order as
+``nvidia-smi`` does. ``pynvml`` (nvidia-ml-py) is imported only when asked; without it or without a
+driver the answer says so (None, or a :class:`GpuFacts` with ``nvml=False`` and the reason), never
+an error.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,12 +59,6 @@ def list_gpus() -> tuple[tuple[str, str], ...] | None:
             return tuple((text(nv.nvmlDeviceGetName(h)), text(nv.nvmlDeviceGetUUID(h))) for h in handles)
     except NvmlUnavailable:
         return None
-
-
-def gpu_names() -> tuple[str, ...] | None:
-    """Model names of every GPU NVML sees; None without NVML or a driver."""
-    gpus = list_gpus()
-    return None if gpus is None else tuple(name for name, _ in gpus)
 
 
 @dataclass(frozen=True)
@@ -198,8 +192,8 @@ def _nvml_facts(nv) -> GpuFacts:  # nv: the pynvml module
         )
     links, source = _nvml_links(nv, handles)
     if len(handles) > 1 and source == "none":
-        links, source = smi_links(), "nvidia-smi"
-        source = source if links else "none"
+        links = smi_links()
+        source = "nvidia-smi" if links else "none"
     return GpuFacts(
         nvml=True,
         driver_version=driver,
@@ -229,23 +223,17 @@ def _nvml_links(nv, handles: list) -> tuple[tuple[GpuLink, ...], str]:
     return tuple(links), "nvml"
 
 
-def smi_links(run: Callable[..., str] | None = None) -> tuple[GpuLink, ...]:
-    """GPU pairs from ``nvidia-smi topo -m`` (when NVML cannot say)."""
-    if run is None:
-        import shutil
-        import subprocess
+def smi_links() -> tuple[GpuLink, ...]:
+    """GPU pairs from ``nvidia-smi topo -m`` (when NVML cannot say); none without nvidia-smi."""
+    import subprocess
 
-        if shutil.which("nvidia-smi") is None:
-            return ()
-        try:
-            text = subprocess.run(
-                ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=5, check=False
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return ()
-    else:
-        text = run()
-    return parse_topo_matrix(text)
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return parse_topo_matrix(out)
 
 
 def parse_topo_matrix(text: str) -> tuple[GpuLink, ...]:
@@ -329,9 +317,8 @@ def throttle_text(mask: int) -> str:
 
 
 def gpu_state(device: str, visible: str | None) -> str | None:
-    """One line on GPU ``cuda:N`` of this process's view (``visible``: its CUDA_VISIBLE_DEVICES):
-    name, SM clock now and at most, throttle reasons, temperature, PCIe link now and at most.
-    None without NVML, or when the device cannot be matched to one NVML lists (a MIG slice)."""
+    """One line on GPU ``cuda:N`` of ``visible`` (CUDA_VISIBLE_DEVICES): clocks, throttle, heat, PCIe."""
+    # None without NVML, or when the device matches none NVML lists (a MIG slice).
     if not device.startswith("cuda:"):
         return None
     local = int(device.split(":", 1)[1])

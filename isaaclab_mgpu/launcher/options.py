@@ -26,9 +26,8 @@ options goes in the class's validation (``spec._validate``); ``docs/commands.md`
 (``tests/test_docs.py``). Nothing in ``cli/`` changes. A command taking a new dataclass says so
 once: ``@launch_command(app, "name", group=Class)`` and a keyword parameter ``group: Class``.
 
-Each failure is a :class:`UsageError` of one line naming the
-value and the fix. Stdlib only: the launcher side builds specs without the command line's
-libraries.
+Each failure is a :class:`UsageError` of one line naming the value and the fix. Stdlib only: the
+launcher side builds specs without the command line's libraries.
 """
 
 from __future__ import annotations
@@ -114,11 +113,8 @@ def kind(f: dataclasses.Field[Any]) -> str:
 
 
 def read_number(text: object, kind: type) -> Any:
-    """``text`` as an int or finite float in ASCII digits; ValueError otherwise (the one number rule).
-
-    Python's ``int``/``float`` also read full-width and Arabic-Indic digits, ``1_000``, ``nan`` and
-    ``inf``; none of those is a number a user means, and torchrun would get them verbatim.
-    """
+    """``text`` as an int or finite float in ASCII digits; ValueError otherwise (the one number rule)."""
+    # int/float also read full-width digits, 1_000, nan and inf: no number a user means.
     t = str(text).strip()
     if not t.isascii() or "_" in t or (kind is int and not INTEGER.match(t)):
         raise ValueError(text)

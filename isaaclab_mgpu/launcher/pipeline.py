@@ -3,10 +3,9 @@
 :func:`prepare` is what ``train``, ``dry-run``, ``check-env``'s planned command and each
 ``probe-nccl`` launch run before anything is printed or spawned. It lives apart from the command
 layer (:mod:`isaaclab_mgpu.launch`, which prints) so that domain packages can use it without
-importing the printing layer. ``train`` asks it for its own per-rank log folder once its checks
-pass (:func:`own_log_folder`): ``<log root>/<run name>/<run stamp>``, made exclusively (``-2``,
-``-3``… when another launch took the name), so two launches of one task never share, nor remove,
-each other's logs.
+importing the printing layer. ``train`` then asks :func:`own_log_folder` for its per-rank log
+folder, ``<log root>/<run name>/<run stamp>`` made exclusively (``-2``, ``-3``… when another
+launch took the name), so two launches of one task never share, nor remove, each other's logs.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ def prepare(
 
 
 def own_log_folder(resolved: ResolvedSpec) -> tuple[ResolvedSpec, Command]:
-    """``resolved`` and its command with ``log_launch`` set to a folder made for this launch alone under
-    ``<log root>/<run name>``: the run stamp, or ``<stamp>-2``… when another launch took it."""
+    """``resolved`` and its command, with ``log_launch`` a folder made for this launch alone."""
     folder = create_run_folder(Path(log_root(resolved)) / run_name(resolved), resolved.run_stamp, None)
     resolved = dataclasses.replace(resolved, log_launch=folder.name)
     return resolved, build(resolved)

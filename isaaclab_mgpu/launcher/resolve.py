@@ -1,41 +1,29 @@
 """The one impure step before a launch: look at the machine and fill in what the spec left open.
 
-:func:`probe_machine` gathers every fact a launch depends on (environment variables, the Python
-interpreter, visible GPUs, the host name) into a :class:`Machine`. :func:`resolve` is then a
-function of ``(LaunchSpec, Machine)`` plus two narrow probes it is handed (is a port free, pick a
-free port), so tests can resolve against any machine they describe.
+:func:`probe_machine` gathers every fact a launch depends on into a :class:`Machine`; :func:`resolve`
+is then a function of ``(LaunchSpec, Machine)`` plus two narrow probes it is handed (is a port free,
+pick a free port), so tests can resolve against any machine they describe.
 
 What resolve decides:
 
 - **Visible devices** without importing torch: ``CUDA_VISIBLE_DEVICES`` when set, read as CUDA
-  reads it (:mod:`isaaclab_mgpu.contract.devices`: ``-1`` hides the entries from there on; an
-  entry CUDA would stop at, or a GPU listed twice, is an error), else the NVML device count
-  (:mod:`isaaclab_mgpu.launcher.nvml`), else 0.
-- **GPU selection** (``--gpu_ids 0,2`` / ``--gpus``): each id is checked against the GPUs visible
-  here (an index below their count, a UUID NVML knows, no GPU twice, no more ids than GPUs) and the
-  launch gets ``CUDA_VISIBLE_DEVICES`` naming them. Indices count within an existing
+  reads it (:mod:`isaaclab_mgpu.contract.devices`), else the NVML device count (:mod:`.nvml`), else 0.
+- **GPU selection** (``--gpu_ids 0,2`` / ``--gpus``): each id must name a GPU visible here, once,
+  and the launch gets ``CUDA_VISIBLE_DEVICES`` naming them. Indices count within an existing
   ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do: with ``CUDA_VISIBLE_DEVICES=4,5,6,7``,
   ``--gpu_ids 1,3`` launches with ``CUDA_VISIBLE_DEVICES=5,7``.
-- **Logger**: ``--logger wandb`` for the built-in worker needs wandb importable by the ranks'
-  interpreter; otherwise the launch is refused before anything starts.
+- **Logger**: ``--logger wandb`` for the built-in worker needs wandb importable by the ranks.
 - **Ranks per node**: ``gpu``/``auto``/default → the visible GPU count (``--device cpu``: default 1,
-  ``cpu``/``auto`` → the CPU count, as torchrun does). ``cpu`` with ``--device cuda`` keeps
-  torchrun's meaning, one rank per CPU core, each on a GPU: a problem when there are fewer GPUs.
-  More CUDA ranks than visible GPUs is a problem; so are more CPU ranks than
-  :data:`CPU_RANKS_PER_CORE` per logical CPU, unless ``--oversubscribe_cpu`` says it is meant.
-- **SLURM and Kubernetes** (:mod:`.cluster`, first of all): inside an allocation of several nodes
-  or a PyTorchJob's pod, the options left out are filled from the scheduler's variables
-  (``SLURM_*``; torchrun's ``PET_*`` and ``MASTER_ADDR``/``MASTER_PORT``/``WORLD_SIZE``/``RANK``);
-  explicit options always win, and each fill and each overridden variable becomes a note. A
-  ``PET_*`` flag torchrun would read that no option can undo (``PET_STANDALONE``) is refused.
+  ``cpu``/``auto`` → the CPU count, as torchrun does). More CUDA ranks than visible GPUs is a
+  problem; so are more CPU ranks than :data:`CPU_RANKS_PER_CORE` per logical CPU, unless
+  ``--oversubscribe_cpu`` says it is meant.
+- **SLURM and Kubernetes**: first of all, the options left out are filled from the scheduler's
+  variables (:mod:`.cluster`).
 - **Rendezvous**: one node and no address or port given → torchrun ``--standalone`` (a free port
   chosen by the store itself, so concurrent runs never collide). A given master port must be free
   on the rank-0 node. skrl JAX without ``--coordinator_address`` on one node gets 127.0.0.1 and a
   free port.
-
-- **How mgpu is typed here** (:func:`invocation`), for every command mgpu tells the user to run:
-  ``uv run mgpu`` when ``uv run`` started it, ``mgpu`` when that on ``PATH`` is this environment's,
-  else ``PYTHON -m isaaclab_mgpu``.
+- **How mgpu is typed here** (:func:`invocation`), for every command mgpu tells the user to run.
 
 In ``strict`` mode (``train``) a machine fact that makes the launch impossible raises an
 :class:`~isaaclab_mgpu.contract.errors.EnvironmentProblem`; otherwise (``dry-run``) it becomes a warning
@@ -50,13 +38,13 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from isaaclab_mgpu.contract.devices import identity, parse_device_list
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.contract.layout import STAMP_FORMAT
 from isaaclab_mgpu.launcher import cluster, nvml
-from isaaclab_mgpu.launcher.cluster import DEFAULT_JAX_PORT, DEFAULT_MASTER_PORT, first_slurm_host
+from isaaclab_mgpu.launcher.cluster import DEFAULT_MASTER_PORT, first_slurm_host
 from isaaclab_mgpu.launcher.spec import (
     CPU_RANKS_PER_CORE,
     LaunchSpec,
@@ -66,7 +54,6 @@ from isaaclab_mgpu.launcher.spec import (
 )
 
 __all__ = [
-    "DEFAULT_JAX_PORT",
     "DEFAULT_MASTER_PORT",
     "Machine",
     "ResolvedSpec",
@@ -165,9 +152,7 @@ class ResolvedSpec:
     """Timestamp shared by every rank of this run."""
 
     log_launch: str | None = None
-    """The name of this launch's own per-rank log folder under ``<log root>/<run name>``, made
-    exclusively by ``train`` (:func:`~isaaclab_mgpu.launcher.pipeline.prepare`): ``run_stamp``, or
-    ``<run_stamp>-2``… when another launch took it; None (dry-run): ``run_stamp``, nothing made."""
+    """This launch's own per-rank log folder under ``<log root>/<run name>`` (None: ``run_stamp``)."""
 
     filled: tuple[str, ...] = ()
     """One note per value filled from the environment (SLURM, Kubernetes): ``--nnodes 2 from PET_NNODES``."""
@@ -194,13 +179,11 @@ class ResolvedSpec:
     """``SLURM_RESTART_COUNT``: how often SLURM requeued this job (> 0: continue its run)."""
 
     omp_num_threads: str | None = None
-    """``OMP_NUM_THREADS`` for the ranks when mgpu sets it: ``1`` for several torchrun ranks on a
-    node and none set here, the value torchrun itself would set (stated in the command, so dry-run
-    shows it and torchrun prints no banner about it); None: the inherited value, or none."""
+    """``OMP_NUM_THREADS=1`` for several torchrun ranks on a node and none set here, as torchrun
+    would set it (stated, so it prints no banner); None: the inherited value, or none."""
 
     invoked_as: tuple[str, ...] = ("mgpu",)
-    """How a user starts this mgpu at a prompt, for the commands mgpu tells them to run
-    (:func:`invocation`): ``uv run mgpu``, ``mgpu``, or ``PYTHON -m isaaclab_mgpu``."""
+    """How a user starts this mgpu at a prompt (:func:`invocation`)."""
 
     @property
     def world_size(self) -> int | None:
@@ -216,11 +199,8 @@ class ResolvedSpec:
 
 
 def probe_machine(environ: Mapping[str, str] | None = None, *, gpu_uuids: bool = False) -> Machine:
-    """Gather the facts a launch depends on from this process and machine.
-
-    NVML is asked only when the answer matters: without ``CUDA_VISIBLE_DEVICES`` (the GPU count),
-    or with ``gpu_uuids`` (``--gpu_ids`` is checked against NVML's GPUs).
-    """
+    """Gather the facts a launch depends on from this process and machine."""
+    # NVML only when it matters: the GPU count, or the UUIDs that --gpu_ids is checked against.
     env = dict(os.environ if environ is None else environ)
     gpus = nvml.list_gpus() if gpu_uuids or "CUDA_VISIBLE_DEVICES" not in env else None
     return Machine(
@@ -246,9 +226,8 @@ def _parent_name() -> str | None:
 
 
 def invocation(machine: Machine) -> tuple[str, ...]:
-    """How a user starts this mgpu at a prompt: ``uv run mgpu`` when ``uv run`` started it (its
-    ``mgpu`` is not on a plain shell's ``PATH``), ``mgpu`` when ``PATH``'s is this environment's, else
-    this interpreter with ``-m isaaclab_mgpu``."""
+    """How a user starts this mgpu at a prompt: ``uv run mgpu``, ``mgpu`` or ``PYTHON -m isaaclab_mgpu``."""
+    # Under uv run, this environment's mgpu is not on a plain shell's PATH.
     if machine.parent == "uv" and machine.environ.get("UV_RUN_RECURSION_DEPTH"):
         return ("uv", "run", "mgpu")
     here = os.path.dirname(os.path.abspath(machine.python))
@@ -258,11 +237,7 @@ def invocation(machine: Machine) -> tuple[str, ...]:
 
 
 def visible_devices(machine: Machine) -> VisibleDevices:
-    """Count the GPUs a launch from ``machine`` would see, without importing torch.
-
-    Raises a UsageError for a ``CUDA_VISIBLE_DEVICES`` that CUDA would not read to its end (a
-    negative index aside) or that lists a GPU twice.
-    """
+    """Count the GPUs a launch from ``machine`` would see, without importing torch."""
     cvd = machine.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         devices = parse_device_list(cvd, uuids=machine.nvml_gpu_uuids, count=machine.nvml_gpu_count)
@@ -276,17 +251,13 @@ def visible_devices(machine: Machine) -> VisibleDevices:
 
 
 def selected_devices(spec: LaunchSpec, machine: Machine) -> VisibleDevices:
-    """The GPUs this node's ranks get: :func:`visible_devices`, narrowed by ``--gpu_ids``.
-
-    Raises a UsageError for an id that names no visible GPU, one GPU named twice, or more ids than
-    GPUs. Without any visible GPU (no driver) the ids cannot be checked and are taken as given.
-    """
+    """The GPUs this node's ranks get: :func:`visible_devices`, narrowed by ``--gpu_ids``."""
     visible = visible_devices(machine)
     ids = spec.gpu_ids
     if ids is None:
         return visible
     shown = ",".join(ids)
-    if visible.count == 0:
+    if visible.count == 0:  # no driver: the ids cannot be checked
         return VisibleDevices(len(ids), f"--gpu_ids (unchecked: {visible.source})", ids)
     if len(ids) > visible.count:
         raise UsageError(
@@ -380,27 +351,28 @@ def resolve(
         raise UsageError(f"--script {spec.script!r} is a folder; give the path of a Python file in it")
     if spec.script is not None and not os.path.isfile(spec.script):
         raise UsageError(f"--script {spec.script!r} does not exist; give the path of a Python file")
-    nodes = _rendezvous(spec, _given_nodes(spec), port_free=port_free, free_port=free_port, problem=problem)
+    standalone, coordinator = _rendezvous(spec, port_free=port_free, free_port=free_port, problem=problem)
     if not spec.uses_jax:
-        cluster.check_torchrun_env(machine.environ, standalone=nodes.standalone)
+        cluster.check_torchrun_env(machine.environ, standalone=standalone)
 
     job_id = machine.environ.get("SLURM_JOB_ID") or None
     restarts = machine.environ.get("SLURM_RESTART_COUNT", "")
     if spec.requeue and job_id is None:
         problem("--requeue needs a SLURM job (no SLURM_JOB_ID here); outside SLURM use --resume auto")
 
+    several_torchrun_ranks = not spec.uses_jax and isinstance(nproc, int) and nproc > 1
     return ResolvedSpec(
         spec=spec,
         python=machine.python,
         nproc=nproc,
         visible=visible,
-        nnodes=nodes.nnodes,
-        node_rank=nodes.node_rank,
-        standalone=nodes.standalone,
-        rdzv_backend=nodes.rdzv_backend,
-        rdzv_endpoint=nodes.rdzv_endpoint,
-        rdzv_id=nodes.rdzv_id,
-        coordinator=nodes.coordinator,
+        nnodes=spec.nnodes,
+        node_rank=spec.node_rank,
+        standalone=standalone,
+        rdzv_backend=spec.rdzv_backend,
+        rdzv_endpoint=spec.rdzv_endpoint,
+        rdzv_id=spec.rdzv_id,
+        coordinator=coordinator,
         run_stamp=spec.run_timestamp or machine.run_stamp,  # a given stamp names the run on every node
         filled=filled.filled,
         overridden=filled.overridden,
@@ -410,14 +382,7 @@ def resolve(
         cuda_visible_devices=",".join(visible.entries) if spec.gpu_ids is not None else None,
         slurm_job_id=job_id,
         slurm_restart_count=int(restarts) if restarts.isdigit() else 0,
-        omp_num_threads=(
-            "1"
-            if not spec.uses_jax
-            and isinstance(nproc, int)
-            and nproc > 1
-            and "OMP_NUM_THREADS" not in machine.environ
-            else None
-        ),
+        omp_num_threads="1" if several_torchrun_ranks and "OMP_NUM_THREADS" not in machine.environ else None,
         invoked_as=invocation(machine),
     )
 
@@ -436,77 +401,40 @@ def _devices(spec: LaunchSpec, machine: Machine, problem: Callable[[str], None])
     return visible
 
 
-@dataclass(frozen=True)
-class _Nodes:
-    """This node's place in the launch and its rendezvous, as the options (filled in) give them."""
-
-    nnodes: str | None
-    """Node count (``N`` or ``MIN:MAX``), None for a single node."""
-
-    node_rank: int | None
-    """This node's rank, None when not given."""
-
-    rdzv_backend: str | None
-    """torchrun rendezvous backend."""
-
-    rdzv_endpoint: str | None
-    """torchrun rendezvous endpoint."""
-
-    rdzv_id: str | None
-    """torchrun rendezvous id."""
-
-    coordinator: tuple[str, int] | None
-    """JAX coordinator host and port."""
-
-    standalone: bool = False
-    """torchrun ``--standalone`` (decided by :func:`_rendezvous`)."""
-
-
-def _given_nodes(spec: LaunchSpec) -> _Nodes:
-    coordinator = None
-    if spec.coordinator_address is not None:
-        host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
-        coordinator = (host, int(port or 0))
-    return _Nodes(
-        spec.nnodes, spec.node_rank, spec.rdzv_backend, spec.rdzv_endpoint, spec.rdzv_id, coordinator
-    )
-
-
 def _rendezvous(
     spec: LaunchSpec,
-    nodes: _Nodes,
     *,
     port_free: Callable[[int], bool],
     free_port: Callable[[], int],
     problem: Callable[[str], None],
-) -> _Nodes:
-    """Check the node placement; choose ``--standalone`` or the JAX coordinator where none was given."""
-    most = node_counts(nodes.nnodes)[1]
-    multi_node = most > 1
-    if nodes.node_rank is not None and nodes.node_rank >= most:
-        raise UsageError(f"--node_rank {nodes.node_rank} is not below --nnodes {nodes.nnodes or 1}")
+) -> tuple[bool, tuple[str, int] | None]:
+    """``(torchrun --standalone, JAX coordinator)``, each chosen where the options give none."""
+    multi_node = spec.nnodes_max > 1
     if spec.uses_jax:
-        if nodes.coordinator is not None:
-            return nodes
+        if spec.coordinator_address is not None:
+            host, port = split_host_port(
+                spec.coordinator_address, "--coordinator_address", port_required=True
+            )
+            return False, (host, int(port or 0))
         if multi_node:
             raise UsageError(
                 "a multi-node skrl JAX launch needs --coordinator_address host:port (the address of node 0)"
             )
-        return replace(nodes, coordinator=("127.0.0.1", free_port()))
+        return False, ("127.0.0.1", free_port())
     rendezvous_given = any(
-        v is not None for v in (spec.master_addr, spec.master_port, nodes.rdzv_endpoint, nodes.rdzv_backend)
+        v is not None for v in (spec.master_addr, spec.master_port, spec.rdzv_endpoint, spec.rdzv_backend)
     )
-    if multi_node and spec.master_addr is None and nodes.rdzv_endpoint is None:
+    if multi_node and spec.master_addr is None and spec.rdzv_endpoint is None:
         raise UsageError(
-            f"--nnodes {nodes.nnodes} needs a rendezvous address: --master_addr HOST (with "
+            f"--nnodes {spec.nnodes} needs a rendezvous address: --master_addr HOST (with "
             "--master_port) or --rdzv_endpoint HOST:PORT --rdzv_backend c10d"
         )
-    if spec.master_port is not None and (nodes.node_rank or 0) == 0 and not port_free(spec.master_port):
+    if spec.master_port is not None and (spec.node_rank or 0) == 0 and not port_free(spec.master_port):
         problem(
             f"--master_port {spec.master_port} is already in use on this host; pick another "
             "port or leave it out to get a free one"
         )
-    return replace(nodes, standalone=not multi_node and not rendezvous_given)
+    return not multi_node and not rendezvous_given, None
 
 
 def _resolve_nproc(

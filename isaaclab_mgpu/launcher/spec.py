@@ -6,24 +6,18 @@ only input of :func:`isaaclab_mgpu.launcher.resolve.resolve`. Every field that m
 forward exactly the options that were given, as Isaac Lab does.
 
 **Each launch option is declared here, once**, as a field of :class:`LaunchSpec` in the form of
-:mod:`isaaclab_mgpu.launcher.options`: its spelling, type, default, help (which is the field's
-documentation), ``--help`` panel, parser and checks. The commands' Typer signatures come from these
-declarations (:mod:`isaaclab_mgpu.cli.options`); ``docs/commands.md`` lists each one
-(``tests/test_docs.py``). Fields are in ``--help`` order.
+:mod:`isaaclab_mgpu.launcher.options` (its help is the field's documentation). Fields are in
+``--help`` order.
 
-Validation here is static: each value on its own (its declaration's ``parse``, ``choices`` and
-``check``), then the combinations that cannot apply to the chosen launch path (:func:`_validate`).
-Anything that needs to look at the machine (visible GPUs, ports, files, SLURM) belongs to
-``resolve``. Every failure raises :class:`~isaaclab_mgpu.contract.errors.UsageError` with one
-line naming the value and the fix.
+Validation here is static: each value on its own, then the combinations that cannot apply to the
+chosen launch path (:func:`_validate`). Anything that needs to look at the machine (visible GPUs,
+ports, files, SLURM) belongs to ``resolve``. Every failure raises
+:class:`~isaaclab_mgpu.contract.errors.UsageError` with one line naming the value and the fix.
 
 Shapes every value must have, whatever its option: no control character in any text (a newline in
-``--log_dir`` or ``--master_addr`` is a typo, never a name); numbers in ASCII digits (Python's
-``int`` also reads full-width and Arabic-Indic ones, torchrun would get them verbatim); host names
-non-empty and made of the characters a host name or address has; at most
-:data:`MAX_RANKS_PER_NODE` ranks per node and :data:`MAX_NODES` nodes. For the built-in worker,
-``--run_name`` and ``--experiment_name`` name one folder inside the log root: no ``/``, and never
-``.`` or ``..`` (the worker's parser judges those).
+``--log_dir`` or ``--master_addr`` is a typo, never a name); numbers in ASCII digits (torchrun
+would get full-width ones verbatim); host names made of the characters a host name or address
+has; at most :data:`MAX_RANKS_PER_NODE` ranks per node and :data:`MAX_NODES` nodes.
 """
 
 from __future__ import annotations
@@ -86,8 +80,6 @@ REQUEUE_SIGNALS = ("USR1", "USR2", "XCPU", "PWR")
 #: What a shrink keeps (``--shrink_keep``): the run's environment count, or each rank's.
 SHRINK_KEEPS = ("total", "per_rank")
 
-Device = Literal["cuda", "cpu"]
-
 #: More ranks on one node than any machine has GPUs or cores for: refused as a typo.
 MAX_RANKS_PER_NODE = 1024
 #: More nodes than any cluster has: refused as a typo too.
@@ -109,8 +101,7 @@ CPU_RANKS_PER_CORE = 4
 
 
 def spelling(name: str) -> str:
-    """Return the torchrun/Isaac Lab spelling of spec field ``name`` (``--nproc_per_node``); ``--help``
-    lists :func:`~isaaclab_mgpu.launcher.options.flag_of`'s."""
+    """The torchrun/Isaac Lab spelling of spec field ``name`` (``--nproc_per_node``), not ``--help``'s."""
     return "--" + name
 
 
@@ -143,10 +134,7 @@ def check_port(value: object, option: str) -> int:
 
 
 def node_counts(nnodes: str | None) -> tuple[int, int]:
-    """``(MIN, MAX)`` of ``--nnodes N`` (``(N, N)``) or torchrun's ``MIN:MAX``; ``(1, 1)`` when unset.
-
-    The one reader of the ``nnodes`` notation; raises a UsageError when it is malformed.
-    """
+    """``(MIN, MAX)`` of ``--nnodes N`` (``(N, N)``) or torchrun's ``MIN:MAX``; ``(1, 1)`` when unset."""
     if nnodes is None:
         return 1, 1
     parts = nnodes.split(":")
@@ -179,11 +167,8 @@ def parse_nproc(value: str) -> int | str:
 
 
 def parse_gpu_ids(value: str) -> tuple[str, ...]:
-    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one.
-
-    The notation is CUDA_VISIBLE_DEVICES' (:mod:`isaaclab_mgpu.contract.devices`), but an option
-    is read strictly: an entry CUDA would stop at is an error here, not the end of the list.
-    """
+    """Split ``--gpu_ids 0,2`` into its entries; raise on a malformed or repeated one."""
+    # CUDA_VISIBLE_DEVICES' notation, read strictly: an entry CUDA would stop at is an error here.
     ids: list[str] = []
     for raw in str(value).split(","):
         item = raw.strip()
@@ -212,10 +197,9 @@ def check_host(value: str, option: str) -> str:
 
 
 def _stall_seconds(text: str, flag: str) -> float | str:
-    return AUTO if text.strip().lower() == AUTO else _SECONDS_OR_AUTO(text, flag)
-
-
-_SECONDS_OR_AUTO = number(float, "a valid number of seconds or auto")
+    if text.strip().lower() == AUTO:
+        return AUTO
+    return number(float, "a valid number of seconds or auto")(text, flag)
 
 
 def _seconds(value: Any, flag: str) -> None:
@@ -286,17 +270,13 @@ def _positive(value: float, flag: str) -> None:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """A validated request to launch ``nproc_per_node`` ranks on each of ``nnodes`` nodes.
-
-    Each option field's documentation is its ``help`` (see the module docstring).
-    """
+    """A validated request to launch ``nproc_per_node`` ranks on each of ``nnodes`` nodes."""
 
     training_args: tuple[str, ...] = ()
     """Arguments for the worker, forwarded verbatim and in order (incl. ``key=value`` presets)."""
 
     command_line: tuple[str, ...] = ()
-    """The command line as typed after ``mgpu`` (empty when built in code): what an interrupted run
-    prints, with ``--resume`` of its folder, as the line that continues it."""
+    """The command line as typed after ``mgpu`` (empty when built in code), for the line that resumes it."""
 
     nproc_per_node: str | None = option(
         help="Ranks per node (also --nproc_per_node). Default: every visible GPU; 1 with --device cpu. "
@@ -316,7 +296,7 @@ class LaunchSpec:
     ml_framework: str | None = option(
         help="torch (default) or jax, for skrl.", panel=LAUNCH, choices=("torch", "jax")
     )
-    device: Device = option(
+    device: Literal["cuda", "cpu"] = option(
         "cuda", "cuda: a GPU per rank, NCCL. cpu: CPU ranks, gloo.", panel=LAUNCH, choices=("cuda", "cpu")
     )
     oversubscribe_cpu: bool = option(
@@ -344,11 +324,7 @@ class LaunchSpec:
         help="JAX coordinator host:port (skrl JAX).", panel=TORCHRUN,
         check=lambda value, flag: split_host_port(value, flag, port_required=True),
     )  # fmt: skip
-    master_addr: str | None = option(
-        help="Rank-0 node address.",
-        panel=TORCHRUN,
-        check=check_host,
-    )
+    master_addr: str | None = option(help="Rank-0 node address.", panel=TORCHRUN, check=check_host)
     master_port: int | None = option(
         help="Rank-0 node port.", panel=TORCHRUN, parse=check_port,
         check=check_port,
@@ -481,10 +457,7 @@ class LaunchSpec:
 
     @functools.cached_property
     def worker(self) -> WorkerArgs | None:
-        """The built-in worker's own reading of the training arguments: its parser, run as every
-        rank will run it. None for a ``--script``/``-m`` program, or for arguments the parser
-        refuses (:func:`isaaclab_mgpu.launcher.forwarded.check_training_args` says why, before
-        anything is spawned)."""
+        """The built-in worker's own parse of the training arguments; None for a program or refused ones."""
         if not self.builtin_worker:
             return None
         head = ["--rl_library", self.library, "--ml_framework", self.framework]
@@ -537,8 +510,7 @@ class LaunchSpec:
 
     @property
     def node_floor(self) -> int | None:
-        """The fewest nodes a shrink may leave (``--min_nodes``, or ``--nnodes MIN:MAX``'s MIN below
-        MAX); None: a lost node stops the run."""
+        """The fewest nodes a shrink may leave (``--min_nodes``, or MIN of ``--nnodes MIN:MAX``), or None."""
         low, high = node_counts(self.nnodes)
         floor = self.min_nodes if self.min_nodes is not None else (low if low < high else None)
         return floor if floor is not None and floor < high else None
@@ -648,24 +620,18 @@ _PROGRAM_OPTIONS = ("-m", "--module", "--script")
 
 
 def in_user_order(argv: Sequence[str], training_args: Sequence[str], program: str) -> tuple[str, ...]:
-    """``training_args`` with the forwarded options put back where the user typed them.
-
-    ``argv`` is the command line as typed; ``program`` the ``--script``/``-m`` value. The option
-    parser takes ``--rl_library X`` out of the passthrough tokens; a program with sub-commands
-    (``-m isaaclab train --rl_library rsl_rl``) needs it after its sub-command, exactly where the
-    user wrote it. Options written before the program, or an argv that does not show the program,
-    leave ``training_args`` as they are (the builder then puts the options right after it).
-    """
-    start = None
+    """``training_args`` with the forwarded options put back where ``argv`` shows them after ``program``."""
+    # The option parser took --rl_library X out of the passthrough tokens; a program with
+    # sub-commands (-m isaaclab train --rl_library rsl_rl) needs it after its sub-command.
     for i, tok in enumerate(argv):
         if tok in _PROGRAM_OPTIONS and i + 1 < len(argv) and argv[i + 1] == program:
             start = i + 2
-        elif tok in (f"-m{program}", f"--module={program}", f"--script={program}"):
-            start = i + 1
-        if start is not None:
             break
-    if start is None:
-        return tuple(training_args)
+        if tok in (f"-m{program}", f"--module={program}", f"--script={program}"):
+            start = i + 1
+            break
+    else:
+        return tuple(training_args)  # the builder puts the options right after the program
     out: list[str] = []
     rest = list(training_args)
     tail = list(argv[start:])

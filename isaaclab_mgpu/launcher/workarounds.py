@@ -11,12 +11,10 @@ or relative), never the project: a JSON object ``{machine_key: {VAR: VALUE, ...}
 key names the host and its GPU topology (count and model), so a variable confirmed on one box
 never leaks to another, nor to the same host after its GPUs changed.
 
-The store is a file anyone with the user's config folder (or a copied home) may have edited, so a
-launch takes from it only what ``--save-workaround`` itself writes: a name/value pair of
-:data:`CANDIDATES` (:data:`SAVABLE`). Anything else for this machine (``LD_PRELOAD``,
-``PYTHONPATH``, ``NCCL_ALGO=Tree``, a number) is left out and named in one line; a store that
-cannot be read (a folder, not UTF-8, not JSON, not an object) is one line too, and nothing of it
-applies. Those lines are data (:class:`Saved`); the command layer prints them.
+Anyone with the user's config folder may have edited the store, so a launch takes from it only
+what ``--save-workaround`` itself writes (:data:`SAVABLE`). Anything else for this machine
+(``LD_PRELOAD``, ``NCCL_ALGO=Tree``, a number) is left out and named in one line, as is a store
+that cannot be read; those lines are data (:class:`Saved`), the command layer prints them.
 """
 
 from __future__ import annotations
@@ -68,11 +66,8 @@ CANDIDATES: tuple[Candidate, ...] = (
 
 
 def store_path(environ: Mapping[str, str]) -> Path:
-    """Where saved workarounds live for the user of ``environ``.
-
-    A relative ``XDG_CONFIG_HOME`` is ignored, as the XDG spec says: it would name a different
-    store in every working directory.
-    """
+    """Where saved workarounds live for the user of ``environ``."""
+    # A relative XDG_CONFIG_HOME is ignored, as the XDG spec says: a store per working directory.
     base = environ.get("XDG_CONFIG_HOME") or ""
     if not os.path.isabs(base):
         base = os.path.join(environ.get("HOME", "~"), ".config")
@@ -85,14 +80,9 @@ def machine_key(hostname: str, gpu_names: tuple[str, ...]) -> str:
     return f"{hostname}|{len(gpu_names)}x|{gpus}"
 
 
-def gpu_names() -> tuple[str, ...]:
-    """Model names of this machine's GPUs from NVML (all of them, ignoring CUDA_VISIBLE_DEVICES)."""
-    return nvml.gpu_names() or ()
-
-
 def this_machine() -> str:
-    """The key of the machine this process runs on."""
-    return machine_key(socket.gethostname(), gpu_names())
+    """The key of the machine this process runs on (every GPU NVML lists, whatever is visible)."""
+    return machine_key(socket.gethostname(), tuple(name for name, _ in nvml.list_gpus() or ()))
 
 
 @dataclass(frozen=True)
