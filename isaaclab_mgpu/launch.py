@@ -1,16 +1,12 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
-``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit` (sbatch,
-or ``kubectl apply`` through :mod:`.launcher.kubectl`), ``logs`` → :func:`follow_logs`, ``cancel`` →
-:func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`; a
-Kubernetes job's name: ``kubectl logs`` of node 0's pod, ``kubectl delete`` of the job),
-``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`
-(:func:`emit_probe_job` with ``--emit``), ``scale`` → :func:`scale`, ``runs`` → :func:`list_runs`,
-``stacks`` → :func:`live_stacks`, ``skills check`` → :func:`skills_check`. Each launch runs the shared core
-(:func:`~.launcher.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
-``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
-reach :mod:`isaaclab_mgpu.report`. It runs in
-the ``mgpu`` process (see ``docs/architecture.md`` for the sides).
+One function per command: ``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit``,
+``logs`` → :func:`follow_logs` and ``cancel`` (SLURM: :mod:`.launcher.slurmjobs`; Kubernetes:
+:mod:`.launcher.kubectl`), ``train``, ``check-env``, ``probe-nccl`` (:func:`emit_probe_job` with
+``--emit``), ``scale``, ``runs`` → :func:`list_runs`, ``stacks`` → :func:`live_stacks`, ``skills check``.
+Each launch runs the shared core (:func:`~.launcher.pipeline.prepare`) and the domain packages, which
+return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`. It runs in the
+``mgpu`` process (see ``docs/architecture.md`` for the sides).
 """
 
 from __future__ import annotations
@@ -80,8 +76,7 @@ __all__ = [
 
 
 def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
-    """NCCL variables saved for this machine by ``probe-nccl --save-workaround`` (GPU launches);
-    what the store holds beyond them is not applied, and said in one warning line."""
+    """NCCL variables ``probe-nccl --save-workaround`` saved for this machine; the rest is warned of."""
     saved = workarounds.for_launch(os.environ, device=spec.device, enabled=enabled)
     for line in saved.ignored:
         report.warn(line)
@@ -91,11 +86,7 @@ def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
 def plan(
     spec: LaunchSpec, *, as_json: bool, use_saved_workarounds: bool = True, preflight: bool = True
 ) -> int:
-    """Print the command ``train`` would exec (``dry-run``); what train would refuse is a warning.
-
-    ``train`` refuses on resolve's strict problems and on a failing preflight check; here the
-    first are resolve's warnings and the second are added to them, so both say the same things.
-    """
+    """Print the command ``train`` would exec (``dry-run``); what train would refuse is a warning."""
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=False, extra_env=extra)
     refused: list[str] = []
@@ -124,12 +115,10 @@ def plan(
 
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
-    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train.
-
-    A SLURM job runs this very mgpu: its interpreter (the probe the pure builder is handed), since a
-    ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``. A pod runs its image's ``mgpu``."""
+    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
     from isaaclab_mgpu.launcher.jobfiles import emit
 
+    # A SLURM job runs this mgpu's interpreter: a uv environment's mgpu is not on the nodes' PATH.
     if options.kind == "sbatch" and sys.executable:
         options = dataclasses.replace(options, python=sys.executable)
     report.out(emit(spec, options).rstrip("\n"))
@@ -137,11 +126,7 @@ def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
 
 
 def submit(spec: LaunchSpec, options: JobOptions) -> int:
-    """Write the job file ``dry-run --emit sbatch`` prints to ``<log_root>/mgpu/jobs/<name>.sbatch``
-    and submit it from here (``sbatch --parsable``); record the submission beside it (where ``mgpu
-    runs``, ``logs`` and ``cancel`` find it) and say the job id, where the run will live and how to
-    follow it. Submitting the same command again continues the run (``--resume auto``).
-    A Kubernetes kind goes through ``kubectl apply`` instead (:func:`_submit_kubernetes`)."""
+    """``mgpu submit``: write the job file to ``<log_root>/mgpu/jobs/``, submit it and record it."""
     import shutil
     import subprocess
     import time
@@ -184,9 +169,7 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
 
 
 def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
-    """Write the manifest ``dry-run --emit trainjob|pytorchjob`` prints to
-    ``<log_root>/mgpu/jobs/<name>.yaml``, ``kubectl apply`` it, say the job, where the run lives in
-    the pods and how to follow node 0's console (:mod:`isaaclab_mgpu.launcher.kubectl`)."""
+    """Write the manifest to ``<log_root>/mgpu/jobs/<name>.yaml`` and ``kubectl apply`` it."""
     import shlex
     from pathlib import Path
 
@@ -205,7 +188,7 @@ def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
     report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
     claim = f"the claim {options.pvc}" if options.pvc else "the pod's own disk (no --pvc)"
     report.note(f"the run will live under {where}/ in the pods, on {claim}")
-    report.note(f"follow it: {shlex.join(kubectl.follow_command(job))}")
+    report.note(f"follow it: {shlex.join(kubectl.logs_argv(job, follow=True))}")
     report.out(job.name)
     return 0
 
@@ -217,8 +200,7 @@ def train(
     preflight: bool = True,
     use_saved_workarounds: bool = True,
 ) -> int:
-    """Launch and supervise ``spec`` through its attempts; 0 on success, else raise the error
-    carrying the exit code (see :mod:`isaaclab_mgpu.launcher.attempts`)."""
+    """Launch and supervise ``spec`` through its attempts; 0, else raise the error with the exit code."""
     from isaaclab_mgpu.launcher import continuation, ledger
     from isaaclab_mgpu.launcher.attempts import RestartOptions, run_attempts
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions
@@ -315,8 +297,7 @@ def train(
 
 
 class _Shrinking:
-    """The launch's world as it is now; called before a restart, it plans a shrink after a lost node
-    (``--min_nodes``, :mod:`.launcher.shrink`), says it and gives the smaller world with its record."""
+    """The launch's world now; before a restart it plans a shrink after a lost node (``--min_nodes``)."""
 
     def __init__(self, resolved: ResolvedSpec, cmd: Command, record: RunLedger) -> None:
         self.resolved = resolved
@@ -358,9 +339,7 @@ class _Shrinking:
 
 
 def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:
-    """Record how the run ended (node 0; in the ledger ``record`` too), requeue it when asked, and map
-    the outcome to the exit code (0, or raise the error that carries it; one rule:
-    :func:`~.contract.errors.failed_run_code`)."""
+    """Record how the run ended, requeue it when asked, return 0 or raise the error with the exit code."""
     from isaaclab_mgpu.contract import events
     from isaaclab_mgpu.launcher.attempts import requeue
     from isaaclab_mgpu.launcher.ledger import RunLedger
@@ -491,9 +470,7 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
 
 
 def _resubmit_line(resolved: ResolvedSpec) -> str | None:
-    """In a SLURM batch job: the command that submits it again (it continues the run with its
-    ``--resume auto``; without one, the line says to add it); None outside one or when SLURM
-    does not say."""
+    """In a SLURM batch job: the command that submits it again; None outside one or when SLURM is mute."""
     import subprocess
 
     from isaaclab_mgpu.contract import resume
@@ -501,14 +478,9 @@ def _resubmit_line(resolved: ResolvedSpec) -> str | None:
 
     if not resolved.slurm_job_id:
         return None
+    ask = ["scontrol", "show", "job", "-o", resolved.slurm_job_id]
     try:
-        shown = subprocess.run(
-            ["scontrol", "show", "job", "-o", resolved.slurm_job_id],
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=False,
-        ).stdout
+        shown = subprocess.run(ask, capture_output=True, text=True, timeout=15, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     argv = resubmit_command(shown)
@@ -523,12 +495,7 @@ def _resubmit_line(resolved: ResolvedSpec) -> str | None:
 def settle_run(outcome: Outcome, record: RunLedger) -> None:
     """Record in the run's summary how the launch ended when rank 0 could not (its ledger's note)."""
     result = outcome.result
-    if result.stall is not None:
-        status = "hung"
-    elif result.interrupted:
-        status = "interrupted"
-    else:
-        status = "failed"
+    status = "hung" if result.stall is not None else "interrupted" if result.interrupted else "failed"
     code = failed_run_code(result.exit_code, _mendable(outcome)) if status == "failed" else result.exit_code
     collided = {"rank_exit_code": result.exit_code} if status == "failed" and code != result.exit_code else {}
     record.settle(status, code, **collided)
@@ -545,10 +512,7 @@ def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
         # Ids naming no GPU here are bad input (exit 2, as for train), not a failed check.
         selected_devices(spec, probe_machine(gpu_uuids=True))
     result = check(spec, deep=deep)
-    if as_json:
-        shown.json_report(result)
-    else:
-        shown.table(result)
+    (shown.json_report if as_json else shown.table)(result)
     return result.exit_code
 
 
@@ -629,7 +593,6 @@ def probe_command(spec: LaunchSpec, world_size: int | None) -> str:
 
 def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -> int:
     """Map a run's result to 0, or raise the :mod:`errors` exception that carries its exit code."""
-    launcher = cmd.launcher
     if result.stall is not None:
         where = ""
         if result.stall.phase == "rendezvous" and spec is not None and spec.nnodes:
@@ -667,14 +630,13 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
         message = f"rank {f.rank}{where} failed with {what}{told}{broke}"
         raise WorkerFailure(message, exit_code=result.exit_code)
     if result.exit_code != 0:
-        message = f"{launcher} failed with exit code {result.exit_code}"
+        message = f"{cmd.launcher} failed with exit code {result.exit_code}"
         raise WorkerFailure(message, exit_code=result.exit_code)
     return 0
 
 
 def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
-    """Run ``runs``: the runs under ``log_root`` newest first (``last``: only the newest's folder),
-    or, for one run's folder, its story from its ledger."""
+    """Run ``runs``: the runs under ``log_root`` newest first, or one run folder's story."""
     from pathlib import Path
 
     from isaaclab_mgpu.launcher import kubectl, slurmjobs
@@ -703,8 +665,7 @@ def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
 
 
 def skills_check(path: str, parse: Callable[[list[str]], str | None]) -> int:
-    """Run ``skills check``: validate ``skills/`` and ``docs/`` under ``path``, each quoted command
-    by ``parse`` (the real command line's parser)."""
+    """Run ``skills check``: validate ``skills/`` and ``docs/`` under ``path``, commands by ``parse``."""
     from pathlib import Path
 
     from isaaclab_mgpu.tools.skills_check import check_tree
@@ -722,9 +683,7 @@ def live_stacks(run_folder: str | None) -> int:
 
 
 def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
-    """``mgpu scale``: run the sweep with a progress bar, print the table, write the JSON and the
-    picture (also of the points measured before a Ctrl-C, then exit 130); 1 when a point did not
-    measure."""
+    """``mgpu scale``: run the sweep, print the table, write the JSON and the picture (also on Ctrl-C)."""
     from isaaclab_mgpu.launcher import scale as sweep
     from isaaclab_mgpu.report import scale as shown
 
@@ -767,9 +726,7 @@ def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
 
 
 def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> int:
-    """``mgpu logs``: print rank 0's console lines of the run ``name`` names, every attempt in order;
-    ``follow``: wait for a queued job's run, then keep printing across restarts, requeues and
-    resubmissions until the run ends (0 when it finished, 1 when it ended otherwise)."""
+    """``mgpu logs``: rank 0's console of the run ``name`` names (``follow``: until it ends)."""
     import time
     from pathlib import Path
 
@@ -811,8 +768,7 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
 
 
 def _kubernetes_job(name: str, root):
-    """The Kubernetes job recorded under ``root`` by the name ``name`` (None: not one; a run folder
-    of that name is the run's)."""
+    """The Kubernetes job recorded under ``root`` as ``name`` (None: none, or a run folder's name)."""
     from pathlib import Path
 
     from isaaclab_mgpu.launcher import kubectl
@@ -837,8 +793,7 @@ def _kubernetes_logs(job, *, follow: bool) -> int:
 
 
 def _kubernetes_cancel(job, root, *, now: bool) -> int:
-    """Delete a Kubernetes job: every pod's mgpu gets SIGTERM and saves at the stop (the delete
-    returns once the pods are gone); ``now``: its pods force-deleted too, no save."""
+    """Delete a Kubernetes job: its pods save at the stop (``now``: force-deleted, no save)."""
     from pathlib import Path
 
     from isaaclab_mgpu.launcher import kubectl
@@ -879,20 +834,15 @@ def _started_run(job: str, root, sub) -> object:
         folder = slurmjobs.run_of_job(job, root)
         if folder is not None:
             return folder
-        states = slurmjobs.probe_jobs([job])
-        if states is not None and not states[job].alive:
+        state = _job_over(job)
+        if state is not None:
             out = f"; its output: {sub.cwd}/{sub.name}-{job}.out" if sub is not None else ""
-            state = states[job].state or "gone"
             raise MgpuError(f"SLURM job {job} ended ({state}) before its run started{out}")
         time.sleep(2.0)
 
 
 def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
-    """``mgpu cancel``: stop the run ``name`` names through its SLURM job: every node's mgpu stops
-    its ranks at a checkpoint (SIGTERM to every step), node 0 records it, then the job ends; ``now``:
-    SIGKILL to every process of the job (no checkpoint at the stop). 0 once the job has ended (with
-    the checkpoint, unless ``now``); the run continues with the same ``mgpu submit``. A Kubernetes
-    job's name: the job deleted (:func:`_kubernetes_cancel`)."""
+    """``mgpu cancel``: stop the run ``name`` names at a checkpoint through its job (``now``: SIGKILL)."""
     from pathlib import Path
 
     from isaaclab_mgpu.contract import events as ev
