@@ -44,6 +44,7 @@ from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from isaaclab_mgpu.launcher.attempts import Attempt, Outcome, Reshape, RunPlace
     from isaaclab_mgpu.launcher.build import Command
@@ -135,17 +136,19 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     from isaaclab_mgpu.launcher import continuation, slurmjobs
     from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
 
-    if options.kind in KUBERNETES:
-        return _submit_kubernetes(spec, options)
-    if shutil.which("sbatch") is None:
+    kube = options.kind in KUBERNETES
+    if not kube and shutil.which("sbatch") is None:
         raise UsageError(
             "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
             "node, or print the job file with mgpu dry-run … --emit sbatch"
         )
-    text = emit(spec, dataclasses.replace(options, python=sys.executable or None))
-    path = slurmjobs.jobs_dir(spec.log_root) / f"{options.name}.sbatch"
+    if not kube:
+        options = dataclasses.replace(options, python=sys.executable or None)
+    path = slurmjobs.jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_text(emit(spec, options))
+    if kube:
+        return _submit_kubernetes(spec, options, path)
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise MgpuError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip() or 'no output'}")
@@ -168,18 +171,13 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     return 0
 
 
-def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
-    """Write the manifest to ``<log_root>/mgpu/jobs/<name>.yaml`` and ``kubectl apply`` it."""
+def _submit_kubernetes(spec: LaunchSpec, options: JobOptions, path: Path) -> int:
+    """``kubectl apply`` the manifest at ``path`` and say where the run lives and how to follow it."""
     import shlex
-    from pathlib import Path
 
     from isaaclab_mgpu.launcher import continuation, kubectl
-    from isaaclab_mgpu.launcher.jobfiles import emit, log_mount
+    from isaaclab_mgpu.launcher.jobfiles import log_mount
 
-    text = emit(spec, options)
-    path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
     where = log_mount(spec, options)
     if spec.worker is not None:
         ident, _ = continuation.identity_of(spec)

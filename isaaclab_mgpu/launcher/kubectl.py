@@ -221,19 +221,6 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
     return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", pod_selector(job, node0=True), "--tail=-1"]
 
 
-def probe(jobs: list[KubeJob]) -> dict[KubeJob, JobState] | None:
-    """Each job's state, asked once (``unknown`` when kubectl fails); None without ``kubectl`` here."""
-    if not jobs or shutil.which("kubectl") is None:
-        return None
-    out = {}
-    for job in jobs:
-        try:
-            out[job] = job_state(job)
-        except MgpuError as exc:
-            out[job] = JobState("unknown", str(exc))
-    return out
-
-
 def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
     return RunRow(
         folder=job.run_under or job.manifest, library=None, framework=None, task=None, world_size=None,
@@ -247,15 +234,18 @@ def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
 def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
     """``rows`` (under ``root``) after a row per Kubernetes job submitted there, newest first."""
     jobs = submitted(root)
-    states = probe(jobs)
-    if states is None:
+    if not jobs or shutil.which("kubectl") is None:
         return list(rows)
     mine = []
     for job in jobs:
+        try:
+            state = job_state(job)
+        except MgpuError as exc:
+            state = JobState("unknown", str(exc))  # kubectl's words
         where = Path(root) / "mgpu" / "jobs" / record_path(Path(job.manifest)).name
         recorded = where.stat().st_mtime if where.exists() else 0.0
         visible = bool(job.run_under) and Path(job.run_under).is_dir()
-        mine.append((recorded, _row(job, states[job], recorded, visible)))
+        mine.append((recorded, _row(job, state, recorded, visible)))
     return [row for _, row in sorted(mine, key=lambda item: item[0], reverse=True)] + list(rows)
 
 
