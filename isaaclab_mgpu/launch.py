@@ -15,10 +15,15 @@ import contextlib
 import dataclasses
 import functools
 import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from isaaclab_mgpu import report
+from isaaclab_mgpu.contract import events as ev
+from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
     EXIT_KILLED_AFTER_GRACE,
@@ -36,7 +41,7 @@ from isaaclab_mgpu.contract.errors import (
 )
 from isaaclab_mgpu.contract.layout import CANCEL
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
-from isaaclab_mgpu.launcher import runs, workarounds
+from isaaclab_mgpu.launcher import kubectl, runs, slurmjobs, workarounds
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.pipeline import own_log_folder, prepare
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
@@ -44,7 +49,6 @@ from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from isaaclab_mgpu.launcher.attempts import Attempt, Outcome, Reshape, RunPlace
     from isaaclab_mgpu.launcher.build import Command
@@ -129,11 +133,8 @@ def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
 def submit(spec: LaunchSpec, options: JobOptions) -> int:
     """``mgpu submit``: write the job file to ``<log_root>/mgpu/jobs/``, submit it and record it."""
     import shutil
-    import subprocess
-    import time
-    from pathlib import Path
 
-    from isaaclab_mgpu.launcher import continuation, slurmjobs
+    from isaaclab_mgpu.launcher import continuation
     from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
 
     kube = options.kind in KUBERNETES
@@ -175,7 +176,7 @@ def _submit_kubernetes(spec: LaunchSpec, options: JobOptions, path: Path) -> int
     """``kubectl apply`` the manifest at ``path`` and say where the run lives and how to follow it."""
     import shlex
 
-    from isaaclab_mgpu.launcher import continuation, kubectl
+    from isaaclab_mgpu.launcher import continuation
     from isaaclab_mgpu.launcher.jobfiles import log_mount
 
     where = log_mount(spec, options)
@@ -306,7 +307,6 @@ class _Shrinking:
         self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
     ) -> Reshape | None:
         import socket
-        from pathlib import Path
 
         from isaaclab_mgpu.launcher import shrink
         from isaaclab_mgpu.launcher.attempts import Reshape
@@ -338,7 +338,6 @@ class _Shrinking:
 
 def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:
     """Record how the run ended, requeue it when asked, return 0 or raise the error with the exit code."""
-    from isaaclab_mgpu.contract import events
     from isaaclab_mgpu.launcher.attempts import requeue
     from isaaclab_mgpu.launcher.ledger import RunLedger
 
@@ -350,13 +349,11 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
     drift = outcome.result.drift
     if drift is not None:
         record.note(drift=drift)
-        record.write(events.DriftNamed, rank=drift.rank, component=drift.component,
+        record.write(ev.DriftNamed, rank=drift.rank, component=drift.component,
                      since_iteration=drift.since_iteration, found_at=drift.found_at,
                      stopped=last.outcome == "drifted")  # fmt: skip
     if last.outcome == "finished":
-        record.write(
-            events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts)
-        )
+        record.write(ev.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
         return 0
     if last.outcome == "drifted":
         record.note(exit_status=Drifted.exit_code)
@@ -369,7 +366,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
     if last.outcome == "stopped":
         where = f" at iteration {last.reached}" if last.reached is not None else ""
         signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
-        stop = functools.partial(record.write, events.Requeue, signal=signame, iteration=last.reached,
+        stop = functools.partial(record.write, ev.Requeue, signal=signame, iteration=last.reached,
                                  job_id=resolved.slurm_job_id)  # fmt: skip
         if spec.requeue and node0 and resolved.slurm_job_id:
             # Everything is recorded and said before scontrol requeue: SLURM then cancels this job
@@ -412,7 +409,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
         exit_code(outcome.result, cmd, spec)
     except Interrupted as exc:
         cancelled = node0 and folder is not None and os.path.exists(os.path.join(folder, CANCEL))
-        record.write(events.Interrupted, iteration=last.reached, exit_code=exc.exit_code, cancelled=cancelled)
+        record.write(ev.Interrupted, iteration=last.reached, exit_code=exc.exit_code, cancelled=cancelled)
         if cancelled:  # mgpu cancel's stop: saved, to be continued (its job ends; the same submit goes on)
             record.note(status="stopped")
         line = _continue_line(resolved, folder)
@@ -434,10 +431,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             else:  # the verdict stopped it: the rest are not spent on a failure they cannot mend
                 used = f"{outcome.restarts} of {most} restarts used"
             message += f"; {used}, every failure in order: {every}"
-        record.write(events.Failed, exit_code=code, reason=message, iteration=last.reached)
+        record.write(ev.Failed, exit_code=code, reason=message, iteration=last.reached)
         kind = NotRestartable if code == EXIT_NOT_RESTARTABLE else type(exc)
         raise kind(message, exit_code=code) from None
-    record.write(events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
+    record.write(ev.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
     return 0
 
 
@@ -449,8 +446,6 @@ def _mendable(outcome: Outcome) -> bool:
 
 def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     """The command that continues an interrupted run (node 0, typed at a prompt, with a checkpoint)."""
-    from pathlib import Path
-
     from isaaclab_mgpu.launcher import continuation
 
     spec = resolved.spec
@@ -459,7 +454,6 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     if resolved.slurm_job_id:  # not this node's command line (its job's port): the job's resubmission
         return _resubmit_line(resolved)
     run = Path(folder)
-    from isaaclab_mgpu.contract import resume
 
     library = spec.library if spec.isaac_task else None
     known = library is None or library in resume.ISAAC_CHECKPOINTS
@@ -469,9 +463,6 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
 
 def _resubmit_line(resolved: ResolvedSpec) -> str | None:
     """In a SLURM batch job: the command that submits it again; None outside one or when SLURM is mute."""
-    import subprocess
-
-    from isaaclab_mgpu.contract import resume
     from isaaclab_mgpu.launcher.cluster import resubmit_command
 
     if not resolved.slurm_job_id:
@@ -635,9 +626,6 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
 
 def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
     """Run ``runs``: the runs under ``log_root`` newest first, or one run folder's story."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import kubectl, slurmjobs
     from isaaclab_mgpu.report import runs as shown
 
     if not Path(log_root).is_dir():
@@ -664,8 +652,6 @@ def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
 
 def skills_check(path: str, parse: Callable[[list[str]], str | None]) -> int:
     """Run ``skills check``: validate ``skills/`` and ``docs/`` under ``path``, commands by ``parse``."""
-    from pathlib import Path
-
     from isaaclab_mgpu.tools.skills_check import check_tree
 
     return report.skills_problems(check_tree(Path(path), parse))
@@ -725,10 +711,6 @@ def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
 
 def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> int:
     """``mgpu logs``: rank 0's console of the run ``name`` names (``follow``: until it ends)."""
-    import time
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import slurmjobs
 
     kube = _kubernetes_job(name, Path(root))
     if kube is not None:
@@ -767,9 +749,6 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
 
 def _kubernetes_job(name: str, root):
     """The Kubernetes job recorded under ``root`` as ``name`` (None: none, or a run folder's name)."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import kubectl
 
     if Path(name).is_dir():
         return None
@@ -778,9 +757,6 @@ def _kubernetes_job(name: str, root):
 
 def _kubernetes_logs(job, *, follow: bool) -> int:
     """Node 0's console of a Kubernetes job: ``kubectl logs`` of its pod (``-f``: until it ends)."""
-    import subprocess
-
-    from isaaclab_mgpu.launcher import kubectl
 
     argv = kubectl.logs_argv(job, follow=follow)
     report.note(f"node 0's console of {job.kind} {job.name} in {job.namespace}: {shell_join(argv)}")
@@ -792,9 +768,6 @@ def _kubernetes_logs(job, *, follow: bool) -> int:
 
 def _kubernetes_cancel(job, root, *, now: bool) -> int:
     """Delete a Kubernetes job: its pods save at the stop (``now``: force-deleted, no save)."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import kubectl
 
     what = f"{job.kind} {job.name} in {job.namespace}"
     before = kubectl.job_state(job)
@@ -824,9 +797,6 @@ def _invoked() -> tuple[str, ...]:
 
 def _started_run(job: str, root, sub) -> object:
     """The run folder SLURM job ``job`` starts (waiting for it); an error when the job ends first."""
-    import time
-
-    from isaaclab_mgpu.launcher import slurmjobs
 
     while True:
         folder = slurmjobs.run_of_job(job, root)
@@ -841,10 +811,6 @@ def _started_run(job: str, root, sub) -> object:
 
 def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     """``mgpu cancel``: stop the run ``name`` names at a checkpoint through its job (``now``: SIGKILL)."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.contract import events as ev
-    from isaaclab_mgpu.launcher import slurmjobs
 
     kube = _kubernetes_job(name, Path(root))
     if kube is not None:
@@ -903,7 +869,6 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
 
 def _job_over(job: str) -> str | None:
     """The job's final state once SLURM no longer runs it (None while it does or SLURM does not say)."""
-    from isaaclab_mgpu.launcher import slurmjobs
 
     states = slurmjobs.probe_jobs([job])
     if states is None or states[job].alive:
@@ -913,7 +878,6 @@ def _job_over(job: str) -> str | None:
 
 def _end_event(folder, seen: int):
     """The first event after the first ``seen`` that ends a launch (interrupted, requeue, finished …)."""
-    from isaaclab_mgpu.contract import events as ev
 
     ledger = ev.read(folder)
     new = ledger.events[seen:] if ledger is not None else ()
@@ -930,10 +894,6 @@ _REQUEUE_EXPECTED = (
 
 def _checkpoint_at(folder, iteration: int | None) -> str | None:
     """The checkpoint at ``iteration`` (None: the newest) as the run folder or its ledger has it."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.contract import events as ev
-    from isaaclab_mgpu.contract import resume
 
     newest = resume.newest_whole(Path(folder)).checkpoint
     if newest is not None and (iteration is None or resume.saved_iteration(newest) == iteration):
