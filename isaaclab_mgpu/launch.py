@@ -209,20 +209,15 @@ def train(
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
-        from isaaclab_mgpu.launcher.diagnostics import (
-            failures,
-            preflight_error,
-            preflight_findings,
-            train_warnings,
-        )
+        from isaaclab_mgpu.launcher import diagnostics
         from isaaclab_mgpu.report.checkenv import preflight_failures
 
-        found = preflight_findings(spec, resolved)
-        failed = failures(found)
+        found = diagnostics.preflight_findings(spec, resolved)
+        failed = diagnostics.failures(found)
         if failed:
             preflight_failures(failed[1:])
-            raise preflight_error(failed)
-        for f in train_warnings(found):  # e.g. little free disk space: said, never refused
+            raise diagnostics.preflight_error(failed)
+        for f in diagnostics.train_warnings(found):  # e.g. little free disk space: said, never refused
             report.warn(f"preflight {f.area}/{f.name}: {f.observed}; {f.fix}")
     placement = continuation.place(resolved, cmd.world_size)  # bad --resume: exit 2, nothing spawned
     report.resolve_notes(resolved)
@@ -344,6 +339,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
     record = record if record is not None else RunLedger(enabled=False)
     spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
     node0 = (resolved.node_rank or 0) == 0
+    at = f" at iteration {last.reached}" if last.reached is not None else ""
     if outcome.result.stragglers:
         record.note(stragglers=outcome.result.stragglers)
     drift = outcome.result.drift
@@ -358,13 +354,11 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
     if last.outcome == "drifted":
         record.note(exit_status=Drifted.exit_code)
         what = drift.describe() if drift is not None else "the ranks drifted apart"
-        at = f" at iteration {last.reached}" if last.reached is not None else ""
         raise Drifted(
             f"stopped{at} (--on_drift stop): {what}; rank 0's state is saved: --resume auto continues "
             "from it on every rank"
         )
     if last.outcome == "stopped":
-        where = f" at iteration {last.reached}" if last.reached is not None else ""
         signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
         stop = functools.partial(record.write, ev.Requeue, signal=signame, iteration=last.reached,
                                  job_id=resolved.slurm_job_id)  # fmt: skip
@@ -374,7 +368,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             stop(requeued=True)
             record.note(status="requeued", exit_status=EXIT_REQUEUE)
             report.note(
-                f"stopped at a checkpoint{where} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
+                f"stopped at a checkpoint{at} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
                 "the requeued job continues this run"
             )
             report.note(_REQUEUE_EXPECTED)
@@ -383,7 +377,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
                 stop(requeued=False, said=said or "no output")
                 record.note(status="stopped", exit_status=EXIT_REQUEUE)
                 raise MgpuError(
-                    f"stopped at a checkpoint{where} on {signame}, but scontrol requeue "
+                    f"stopped at a checkpoint{at} on {signame}, but scontrol requeue "
                     f"{resolved.slurm_job_id} failed: {said or 'no output'}; resubmit the job by hand",
                     exit_code=EXIT_REQUEUE,
                 )
@@ -394,10 +388,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             # This node's step ends now, before node 0 has said it: srun reports each node's exit
             # as it comes, so every node says what follows before its own exit.
             report.note(_REQUEUE_EXPECTED)
-            raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
+            raise Requeued(f"stopped at a checkpoint{at} on {signame}; node 0 requeues the job")
         again = _resubmit_line(resolved)
         raise Requeued(
-            f"stopped at a checkpoint{where} on {signame}; "
+            f"stopped at a checkpoint{at} on {signame}; "
             + (
                 f"to continue: {again}"
                 if again

@@ -229,16 +229,14 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
     if spec.nnodes is not None and ":" in spec.nnodes:
         raise UsageError(f"--nnodes {spec.nnodes}: a scale point needs a fixed node count, not MIN:MAX")
     machine = probe_machine(env, gpu_uuids=spec.device == "cuda")
-    world_sizes = options.world_sizes
-    if world_sizes is None:
-        if spec.device == "cpu":
-            world_sizes = tuple(n * nnodes for n in CPU_WORLD_SIZES)
-        else:
-            visible = selected_devices(spec, machine).count
-            if visible == 0:
-                raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
-            world_sizes = default_world_sizes(visible, nnodes)
     gpus = selected_devices(spec, machine) if spec.device == "cuda" else None
+    world_sizes = options.world_sizes
+    if world_sizes is None and gpus is None:
+        world_sizes = tuple(n * nnodes for n in CPU_WORLD_SIZES)
+    elif world_sizes is None:
+        if gpus.count == 0:
+            raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
+        world_sizes = default_world_sizes(gpus.count, nnodes)
     for k in world_sizes:
         if gpus is not None and gpus.count and k // nnodes > gpus.count:
             shown = ",".join(map(str, world_sizes))

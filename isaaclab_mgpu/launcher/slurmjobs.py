@@ -82,10 +82,6 @@ class Submission:
     command: tuple[str, ...] = ()
     """The command that submits it again (continuing the run: ``--resume auto``)."""
 
-    def as_json(self) -> dict[str, object]:
-        """The record as JSON-ready data."""
-        return dataclasses.asdict(self)
-
 
 @dataclass(frozen=True)
 class JobState:
@@ -116,7 +112,7 @@ def record(log_root: str | Path, sub: Submission) -> Path:
     """Write ``sub`` beside its job file (``<name>-<job id>.json``); its path."""
     path = jobs_dir(log_root) / f"{sub.name}-{sub.job_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, sub.as_json())
+    write_json(path, dataclasses.asdict(sub))
     return path
 
 
