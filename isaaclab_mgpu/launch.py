@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from isaaclab_mgpu import report
 from isaaclab_mgpu.contract import events as ev
-from isaaclab_mgpu.contract import resume
+from isaaclab_mgpu.contract import faults, resume
 from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
     EXIT_KILLED_AFTER_GRACE,
@@ -40,10 +40,14 @@ from isaaclab_mgpu.contract.errors import (
     failed_run_code,
 )
 from isaaclab_mgpu.contract.layout import CANCEL
+from isaaclab_mgpu.contract.progress import AUTO, auto_cap
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher import kubectl, runs, slurmjobs, workarounds
-from isaaclab_mgpu.launcher.build import shell_join
+from isaaclab_mgpu.launcher.build import Command, build, shell_join
+from isaaclab_mgpu.launcher.cluster import resubmit_command
+from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, JobOptions, emit, log_mount, probe_sbatch
 from isaaclab_mgpu.launcher.pipeline import own_log_folder, prepare
+from isaaclab_mgpu.launcher.resolve import ResolvedSpec, invocation, probe_machine, selected_devices
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
@@ -51,11 +55,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from isaaclab_mgpu.launcher.attempts import Attempt, Outcome, Reshape, RunPlace
-    from isaaclab_mgpu.launcher.build import Command
-    from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.ledger import RunLedger
     from isaaclab_mgpu.launcher.probe.config import ProbeOptions
-    from isaaclab_mgpu.launcher.resolve import ResolvedSpec
     from isaaclab_mgpu.launcher.scale import ScaleOptions
     from isaaclab_mgpu.launcher.supervise import RunResult, StallOptions, SuperviseOptions
 
@@ -121,7 +122,6 @@ def plan(
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
     """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
-    from isaaclab_mgpu.launcher.jobfiles import emit
 
     # A SLURM job runs this mgpu's interpreter: a uv environment's mgpu is not on the nodes' PATH.
     if options.kind == "sbatch" and sys.executable:
@@ -135,7 +135,6 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     import shutil
 
     from isaaclab_mgpu.launcher import continuation
-    from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
 
     kube = options.kind in KUBERNETES
     if not kube and shutil.which("sbatch") is None:
@@ -177,7 +176,6 @@ def _submit_kubernetes(spec: LaunchSpec, options: JobOptions, path: Path) -> int
     import shlex
 
     from isaaclab_mgpu.launcher import continuation
-    from isaaclab_mgpu.launcher.jobfiles import log_mount
 
     where = log_mount(spec, options)
     if spec.worker is not None:
@@ -224,8 +222,6 @@ def train(
     for line in placement.notes:
         report.note(line)
     if spec.simulate_fault is not None and cmd.world_size is not None:
-        from isaaclab_mgpu.contract import faults
-
         report.note(faults.describe(faults.parse(spec.simulate_fault), cmd.world_size))
     if placement.done:
         return 0
@@ -305,7 +301,6 @@ class _Shrinking:
 
         from isaaclab_mgpu.launcher import shrink
         from isaaclab_mgpu.launcher.attempts import Reshape
-        from isaaclab_mgpu.launcher.build import build
         from isaaclab_mgpu.launcher.ledger import newest_checkpoint
 
         hosts = {node: (host, port) for node, host, port in result.node_hosts}
@@ -457,7 +452,6 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
 
 def _resubmit_line(resolved: ResolvedSpec) -> str | None:
     """In a SLURM batch job: the command that submits it again; None outside one or when SLURM is mute."""
-    from isaaclab_mgpu.launcher.cluster import resubmit_command
 
     if not resolved.slurm_job_id:
         return None
@@ -487,7 +481,6 @@ def settle_run(outcome: Outcome, record: RunLedger) -> None:
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
     """Run ``check-env``: check, print the table (or JSON) and the command, return the exit code."""
     from isaaclab_mgpu.launcher.diagnostics import check
-    from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
     from isaaclab_mgpu.report import checkenv as shown
 
     check_isaac_task(spec)  # bad input for train is bad input here too (exit 2)
@@ -513,7 +506,6 @@ def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
 
 def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *, as_json: bool) -> int:
     """``mgpu probe-nccl --emit sbatch``: print the job file whose step runs the probe on every node."""
-    from isaaclab_mgpu.launcher.jobfiles import probe_sbatch
     from isaaclab_mgpu.launcher.probe.run import ranks_per_node
 
     options = dataclasses.replace(
@@ -542,7 +534,6 @@ def check_isaac_task(spec: LaunchSpec) -> None:
 
 def stall_options(spec: LaunchSpec, cmd: Command) -> StallOptions:
     """What the stall watch of ``train`` bounds, from the spec and the built command."""
-    from isaaclab_mgpu.contract.progress import AUTO, auto_cap
     from isaaclab_mgpu.launcher.supervise import StallOptions
 
     auto = spec.stall_timeout == AUTO
@@ -784,7 +775,6 @@ def _kubernetes_cancel(job, root, *, now: bool) -> int:
 
 def _invoked() -> tuple[str, ...]:
     """How the user started this mgpu (``uv run mgpu``, ``mgpu`` …), for the commands it prints."""
-    from isaaclab_mgpu.launcher.resolve import invocation, probe_machine
 
     return invocation(probe_machine())
 
