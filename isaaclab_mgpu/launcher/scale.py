@@ -679,15 +679,14 @@ def compare(results: Sequence[PointResult]) -> list[Row]:
         if r.point.world_size == 1 and r.ok:
             ceiling = r  # one rank is its own ceiling
         speedup = _ratio(r, base)
-        ceiling_speedup = _ratio(ceiling, base) if ceiling is not None else None
         rows.append(
             Row(
                 r,
                 speedup=speedup,
                 efficiency=None if speedup is None else speedup / r.point.world_size,
-                ceiling=ceiling if ceiling is not None and ceiling is not r else None,
-                ceiling_speedup=ceiling_speedup,
-                vs_ceiling=_ratio(r, ceiling) if ceiling is not None else None,
+                ceiling=ceiling if ceiling is not r else None,
+                ceiling_speedup=_ratio(ceiling, base),
+                vs_ceiling=_ratio(r, ceiling),
             )
         )
     return rows
