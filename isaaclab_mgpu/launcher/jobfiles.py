@@ -10,33 +10,25 @@ goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the rendezvous
 scheduler tells it (:mod:`.cluster`), so a node runs exactly what ``mgpu dry-run`` with the same
 arguments prints inside the allocation or the pod.
 
-- **sbatch**: one task per node (one mgpu, which starts that node's ranks) with ``--cpus-per-task``
-  for all its ranks (else a one-task step gets what the site gives one task, often one CPU),
-  ``--gpus-per-node`` (none with ``--device cpu``), ``--time`` and ``--signal=USR1@90`` (SLURM's
-  warning to every node's mgpu). ``--requeue`` is one option for both sides: ``#SBATCH --requeue``
-  and ``--open-mode=append`` in the header and ``--requeue`` on the train line (node 0's mgpu
-  requeues the job after the warning's checkpoint; SLURM never requeues a time-out by itself).
-  ``srun --kill-on-bad-exit=1`` ends the other nodes when one node's mgpu fails; with
-  ``--min_nodes`` (shrink instead of stop) the job has ``--no-kill`` and ``--kill-on-bad-exit=0``,
-  so a lost node leaves the others running. The rendezvous port is fixed in the script:
-  ``--master_port``, else one derived from the job id (two jobs sharing a first node rarely
-  collide); the allocation's first host hosts torchrun's store. An ``EXIT`` trap makes the job not
-  requeueable when mgpu exits 93, its "no restart can mend this" code. The job runs the mgpu that
-  wrote it (``PYTHON -m isaaclab_mgpu``, :attr:`JobOptions.python`: a ``uv`` environment's ``mgpu``
-  is not on the nodes' ``PATH``), or ``mgpu`` from ``PATH`` without one. The script says beforehand
-  what a normal requeue prints (``Exited with exit code 75``, ``STEP … CANCELLED … DUE TO JOB REQUEUE``).
-- **pytorchjob**: ``kubeflow.org/v1`` ``PyTorchJob``, one ``Master`` replica (node 0) and
-  ``--nnodes`` − 1 ``Worker`` replicas, ``nprocPerNode``, the container ``pytorch`` with the
-  operator's port ``pytorchjob-port``; the operator sets ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
-  ``WORLD_SIZE`` and the ``PET_*`` variables in each pod.
-- **trainjob**: ``trainer.kubeflow.org/v1alpha1`` as Kubeflow Trainer v2.3.0 runs it: a namespaced
-  ``TrainingRuntime`` named ``<job>-runtime`` (``mlPolicy.torch``, a JobSet template with one
-  replicated job ``node``, its pod template labelled ``trainer.kubeflow.org/trainjob-ancestor-step:
-  trainer``, its container ``node``) and the ``TrainJob`` whose ``runtimeRef`` names it, with
-  ``spec.trainer.numNodes`` and ``numProcPerNode``; one YAML stream, the runtime first. The operator
-  gives ``numNodes`` pods and the ``PET_*`` variables only to that labelled Job's ``node``
-  container (named otherwise: one pod, no variables). The restart policy lives in a runtime, not
-  in a TrainJob: hence a runtime of our own.
+- **sbatch**: one mgpu task per node, which starts that node's ranks; ``--cpus-per-task`` covers all
+  of them (else a one-task step gets what the site gives one task, often one CPU). ``--requeue`` is
+  one option for both sides: ``#SBATCH --requeue`` in the header and ``--requeue`` on the train line
+  (node 0's mgpu requeues the job after the checkpoint of SLURM's time-limit warning, ``USR1`` 90 s
+  before; SLURM never requeues a time-out by itself). ``--min_nodes`` (shrink instead of stop) turns
+  ``srun --kill-on-bad-exit=1`` into ``--no-kill``, so a lost node leaves the others running. The
+  rendezvous port is ``--master_port``, else derived from the job id (two jobs sharing a first node
+  rarely collide). An ``EXIT`` trap makes the job not requeueable when mgpu exits 93, its "no
+  restart can mend this" code. The job runs the mgpu that wrote it (:attr:`JobOptions.python`: a
+  ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``), else ``mgpu`` from ``PATH``.
+- **pytorchjob**: ``kubeflow.org/v1``, one ``Master`` replica (node 0) and ``--nnodes`` − 1
+  ``Worker`` replicas; the operator sets ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``
+  and the ``PET_*`` variables in each pod.
+- **trainjob**: ``trainer.kubeflow.org/v1alpha1`` as Kubeflow Trainer v2.3.0 runs it: a
+  ``TrainingRuntime`` ``<job>-runtime`` of this job's own (the restart policy lives in a runtime, not
+  in a TrainJob) and the ``TrainJob`` whose ``runtimeRef`` names it; one YAML stream, the runtime
+  first. The operator gives ``numNodes`` pods and the ``PET_*`` variables only to the replicated job
+  and container named and labelled as :data:`TRAINER_JOB`, :data:`TRAINER_CONTAINER` and
+  :data:`TRAINER_STEP_LABEL` say (named otherwise: one pod, no variables).
 
 Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`):
 
