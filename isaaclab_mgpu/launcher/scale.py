@@ -69,8 +69,7 @@ from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 CPU_WORLD_SIZES = (1, 2)
 #: The JSON file and the picture in the output folder.
 JSON_NAME, PNG_NAME = "scale.json", "scale.png"
-#: The output folder's folder of the points' runs and saved consoles: each child runs in the output
-#: folder, so its ``./logs`` (the built-in worker's log root, Isaac Lab's runs) is this one.
+#: The points' runs and saved consoles in the output folder: each child's ``./logs`` (it runs there).
 POINTS = "logs"
 #: Seconds between NVML samples while a point runs on GPUs.
 SAMPLE_S = 0.5
