@@ -396,7 +396,14 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
     else:
         lines.append("")
         tail = ""
-    lines += _no_requeue_on_93()
+    # Not requeueable even after a node failure (one that fails while srun ends the others): the
+    # same failure would come round again. A site's RequeueExit list must leave 93 out.
+    lines += [
+        f"# mgpu exits {EXIT_NOT_RESTARTABLE} when no restart can mend the failure (the same error again,",
+        "# a bad configuration): then this job is made not requeueable, so SLURM does not run it again.",
+        f'trap \'status=$?; if [ "$status" -eq {EXIT_NOT_RESTARTABLE} ]; then '
+        'scontrol update JobId="$SLURM_JOB_ID" Requeue=0 || true; fi\' EXIT',
+    ]
     # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
     kill = "--no-kill --kill-on-bad-exit=0" if shrinks else "--kill-on-bad-exit=1"
     srun = f"srun {kill} --cpus-per-task={cpus}"
@@ -461,18 +468,6 @@ def probe_sbatch(
         "done",
         'exit "$status"',
     ]) + "\n"  # fmt: skip
-
-
-def _no_requeue_on_93() -> list[str]:
-    """The script's ``EXIT`` trap: mgpu's exit 93 makes the job not requeueable (``Requeue=0``)."""
-    # Not even after a node failure (one that fails while srun ends the others): the same failure
-    # would come round again. A site's RequeueExit list must leave 93 out.
-    return [
-        f"# mgpu exits {EXIT_NOT_RESTARTABLE} when no restart can mend the failure (the same error again,",
-        "# a bad configuration): then this job is made not requeueable, so SLURM does not run it again.",
-        f'trap \'status=$?; if [ "$status" -eq {EXIT_NOT_RESTARTABLE} ]; then '
-        'scontrol update JobId="$SLURM_JOB_ID" Requeue=0 || true; fi\' EXIT',
-    ]
 
 
 def pytorchjob(spec: LaunchSpec, options: JobOptions) -> str:

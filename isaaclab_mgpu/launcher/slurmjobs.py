@@ -256,14 +256,10 @@ class Target:
     """The run's SLURM jobs, oldest first (with a submission's job when no run names it yet)."""
 
 
-def _is_run(path: Path) -> bool:
-    return (path / "events.jsonl").is_file() or (path / "summary.json").is_file()
-
-
 def find_target(name: str, root: Path) -> Target:
     """The run ``name`` names: a run folder, a submitted job's name or a run folder's name under ``root``."""
     path = Path(name)
-    if path.is_dir() and _is_run(path):
+    if path.is_dir() and ((path / "events.jsonl").is_file() or (path / "summary.json").is_file()):
         return Target(path, None, _ledger_jobs(path))
     subs = [s for s in submissions(root) if s.name == name]
     if subs:
@@ -286,10 +282,7 @@ def find_target(name: str, root: Path) -> Target:
 
 def run_of_job(job_id: str, root: Path) -> Path | None:
     """The run folder under ``root`` whose ledger names SLURM job ``job_id`` (None: none yet)."""
-    for r in find_runs(root):
-        if job_id in r.jobs:
-            return Path(r.folder)
-    return None
+    return next((Path(r.folder) for r in find_runs(root) if job_id in r.jobs), None)
 
 
 def _ledger_jobs(folder: Path) -> tuple[str, ...]:
