@@ -1,16 +1,12 @@
 """The command layer the CLI calls: domain modules compute, this module hands their data to report.
 
-``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit`` → :func:`submit` (sbatch,
-or ``kubectl apply`` through :mod:`.launcher.kubectl`), ``logs`` → :func:`follow_logs`, ``cancel`` →
-:func:`cancel` (a submitted run from the login node: :mod:`~isaaclab_mgpu.launcher.slurmjobs`; a
-Kubernetes job's name: ``kubectl logs`` of node 0's pod, ``kubectl delete`` of the job),
-``train`` → :func:`train`, ``check-env`` → :func:`check_env`, ``probe-nccl`` → :func:`probe_nccl`
-(:func:`emit_probe_job` with ``--emit``), ``scale`` → :func:`scale`, ``runs`` → :func:`list_runs`,
-``stacks`` → :func:`live_stacks`, ``skills check`` → :func:`skills_check`. Each launch runs the shared core
-(:func:`~.launcher.pipeline.prepare`: spec → resolve → build) and the domain packages (``diagnostics``,
-``supervise``, ``probe``, ``scale``), which return data and never print; only here do results
-reach :mod:`isaaclab_mgpu.report`. It runs in
-the ``mgpu`` process (see ``docs/architecture.md`` for the sides).
+One function per command: ``dry-run`` → :func:`plan` (:func:`emit_job` with ``--emit``), ``submit``,
+``logs`` → :func:`follow_logs` and ``cancel`` (SLURM: :mod:`.launcher.slurmjobs`; Kubernetes:
+:mod:`.launcher.kubectl`), ``train``, ``check-env``, ``probe-nccl`` (:func:`emit_probe_job` with
+``--emit``), ``scale``, ``runs`` → :func:`list_runs`, ``stacks`` → :func:`live_stacks`, ``skills check``.
+Each launch runs the shared core (:func:`~.launcher.pipeline.prepare`) and the domain packages, which
+return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`. It runs in the
+``mgpu`` process (see ``docs/architecture.md`` for the sides).
 """
 
 from __future__ import annotations
@@ -19,10 +15,15 @@ import contextlib
 import dataclasses
 import functools
 import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from isaaclab_mgpu import report
+from isaaclab_mgpu.contract import events as ev
+from isaaclab_mgpu.contract import faults, resume
 from isaaclab_mgpu.contract.errors import (
     EXIT_INTERRUPTED,
     EXIT_KILLED_AFTER_GRACE,
@@ -39,10 +40,14 @@ from isaaclab_mgpu.contract.errors import (
     failed_run_code,
 )
 from isaaclab_mgpu.contract.layout import CANCEL
+from isaaclab_mgpu.contract.progress import AUTO, auto_cap
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
-from isaaclab_mgpu.launcher import runs, workarounds
-from isaaclab_mgpu.launcher.build import shell_join
+from isaaclab_mgpu.launcher import kubectl, runs, slurmjobs, workarounds
+from isaaclab_mgpu.launcher.build import Command, build, shell_join
+from isaaclab_mgpu.launcher.cluster import resubmit_command
+from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, JobOptions, emit, log_mount, probe_sbatch
 from isaaclab_mgpu.launcher.pipeline import own_log_folder, prepare
+from isaaclab_mgpu.launcher.resolve import ResolvedSpec, invocation, probe_machine, selected_devices
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
@@ -50,11 +55,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from isaaclab_mgpu.launcher.attempts import Attempt, Outcome, Reshape, RunPlace
-    from isaaclab_mgpu.launcher.build import Command
-    from isaaclab_mgpu.launcher.jobfiles import JobOptions
     from isaaclab_mgpu.launcher.ledger import RunLedger
     from isaaclab_mgpu.launcher.probe.config import ProbeOptions
-    from isaaclab_mgpu.launcher.resolve import ResolvedSpec
     from isaaclab_mgpu.launcher.scale import ScaleOptions
     from isaaclab_mgpu.launcher.supervise import RunResult, StallOptions, SuperviseOptions
 
@@ -80,8 +82,7 @@ __all__ = [
 
 
 def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
-    """NCCL variables saved for this machine by ``probe-nccl --save-workaround`` (GPU launches);
-    what the store holds beyond them is not applied, and said in one warning line."""
+    """NCCL variables ``probe-nccl --save-workaround`` saved for this machine; the rest is warned of."""
     saved = workarounds.for_launch(os.environ, device=spec.device, enabled=enabled)
     for line in saved.ignored:
         report.warn(line)
@@ -91,11 +92,7 @@ def saved_workarounds(spec: LaunchSpec, *, enabled: bool) -> dict[str, str]:
 def plan(
     spec: LaunchSpec, *, as_json: bool, use_saved_workarounds: bool = True, preflight: bool = True
 ) -> int:
-    """Print the command ``train`` would exec (``dry-run``); what train would refuse is a warning.
-
-    ``train`` refuses on resolve's strict problems and on a failing preflight check; here the
-    first are resolve's warnings and the second are added to them, so both say the same things.
-    """
+    """Print the command ``train`` would exec (``dry-run``); what train would refuse is a warning."""
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=False, extra_env=extra)
     refused: list[str] = []
@@ -124,12 +121,9 @@ def plan(
 
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
-    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train.
+    """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
 
-    A SLURM job runs this very mgpu: its interpreter (the probe the pure builder is handed), since a
-    ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``. A pod runs its image's ``mgpu``."""
-    from isaaclab_mgpu.launcher.jobfiles import emit
-
+    # A SLURM job runs this mgpu's interpreter: a uv environment's mgpu is not on the nodes' PATH.
     if options.kind == "sbatch" and sys.executable:
         options = dataclasses.replace(options, python=sys.executable)
     report.out(emit(spec, options).rstrip("\n"))
@@ -137,30 +131,24 @@ def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
 
 
 def submit(spec: LaunchSpec, options: JobOptions) -> int:
-    """Write the job file ``dry-run --emit sbatch`` prints to ``<log_root>/mgpu/jobs/<name>.sbatch``
-    and submit it from here (``sbatch --parsable``); record the submission beside it (where ``mgpu
-    runs``, ``logs`` and ``cancel`` find it) and say the job id, where the run will live and how to
-    follow it. Submitting the same command again continues the run (``--resume auto``).
-    A Kubernetes kind goes through ``kubectl apply`` instead (:func:`_submit_kubernetes`)."""
+    """``mgpu submit``: write the job file to ``<log_root>/mgpu/jobs/``, submit it and record it."""
     import shutil
-    import subprocess
-    import time
-    from pathlib import Path
 
-    from isaaclab_mgpu.launcher import continuation, slurmjobs
-    from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, emit
+    from isaaclab_mgpu.launcher import continuation
 
-    if options.kind in KUBERNETES:
-        return _submit_kubernetes(spec, options)
-    if shutil.which("sbatch") is None:
+    kube = options.kind in KUBERNETES
+    if not kube and shutil.which("sbatch") is None:
         raise UsageError(
             "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
             "node, or print the job file with mgpu dry-run … --emit sbatch"
         )
-    text = emit(spec, dataclasses.replace(options, python=sys.executable or None))
-    path = slurmjobs.jobs_dir(spec.log_root) / f"{options.name}.sbatch"
+    if not kube:
+        options = dataclasses.replace(options, python=sys.executable or None)
+    path = slurmjobs.jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_text(emit(spec, options))
+    if kube:
+        return _submit_kubernetes(spec, options, path)
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise MgpuError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip() or 'no output'}")
@@ -183,20 +171,12 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     return 0
 
 
-def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
-    """Write the manifest ``dry-run --emit trainjob|pytorchjob`` prints to
-    ``<log_root>/mgpu/jobs/<name>.yaml``, ``kubectl apply`` it, say the job, where the run lives in
-    the pods and how to follow node 0's console (:mod:`isaaclab_mgpu.launcher.kubectl`)."""
+def _submit_kubernetes(spec: LaunchSpec, options: JobOptions, path: Path) -> int:
+    """``kubectl apply`` the manifest at ``path`` and say where the run lives and how to follow it."""
     import shlex
-    from pathlib import Path
 
-    from isaaclab_mgpu.launcher import continuation, kubectl
-    from isaaclab_mgpu.launcher.jobfiles import emit, log_mount
+    from isaaclab_mgpu.launcher import continuation
 
-    text = emit(spec, options)
-    path = Path(spec.log_root) / "mgpu" / "jobs" / f"{options.name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
     where = log_mount(spec, options)
     if spec.worker is not None:
         ident, _ = continuation.identity_of(spec)
@@ -205,7 +185,7 @@ def _submit_kubernetes(spec: LaunchSpec, options: JobOptions) -> int:
     report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
     claim = f"the claim {options.pvc}" if options.pvc else "the pod's own disk (no --pvc)"
     report.note(f"the run will live under {where}/ in the pods, on {claim}")
-    report.note(f"follow it: {shlex.join(kubectl.follow_command(job))}")
+    report.note(f"follow it: {shlex.join(kubectl.logs_argv(job, follow=True))}")
     report.out(job.name)
     return 0
 
@@ -217,8 +197,7 @@ def train(
     preflight: bool = True,
     use_saved_workarounds: bool = True,
 ) -> int:
-    """Launch and supervise ``spec`` through its attempts; 0 on success, else raise the error
-    carrying the exit code (see :mod:`isaaclab_mgpu.launcher.attempts`)."""
+    """Launch and supervise ``spec`` through its attempts; 0, else raise the error with the exit code."""
     from isaaclab_mgpu.launcher import continuation, ledger
     from isaaclab_mgpu.launcher.attempts import RestartOptions, run_attempts
     from isaaclab_mgpu.launcher.supervise import SuperviseOptions
@@ -228,28 +207,21 @@ def train(
     extra = saved_workarounds(spec, enabled=use_saved_workarounds)
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
-        from isaaclab_mgpu.launcher.diagnostics import (
-            failures,
-            preflight_error,
-            preflight_findings,
-            train_warnings,
-        )
+        from isaaclab_mgpu.launcher import diagnostics
         from isaaclab_mgpu.report.checkenv import preflight_failures
 
-        found = preflight_findings(spec, resolved)
-        failed = failures(found)
+        found = diagnostics.preflight_findings(spec, resolved)
+        failed = diagnostics.failures(found)
         if failed:
             preflight_failures(failed[1:])
-            raise preflight_error(failed)
-        for f in train_warnings(found):  # e.g. little free disk space: said, never refused
+            raise diagnostics.preflight_error(failed)
+        for f in diagnostics.train_warnings(found):  # e.g. little free disk space: said, never refused
             report.warn(f"preflight {f.area}/{f.name}: {f.observed}; {f.fix}")
     placement = continuation.place(resolved, cmd.world_size)  # bad --resume: exit 2, nothing spawned
     report.resolve_notes(resolved)
     for line in placement.notes:
         report.note(line)
     if spec.simulate_fault is not None and cmd.world_size is not None:
-        from isaaclab_mgpu.contract import faults
-
         report.note(faults.describe(faults.parse(spec.simulate_fault), cmd.world_size))
     if placement.done:
         return 0
@@ -315,8 +287,7 @@ def train(
 
 
 class _Shrinking:
-    """The launch's world as it is now; called before a restart, it plans a shrink after a lost node
-    (``--min_nodes``, :mod:`.launcher.shrink`), says it and gives the smaller world with its record."""
+    """The launch's world now; before a restart it plans a shrink after a lost node (``--min_nodes``)."""
 
     def __init__(self, resolved: ResolvedSpec, cmd: Command, record: RunLedger) -> None:
         self.resolved = resolved
@@ -327,11 +298,9 @@ class _Shrinking:
         self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
     ) -> Reshape | None:
         import socket
-        from pathlib import Path
 
         from isaaclab_mgpu.launcher import shrink
         from isaaclab_mgpu.launcher.attempts import Reshape
-        from isaaclab_mgpu.launcher.build import build
         from isaaclab_mgpu.launcher.ledger import newest_checkpoint
 
         hosts = {node: (host, port) for node, host, port in result.node_hosts}
@@ -358,41 +327,35 @@ class _Shrinking:
 
 
 def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:
-    """Record how the run ended (node 0; in the ledger ``record`` too), requeue it when asked, and map
-    the outcome to the exit code (0, or raise the error that carries it; one rule:
-    :func:`~.contract.errors.failed_run_code`)."""
-    from isaaclab_mgpu.contract import events
+    """Record how the run ended, requeue it when asked, return 0 or raise the error with the exit code."""
     from isaaclab_mgpu.launcher.attempts import requeue
     from isaaclab_mgpu.launcher.ledger import RunLedger
 
     record = record if record is not None else RunLedger(enabled=False)
     spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
     node0 = (resolved.node_rank or 0) == 0
+    at = f" at iteration {last.reached}" if last.reached is not None else ""
     if outcome.result.stragglers:
         record.note(stragglers=outcome.result.stragglers)
     drift = outcome.result.drift
     if drift is not None:
         record.note(drift=drift)
-        record.write(events.DriftNamed, rank=drift.rank, component=drift.component,
+        record.write(ev.DriftNamed, rank=drift.rank, component=drift.component,
                      since_iteration=drift.since_iteration, found_at=drift.found_at,
                      stopped=last.outcome == "drifted")  # fmt: skip
     if last.outcome == "finished":
-        record.write(
-            events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts)
-        )
+        record.write(ev.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
         return 0
     if last.outcome == "drifted":
         record.note(exit_status=Drifted.exit_code)
         what = drift.describe() if drift is not None else "the ranks drifted apart"
-        at = f" at iteration {last.reached}" if last.reached is not None else ""
         raise Drifted(
             f"stopped{at} (--on_drift stop): {what}; rank 0's state is saved: --resume auto continues "
             "from it on every rank"
         )
     if last.outcome == "stopped":
-        where = f" at iteration {last.reached}" if last.reached is not None else ""
         signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
-        stop = functools.partial(record.write, events.Requeue, signal=signame, iteration=last.reached,
+        stop = functools.partial(record.write, ev.Requeue, signal=signame, iteration=last.reached,
                                  job_id=resolved.slurm_job_id)  # fmt: skip
         if spec.requeue and node0 and resolved.slurm_job_id:
             # Everything is recorded and said before scontrol requeue: SLURM then cancels this job
@@ -400,7 +363,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             stop(requeued=True)
             record.note(status="requeued", exit_status=EXIT_REQUEUE)
             report.note(
-                f"stopped at a checkpoint{where} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
+                f"stopped at a checkpoint{at} on {signame}; requeueing SLURM job {resolved.slurm_job_id}: "
                 "the requeued job continues this run"
             )
             report.note(_REQUEUE_EXPECTED)
@@ -409,7 +372,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
                 stop(requeued=False, said=said or "no output")
                 record.note(status="stopped", exit_status=EXIT_REQUEUE)
                 raise MgpuError(
-                    f"stopped at a checkpoint{where} on {signame}, but scontrol requeue "
+                    f"stopped at a checkpoint{at} on {signame}, but scontrol requeue "
                     f"{resolved.slurm_job_id} failed: {said or 'no output'}; resubmit the job by hand",
                     exit_code=EXIT_REQUEUE,
                 )
@@ -420,10 +383,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             # This node's step ends now, before node 0 has said it: srun reports each node's exit
             # as it comes, so every node says what follows before its own exit.
             report.note(_REQUEUE_EXPECTED)
-            raise Requeued(f"stopped at a checkpoint{where} on {signame}; node 0 requeues the job")
+            raise Requeued(f"stopped at a checkpoint{at} on {signame}; node 0 requeues the job")
         again = _resubmit_line(resolved)
         raise Requeued(
-            f"stopped at a checkpoint{where} on {signame}; "
+            f"stopped at a checkpoint{at} on {signame}; "
             + (
                 f"to continue: {again}"
                 if again
@@ -435,7 +398,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
         exit_code(outcome.result, cmd, spec)
     except Interrupted as exc:
         cancelled = node0 and folder is not None and os.path.exists(os.path.join(folder, CANCEL))
-        record.write(events.Interrupted, iteration=last.reached, exit_code=exc.exit_code, cancelled=cancelled)
+        record.write(ev.Interrupted, iteration=last.reached, exit_code=exc.exit_code, cancelled=cancelled)
         if cancelled:  # mgpu cancel's stop: saved, to be continued (its job ends; the same submit goes on)
             record.note(status="stopped")
         line = _continue_line(resolved, folder)
@@ -457,10 +420,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             else:  # the verdict stopped it: the rest are not spent on a failure they cannot mend
                 used = f"{outcome.restarts} of {most} restarts used"
             message += f"; {used}, every failure in order: {every}"
-        record.write(events.Failed, exit_code=code, reason=message, iteration=last.reached)
+        record.write(ev.Failed, exit_code=code, reason=message, iteration=last.reached)
         kind = NotRestartable if code == EXIT_NOT_RESTARTABLE else type(exc)
         raise kind(message, exit_code=code) from None
-    record.write(events.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
+    record.write(ev.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
     return 0
 
 
@@ -472,8 +435,6 @@ def _mendable(outcome: Outcome) -> bool:
 
 def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     """The command that continues an interrupted run (node 0, typed at a prompt, with a checkpoint)."""
-    from pathlib import Path
-
     from isaaclab_mgpu.launcher import continuation
 
     spec = resolved.spec
@@ -482,7 +443,6 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
     if resolved.slurm_job_id:  # not this node's command line (its job's port): the job's resubmission
         return _resubmit_line(resolved)
     run = Path(folder)
-    from isaaclab_mgpu.contract import resume
 
     library = spec.library if spec.isaac_task else None
     known = library is None or library in resume.ISAAC_CHECKPOINTS
@@ -491,24 +451,13 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
 
 
 def _resubmit_line(resolved: ResolvedSpec) -> str | None:
-    """In a SLURM batch job: the command that submits it again (it continues the run with its
-    ``--resume auto``; without one, the line says to add it); None outside one or when SLURM
-    does not say."""
-    import subprocess
-
-    from isaaclab_mgpu.contract import resume
-    from isaaclab_mgpu.launcher.cluster import resubmit_command
+    """In a SLURM batch job: the command that submits it again; None outside one or when SLURM is mute."""
 
     if not resolved.slurm_job_id:
         return None
+    ask = ["scontrol", "show", "job", "-o", resolved.slurm_job_id]
     try:
-        shown = subprocess.run(
-            ["scontrol", "show", "job", "-o", resolved.slurm_job_id],
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=False,
-        ).stdout
+        shown = subprocess.run(ask, capture_output=True, text=True, timeout=15, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     argv = resubmit_command(shown)
@@ -523,12 +472,7 @@ def _resubmit_line(resolved: ResolvedSpec) -> str | None:
 def settle_run(outcome: Outcome, record: RunLedger) -> None:
     """Record in the run's summary how the launch ended when rank 0 could not (its ledger's note)."""
     result = outcome.result
-    if result.stall is not None:
-        status = "hung"
-    elif result.interrupted:
-        status = "interrupted"
-    else:
-        status = "failed"
+    status = "hung" if result.stall is not None else "interrupted" if result.interrupted else "failed"
     code = failed_run_code(result.exit_code, _mendable(outcome)) if status == "failed" else result.exit_code
     collided = {"rank_exit_code": result.exit_code} if status == "failed" and code != result.exit_code else {}
     record.settle(status, code, **collided)
@@ -537,7 +481,6 @@ def settle_run(outcome: Outcome, record: RunLedger) -> None:
 def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
     """Run ``check-env``: check, print the table (or JSON) and the command, return the exit code."""
     from isaaclab_mgpu.launcher.diagnostics import check
-    from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
     from isaaclab_mgpu.report import checkenv as shown
 
     check_isaac_task(spec)  # bad input for train is bad input here too (exit 2)
@@ -545,10 +488,7 @@ def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
         # Ids naming no GPU here are bad input (exit 2, as for train), not a failed check.
         selected_devices(spec, probe_machine(gpu_uuids=True))
     result = check(spec, deep=deep)
-    if as_json:
-        shown.json_report(result)
-    else:
-        shown.table(result)
+    (shown.json_report if as_json else shown.table)(result)
     return result.exit_code
 
 
@@ -566,7 +506,6 @@ def probe_nccl(spec: LaunchSpec, opts: ProbeOptions, *, as_json: bool) -> int:
 
 def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *, as_json: bool) -> int:
     """``mgpu probe-nccl --emit sbatch``: print the job file whose step runs the probe on every node."""
-    from isaaclab_mgpu.launcher.jobfiles import probe_sbatch
     from isaaclab_mgpu.launcher.probe.run import ranks_per_node
 
     options = dataclasses.replace(
@@ -595,7 +534,6 @@ def check_isaac_task(spec: LaunchSpec) -> None:
 
 def stall_options(spec: LaunchSpec, cmd: Command) -> StallOptions:
     """What the stall watch of ``train`` bounds, from the spec and the built command."""
-    from isaaclab_mgpu.contract.progress import AUTO, auto_cap
     from isaaclab_mgpu.launcher.supervise import StallOptions
 
     auto = spec.stall_timeout == AUTO
@@ -629,7 +567,6 @@ def probe_command(spec: LaunchSpec, world_size: int | None) -> str:
 
 def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -> int:
     """Map a run's result to 0, or raise the :mod:`errors` exception that carries its exit code."""
-    launcher = cmd.launcher
     if result.stall is not None:
         where = ""
         if result.stall.phase == "rendezvous" and spec is not None and spec.nnodes:
@@ -667,17 +604,13 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -
         message = f"rank {f.rank}{where} failed with {what}{told}{broke}"
         raise WorkerFailure(message, exit_code=result.exit_code)
     if result.exit_code != 0:
-        message = f"{launcher} failed with exit code {result.exit_code}"
+        message = f"{cmd.launcher} failed with exit code {result.exit_code}"
         raise WorkerFailure(message, exit_code=result.exit_code)
     return 0
 
 
 def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
-    """Run ``runs``: the runs under ``log_root`` newest first (``last``: only the newest's folder),
-    or, for one run's folder, its story from its ledger."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import kubectl, slurmjobs
+    """Run ``runs``: the runs under ``log_root`` newest first, or one run folder's story."""
     from isaaclab_mgpu.report import runs as shown
 
     if not Path(log_root).is_dir():
@@ -703,10 +636,7 @@ def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
 
 
 def skills_check(path: str, parse: Callable[[list[str]], str | None]) -> int:
-    """Run ``skills check``: validate ``skills/`` and ``docs/`` under ``path``, each quoted command
-    by ``parse`` (the real command line's parser)."""
-    from pathlib import Path
-
+    """Run ``skills check``: validate ``skills/`` and ``docs/`` under ``path``, commands by ``parse``."""
     from isaaclab_mgpu.tools.skills_check import check_tree
 
     return report.skills_problems(check_tree(Path(path), parse))
@@ -722,9 +652,7 @@ def live_stacks(run_folder: str | None) -> int:
 
 
 def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
-    """``mgpu scale``: run the sweep with a progress bar, print the table, write the JSON and the
-    picture (also of the points measured before a Ctrl-C, then exit 130); 1 when a point did not
-    measure."""
+    """``mgpu scale``: run the sweep, print the table, write the JSON and the picture (also on Ctrl-C)."""
     from isaaclab_mgpu.launcher import scale as sweep
     from isaaclab_mgpu.report import scale as shown
 
@@ -767,13 +695,7 @@ def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
 
 
 def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> int:
-    """``mgpu logs``: print rank 0's console lines of the run ``name`` names, every attempt in order;
-    ``follow``: wait for a queued job's run, then keep printing across restarts, requeues and
-    resubmissions until the run ends (0 when it finished, 1 when it ended otherwise)."""
-    import time
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import slurmjobs
+    """``mgpu logs``: rank 0's console of the run ``name`` names (``follow``: until it ends)."""
 
     kube = _kubernetes_job(name, Path(root))
     if kube is not None:
@@ -811,11 +733,7 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
 
 
 def _kubernetes_job(name: str, root):
-    """The Kubernetes job recorded under ``root`` by the name ``name`` (None: not one; a run folder
-    of that name is the run's)."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import kubectl
+    """The Kubernetes job recorded under ``root`` as ``name`` (None: none, or a run folder's name)."""
 
     if Path(name).is_dir():
         return None
@@ -824,9 +742,6 @@ def _kubernetes_job(name: str, root):
 
 def _kubernetes_logs(job, *, follow: bool) -> int:
     """Node 0's console of a Kubernetes job: ``kubectl logs`` of its pod (``-f``: until it ends)."""
-    import subprocess
-
-    from isaaclab_mgpu.launcher import kubectl
 
     argv = kubectl.logs_argv(job, follow=follow)
     report.note(f"node 0's console of {job.kind} {job.name} in {job.namespace}: {shell_join(argv)}")
@@ -837,11 +752,7 @@ def _kubernetes_logs(job, *, follow: bool) -> int:
 
 
 def _kubernetes_cancel(job, root, *, now: bool) -> int:
-    """Delete a Kubernetes job: every pod's mgpu gets SIGTERM and saves at the stop (the delete
-    returns once the pods are gone); ``now``: its pods force-deleted too, no save."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.launcher import kubectl
+    """Delete a Kubernetes job: its pods save at the stop (``now``: force-deleted, no save)."""
 
     what = f"{job.kind} {job.name} in {job.namespace}"
     before = kubectl.job_state(job)
@@ -864,39 +775,26 @@ def _kubernetes_cancel(job, root, *, now: bool) -> int:
 
 def _invoked() -> tuple[str, ...]:
     """How the user started this mgpu (``uv run mgpu``, ``mgpu`` …), for the commands it prints."""
-    from isaaclab_mgpu.launcher.resolve import invocation, probe_machine
 
     return invocation(probe_machine())
 
 
 def _started_run(job: str, root, sub) -> object:
     """The run folder SLURM job ``job`` starts (waiting for it); an error when the job ends first."""
-    import time
-
-    from isaaclab_mgpu.launcher import slurmjobs
 
     while True:
         folder = slurmjobs.run_of_job(job, root)
         if folder is not None:
             return folder
-        states = slurmjobs.probe_jobs([job])
-        if states is not None and not states[job].alive:
+        state = _job_over(job)
+        if state is not None:
             out = f"; its output: {sub.cwd}/{sub.name}-{job}.out" if sub is not None else ""
-            state = states[job].state or "gone"
             raise MgpuError(f"SLURM job {job} ended ({state}) before its run started{out}")
         time.sleep(2.0)
 
 
 def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
-    """``mgpu cancel``: stop the run ``name`` names through its SLURM job: every node's mgpu stops
-    its ranks at a checkpoint (SIGTERM to every step), node 0 records it, then the job ends; ``now``:
-    SIGKILL to every process of the job (no checkpoint at the stop). 0 once the job has ended (with
-    the checkpoint, unless ``now``); the run continues with the same ``mgpu submit``. A Kubernetes
-    job's name: the job deleted (:func:`_kubernetes_cancel`)."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.contract import events as ev
-    from isaaclab_mgpu.launcher import slurmjobs
+    """``mgpu cancel``: stop the run ``name`` names at a checkpoint through its job (``now``: SIGKILL)."""
 
     kube = _kubernetes_job(name, Path(root))
     if kube is not None:
@@ -955,7 +853,6 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
 
 def _job_over(job: str) -> str | None:
     """The job's final state once SLURM no longer runs it (None while it does or SLURM does not say)."""
-    from isaaclab_mgpu.launcher import slurmjobs
 
     states = slurmjobs.probe_jobs([job])
     if states is None or states[job].alive:
@@ -965,7 +862,6 @@ def _job_over(job: str) -> str | None:
 
 def _end_event(folder, seen: int):
     """The first event after the first ``seen`` that ends a launch (interrupted, requeue, finished …)."""
-    from isaaclab_mgpu.contract import events as ev
 
     ledger = ev.read(folder)
     new = ledger.events[seen:] if ledger is not None else ()
@@ -982,10 +878,6 @@ _REQUEUE_EXPECTED = (
 
 def _checkpoint_at(folder, iteration: int | None) -> str | None:
     """The checkpoint at ``iteration`` (None: the newest) as the run folder or its ledger has it."""
-    from pathlib import Path
-
-    from isaaclab_mgpu.contract import events as ev
-    from isaaclab_mgpu.contract import resume
 
     newest = resume.newest_whole(Path(folder)).checkpoint
     if newest is not None and (iteration is None or resume.saved_iteration(newest) == iteration):

@@ -1,11 +1,9 @@
 """What a cluster's scheduler tells each node: SLURM's and Kubernetes' variables as launch values.
 
-A node of a SLURM allocation or a pod of a Kubeflow ``PyTorchJob`` is told its part through its
-environment. :func:`offers` reads that environment into :class:`Offer` values (data, one per launch
-option, each naming the variable it comes from); :func:`fill` applies them to a
-:class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`: an option the user left out takes the offered value,
-an option the user gave wins and the variable it overrode is named. Both are pure; resolve hands
-them the environment it probed.
+A node of a SLURM allocation or a pod of a Kubeflow job is told its part through its environment.
+:func:`offers` reads it into :class:`Offer` values (one per launch option, each naming its variable);
+:func:`fill` applies them to a :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`: an option left out
+takes the offered value, a given one wins and the variable it overrode is named. Both are pure.
 
 - **SLURM**, inside an allocation of several nodes: ``--nnodes`` from ``SLURM_NNODES``,
   ``--node_rank`` from ``SLURM_NODEID``, ``--master_addr`` from the first host of
@@ -20,10 +18,8 @@ them the environment it probed.
   ``--node_rank``, so a job of a fixed size meets there, and global rank 0 runs on node 0. That
   is why a fixed-size job's c10d endpoint from the environment (``PET_RDZV_ENDPOINT`` beside a
   node rank) becomes ``--master_addr``/``--master_port`` with ``--rdzv_backend static``.
-- **Kubernetes** (the training operator's ``PyTorchJob``): torchrun's own variables
-  ``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_RDZV_ENDPOINT``,
-  ``PET_RDZV_BACKEND``, ``PET_RDZV_ID``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` and
-  ``PET_MAX_RESTARTS`` fill the option of the same name. Without an elastic policy the operator
+- **Kubernetes** (the training operator's ``PyTorchJob``): torchrun's own ``PET_<OPTION>`` variables
+  (:data:`_PET_OPTIONS`) fill the option of the same name. Without an elastic policy the operator
   sets ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and ``RANK`` (each pod's replica index:
   the node rank); when all four are set in a pod (``KUBERNETES_SERVICE_HOST``, or beside
   ``PET_*``; never in a SLURM job, where people export these names themselves) they fill
@@ -154,14 +150,13 @@ def slurm_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
     if _ascii_int(env.get("SLURM_NODEID", "")):
         out.append(_from("node_rank", "SLURM_NODEID", env))
     first = first_slurm_host(env.get("SLURM_JOB_NODELIST", ""))
+    nodelist = f"SLURM_JOB_NODELIST={env.get('SLURM_JOB_NODELIST', '')}"
     if spec.uses_jax:
         if first:
-            nodelist = f"SLURM_JOB_NODELIST={env['SLURM_JOB_NODELIST']}"
             address = f"{first}:{DEFAULT_JAX_PORT}"
             out.append(Offer("coordinator_address", address, "from SLURM_JOB_NODELIST", nodelist))
         return tuple(out)
     port = spec.master_port or DEFAULT_MASTER_PORT
-    nodelist = f"SLURM_JOB_NODELIST={env.get('SLURM_JOB_NODELIST', '')}"
     if first and _fixed(spec.nnodes or nodes) and _may_be_static(spec):
         out.append(Offer("master_addr", first, "from SLURM_JOB_NODELIST", nodelist))
         out.append(Offer("master_port", str(port), "for the SLURM rendezvous"))
@@ -196,12 +191,9 @@ def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, 
 
 
 def _static_when_fixed(out: dict[str, Offer], spec: LaunchSpec) -> dict[str, Offer]:
-    """A fixed-size pod set's c10d endpoint as the static rendezvous, so that rank 0 runs on node 0.
-
-    The endpoint's host is node 0's pod (the operator points it at replica 0), which is where the
-    static rendezvous's node 0 serves the store; left elastic (``PET_NNODES=MIN:MAX``), or without a
-    node rank to number the nodes by, the endpoint stays c10d's.
-    """
+    """A fixed-size pod set's c10d endpoint as the static rendezvous, so that rank 0 runs on node 0."""
+    # The endpoint's host is node 0's pod (the operator points it at replica 0), where the static
+    # rendezvous's node 0 serves the store; elastic, or without node ranks, it stays c10d's.
     endpoint, nodes = out.get("rdzv_endpoint"), out.get("nnodes")
     if endpoint is None or spec.master_addr is not None:
         return out  # a given --master_addr sets the endpoint aside in fill(), and says so
@@ -235,11 +227,8 @@ def _may_be_static(spec: LaunchSpec) -> bool:
 
 
 def _operators(env: Mapping[str, str]) -> bool:
-    """True when MASTER_ADDR/…/RANK are the operator's: in a pod, beside torchrun's variables.
-
-    People export the same names themselves (``RANK=$SLURM_PROCID`` counts processes, not nodes);
-    every Kubernetes container has ``KUBERNETES_SERVICE_HOST``, and newer operators add ``PET_*``.
-    """
+    """True when MASTER_ADDR/…/RANK are the operator's: in a pod, beside torchrun's variables."""
+    # People export these names themselves (RANK=$SLURM_PROCID counts processes, not nodes).
     in_pod = bool(env.get("KUBERNETES_SERVICE_HOST")) or any(k.startswith("PET_") for k in env)
     return in_pod and not env.get("SLURM_JOB_ID")
 
@@ -342,9 +331,7 @@ def first_slurm_host(nodelist: str) -> str:
 
 
 def resubmit_command(show_job: str) -> tuple[str, ...] | None:
-    """The command that submits a batch job again, from its ``scontrol show job -o`` line: ``sbatch
-    --chdir WORKDIR SCRIPT`` (the script as submitted, run where it ran), or None for a job that is
-    not a batch job (an ``salloc``/``srun`` allocation) or a line without both fields."""
+    """``sbatch --chdir WORKDIR SCRIPT`` from a batch job's ``scontrol show job -o`` line (else None)."""
     fields = dict(re.findall(r"(?:^|\s)(BatchFlag|Command|WorkDir)=(\S+)", show_job))
     if fields.get("BatchFlag") != "1" or not fields.get("Command") or not fields.get("WorkDir"):
         return None

@@ -3,79 +3,61 @@ Kubeflow Trainer v2 TrainJob with its TrainingRuntime.
 
 ``mgpu dry-run … --emit sbatch|pytorchjob|trainjob`` prints one of them instead of the torchrun
 command. Every one runs, on every node, the one command :func:`job_command` renders from the spec:
-``mgpu train`` with the options that were given (and only those) and the training arguments in
-order (:func:`train_argv`), plus ``--resume auto`` for the built-in worker (and the Isaac Lab tasks
-it runs) unless a ``--resume`` is given: with no unfinished run it starts one, so the first job and
-every resubmitted, requeued or rerun one run the same command and continue the newest unfinished
-run. Nothing node-specific goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the
-rendezvous from what the scheduler tells it (:mod:`.cluster`), so what a node runs is exactly what
-``mgpu dry-run`` with the same arguments prints inside the allocation or the pod.
+``mgpu train`` with the options that were given (and only those), the training arguments in order,
+and ``--resume auto`` for the built-in worker unless a ``--resume`` is given, so the first job and
+every resubmitted, requeued or rerun one continue the newest unfinished run. Nothing node-specific
+goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the rendezvous from what the
+scheduler tells it (:mod:`.cluster`), so a node runs exactly what ``mgpu dry-run`` with the same
+arguments prints inside the allocation or the pod.
 
-- **sbatch**: ``#SBATCH --nodes`` (``--nnodes``), ``--ntasks-per-node=1`` (one mgpu per node, which
-  starts that node's ranks), ``--cpus-per-task`` (the ranks per node × ``--cpus_per_rank``: a
-  one-task step otherwise gets what the site gives one task, often one CPU), ``--gpus-per-node``
-  (``--num_gpus``; none with ``--device cpu``), ``--time``, ``--signal=USR1@90`` (SLURM's warning
-  90 s before the time limit, to every node's mgpu). ``--requeue`` is one option for both sides:
-  ``#SBATCH --requeue`` and ``--open-mode=append`` in the header and ``--requeue`` on the train
-  line (node 0's mgpu requeues the job after the warning's checkpoint; SLURM never requeues a
-  time-out by itself). ``srun --kill-on-bad-exit=1`` ends the other nodes when one node's mgpu
-  fails; with ``--min_nodes`` (shrink instead of stop) the header has ``#SBATCH --no-kill`` and the
-  step runs ``srun --no-kill --kill-on-bad-exit=0``, so a lost node leaves the others running
-  (Kubernetes job files refuse ``--min_nodes``: the operator replaces a lost pod). The rendezvous
-  port is fixed in the script: ``--master_port`` when given, else one derived
-  from the job id (two jobs sharing a first node then rarely collide); the first host of the
-  allocation hosts torchrun's store there. An ``EXIT`` trap makes the job not requeueable
-  (``scontrol update … Requeue=0``) when mgpu exits 93, its "no restart can mend this" code.
-  The job runs the mgpu that wrote it: ``PYTHON -m
-  isaaclab_mgpu train`` with the interpreter the command layer hands in (:attr:`JobOptions.python`,
-  the one ``dry-run`` ran in: a ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``), or
-  ``mgpu train`` from ``PATH`` without one. A normal requeue ends every node's step with
-  ``srun: error: … Exited with exit code 75`` and ``*** STEP … CANCELLED … DUE TO JOB REQUEUE ***``:
-  the script says so beforehand, and so does node 0's mgpu when it requeues.
-- **pytorchjob**: ``kubeflow.org/v1`` ``PyTorchJob``, one ``Master`` replica (node 0) and
-  ``--nnodes`` − 1 ``Worker`` replicas, ``nprocPerNode``, the container ``pytorch`` with the
-  operator's port ``pytorchjob-port``. The operator then sets ``MASTER_ADDR``/``MASTER_PORT``/
-  ``RANK``/``WORLD_SIZE`` and ``PET_NNODES``/``PET_NODE_RANK``/``PET_NPROC_PER_NODE`` in each pod.
-- **trainjob**: ``trainer.kubeflow.org/v1alpha1`` as Kubeflow Trainer v2.3.0 runs it: a namespaced
-  ``TrainingRuntime`` named ``<job>-runtime`` (``mlPolicy.torch``, a JobSet template with one
-  replicated job ``node``, its pod template labelled ``trainer.kubeflow.org/trainjob-ancestor-step:
-  trainer``, its container ``node``), and the ``TrainJob`` whose ``runtimeRef`` names it, with
-  ``spec.trainer.numNodes`` and ``numProcPerNode``; one YAML stream, the runtime first. The operator
-  gives only that labelled Job ``numNodes`` pods and only its ``node`` container ``PET_NNODES``,
-  ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT`` (29500);
-  a Job or container named otherwise gets one pod and no variables. ``numProcPerNode`` left the
-  runtime's torch policy in v2.2.0: it is the TrainJob's now. The restart policy lives in a
-  runtime, not in a TrainJob: hence a runtime of our own.
+- **sbatch**: one mgpu task per node, which starts that node's ranks; ``--cpus-per-task`` covers all
+  of them (else a one-task step gets what the site gives one task, often one CPU). ``--requeue`` is
+  one option for both sides: ``#SBATCH --requeue`` in the header and ``--requeue`` on the train line
+  (node 0's mgpu requeues the job after the checkpoint of SLURM's time-limit warning, ``USR1`` 90 s
+  before; SLURM never requeues a time-out by itself). ``--min_nodes`` (shrink instead of stop) turns
+  ``srun --kill-on-bad-exit=1`` into ``--no-kill``, so a lost node leaves the others running. The
+  rendezvous port is ``--master_port``, else derived from the job id (two jobs sharing a first node
+  rarely collide). An ``EXIT`` trap makes the job not requeueable when mgpu exits 93, its "no
+  restart can mend this" code. The job runs the mgpu that wrote it (:attr:`JobOptions.python`: a
+  ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``), else ``mgpu`` from ``PATH``.
+- **pytorchjob**: ``kubeflow.org/v1``, one ``Master`` replica (node 0) and ``--nnodes`` − 1
+  ``Worker`` replicas; the operator sets ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``
+  and the ``PET_*`` variables in each pod.
+- **trainjob**: ``trainer.kubeflow.org/v1alpha1`` as Kubeflow Trainer v2.3.0 runs it: a
+  ``TrainingRuntime`` ``<job>-runtime`` of this job's own (the restart policy lives in a runtime, not
+  in a TrainJob) and the ``TrainJob`` whose ``runtimeRef`` names it; one YAML stream, the runtime
+  first. The operator gives ``numNodes`` pods and the ``PET_*`` variables only to the replicated job
+  and container named and labelled as :data:`TRAINER_JOB`, :data:`TRAINER_CONTAINER` and
+  :data:`TRAINER_STEP_LABEL` say (named otherwise: one pod, no variables).
 
 Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`):
 
-- the pod command continues the run (``--resume auto``, as above): the first pod and every
-  restarted one run the same command; the image's ``mgpu`` runs it (``--image`` holds mgpu);
+- the pod command continues the run (``--resume auto``, as above) with the image's ``mgpu``;
 - a failed or evicted pod is rerun: PyTorchJob ``restartPolicy: OnFailure`` with
-  ``runPolicy.backoffLimit`` (``--backoff_limit``) and ``cleanPodPolicy: Running`` (pods still
-  running when the job ends are deleted, finished ones kept for their logs); TrainJob: pods
-  ``restartPolicy: Never`` in Jobs of ``backoffLimit: 0``, so any failed pod fails its Job and the
-  JobSet's ``failurePolicy.maxRestarts`` recreates every pod of the job together;
-- the kubelet's SIGTERM reaches mgpu (the container's first process): the ranks save a
-  checkpoint at the next iteration boundary and mgpu exits 130, or 124 when something had to be
-  SIGKILLed; both are failures to OnFailure and to a Job, so the pod is rerun and resumes.
-  ``terminationGracePeriodSeconds`` (``--termination_grace``) bounds the whole stop, and the pod
-  command's ``--grace_period`` gives the ranks all of it but :data:`STOP_RESERVE_S`
-  (:func:`stop_grace`). SIGTERM to one pod only (an eviction) reaches the other nodes' ranks
-  through the stop flag of the all-gather they share: all stop at the same iteration, rank 0
-  saves, and the pods not signalled exit 1 (the run was stopped on another node);
-- the log root is a volume: ``--pvc NAME`` mounts that claim at the pods' log root (``logs/`` in
-  the container's working directory ``--workdir``, or the ``--log_root`` given); without one the
-  manifest says that checkpoints die with the pod and a rerun pod starts a new run.
+  ``runPolicy.backoffLimit`` (``--backoff_limit``) and ``cleanPodPolicy: Running`` (finished pods
+  kept for their logs); TrainJob: pods ``restartPolicy: Never`` in Jobs of ``backoffLimit: 0``, so
+  any failed pod fails its Job and the JobSet's ``failurePolicy.maxRestarts`` recreates every pod
+  of the job together;
+- the kubelet's SIGTERM reaches mgpu (the container's first process): the ranks save a checkpoint
+  at the next iteration and mgpu exits 130, or 124 when something had to be SIGKILLed; both are
+  failures to OnFailure and to a Job, so the pod is rerun and resumes.
+  ``terminationGracePeriodSeconds`` (``--termination_grace``) bounds the whole stop; the pod
+  command's ``--grace_period`` gives the ranks all of it but :data:`STOP_RESERVE_S`. SIGTERM to
+  one pod only (an eviction) stops every node's ranks at the same iteration (the stop flag of
+  their shared all-gather), rank 0 saves, and the pods not signalled exit 1;
+- ``--pvc NAME`` mounts that claim at the pods' log root (``logs/`` in ``--workdir``, or the
+  ``--log_root`` given); without one, checkpoints die with the pod and a rerun pod starts anew.
 
-``--requeue`` is SLURM's and refused for the Kubernetes kinds (every pod's ``mgpu train
---requeue`` would exit 2 outside SLURM): restart and resume are built into those. An option that
-does not apply to the chosen kind is refused in one line (:data:`APPLIES`), never dropped.
+``--requeue`` (SLURM's: every pod's ``mgpu train --requeue`` would exit 2) and ``--min_nodes`` (the
+operator replaces a lost pod) are refused for the Kubernetes kinds. An option that does not apply
+to the chosen kind is refused in one line (:data:`APPLIES`), never dropped.
 
 ``mgpu probe-nccl --nnodes N --emit sbatch`` gets the same batch script with the probe as the
 step's command (:func:`probe_sbatch`): no ``--kill-on-bad-exit`` there (a node whose launch failed
-must not end the others before they report), each node's report in a file of its own, and with
-``--pairs`` one step per pair of nodes after the sweep.
+must not end the others before they report), each node's report in a file of its own
+(``<name>-<job>-<node>.out``), and with ``--pairs`` one step per pair of nodes after the sweep,
+world size 2, the pair's first node hosting the store; the script exits with the sweep's code,
+else the first failing pair's.
 
 Pure: spec and :class:`JobOptions` in, text out.
 """
@@ -114,12 +96,8 @@ BACKOFF_LIMIT = 3
 TERMINATION_GRACE = 60
 #: Seconds of ``terminationGracePeriodSeconds`` the pod command keeps back from train's
 #: ``--grace_period`` (:func:`stop_grace`): ``--kill_after`` (5 s) and mgpu's own exit once its
-#: processes are gone (up to 10 s measured on a loaded 2-core VM). mgpu's own default grace, 10 s,
-#: was shorter than a stop there: the ranks saved within 2-6 s of the SIGTERM, torchrun then spent
-#: 4-5 s tearing down its interpreter, and one slower iteration made mgpu SIGTERM and SIGKILL the
-#: rest (exit 124) with 50 s of the pod's 60 left. (torchrun itself SIGKILLs its ranks 30 s after
-#: passing them the SIGTERM, a fixed timeout of torch.distributed.elastic: an iteration plus a save
-#: longer than that loses the stop's checkpoint whatever the grace.)
+#: processes are gone (up to 10 s measured on a loaded 2-core VM). torchrun itself SIGKILLs its
+#: ranks 30 s after their SIGTERM, whatever the grace: a longer iteration plus save loses the save.
 STOP_RESERVE_S = 20
 #: Trainer v2.3.0's names: the replicated job and container that get ``numNodes`` pods and the
 #: ``PET_*`` variables, and the pod-template label that marks that job as the trainer.
@@ -141,12 +119,10 @@ _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 @dataclass(frozen=True)
 class JobOptions:
-    """What a job file needs beyond the launch spec (``dry-run --emit`` options; ``submit`` takes
-    some). Each option field's documentation is its ``help`` (:mod:`isaaclab_mgpu.launcher.options`).
+    """What a job file needs beyond the launch spec (``dry-run --emit`` options; each help says it)."""
 
-    Every field but ``kind`` and ``job_name`` is None when not given, so an option given for a kind
-    it does not apply to is refused even when it repeats the default (:data:`APPLIES`).
-    """
+    # Every field but kind and job_name is None when not given, so an option given for a kind it
+    # does not apply to is refused even when it repeats the default (APPLIES).
 
     kind: str | None = option(
         help="The job file that runs this launch on every node: sbatch (SLURM), pytorchjob (Kubeflow) or "
@@ -211,8 +187,7 @@ class JobOptions:
     )  # fmt: skip
 
     python: str | None = None
-    """sbatch: the interpreter the job runs mgpu with (``PYTHON -m isaaclab_mgpu train``), the one
-    the emitting mgpu runs in; not an option: the command layer fills it. None: ``mgpu`` from PATH."""
+    """sbatch: the interpreter that runs mgpu in the job (the command layer's own); None: ``mgpu``."""
 
     def __post_init__(self) -> None:
         check_options(self)
@@ -297,10 +272,7 @@ def train_argv(spec: LaunchSpec) -> list[str]:
 
 
 def job_command(spec: LaunchSpec, grace_period: int | None = None) -> list[str]:
-    """What every job runs on every node: :func:`train_argv`, plus ``--resume auto`` for the built-in
-    worker unless a ``--resume`` is given, so a rerun pod, a requeued or a resubmitted job continues
-    the run the first one started; a pod's command also carries its ``--grace_period``
-    (:func:`stop_grace`)."""
+    """What every job runs on every node: :func:`train_argv` (a pod's with ``--grace_period``), resuming."""
     mgpu, train, *rest = train_argv(spec)
     argv = [mgpu, train, *(["--grace_period", str(grace_period)] if grace_period is not None else []), *rest]
     if spec.worker is not None and spec.worker.resume is None:
@@ -309,8 +281,7 @@ def job_command(spec: LaunchSpec, grace_period: int | None = None) -> list[str]:
 
 
 def stop_grace(termination_grace: int) -> int:
-    """train's ``--grace_period`` in a pod of ``termination_grace`` seconds: the ranks get all of
-    the kubelet's grace to save and end but :data:`STOP_RESERVE_S` (at least 1 s)."""
+    """train's ``--grace_period`` in a pod of ``termination_grace`` s: all but :data:`STOP_RESERVE_S`."""
     return max(termination_grace - STOP_RESERVE_S, 1)
 
 
@@ -318,12 +289,7 @@ def emit(spec: LaunchSpec, options: JobOptions) -> str:
     """The job file ``options.kind`` for ``spec``."""
     if options.kind is None:
         raise ValueError("emit() needs a job file kind")
-    for name in _PER_NODE:
-        if getattr(spec, name) is not None:
-            raise UsageError(
-                f"--emit {options.kind}: {spelling(name)} differs per node and the scheduler sets it; "
-                "leave it out"
-            )
+    _refuse_per_node(spec, options.kind, "the scheduler")
     if options.kind == "sbatch":
         return sbatch(spec, options)
     if spec.min_nodes is not None:  # an elastic --nnodes MIN:MAX is refused as such (ranks_per_node)
@@ -342,10 +308,7 @@ def emit(spec: LaunchSpec, options: JobOptions) -> str:
 
 
 def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = None) -> str:
-    """A batch script: one ``srun mgpu train`` task per node, SLURM filling each node's part.
-
-    ``command`` (``mgpu`` left out) replaces the train line's command: ``probe-nccl`` and its
-    options (:func:`probe_sbatch`); each node then writes its own output file."""
+    """A batch script: one ``srun mgpu train`` task per node (``command``: another, ``mgpu`` left out)."""
     nodes = (spec.nnodes or "1").replace(":", "-")
     ranks = ranks_per_node(spec, "sbatch")
     cpus = ranks * (options.cpus_per_rank or CPUS_PER_RANK[spec.device])
@@ -424,28 +387,30 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
         lines += [
             *ends,
             "# Check inside an allocation:",
-            f"# srun --ntasks-per-node=1 {_shell(program)} dry-run <the same arguments>",
+            f"# srun --ntasks-per-node=1 {shell_join(program)} dry-run <the same arguments>",
         ]
-    if (
-        spec.master_port is None
-        and not spec.uses_jax
-        and spec.rdzv_endpoint is None
-        and spec.master_addr is None
-    ):
+    if not spec.uses_jax and all(v is None for v in (spec.master_port, spec.rdzv_endpoint, spec.master_addr)):
         port = str(options.rdzv_port) if options.rdzv_port else "$((20000 + SLURM_JOB_ID % 10000))"
         lines += ["# The rendezvous port, the same on every node of this job:", f"MGPU_PORT={port}", ""]
         tail = ' --master_port "$MGPU_PORT"'
     else:
         lines.append("")
         tail = ""
-    lines += _no_requeue_on_93()
+    # Not requeueable even after a node failure (one that fails while srun ends the others): the
+    # same failure would come round again. A site's RequeueExit list must leave 93 out.
+    lines += [
+        f"# mgpu exits {EXIT_NOT_RESTARTABLE} when no restart can mend the failure (the same error again,",
+        "# a bad configuration): then this job is made not requeueable, so SLURM does not run it again.",
+        f'trap \'status=$?; if [ "$status" -eq {EXIT_NOT_RESTARTABLE} ]; then '
+        'scontrol update JobId="$SLURM_JOB_ID" Requeue=0 || true; fi\' EXIT',
+    ]
     # srun inherits --cpus-per-task from the allocation on some SLURM versions only: state it.
     kill = "--no-kill --kill-on-bad-exit=0" if shrinks else "--kill-on-bad-exit=1"
     srun = f"srun {kill} --cpus-per-task={cpus}"
     if not train:  # each node's report in a file of its own (%N: the node's name); a probe node
         # that failed a launch must not end the others before they report (their timeouts bound them)
         srun = f"srun --cpus-per-task={cpus} --output={name}-%j-%N.out"
-    lines.append(f"{srun} {_shell([*program, argv[1]])}{tail} {_shell(argv[2:])}".rstrip())
+    lines.append(f"{srun} {shell_join([*program, argv[1]])}{tail} {shell_join(argv[2:])}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -456,22 +421,10 @@ def probe_sbatch(
     ranks: int,
     pair_args: list[str] | None = None,
 ) -> str:
-    """The batch script of ``mgpu probe-nccl --nnodes N --emit sbatch``: every node runs the probe
-    with the rendezvous a train job uses (the same header, port and fill), ``ranks`` the most any
-    world size starts on one node; node ``%N``'s report goes to ``<name>-<job>-<node>.out``.
-
-    With ``pair_args`` (``--pairs`` across nodes) one step per pair of nodes follows, one after
-    another: world size 2, one rank on each node, node 0 of the pair (the first in SLURM's order)
-    hosting the store; each pair's reports go to ``<name>-<job>-pair-<A>-<B>-<node>.out`` and the
-    job's output gets one line per pair with its status. The script exits with the sweep's code,
-    else the first failing pair's."""
+    """The batch script of ``mgpu probe-nccl --nnodes N --emit sbatch``: the probe on every node."""
     if options.kind != "sbatch":
         raise UsageError(f"probe-nccl --emit {options.kind}: only --emit sbatch is written for the probe")
-    for name in _PER_NODE:
-        if getattr(spec, name) is not None:
-            raise UsageError(
-                f"--emit sbatch: {spelling(name)} differs per node and SLURM sets it; leave it out"
-            )
+    _refuse_per_node(spec, "sbatch", "SLURM")
     command = ["probe-nccl", *train_argv(spec)[2:], *probe_args]
     text = sbatch(dataclasses.replace(spec, nproc_per_node=str(ranks)), options, command)
     if pair_args is None:
@@ -506,7 +459,7 @@ def probe_sbatch(
         '  for ((j = i + 1; j < ${#NODES[@]}; j++)); do',
         "    k=$((k + 1))",
         "    code=0",
-        f"    {srun} {_shell([*program, pair[0]])} {where} {_shell(pair[1:])} || code=$?",
+        f"    {srun} {shell_join([*program, pair[0]])} {where} {shell_join(pair[1:])} || code=$?",
         '    case $code in 0) said=ok ;; 3) said=wrong-result ;; 4) said=hang ;;',
         '      *) said="error (exit $code)" ;; esac',
         '    echo "node pair ${NODES[i]} ${NODES[j]}: $said"',
@@ -515,20 +468,6 @@ def probe_sbatch(
         "done",
         'exit "$status"',
     ]) + "\n"  # fmt: skip
-
-
-def _no_requeue_on_93() -> list[str]:
-    """The job script's rule for mgpu's "no restart can mend this" exit (93, as NVIDIA's resiliency
-    launcher uses it): the job is made not requeueable before it ends (``Requeue=0``: no requeue
-    after a node failure, e.g. one that fails while srun ends the other nodes), so the same
-    failure does not come round again. A site's ``RequeueExit`` list is its own and must leave 93
-    out. The trap keeps the script's exit status."""
-    return [
-        f"# mgpu exits {EXIT_NOT_RESTARTABLE} when no restart can mend the failure (the same error again,",
-        "# a bad configuration): then this job is made not requeueable, so SLURM does not run it again.",
-        f'trap \'status=$?; if [ "$status" -eq {EXIT_NOT_RESTARTABLE} ]; then '
-        'scontrol update JobId="$SLURM_JOB_ID" Requeue=0 || true; fi\' EXIT',
-    ]
 
 
 def pytorchjob(spec: LaunchSpec, options: JobOptions) -> str:
@@ -708,6 +647,14 @@ def _survival(spec: LaunchSpec, options: JobOptions) -> list[str]:
     return lines
 
 
+def _refuse_per_node(spec: LaunchSpec, kind: str, setter: str) -> None:
+    for name in _PER_NODE:
+        if getattr(spec, name) is not None:
+            raise UsageError(
+                f"--emit {kind}: {spelling(name)} differs per node and {setter} sets it; leave it out"
+            )
+
+
 def _fixed_nodes(spec: LaunchSpec, kind: str) -> int:
     if spec.nnodes is not None and ":" in spec.nnodes:
         raise UsageError(
@@ -719,7 +666,3 @@ def _fixed_nodes(spec: LaunchSpec, kind: str) -> int:
 
 def _backoff(options: JobOptions) -> int:
     return BACKOFF_LIMIT if options.backoff_limit is None else options.backoff_limit
-
-
-def _shell(argv: list[str]) -> str:
-    return shell_join(argv)  # as dry-run prints a command: one line, control characters escaped

@@ -1,29 +1,23 @@
 """Kubernetes jobs through ``kubectl``: submit a written manifest, read a job's state, cancel it.
 
-``mgpu submit --emit trainjob|pytorchjob`` writes the manifest ``dry-run --emit`` prints to
-``<log_root>/mgpu/jobs/<name>.yaml`` and hands it to :func:`submit`; ``mgpu runs`` lists each
-recorded job as a row (:func:`rows_with_kubernetes`: one :func:`job_state` per job per listing,
-nothing without ``kubectl``; the row's folder is where the run lives in the pods, marked
-``in_pods`` when it cannot be seen here), ``mgpu cancel NAME`` calls :func:`cancel` and ``mgpu
-logs NAME`` runs :func:`logs_argv` (node 0's pod). Everything goes through the user's own
-``kubectl`` (its context, credentials and namespace); mgpu talks to no API server itself.
+``mgpu submit --emit trainjob|pytorchjob`` hands the manifest it wrote (``<log_root>/mgpu/jobs/<name>.yaml``)
+to :func:`submit`; ``mgpu runs`` lists each recorded job as a row (:func:`rows_with_kubernetes`: one
+:func:`job_state` per job, nothing without ``kubectl``; ``in_pods`` when the run folder cannot be seen
+here), ``mgpu cancel NAME`` calls :func:`cancel` and ``mgpu logs NAME`` runs :func:`logs_argv` (node
+0's pod). Everything goes through the user's own ``kubectl`` (its context, credentials and
+namespace); mgpu talks to no API server itself.
 
-- :func:`submit` runs ``kubectl apply -f FILE -o json`` and reads from the answer the namespace the
-  job landed in (the context's, or the manifest's), then writes a :class:`KubeJob` record beside the
-  manifest (``<name>.kubernetes.json``) so a later command finds the job by its run's log root
-  (:func:`submitted`). Submitted again, it first asks for the recorded job: still queued or running
-  is refused, ended (finished, failed) is deleted so that the apply makes a new job (applying to
-  an ended one would change nothing), whose ``--resume auto`` continues the run.
-- :func:`cancel` runs ``kubectl delete <resource> NAME -n NAMESPACE --cascade=foreground
-  --wait=true``: the operator's JobSet (TrainJob) or the operator itself (PyTorchJob) deletes the
-  pods, the kubelet sends each pod's mgpu SIGTERM, the ranks save a checkpoint at the next iteration
-  and mgpu exits within ``terminationGracePeriodSeconds`` (the path of
-  :mod:`isaaclab_mgpu.launcher.jobfiles`); foreground deletion returns once the pods are gone, so
-  the checkpoint is on the claim when ``cancel`` returns. The TrainJob's own ``TrainingRuntime``
-  stays: submitting again reuses it and continues the run (``--resume auto``). With ``now`` the
-  delete does not wait and the pods are then force-deleted (:func:`force_pods_argv`, grace period
-  0): the job's own grace period would not reach its pods (the garbage collector deletes them
-  with theirs), so the hard stop names them.
+- :func:`submit` runs ``kubectl apply -f FILE -o json``, reads the namespace the job landed in from
+  the answer and records a :class:`KubeJob` beside the manifest (``<name>.kubernetes.json``, read by
+  :func:`submitted`). Submitted again, a recorded job still queued or running is refused; an ended
+  one is deleted first (applying to it would change nothing), and the new job's ``--resume auto``
+  continues the run.
+- :func:`cancel` runs ``kubectl delete … --cascade=foreground --wait=true``: each pod's mgpu gets
+  SIGTERM, the ranks save a checkpoint at the next iteration and mgpu exits within
+  ``terminationGracePeriodSeconds`` (:mod:`.jobfiles`); the delete returns once the pods are gone,
+  so the checkpoint is on the claim. The TrainJob's ``TrainingRuntime`` stays for the next submit.
+  With ``now`` the delete does not wait and the pods are force-deleted (grace period 0): the job's
+  own grace period would not reach its pods (the garbage collector deletes them with theirs).
 - :func:`job_state` runs ``kubectl get <resource> NAME -n NAMESPACE -o json`` and
   :func:`state_of` (pure) maps the object's conditions to a run state:
 
@@ -40,10 +34,8 @@ logs NAME`` runs :func:`logs_argv` (node 0's pod). Everything goes through the u
 
   A job ``kubectl`` no longer finds (deleted, or never applied) is ``gone``.
 
-The argv builders (:func:`apply_argv`, :func:`delete_argv`, :func:`get_argv`) and :func:`state_of`
-are pure; the functions that run ``kubectl`` raise :class:`~isaaclab_mgpu.contract.errors.MgpuError`
-with kubectl's own message when it fails, and :class:`~isaaclab_mgpu.contract.errors.UsageError`
-when there is no ``kubectl`` on ``PATH``.
+A failing ``kubectl`` raises :class:`~isaaclab_mgpu.contract.errors.MgpuError` with its own
+message; no ``kubectl`` on ``PATH`` is a :class:`~isaaclab_mgpu.contract.errors.UsageError`.
 """
 
 from __future__ import annotations
@@ -88,8 +80,7 @@ class KubeJob:
     """The manifest file that was applied."""
 
     run_under: str = ""
-    """Where the run lives in the pods (the experiment folder under the pods' log root; empty in
-    records written before it was recorded)."""
+    """Where the run lives in the pods: its experiment folder (empty in older records)."""
 
 
 @dataclass(frozen=True)
@@ -103,18 +94,6 @@ class JobState:
     """The deciding condition's reason and message (empty: none)."""
 
 
-def apply_argv(manifest: str | Path) -> list[str]:
-    """``kubectl apply -f FILE -o json``: create or update every object of the manifest."""
-    return ["kubectl", "apply", "-f", str(manifest), "-o", "json"]
-
-
-def delete_argv(job: KubeJob, *, now: bool = False) -> list[str]:
-    """``kubectl delete`` of the job, waiting until its pods are gone (their stop saved); ``now``:
-    without waiting (:func:`force_pods_argv` then ends the pods)."""
-    return ["kubectl", "delete", RESOURCES[job.kind], job.name, "-n", job.namespace,
-            "--cascade=foreground", f"--wait={'false' if now else 'true'}"]  # fmt: skip
-
-
 def pod_selector(job: KubeJob, *, node0: bool = False) -> str:
     """The label selector of the job's pods (``node0``: node 0's pod only)."""
     if job.kind == "PyTorchJob":
@@ -124,12 +103,6 @@ def pod_selector(job: KubeJob, *, node0: bool = False) -> str:
     # The TrainJob's JobSet has its name; node 0 is completion index 0 of its indexed Job.
     own = f"jobset.sigs.k8s.io/jobset-name={job.name}"
     return f"{own},batch.kubernetes.io/job-completion-index=0" if node0 else own
-
-
-def force_pods_argv(job: KubeJob) -> list[str]:
-    """Force-delete the job's pods with no grace period: the kubelet kills them at once (no save)."""
-    return ["kubectl", "delete", "pods", "-n", job.namespace, "-l", pod_selector(job),
-            "--grace-period=0", "--force"]  # fmt: skip
 
 
 def get_argv(job: KubeJob) -> list[str]:
@@ -167,12 +140,7 @@ def state_of(obj: Mapping[str, Any]) -> JobState:
 
 
 def submit(manifest: Path, kind: str, run_under: str = "") -> KubeJob:
-    """Apply ``manifest`` (an ``--emit`` ``kind``'s file) and record the job beside it.
-
-    A job of the same name submitted before (its record beside the manifest) is asked first: one
-    still queued or running is left alone (:class:`UsageError`: follow or cancel it); one that ended
-    is deleted, since applying a manifest to an ended job changes nothing and the new job's
-    ``--resume auto`` is what continues the run."""
+    """Apply ``manifest`` (an ``--emit`` ``kind``'s file) and record the job beside it."""
     previous = _record(record_path(manifest))
     if previous is not None:
         before = job_state(previous)
@@ -183,7 +151,7 @@ def submit(manifest: Path, kind: str, run_under: str = "") -> KubeJob:
             )
         if before.state != "gone":
             cancel(previous)  # ended: out of the way, so that the manifest makes a new job
-    done = _kubectl(apply_argv(manifest))
+    done = _kubectl(["kubectl", "apply", "-f", str(manifest), "-o", "json"])
     wanted = KINDS[kind]
     try:
         answer = json.loads(done)
@@ -231,14 +199,16 @@ def job_state(job: KubeJob) -> JobState:
 
 
 def cancel(job: KubeJob, *, now: bool = False) -> bool:
-    """Delete the job and wait for its pods to stop (they save first); False when it was gone.
-    ``now``: delete it without waiting, then force-delete its pods (grace period 0: no save)."""
+    """Delete the job once its pods have stopped and saved (``now``: force them, no save); False: gone."""
+    wait = "false" if now else "true"
     try:
-        _kubectl(delete_argv(job, now=now))
+        _kubectl(["kubectl", "delete", RESOURCES[job.kind], job.name, "-n", job.namespace,
+                  "--cascade=foreground", f"--wait={wait}"])  # fmt: skip
     except _NotFound:
         return False
-    if now:
-        _kubectl(force_pods_argv(job))
+    if now:  # grace period 0: the kubelet kills the pods at once
+        _kubectl(["kubectl", "delete", "pods", "-n", job.namespace, "-l", pod_selector(job),
+                  "--grace-period=0", "--force"])  # fmt: skip
     return True
 
 
@@ -249,34 +219,6 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
         return ["kubectl", "logs", *tail, "-n", job.namespace, f"{job.name}-master-0"]
     # By selector, kubectl shows only 10 lines unless told otherwise.
     return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", pod_selector(job, node0=True), "--tail=-1"]
-
-
-def follow_command(job: KubeJob) -> list[str]:
-    """The command that follows node 0's console: its pod's log."""
-    return logs_argv(job, follow=True)
-
-
-def probe(jobs: list[KubeJob]) -> dict[KubeJob, JobState] | None:
-    """Each job's state, asked once (``unknown`` with kubectl's words when it fails); None without
-    ``kubectl`` here: nothing is known."""
-    if not jobs or shutil.which("kubectl") is None:
-        return None
-    out = {}
-    for job in jobs:
-        try:
-            out[job] = job_state(job)
-        except MgpuError as exc:
-            out[job] = JobState("unknown", str(exc))
-    return out
-
-
-def with_kubernetes(
-    rows: Sequence[RunRow], found: Mapping[KubeJob, tuple[JobState, float, bool]]
-) -> list[RunRow]:
-    """``rows`` with a row per Kubernetes job (pure), newest first before them: its state as the
-    status, when it was recorded, and whether its run folder can be seen from here."""
-    mine = sorted(found.items(), key=lambda item: item[1][1], reverse=True)
-    return [_row(job, *said) for job, said in mine] + list(rows)
 
 
 def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
@@ -290,18 +232,21 @@ def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
 
 
 def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
-    """``rows`` (under ``root``) with a row per Kubernetes job submitted there, as kubectl says;
-    ``rows`` as they are without kubectl here."""
+    """``rows`` (under ``root``) after a row per Kubernetes job submitted there, newest first."""
     jobs = submitted(root)
-    states = probe(jobs)
-    if states is None:
+    if not jobs or shutil.which("kubectl") is None:
         return list(rows)
-    found = {}
+    mine = []
     for job in jobs:
+        try:
+            state = job_state(job)
+        except MgpuError as exc:
+            state = JobState("unknown", str(exc))  # kubectl's words
         where = Path(root) / "mgpu" / "jobs" / record_path(Path(job.manifest)).name
         recorded = where.stat().st_mtime if where.exists() else 0.0
-        found[job] = (states[job], recorded, bool(job.run_under) and Path(job.run_under).is_dir())
-    return with_kubernetes(rows, found)
+        visible = bool(job.run_under) and Path(job.run_under).is_dir()
+        mine.append((recorded, _row(job, state, recorded, visible)))
+    return [row for _, row in sorted(mine, key=lambda item: item[0], reverse=True)] + list(rows)
 
 
 class _NotFound(MgpuError):

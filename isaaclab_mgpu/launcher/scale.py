@@ -2,56 +2,40 @@
 
 The user's own training (a built-in task or an Isaac Lab task, any library, the options of
 ``mgpu train``) runs briefly at each world size of ``--world_sizes`` and, with ``--num_envs
-A,B,C``, at each environment count per rank. Each point is one complete ``mgpu train``: the same
-spec (:func:`point_spec` changes only the rank count, the environments, the iterations and the run
-name), the same builder and supervisor, preflight, stall watch, run folder and ``summary.json``.
+A,B,C``, at each environment count per rank. Each point is one complete ``mgpu train`` child: the
+same spec (:func:`point_spec` changes only the rank count, the environments, the iterations and the
+run name), run by the argv ``dry-run --emit`` writes (:func:`~.jobfiles.train_argv`). A child, not
+the supervisor in-process, because the CPU ceiling runs several trainings at once and one mgpu
+process owns one supervised tree at a time (its signal handlers, subreaper and watchdog).
 
-Why a child ``mgpu train`` per point and not the supervisor in-process: the CPU ceiling (below)
-runs several trainings at once, and one mgpu process owns one supervised tree at a time (its
-signal handlers, subreaper and watchdog are per process). A child per point gives every point,
-distributed or independent, the same code path and the same guarantees, and its argv is exactly
-what ``dry-run --emit`` writes for the spec (:func:`~.jobfiles.train_argv`).
-
-Phases, in order:
-
-1. :func:`plan` (the one step that looks at the machine): every bad input is refused before
-   anything starts (:class:`~isaaclab_mgpu.contract.errors.UsageError`, exit 2): a malformed list,
-   a world size the node count does not divide, more ranks than visible GPUs (each point's spec
-   goes through resolve, strictly, as ``train`` would), a user ``--script``, ``--max_iterations``
-   or ``--resume`` among the training arguments.
-2. :func:`run_sweep` runs the points in order, one at a time; a point that fails, hangs (the
-   child's own stall watch, exit 4) or outlives ``--point_timeout`` is a row that says so and the
-   sweep goes on. A stop signal is passed to the running children (each stops its tree as ``mgpu
-   train`` does) and ends the sweep; the points measured so far are kept.
-3. What a point measured (:func:`measure`) is read from its own run record, the ``summary.json``
-   its ledger folds (``events.jsonl``; no console line is parsed): the steady env-steps/s and
-   s/iteration (``steady``: the warm-up left out), their spread (the quartiles of the per-iteration
-   rates after the warm-up), the iterations, the wall time from the point's start until the mean
-   reward first reached ``--target_reward`` (start-up included: what a user waits; the summary's
-   start time, warm-up and steady pace to that iteration), and on GPUs each rank's peak memory and
-   mean utilisation once training began (NVML, sampled).
+1. :func:`plan` (the one step that looks at the machine) refuses every bad input before anything
+   starts (exit 2): a malformed list, a world size the node count does not divide, more ranks than
+   visible GPUs (each point's spec goes through resolve, strictly, as ``train`` would), a user
+   ``--script``, ``--max_iterations`` or ``--resume`` among the training arguments.
+2. :func:`run_sweep` runs the points in order; a point that fails, hangs (exit 4) or outlives
+   ``--point_timeout`` is a row that says so and the sweep goes on. A stop signal is passed to the
+   running children and ends the sweep; the points measured so far are kept.
+3. :func:`measure` reads a point's own run record (its ``summary.json``; no console line is
+   parsed): the steady env-steps/s and s/iteration (warm-up left out) and their quartiles, the wall
+   time from the point's start until the mean reward first reached ``--target_reward`` (start-up
+   included), and on GPUs each rank's peak memory and mean utilisation once training began (NVML).
 4. :func:`compare` gives each point its speedup and efficiency (speedup ÷ ranks) against the
    one-rank point of the same environment count.
 
 The CPU ceiling: on CPU ranks, two ranks on a 2-core box cannot step twice the environments of one
 whatever the collectives cost, so the "ideal" of a world size ``k`` is measured: the same point
-also runs as ``k`` independent one-rank trainings side by side (no communication), and their summed
-steady rate is the box's ceiling for ``k`` ranks (``overlap_iterations``: how many steady iterations
-all ``k`` ran at once, from their recorded start and training times). Efficiency
-is then given against both: one rank × k, and the ceiling. Every CPU point runs with
-``OMP_NUM_THREADS=1`` unless it is set (torchrun sets it for several ranks only; a lone rank would
-otherwise take every core and the comparison would measure threads, not distribution).
+also runs as ``k`` independent one-rank trainings side by side, and their summed steady rate is the
+box's ceiling for ``k`` ranks (``overlap_iterations``: how many steady iterations all ``k`` ran at
+once). Efficiency is given against both: one rank × k, and the ceiling. Every CPU point runs with
+``OMP_NUM_THREADS=1`` unless it is set (a lone rank would otherwise take every core and the
+comparison would measure threads, not distribution).
 
-Where the points live: each child runs in the output folder, so its run folder is
+Each child runs in the output folder, so its run folder is
 ``<out>/logs/<library>/<experiment>/<stamp>_<run name>`` (:data:`POINTS`; the user's ``--log_root``
-is dropped: a built-in task's default ``logs`` and Isaac Lab's ``./logs`` both land there), beside
-the saved consoles ``<out>/logs/<point>.log``. The default output folder,
-``<log root>/scale/<stamp>``, puts them six levels below the log root, deeper than ``mgpu runs``
-looks (:func:`~.runs.find_runs`: three), so they are not listed as ordinary runs; ``mgpu runs
-<out>/logs`` lists them.
-
-Results: :func:`write_json` (the plan, the machine's load before and after, every point) and
-:mod:`.scale_plot` (the picture) in the output folder; the rows and sentences are the report's.
+is dropped), beside the saved consoles ``<out>/logs/<point>.log``. The default output folder,
+``<log root>/scale/<stamp>``, puts them deeper than ``mgpu runs`` looks, so they are not listed as
+ordinary runs; ``mgpu runs <out>/logs`` lists them. :func:`write_json` and :mod:`.scale_plot` write
+the results there.
 """
 
 from __future__ import annotations
@@ -85,8 +69,7 @@ from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 CPU_WORLD_SIZES = (1, 2)
 #: The JSON file and the picture in the output folder.
 JSON_NAME, PNG_NAME = "scale.json", "scale.png"
-#: The output folder's folder of the points' runs and saved consoles: each child runs in the output
-#: folder, so its ``./logs`` (the built-in worker's log root, Isaac Lab's runs) is this one.
+#: The points' runs and saved consoles in the output folder: each child's ``./logs`` (it runs there).
 POINTS = "logs"
 #: Seconds between NVML samples while a point runs on GPUs.
 SAMPLE_S = 0.5
@@ -245,16 +228,14 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
     if spec.nnodes is not None and ":" in spec.nnodes:
         raise UsageError(f"--nnodes {spec.nnodes}: a scale point needs a fixed node count, not MIN:MAX")
     machine = probe_machine(env, gpu_uuids=spec.device == "cuda")
-    world_sizes = options.world_sizes
-    if world_sizes is None:
-        if spec.device == "cpu":
-            world_sizes = tuple(n * nnodes for n in CPU_WORLD_SIZES)
-        else:
-            visible = selected_devices(spec, machine).count
-            if visible == 0:
-                raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
-            world_sizes = default_world_sizes(visible, nnodes)
     gpus = selected_devices(spec, machine) if spec.device == "cuda" else None
+    world_sizes = options.world_sizes
+    if world_sizes is None and gpus is None:
+        world_sizes = tuple(n * nnodes for n in CPU_WORLD_SIZES)
+    elif world_sizes is None:
+        if gpus.count == 0:
+            raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
+        world_sizes = default_world_sizes(gpus.count, nnodes)
     for k in world_sizes:
         if gpus is not None and gpus.count and k // nnodes > gpus.count:
             shown = ",".join(map(str, world_sizes))
@@ -269,8 +250,7 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
             )
     envs: tuple[int | None, ...] = options.num_envs or (None,)
     ceiling = options.ceiling and spec.device == "cpu" and nnodes == 1
-    stamp = machine.run_stamp
-    out = (Path(options.out) if options.out else _default_out(spec, stamp)).absolute()
+    out = (Path(options.out) if options.out else Path(spec.log_root) / "scale" / machine.run_stamp).absolute()
     planned: list[Planned] = []
     for n in envs:
         for k in world_sizes:
@@ -301,11 +281,6 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
         env=tuple(extra.items()),
         node_rank=spec.node_rank or 0,
     )
-
-
-def _default_out(spec: LaunchSpec, stamp: str) -> Path:
-    root = spec.log_root
-    return Path(root) / "scale" / stamp
 
 
 def _nvml_indices(resolved: Any, machine: Any) -> tuple[int, ...]:
@@ -399,8 +374,7 @@ class PointResult:
     """The iteration it first reached it."""
 
     target_estimated: bool = False
-    """True: the time is reckoned from the summary's start, warm-up and steady pace (as every point's
-    is now that no console line is read; kept for readers of ``scale.json``)."""
+    """True: the time is reckoned from the summary's start, warm-up and steady pace (always, now)."""
 
     last_mean_reward: float | None = None
     """The mean episode reward at the point's last iteration."""
@@ -440,8 +414,7 @@ class PointDone(Note):
 
 
 def run_sweep(plan: ScalePlan, tell: Tell = silent) -> tuple[list[PointResult], bool]:
-    """Run every point in order; return the results (unrun points ``not run``) and whether a stop
-    signal ended the sweep early."""
+    """Run every point in order; the results (unrun points ``not run``) and whether a stop ended it."""
     logs = plan.out / POINTS
     logs.mkdir(parents=True, exist_ok=True)
     results: list[PointResult] = []
@@ -492,15 +465,11 @@ def _run_point(
         # the same Ctrl-C delivered twice is passed on once.
         for _, sig in interrupts.take(stopping):
             stopping = True
-            for c in children:
-                with contextlib.suppress(ProcessLookupError):
-                    c.proc.send_signal(sig)
+            _signal(children, sig)
         limit = plan.options.point_timeout
         if limit and not timed_out and time.monotonic() - t0 > limit:
             timed_out = True
-            for c in children:
-                with contextlib.suppress(ProcessLookupError):
-                    c.proc.send_signal(signal.SIGTERM)
+            _signal(children, signal.SIGTERM)
         time.sleep(0.1)
     wall = time.monotonic() - t0
     codes = tuple(int(c.proc.returncode) for c in children)
@@ -525,6 +494,12 @@ def _run_point(
     if any(s is None for s in summaries_found):
         return dataclasses.replace(base, status="failed", reason="no summary.json found for the point's run")
     return measure(base, summaries_found, plan.options.target_reward, children[0].started)
+
+
+def _signal(children: Sequence[_Child], sig: int) -> None:
+    for c in children:
+        with contextlib.suppress(ProcessLookupError):
+            c.proc.send_signal(sig)
 
 
 def _status(
@@ -555,8 +530,7 @@ def _error_line(log: Path) -> str | None:
 
 
 def _run_of(plan: ScalePlan, child: _Child) -> tuple[Path | None, summaries.Summary | None]:
-    """The run folder under the sweep's :data:`POINTS` that this child's ``mgpu train`` kept (its
-    summary's ``launcher_pid`` names it), and that summary: the fold of the run's ledger."""
+    """The run folder under :data:`POINTS` whose summary names this child's pid, and that summary."""
     from isaaclab_mgpu.launcher.runs import summary_folders
 
     best: tuple[Path | None, summaries.Summary | None] = (None, None)
@@ -573,8 +547,7 @@ def _run_of(plan: ScalePlan, child: _Child) -> tuple[Path | None, summaries.Summ
 def measure(
     base: PointResult, found: Sequence[summaries.Summary], target: float | None, spawned: float | None = None
 ) -> PointResult:
-    """Fill ``base`` (a point whose children all finished) from their runs' summaries (pure);
-    ``spawned``: when its first child started (epoch), where the time to ``target`` counts from."""
+    """Fill ``base`` from its children's summaries (pure); the time to ``target`` counts from ``spawned``."""
     first = found[0]
     steady = first.steady or summaries.Steady()
     envs = first.num_envs_per_rank
@@ -606,8 +579,7 @@ def measure(
 
 
 def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary], envs: int | None) -> PointResult:
-    """The summed steady rates of independent trainings, and how many steady iterations all of them
-    ran at once (their steady stretches, warm-up left out, on one box's clock)."""
+    """The summed steady rates of independent trainings, and how many steady iterations overlapped."""
     runs = [(s, s.steady) for s in found]
     if any(p is None or not p.env_steps_per_s or not p.s_per_iteration for _, p in runs):
         return dataclasses.replace(base, status="failed", reason="a training measured no steady pace")
@@ -656,8 +628,7 @@ class _GpuSampler:
             return
 
     def stop(self, since: float | None) -> tuple[GpuUse, ...]:
-        """End sampling; each GPU's peak memory, and its mean utilisation from ``since`` (epoch: when
-        the training began, as its run recorded it) on."""
+        """End sampling; each GPU's peak memory and mean utilisation from ``since`` (epoch) on."""
         self._done.set()
         self._thread.join(timeout=5)
         out = []
@@ -707,15 +678,14 @@ def compare(results: Sequence[PointResult]) -> list[Row]:
         if r.point.world_size == 1 and r.ok:
             ceiling = r  # one rank is its own ceiling
         speedup = _ratio(r, base)
-        ceiling_speedup = _ratio(ceiling, base) if ceiling is not None else None
         rows.append(
             Row(
                 r,
                 speedup=speedup,
                 efficiency=None if speedup is None else speedup / r.point.world_size,
-                ceiling=ceiling if ceiling is not None and ceiling is not r else None,
-                ceiling_speedup=ceiling_speedup,
-                vs_ceiling=_ratio(r, ceiling) if ceiling is not None else None,
+                ceiling=ceiling if ceiling is not r else None,
+                ceiling_speedup=_ratio(ceiling, base),
+                vs_ceiling=_ratio(r, ceiling),
             )
         )
     return rows
@@ -739,12 +709,10 @@ class Verdict:
     """The world size to use: the fastest one at least :data:`WORTH_IT` efficient, else 1."""
 
     best: Row | None
-    """The row the verdict names: the chosen world size's, or (when none pays) the fastest
-    multi-rank row, to say what it would have given."""
+    """The row the verdict names: the chosen world size's, or (none pays) the fastest multi-rank row."""
 
     cpu_bound: bool = False
-    """More ranks do not pay, but they reach :data:`NEAR_CEILING` of this box's CPU ceiling: the
-    cores set the limit, not the communication (on GPUs, or another box, they may pay)."""
+    """More ranks do not pay but reach :data:`NEAR_CEILING` of the CPU ceiling: the cores set the limit."""
 
 
 def verdicts(rows: Sequence[Row]) -> list[Verdict]:

@@ -1,8 +1,7 @@
 """A SLURM run followed from the login node: what was submitted, what SLURM says of it, and the run.
 
 ``mgpu submit`` records each submission (:class:`Submission`) beside its job file, in
-``<log_root>/mgpu/jobs/<name>-<job id>.json``: the job id, the job file, the folder it was submitted
-from, where the run will live and the command that submits it again. A run names its jobs itself:
+``<log_root>/mgpu/jobs/<name>-<job id>.json``. A run names its jobs itself:
 every ``launched`` event of its ledger carries the SLURM job id (a requeued job keeps its id, a
 resubmitted one adds a new one), so run ↔ jobs is read from the ledger, and a submission whose job
 no run names yet is a job still queued (or starting).
@@ -18,13 +17,11 @@ everything here behaves as without SLURM. :func:`with_jobs` is pure over what wa
   a chance to record (a node lost with them, a hard kill). A job still completing (its processes
   saving and ending) is alive.
 
-:func:`find_target` turns what a user names (a run folder, a submitted job's ``--job_name``, a run
-folder's name) into a run folder and/or its submission; :func:`rank0_logs` lists rank 0's console
-files of every attempt in order (from the ledger's ``ranks_up`` events), which ``mgpu logs`` follows
-across restarts, requeues and resubmissions. :func:`scancel` is how ``mgpu cancel`` stops a job:
-plain ``scancel`` sends SIGTERM to every node's step (each node's mgpu stops its ranks at a
-checkpoint and node 0 records it) and SIGKILL only after SLURM's ``KillWait``; ``--now`` sends
-SIGKILL to every process of the job at once.
+:func:`find_target` turns what a user names into a run folder and/or its submission; :class:`Follower`
+reads rank 0's console of every attempt in order (``mgpu logs``, across restarts, requeues and
+resubmissions). :func:`scancel` is how ``mgpu cancel`` stops a job: SIGTERM to every node's step
+(each node's mgpu stops its ranks at a checkpoint), SIGKILL only after SLURM's ``KillWait``;
+``--now``: SIGKILL to every process of the job at once.
 """
 
 from __future__ import annotations
@@ -85,10 +82,6 @@ class Submission:
     command: tuple[str, ...] = ()
     """The command that submits it again (continuing the run: ``--resume auto``)."""
 
-    def as_json(self) -> dict[str, object]:
-        """The record as JSON-ready data."""
-        return dataclasses.asdict(self)
-
 
 @dataclass(frozen=True)
 class JobState:
@@ -96,8 +89,7 @@ class JobState:
 
     job_id: str
     state: str
-    """SLURM's state (``PENDING``, ``RUNNING``, ``COMPLETING``, ``CANCELLED``, ``NODE_FAIL`` …); empty
-    when neither ``squeue`` nor ``sacct`` knows the job."""
+    """SLURM's state (``PENDING``, ``RUNNING``, ``CANCELLED`` …); empty when SLURM does not know the job."""
 
     reason: str = ""
     """Why a pending job waits (``Resources``, ``BeginTime``, ``ReqNodeNotAvail`` …)."""
@@ -120,7 +112,7 @@ def record(log_root: str | Path, sub: Submission) -> Path:
     """Write ``sub`` beside its job file (``<name>-<job id>.json``); its path."""
     path = jobs_dir(log_root) / f"{sub.name}-{sub.job_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, sub.as_json())
+    write_json(path, dataclasses.asdict(sub))
     return path
 
 
@@ -138,8 +130,7 @@ def submissions(log_root: str | Path) -> list[Submission]:
 
 
 def probe_jobs(job_ids: Iterable[str]) -> dict[str, JobState] | None:
-    """What SLURM says of each job (``squeue``, then ``sacct`` for those it no longer lists); None
-    without ``squeue`` here or when it fails (the controller unreachable): nothing is known."""
+    """What SLURM says of each job (``squeue``, then ``sacct``); None when ``squeue`` is missing or fails."""
     ids = sorted({j for j in job_ids if j})
     if not ids:
         return {}
@@ -151,11 +142,8 @@ def probe_jobs(job_ids: Iterable[str]) -> dict[str, JobState] | None:
     if not isinstance(listed, dict):
         return None
     out = {j: st for j, st in listed.items() if j in ids}
-    missing = [j for j in ids if j not in out]
-    out.update(_sacct(missing))
-    for job in ids:
-        out.setdefault(job, JobState(job, ""))
-    return out
+    out.update(_sacct([j for j in ids if j not in out]))
+    return {job: out.get(job, JobState(job, "")) for job in ids}
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess | None:
@@ -168,8 +156,7 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess | None:
 
 
 def _squeue(select: Sequence[str]) -> dict[str, JobState] | str | None:
-    """Every job ``squeue`` lists (in any state) for ``select``; ``"unknown"`` when it answers that it
-    does not know the job asked for; None when it fails."""
+    """Every job ``squeue`` lists for ``select``; ``"unknown"``: it does not know the job; None: failed."""
     done = _run(["squeue", "-h", "-t", "all", *select, "-o", "%i|%T|%r|%N"])
     if done is None:
         return None
@@ -201,10 +188,7 @@ def _sacct(ids: Sequence[str]) -> dict[str, JobState]:
 def with_jobs(
     rows: Sequence[RunRow], subs: Sequence[Submission], states: Mapping[str, JobState] | None
 ) -> list[RunRow]:
-    """``rows`` told what SLURM says (pure): each run's newest job's state; ``lost`` for a run
-    recorded running whose job is no longer alive; a row per submission no run names yet whose job
-    is pending (``queued``, with SLURM's reason) or running (``starting``). ``states`` None: rows
-    as they are."""
+    """``rows`` told what SLURM says, and a row per live submission no run names yet (pure)."""
     if states is None:
         return list(rows)
     named = {j for r in rows for j in r.jobs}
@@ -272,15 +256,10 @@ class Target:
     """The run's SLURM jobs, oldest first (with a submission's job when no run names it yet)."""
 
 
-def _is_run(path: Path) -> bool:
-    return (path / "events.jsonl").is_file() or (path / "summary.json").is_file()
-
-
 def find_target(name: str, root: Path) -> Target:
-    """The run ``name`` names: a run folder, a submitted job's name (its newest submission, and the
-    run whose ledger names that job), or a run folder's name under ``root``; bad input otherwise."""
+    """The run ``name`` names: a run folder, a submitted job's name or a run folder's name under ``root``."""
     path = Path(name)
-    if path.is_dir() and _is_run(path):
+    if path.is_dir() and ((path / "events.jsonl").is_file() or (path / "summary.json").is_file()):
         return Target(path, None, _ledger_jobs(path))
     subs = [s for s in submissions(root) if s.name == name]
     if subs:
@@ -303,10 +282,7 @@ def find_target(name: str, root: Path) -> Target:
 
 def run_of_job(job_id: str, root: Path) -> Path | None:
     """The run folder under ``root`` whose ledger names SLURM job ``job_id`` (None: none yet)."""
-    for r in find_runs(root):
-        if job_id in r.jobs:
-            return Path(r.folder)
-    return None
+    return next((Path(r.folder) for r in find_runs(root) if job_id in r.jobs), None)
 
 
 def _ledger_jobs(folder: Path) -> tuple[str, ...]:
@@ -318,8 +294,7 @@ def _ledger_jobs(folder: Path) -> tuple[str, ...]:
 
 
 def rank0_logs(folder: Path, events: Sequence[ev.Event]) -> list[Path]:
-    """Rank 0's console files (``rank_0/stdout.log``) of every attempt of the run,
-    in order, from its ledger's ``ranks_up`` events (paths relative to where the job ran)."""
+    """Rank 0's console files of every attempt of the run, in order, from its ``ranks_up`` events."""
     base = _job_dir(folder, events)
     out: list[Path] = []
     for e in events:
@@ -357,11 +332,10 @@ class Follower:
             with contextlib.suppress(OSError), open(path, "rb") as fh:
                 fh.seek(start)
                 chunk = fh.read()
-                whole, sep, rest = chunk.rpartition(b"\n")
+                whole, sep, _ = chunk.rpartition(b"\n")  # a torn last line is read whole next time
                 if sep:
                     lines += whole.decode(errors="replace").split("\n")
                 self._offsets[path] = start + len(whole) + len(sep)
-                del rest  # a torn last line is read whole next time
         return lines, (ev.fold(events) if ledger is not None else None), events
 
 
@@ -376,8 +350,7 @@ def wait(check, timeout: float, every: float = 1.0):
 
 
 def scancel(job_id: str, *, now: bool) -> None:
-    """Cancel ``job_id``: SIGTERM to every step, SIGKILL after SLURM's KillWait (``now``: SIGKILL to
-    every process of the job at once, then the cancel)."""
+    """Cancel ``job_id``: SIGTERM to every step (``now``: SIGKILL to every process of the job first)."""
     if shutil.which("scancel") is None:
         raise MgpuError("mgpu cancel needs SLURM's scancel, not on PATH here: run it on a login node")
     if now:
