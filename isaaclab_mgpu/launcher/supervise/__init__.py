@@ -15,47 +15,27 @@ Stop — one decision, :func:`.stop.decide`, and one code path, :class:`.shutdow
     Each step of :meth:`Supervisor.wait` gathers what could stop the run (signals the recorder
     got, :meth:`Supervisor.stop` and :meth:`Supervisor.kill`, the launcher's "failed" line, the
     stall watch's verdict and a dead rank, the launcher's end) and does what :func:`.stop.decide`
-    says; every reason to stop and its timing is listed there. Signals are only recorded where
-    they arrive (:class:`.shutdown.Interrupts`: the caller installs the handlers and hands the
-    recorder in, or calls :meth:`Supervisor.interrupt`). A first SIGINT/SIGTERM/SIGHUP is passed
-    to the launcher alone, so torchrun's own shutdown runs (it forwards it to the ranks and prints
-    its failure summary). Then the phases of :mod:`.shutdown` follow: ``grace_period`` seconds
-    later, or as soon as the launcher is gone, every remaining process of the tree gets SIGTERM
-    plus SIGCONT (a stopped process must run to die of it); ``kill_after`` seconds after that,
-    SIGKILL, repeated until nothing is left. A second interrupt SIGKILLs the tree at once (one
-    arriving within half a second of the first is the same Ctrl-C, delivered twice: by the
-    terminal to mgpu's process group and again by a wrapper such as ``uv run``). After a failed
-    rank the grace is short (:data:`.stop.FAILURE_GRACE`) and a restart waits for the tree to be
-    gone; sooner still, a rank of mgpu's worker that ended without its done report has the other
-    local ranks SIGKILLed. When the launcher ends by itself, processes that outlived it (orphaned
-    grandchildren, setsid escapees) go the same way without waiting.
+    says: every reason to stop and its timing is listed there, the phases that follow in
+    :mod:`.shutdown`. Signals are only recorded where they arrive (:class:`.shutdown.Interrupts`:
+    the caller installs the handlers and hands the recorder in, or calls
+    :meth:`Supervisor.interrupt`). SLURM's checkpoint signal (``--signal=USR1@90``) is recorded,
+    never a stop: ``mgpu train``'s attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`) turns it
+    into a checkpoint request to the ranks.
 
-The checkpoint signal — recorded, never a stop
-    SLURM's ``--signal=USR1@90`` warns every process of a job step that the time limit is near.
-    The recorder notes it (:attr:`.shutdown.Interrupts.checkpoint_at`) and the supervisor passes
-    over it; ``mgpu train``'s attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`) turns it into
-    a checkpoint request to the ranks.
-
-Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
+Stall watch — :mod:`.hang` and :mod:`.stall`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
     progress there (:mod:`isaaclab_mgpu.progress`), also with both bounds at 0 (no stall verdict
     then; the reports still give the ledger its progress and rank 0's account, the straggler and
-    drift watch, and a dead rank's fast stop). When the watch finds this node's run hung,
-    every local rank of the tree that reports gets the stack-dump signal (:mod:`.stacks`:
-    faulthandler dumps its Python stack beside its logs; a stopped rank gets SIGCONT to take the
-    signal and is stopped again right after), the verdict is told (``StallFound``), the local
-    ranks are SIGKILLed (a hung rank saves nothing, and one resumed by a SIGTERM+SIGCONT could
-    unblock a peer on another node before its own mgpu has spoken), and the launcher is stopped
-    through the same path as above with a short grace period. The run then exits
-    :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. A progress file that is not a report is
-    ignored, and said once. From the same reports the straggler watch (:mod:`.straggler`) names,
-    once, a rank whose busy time stays well above the others' (``StragglerFound``; the run's
-    :attr:`RunResult.stragglers`), and the drift the worker's check reported (``DriftFound``; the
-    run's :attr:`RunResult.drift`), once.
+    drift watch, and a dead rank's fast stop). When the watch finds this node's run hung, the
+    reporting local ranks dump their stacks (:mod:`.stacks`), the verdict is told
+    (``StallFound``), the local ranks are SIGKILLed and the launcher is stopped as :mod:`.stop`
+    says for a hang; the run exits :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. From the same
+    reports come the straggler (:mod:`.straggler`, ``StragglerFound``, :attr:`RunResult.stragglers`)
+    and the drift the worker's check reported (``DriftFound``, :attr:`RunResult.drift`), each
+    named once.
 
 Result — :mod:`.result`
-    :class:`RunResult` keeps the launcher's status and names the first failed rank, read from
-    the launcher's "Root Cause" summary and the rank's ``@record`` error file.
+    :class:`RunResult` keeps the launcher's status and names the first failed rank.
 
 The pieces, one seam each: :mod:`.tree` (which processes are the run's), :mod:`.stop` (when a
 run stops, why and how fast), :mod:`.shutdown` (the phases and the signal recorder), :mod:`.output`
@@ -168,20 +148,16 @@ class SuperviseOptions:
     """Watch the ranks' progress reports for stalls (``mgpu train``); None: no watch."""
 
     on_stdout: Callable[[bytes], None] | None = None
-    """Hand each line of the launcher's stdout to this (a live progress view) instead of passing
-    the stream straight through; called from a reader thread, finished before the result."""
+    """Hand each line of the launcher's stdout to this (a live progress view), from a reader thread."""
 
     debug: bool = False
-    """Mirror torch elastic's own failure summary (its "Root Cause" block) to the console too;
-    mgpu's lines retell it either way (``--debug``)."""
+    """Mirror torch elastic's own failure summary (its "Root Cause" block) to the console too."""
 
     quiet_start: bool = False
-    """Until rank 0's first iteration, show only the built-in worker's own lines; the libraries'
-    banners and torch elastic's log lines stay in the per-rank logs (:mod:`.output`)."""
+    """Until rank 0's first iteration, show only the built-in worker's own lines (:mod:`.output`)."""
 
     alive_port: int | None = None
-    """Multi-node with ``--min_nodes``: the port this mgpu listens on for its whole life, published
-    to the other nodes, which tell a live mgpu from a lost node by it (:mod:`..shrink`)."""
+    """Multi-node with ``--min_nodes``: the port by which the other nodes tell this mgpu is alive."""
 
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
@@ -200,8 +176,7 @@ class Supervisor:
         tell: Tell | None = None,
         signals: Interrupts | None = None,
     ) -> None:
-        """``signals``: the recorder the caller's handlers write into (see :mod:`.shutdown`); by
-        default one of its own, fed by :meth:`interrupt`."""
+        """``signals``: the recorder the caller's handlers write into (default: fed by :meth:`interrupt`)."""
         self.cmd = cmd
         self.options = options or SuperviseOptions()
         self._say: Tell = tell if tell is not None and self.options.console else silent
@@ -467,10 +442,7 @@ class Supervisor:
     # -- the stall watch ---------------------------------------------------------------------
 
     def _watch_stalls(self) -> tuple[bool, bool, bool]:
-        """One look of the stall watch: (a hang found, a local rank died, a W&B service among its peers).
-
-        What it finds is told here; what is done about it is :func:`~.stop.decide`'s.
-        """
+        """One look of the stall watch, told here: (a hang found, a rank died, W&B among its peers)."""
         assert self._watch is not None
         times = None
         if self._watch.monitor.options.on_silence and self._log_dir is not None:
@@ -501,8 +473,7 @@ class Supervisor:
         return stall is not None, died, wandb
 
     def _rank_died(self) -> tuple[bool, bool]:
-        """A local rank died with peers waiting for it (kept for the note and their SIGKILL), and
-        whether a W&B service runs among those peers."""
+        """A local rank died with peers waiting for it (kept for their SIGKILL), and W&B among them."""
         assert self._watch is not None
         died = self._watch.died(self._tree_now)
         if died is None:

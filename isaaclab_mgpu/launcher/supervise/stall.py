@@ -262,12 +262,9 @@ AUTO_MIN_TIMED = 2
 
 @dataclass
 class AutoBound:
-    """``--stall_timeout auto``: :data:`~isaaclab_mgpu.contract.progress.AUTO_FACTOR` times the
-    median steady iteration, at least :data:`~isaaclab_mgpu.contract.progress.AUTO_FLOOR_S`, at
-    most ``cap``; ``cap`` until the ranks timed :data:`AUTO_MIN_TIMED` steady iterations.
+    """``--stall_timeout auto``: ``factor`` x the median steady iteration, within ``floor`` and ``cap``."""
 
-    Each read of the reports adds, per rank, the mean wall seconds of the iterations it timed since
-    the last read (``wall_s`` over ``timed``, checkpoint saves left out)."""
+    # Each read adds, per rank, the mean wall seconds of the iterations it timed since the last read.
 
     cap: float
     floor: float = AUTO_FLOOR_S
@@ -307,6 +304,35 @@ class AutoBound:
         return f"{self.bound():.3g} s ({what})"
 
 
+def _rank_state(
+    rank: int,
+    rep: Report | None,
+    local: int | None,
+    host: str | None,
+    quiet: float,
+    process: Callable[[int | None], str],
+    stalled: bool,
+    by_output: bool = False,
+) -> RankState:
+    """``rank`` as its last report ``rep`` shows it (``local`` and ``host`` when it never reported)."""
+    return RankState(
+        rank=rank,
+        local_rank=rep.local_rank if rep else local,
+        host=(rep.host if rep else None) or host,
+        pid=rep.pid if rep else None,
+        stage=rep.stage if rep else None,
+        iteration=rep.iteration if rep else None,
+        warmup=rep.warmup if rep else False,
+        quiet_s=quiet,
+        process=process(rep.pid) if rep else "unknown",
+        stalled=stalled,
+        by_output=by_output,
+        stack_file=rep.stack_file if rep else None,
+        timed=rep.timed if rep else None,
+        busy_s=rep.busy_s if rep else None,
+    )
+
+
 def position(report: Report | None) -> tuple[int, int, int]:
     """A sortable place in the run: never reported < start-up stages < iterations < done."""
     if report is None:
@@ -331,11 +357,9 @@ def judge(
     process: Callable[[int | None], str],
     host: str | None = None,
 ) -> Stall | None:
-    """The verdict for this node's ``ranks`` at ``now`` (epoch seconds), or None while all is well.
-
-    ``clocks`` is each rank's last sign of progress (its report time, later while it writes a
-    checkpoint, or its last output with the fallback); ``process`` gives a PID's state.
-    """
+    """The verdict for this node's ``ranks`` at ``now`` (epoch seconds), or None while all is well."""
+    # clocks: each rank's last sign of progress (its report, later while it writes a checkpoint,
+    # or its last output with the fallback).
     ranks = tuple(sorted(set(ranks) | set(reports)))
     watched = [r for r in ranks if r in reports or options.reports_expected or options.on_silence]
     if not watched:
@@ -345,21 +369,8 @@ def judge(
     startup = any(r not in clocks if r in silent else position(reports.get(r))[0] < 1 for r in watched)
 
     def state(r: int, stalled: bool, quiet: float) -> RankState:
-        rep = reports.get(r)
-        local = rep.local_rank if rep else (ranks.index(r) if r in ranks else None)
-        return RankState(
-            rank=r,
-            local_rank=local,
-            host=(rep.host if rep else None) or host,
-            pid=rep.pid if rep else None,
-            stage=rep.stage if rep else None,
-            iteration=rep.iteration if rep else None,
-            warmup=rep.warmup if rep else False,
-            quiet_s=quiet,
-            process=process(rep.pid) if rep else "unknown",
-            stalled=stalled,
-            by_output=r in silent,
-            stack_file=rep.stack_file if rep else None,
+        return _rank_state(
+            r, reports.get(r), ranks.index(r), host, quiet, process, stalled, by_output=r in silent
         )
 
     active = [r for r in watched if not (r in reports and reports[r].stage == DONE)]
@@ -469,10 +480,7 @@ class StallMonitor:
         return self._auto.describe()
 
     def read(self) -> dict[int, Report]:
-        """Every rank's last report in the folder (a report caught half-written keeps the one before).
-
-        A malformed file (wrong types) is skipped; :meth:`rejected` names it.
-        """
+        """Every rank's last report in the folder (a malformed one skipped, named by :meth:`rejected`)."""
         return self._files.read()
 
     @property
@@ -488,12 +496,9 @@ class StallMonitor:
         return self._reports
 
     def dead(self) -> tuple[Report, ...]:
-        """Ranks of mgpu's worker whose process ended without their done report: they died.
-
-        Only where reports are expected (the worker reports done at every end, an interrupted one
-        too); a process found gone has its report read once more, since it may have written done
-        between the last read and its exit.
-        """
+        """Ranks of mgpu's worker whose process ended without their done report: they died."""
+        # The worker reports done at every end, an interrupted one too; a process found gone has
+        # its report read once more: it may have written done between the last read and its exit.
         if not self.options.reports_expected:
             return ()
         ended = [r for r in self._reports.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
@@ -539,26 +544,11 @@ class StallMonitor:
         """Every local rank as its last report shows it (nothing judged): what this node shares."""
         now = time.time() if now is None else now
         reports = self._reports
-        out = []
-        for local, r in enumerate(self.ranks):
-            rep = reports.get(r)
-            out.append(
-                RankState(
-                    rank=r,
-                    local_rank=rep.local_rank if rep else local,
-                    host=(rep.host if rep else None) or self.host,
-                    pid=rep.pid if rep else None,
-                    stage=rep.stage if rep else None,
-                    iteration=rep.iteration if rep else None,
-                    warmup=rep.warmup if rep else False,
-                    quiet_s=now - (rep.time if rep else self.started),
-                    process=process_status(rep.pid) if rep else "unknown",
-                    stalled=False,
-                    timed=rep.timed if rep else None,
-                    busy_s=rep.busy_s if rep else None,
-                )
-            )
-        return tuple(out)
+        quiet = {r: now - (reports[r].time if r in reports else self.started) for r in self.ranks}
+        return tuple(
+            _rank_state(r, reports.get(r), local, self.host, quiet[r], process_status, False)
+            for local, r in enumerate(self.ranks)
+        )
 
     def _last_write(self, pid: int, now: float) -> float:
         # A checkpoint write of many minutes is progress: the rank's process keeps writing.
@@ -575,10 +565,8 @@ class StallMonitor:
     def after_failure(
         self, local_rank: int, now: float | None = None, min_wait_s: float | None = None
     ) -> Stall | None:
-        """A multi-node verdict for a local rank whose collective failed after a long wait, else None.
-
-        ``min_wait_s`` (default: half the stall timeout) is how long "long" is.
-        """
+        """A multi-node verdict for a local rank whose collective failed after waiting ``min_wait_s``."""
+        # min_wait_s: by default half the bound.
         if not (self.options.multi_node and self.options.stall_timeout):
             return None
         bound = self.bound
@@ -590,20 +578,9 @@ class StallMonitor:
         waited = now - rep.time
         if waited < (bound / 2 if min_wait_s is None else min_wait_s):
             return None
+        gone = lambda pid: "gone"  # noqa: E731
         states = tuple(
-            RankState(
-                rank=r.rank,
-                local_rank=r.local_rank,
-                host=r.host,
-                pid=r.pid,
-                stage=r.stage,
-                iteration=r.iteration,
-                warmup=r.warmup,
-                quiet_s=now - r.time,
-                process="gone" if r is rep else process_status(r.pid),
-                stalled=r is rep,
-                stack_file=r.stack_file,
-            )
+            _rank_state(r.rank, r, None, None, now - r.time, gone if r is rep else process_status, r is rep)
             for r in sorted(reports.values(), key=lambda r: r.rank != rep.rank)
         )
         return Stall("training", "peer", bound, states, (), failed_after_wait=True)
