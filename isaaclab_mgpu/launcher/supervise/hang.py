@@ -36,6 +36,7 @@ from isaaclab_mgpu.launcher.supervise.stall import (
     with_stacks,
 )
 from isaaclab_mgpu.launcher.supervise.straggler import RankTotals, StragglerWatch
+from isaaclab_mgpu.launcher.supervise.tree import children
 
 __all__ = ["POLL_S", "HangWatch"]
 
@@ -111,7 +112,7 @@ class HangWatch:
         """The tree's processes of the ranks in ``stall``, with their children."""
         pids = {r.pid for r in stall.ranks if r.pid is not None}
         ranks = [p for p in tree if p.pid in pids]
-        return [*ranks, *(child for p in ranks for child in _children(p))]
+        return [*ranks, *(child for p in ranks for child in children(p, recursive=True))]
 
     def after_failure(self, local_rank: int) -> Stall | None:
         """:meth:`StallMonitor.after_failure`, with what the other nodes published."""
@@ -219,10 +220,3 @@ def _sharer(
     )
     states = lambda: peers.states_from(monitor.states())  # noqa: E731
     return peers.Sharer(board, host, states, view, run_dir=run_dir, alive_port=alive_port)
-
-
-def _children(proc: psutil.Process) -> list[psutil.Process]:
-    try:
-        return proc.children(recursive=True)
-    except psutil.Error:
-        return []

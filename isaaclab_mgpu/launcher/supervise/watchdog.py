@@ -4,17 +4,14 @@
 pipe from ``mgpu`` as its stdin, before it starts the launcher. The first line on that pipe is
 JSON, ``{"run_id": ..., "since": ..., "folders": [...]}``: the marker travels on the pipe, never
 in an argument list (``ps`` shows every process's arguments to every user, and a marker known to
-a stranger could be planted into a process mgpu would then signal). The watchdog then blocks on
-that pipe. When ``mgpu`` finishes normally it writes ``done`` and the watchdog exits quietly.
-When the pipe reaches end-of-file without ``done`` — ``mgpu`` was SIGKILLed, crashed, or lost its
-terminal — the watchdog finds every process whose environment carries ``MGPU_RUN_ID=RUN_ID``
-(every descendant of the launch inherits it, including processes that left the process group with
-``setsid`` and orphans re-parented to init), sends them SIGTERM and SIGCONT, and SIGKILLs what is
-left one second later, until no such process remains (at most ten seconds), then removes the
-FOLDERs mgpu named (the stall watch's progress folder).
+a stranger could be planted into a process mgpu would then signal). When ``mgpu`` finishes
+normally it writes ``done`` and the watchdog exits quietly. When the pipe reaches end-of-file
+without ``done`` (``mgpu`` was SIGKILLed, crashed, or lost its terminal) the watchdog kills every
+process whose environment carries ``MGPU_RUN_ID=RUN_ID`` (:func:`kill_marked`), then removes the
+folders mgpu named (the stall watch's progress folder).
 
-This file must stay importable and runnable without the ``isaaclab_mgpu`` package: only the
-standard library and psutil, so the watchdog starts in a fraction of a second.
+It imports only the standard library, psutil and :mod:`isaaclab_mgpu.contract.env`, so it starts
+in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -38,11 +35,8 @@ DONE = b"done"
 def marked_processes(
     run_id: str, since: float, exclude: frozenset[int] = frozenset()
 ) -> list[psutil.Process]:
-    """Processes of this user created after ``since`` (epoch seconds) whose environment has the marker.
-
-    The user is checked first: when mgpu runs as root it can read every process's environment,
-    and a marker another user planted must not make it signal that user's processes.
-    """
+    """Processes of this user created after ``since`` (epoch seconds) whose environment has the marker."""
+    # The user first: mgpu as root reads every environment, and another user could plant the marker.
     found = []
     uid = os.getuid() if hasattr(os, "getuid") else None
     for proc in psutil.process_iter(["create_time", "uids"]):
