@@ -69,7 +69,6 @@ from isaaclab_mgpu.launcher import nvml
 from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
 from isaaclab_mgpu.launcher.notes import Tell, silent
 from isaaclab_mgpu.launcher.supervise import logs, notes
-from isaaclab_mgpu.launcher.supervise import stall as _stall
 from isaaclab_mgpu.launcher.supervise import tree as proctree
 from isaaclab_mgpu.launcher.supervise import watchdog as _watchdog
 from isaaclab_mgpu.launcher.supervise.hang import HangWatch
@@ -82,8 +81,9 @@ from isaaclab_mgpu.launcher.supervise.result import (
     missing_logs_specs,
 )
 from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown
+from isaaclab_mgpu.launcher.supervise.stall import Report, Stall, StallOptions
 from isaaclab_mgpu.launcher.supervise.stop import Kind, Seen, Standing, Stop, decide
-from isaaclab_mgpu.launcher.supervise.watchdog import DONE
+from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 
 def _has_wandb_service(procs: list[psutil.Process]) -> bool:
@@ -105,16 +105,9 @@ __all__ = [
     "Supervisor",
 ]
 
-Stall = _stall.Stall
-StallOptions = _stall.StallOptions
-
 _POLL = 0.1
 #: How often the log folder is looked for and orphans adopted.
 _PROBE = 0.5
-
-
-#: What gloo and NCCL say when the peer's process went away (its node stopped or died).
-PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
 
 
 def _peer_broke(failure: RankFailure) -> bool:
@@ -144,7 +137,7 @@ class SuperviseOptions:
     console: bool = True
     """Mirror the launcher's output and the supervisor's notes to the console."""
 
-    stall: _stall.StallOptions | None = None
+    stall: StallOptions | None = None
     """Watch the ranks' progress reports for stalls (``mgpu train``); None: no watch."""
 
     on_stdout: Callable[[bytes], None] | None = None
@@ -212,8 +205,8 @@ class Supervisor:
         self._peers_stopped = False
         self._peers_kill_at: float | None = None
         self._peers: list[psutil.Process] = []
-        self._dead_rank: _stall.Report | None = None
-        self._stall: _stall.Stall | None = None
+        self._dead_rank: Report | None = None
+        self._stall: Stall | None = None
         self._log_dir: str | None = None
         self._log_dir_said = False
         self._next_probe = 0.0
@@ -294,7 +287,7 @@ class Supervisor:
         """The folder of the per-rank log folders, once found."""
         return self._log_dir
 
-    def reports(self) -> dict[int, _stall.Report]:
+    def reports(self) -> dict[int, Report]:
         """The local ranks' last progress reports, as the stall watch last read them (no file read)."""
         return dict(self._watch.monitor.read_already()) if self._watch is not None else {}
 
@@ -586,7 +579,7 @@ class Supervisor:
         if dog is None or dog.stdin is None or dog.stdin.closed:
             return
         try:
-            dog.stdin.write(DONE + b"\n")
+            dog.stdin.write(_watchdog.DONE + b"\n")
             dog.stdin.close()
             dog.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):

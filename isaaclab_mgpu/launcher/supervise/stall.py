@@ -1,48 +1,40 @@
 """The stall watch: tell a hung run from a slow one, on this node, from the ranks' progress reports.
 
 Every rank of ``mgpu train`` reports its stage through :mod:`isaaclab_mgpu.progress` (a file per
-rank in a folder the supervisor made, ``MGPU_PROGRESS_DIR``). :class:`StallMonitor` reads those
-files every half second and :func:`judge` decides:
+rank in the folder ``MGPU_PROGRESS_DIR``). :class:`StallMonitor` reads those files every half
+second and :func:`judge` decides:
 
 Start-up (some local rank has not finished its first iteration yet)
     The first iteration holds just-in-time compilation (skrl JAX's first update compiles for tens
     of seconds on a loaded CPU), so it counts as start-up. The node counts as stalled when *no*
-    local rank reported anything for ``startup_timeout`` seconds (measured from the launch when
-    nothing was reported yet): one rank still compiling kernels keeps the others, waiting for it
-    in the first broadcast, from being cut off.
+    local rank reported anything for ``startup_timeout`` seconds (from the launch when nothing was
+    reported yet): one rank still compiling keeps the others, waiting for it in the first
+    broadcast, from being cut off.
 Training
     A rank counts as stalled when it reported nothing for ``stall_timeout`` seconds. Ranks move in
     lock-step (every iteration ends in collectives), so a slow but progressing rank makes the
-    others wait less than one of its iterations, and a rank writing a checkpoint counts as
-    progressing while its process keeps writing.
+    others wait less than one of its iterations; a rank writing a checkpoint counts as progressing
+    while its process keeps writing.
 Auto bound (``--stall_timeout auto``, the default; :class:`AutoBound`)
-    The training bound is 20 times the run's median steady iteration (each rank's ``wall_s`` over
-    ``timed``), at least 30 s, at most the cap (the start-up bound, at least 900 s; the ranks'
-    process-group timeout is that cap plus its margin). Until every rank timed two steady
-    iterations it is the cap; so is it while any rank (on another node too, as its mgpu
-    publishes) is in ``checkpoint`` or ``finish``, and the other ranks' quiet time then counts from
-    the save's end. The first iteration, compilation included, is start-up, bound by
-    ``startup_timeout`` as before. :meth:`StallMonitor.bound_news` words the bound once known.
+    The training bound is 20 times the run's median steady iteration (``wall_s`` over ``timed``),
+    at least 30 s, at most the cap (the start-up bound, at least 900 s). It is the cap until every
+    rank timed two steady iterations, and while any rank (on another node too) is in
+    ``checkpoint`` or ``finish``; the other ranks' quiet time then counts from the save's end.
+    :meth:`StallMonitor.bound_news` words the bound once known.
 Output fallback (``--stall_on_silence``)
     A rank that never reports (a user script without the helper) is judged by the last time its
-    per-rank log files grew, against ``stall_timeout`` once it printed something (before that it
-    counts as starting); the verdict says it is only silence.
+    per-rank log files grew, against ``stall_timeout`` once it printed something.
 
 Whom to blame, in this order: a local rank whose process is *stopped* (SIGSTOP, a debugger, a
 frozen node); else the local rank(s) furthest behind (earliest iteration and stage) when the
 local ranks disagree; else, on a multi-node run, a peer on another node (each node's mgpu sees
 only its own ranks, which then all wait in the same collective); else every local rank, waiting
-in the same place (a communication hang: ``mgpu probe-nccl`` tells).
+in the same place (a communication hang: ``mgpu probe-nccl`` tells). A multi-node rank whose
+collective fails after waiting half the bound (:meth:`StallMonitor.after_failure`) tells the same
+story later: the peer's node stopped its stalled rank and the connection broke.
 
-A rank of a multi-node run whose collective fails after it waited there for half the stall
-timeout (:meth:`StallMonitor.after_failure`) is the same story told later: the peer's node
-stopped its stalled rank and the connection broke.
-
-Progress files are read as data, never trusted: a field of the wrong type (``"pid": "x"``) makes
-the file count as absent, and :meth:`StallMonitor.rejected` names it once for the caller to say.
-
-Nothing here prints or signals; :mod:`.hang` has the stacks dumped, and the
-:class:`~isaaclab_mgpu.launcher.supervise.Supervisor` reports and stops the tree.
+Progress files are read as data, never trusted: a malformed one counts as absent, and
+:meth:`StallMonitor.rejected` names it once. Nothing here prints or signals (see :mod:`.hang`).
 """
 
 from __future__ import annotations
