@@ -366,14 +366,13 @@ class Prober:
                     outcome = sup.kill()
                     timed_out = True
                     break
+        elapsed = time.monotonic() - start
         if interrupted():
-            self.tell(LaunchEnded(_interrupted(launch, folder, time.monotonic() - start)))
+            ended = WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
+            self.tell(LaunchEnded(ended))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
             raise Interrupted(message, exit_code=outcome.exit_code)
-        beats = reports.read()
-        result = self._result(
-            launch, folder, beats, ranks, env, outcome, timed_out, hung, time.monotonic() - start
-        )
+        result = self._result(launch, folder, reports.read(), ranks, env, outcome, timed_out, hung, elapsed)
         self.tell(LaunchEnded(result))
         return result
 
@@ -422,24 +421,15 @@ def diagnose_hang(
     sup: Supervisor, beats: Mapping[int, Report], ranks: tuple[int, ...]
 ) -> tuple[HungRank, ...]:
     """The ranks that did not finish (``beats``: their last reports), their stage, state and stacks."""
-    tree = {p.pid: p for p in sup.descendants()}
+    tree = sup.descendants()
+    members = {p.pid: p for p in tree}
     now = time.time()
-    pending: list[tuple[int, Report | None, psutil.Process | None, str | None]] = []
-    for rank in ranks:
-        beat = beats.get(rank)
-        if beat is not None and beat.stage == "done":
-            continue
-        proc = tree.get(beat.pid) if beat is not None else None  # a PID outside the tree is no rank
-        pending.append((rank, beat, proc, _state(proc) if beat is not None else None))
-    dumped = stacks.collect(
-        {
-            rank: (proc, beat.stack_file)
-            for rank, beat, proc, _ in pending
-            if proc is not None and beat is not None and beat.stack_file
-        }
-    )
+    pending = [(rank, beats.get(rank)) for rank in ranks if rank not in beats or beats[rank].stage != "done"]
+    # The state before the stacks are dumped (a stopped rank is resumed for it); no tree process: gone.
+    states = {rank: _state(members.get(beat.pid)) for rank, beat in pending if beat is not None}
+    dumped = stacks.of_ranks(tree, (beat for _, beat in pending if beat is not None))
     hung = []
-    for rank, beat, _, state in pending:
+    for rank, beat in pending:
         if beat is None:
             hung.append(HungRank(rank, "not started (launcher or rendezvous)", None))
             continue
@@ -448,7 +438,7 @@ def diagnose_hang(
             HungRank(
                 rank=rank,
                 stage=channel.describe(beat),
-                state=state,
+                state=states[rank],
                 pid=beat.pid,
                 host=beat.host,
                 since_s=max(0.0, now - beat.time),
@@ -487,18 +477,12 @@ def _error_text(outcome: RunResult, folder: Path) -> str:
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if lines:
                 return where + lines[-1]
-    message = _first_error_file(folder / "logs")
-    if message:
-        return message
+    first = elastic.first_error(elastic.error_files(folder / "logs"))  # torchrun's @record files
+    if first is not None:
+        return f"rank {first.rank}: {first.message}"
     if failure is not None and failure.signal:
         return f"a rank died of {failure.signal}"
     return f"the launch exited with {outcome.exit_code}"
-
-
-def _first_error_file(logs: Path) -> str | None:
-    """The message of the first per-rank error file torchrun's ``@record`` wrote under ``logs``."""
-    first = elastic.first_error(elastic.error_files(logs))
-    return f"rank {first.rank}: {first.message}" if first is not None else None
 
 
 @contextlib.contextmanager
@@ -513,10 +497,6 @@ def _signals_to(sup: Supervisor) -> Iterator[Callable[[], bool]]:
 
     with recording(record):
         yield seen.is_set
-
-
-def _interrupted(launch: Launch, folder: Path, elapsed: float) -> WorldResult:
-    return WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
 
 
 def probe_nccl(

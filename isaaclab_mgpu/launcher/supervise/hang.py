@@ -1,14 +1,11 @@
 """The stall watch inside a supervised run: when to look, and the stacks that go with a verdict.
 
-:class:`HangWatch` owns the run's progress folder (``MGPU_PROGRESS_DIR``, handed to the launcher)
-and its :class:`~.stall.StallMonitor`. Every :data:`POLL_S` seconds the supervisor asks it for a
-verdict. When the monitor finds the node hung, every local rank that reported a stack file *and*
-is a live process of the supervised tree dumps its Python stack (:func:`.stacks.collect`); a PID
-read from a progress file is only a key into the tree, never signalled as such. The verdict comes
-back with each rank's innermost frames, and :meth:`HangWatch.hung` names the processes to SIGKILL
-first (the ranks that reported and their children). From the same reports :meth:`HangWatch.straggler`
-feeds the straggler watch (:mod:`.straggler`), and :meth:`HangWatch.drift` finds the drift the
-worker's check put into a rank's report.
+:class:`HangWatch` owns the run's progress folder (``MGPU_PROGRESS_DIR``, handed to the launcher),
+its :class:`~.stall.StallMonitor` and, multi-node, what the other nodes publish
+(:mod:`isaaclab_mgpu.launcher.peers`). For a verdict, every local rank that reported a stack file
+*and* is a live process of the supervised tree dumps its Python stack (:func:`.stacks.collect`); a
+PID read from a progress file is only a key into the tree, never signalled as such. The same
+reports feed the straggler watch (:mod:`.straggler`) and name the drift the worker's check found.
 """
 
 from __future__ import annotations
@@ -98,13 +95,7 @@ class HangWatch:
         stall = self._elsewhere(self.monitor.check(output_times=output_times))
         if stall is None:
             return None
-        members = {p.pid: p for p in tree()}
-        targets = {
-            r.rank: (members[r.pid], r.stack_file)
-            for r in stall.ranks
-            if r.pid in members and r.stack_file and r.process != "gone"
-        }
-        dumped = stacks.collect(targets)
+        dumped = stacks.of_ranks(tree(), (r for r in stall.ranks if r.process != "gone"))
         return with_stacks(stall, {rank: stack_tail(text) for rank, text in dumped.items()})
 
     @staticmethod

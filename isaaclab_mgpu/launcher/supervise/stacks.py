@@ -15,15 +15,15 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psutil
 
 from isaaclab_mgpu.contract.stacks import STACK_SIGNAL
 
-__all__ = ["WAIT_S", "collect"]
+__all__ = ["WAIT_S", "collect", "of_ranks"]
 
 #: How long to wait for the dumped stacks.
 WAIT_S = 3.0
@@ -82,6 +82,14 @@ def collect(targets: Mapping[K, tuple[psutil.Process, str | Path]], wait: float 
         if text:
             stacks[key] = text
     return stacks
+
+
+def of_ranks(tree: list[psutil.Process], ranks: Iterable[Any]) -> dict[int, str]:
+    """:func:`collect` from the ``ranks`` (with ``rank``, ``pid``, ``stack_file``) that are in ``tree``."""
+    members = {p.pid: p for p in tree}  # a PID outside the tree is no rank: never signalled
+    return collect(
+        {r.rank: (members[r.pid], r.stack_file) for r in ranks if r.pid in members and r.stack_file}
+    )
 
 
 def _restop(proc: psutil.Process, stopped: bool) -> None:

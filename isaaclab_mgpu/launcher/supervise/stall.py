@@ -475,17 +475,13 @@ class StallMonitor:
         """Every rank's last report in the folder (a malformed one skipped, named by :meth:`rejected`)."""
         return self._files.read()
 
-    @property
-    def _reports(self) -> dict[int, Report]:
-        return self._files.last
-
     def account(self) -> dict[str, Any] | None:
         """Rank 0's account of its attempt (:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`)."""
         return self._files.read_account()
 
     def read_already(self) -> dict[int, Report]:
         """The reports the last :meth:`read` found (nothing read again)."""
-        return self._reports
+        return self._files.last
 
     def dead(self) -> tuple[Report, ...]:
         """Ranks of mgpu's worker whose process ended without their done report: they died."""
@@ -493,7 +489,7 @@ class StallMonitor:
         # its report read once more: it may have written done between the last read and its exit.
         if not self.options.reports_expected:
             return ()
-        ended = [r for r in self._reports.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
+        ended = [r for r in self._files.last.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
         if not ended:
             return ()
         last = self.read()
@@ -535,7 +531,7 @@ class StallMonitor:
     def states(self, now: float | None = None) -> tuple[RankState, ...]:
         """Every local rank as its last report shows it (nothing judged): what this node shares."""
         now = time.time() if now is None else now
-        reports = self._reports
+        reports = self._files.last
         quiet = {r: now - (reports[r].time if r in reports else self.started) for r in self.ranks}
         return tuple(
             _rank_state(r, reports.get(r), local, self.host, quiet[r], process_status, False)
@@ -563,7 +559,7 @@ class StallMonitor:
             return None
         bound = self.bound
         now = time.time() if now is None else now
-        reports = self._reports or self.read()
+        reports = self._files.last or self.read()
         rep = next((r for r in reports.values() if r.local_rank == local_rank), None)
         if rep is None or rep.stage not in COLLECTIVE_STAGES or position(rep)[0] != 1:
             return None
