@@ -105,15 +105,7 @@ def main() -> int:
     for name in ("SIGINT", "SIGHUP", "SIGUSR1"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
-    data = b""
-    while True:
-        try:
-            chunk = os.read(0, 4096)
-        except InterruptedError:
-            continue
-        if not chunk:
-            break
-        data += chunk
+    data = sys.stdin.buffer.read()  # until mgpu writes done and closes the pipe, or dies
     if data.strip().endswith(DONE):
         return 0
     try:
