@@ -327,7 +327,10 @@ class Supervisor:
         self._tree_now = functools.cache(self.descendants)  # walked at most once a step, if at all
         if now >= self._next_probe:
             self._next_probe = now + _PROBE
-            self._find_log_dir()
+            if self._log_dir is None and (found := logs.from_ranks(self._tree.root)) is not None:
+                self._log_dir = found
+                self._log_dir_said = True
+                self._say(notes.LogFolder(found))
             self._tree.adopt(self._owned())
             self._tree.reap(self._owned())
         for stop in decide(self._see(now), self._standing()):
@@ -475,13 +478,6 @@ class Supervisor:
         return True, _has_wandb_service(self._peers)
 
     # -- logs and the end ----------------------------------------------------------------------
-
-    def _find_log_dir(self) -> None:
-        if self._log_dir is None:
-            self._log_dir = logs.from_ranks(self._tree.root)
-            if self._log_dir is not None:
-                self._say(notes.LogFolder(self._log_dir))
-                self._log_dir_said = True
 
     def _finish(self, rc: int) -> None:
         self._output.join()

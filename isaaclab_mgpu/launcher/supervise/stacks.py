@@ -1,7 +1,7 @@
 """Collecting the Python stacks of hung ranks: the launcher's half of :mod:`isaaclab_mgpu.contract.stacks`.
 
-:func:`collect` is the one way mgpu asks ranks for their stacks (the stall watch of ``train`` and
-``probe-nccl``'s hang report both use it). It takes processes of the supervised tree only, as
+:func:`collect` is the one way mgpu asks ranks for their stacks (``train``'s stall watch and
+``probe-nccl``'s hang report through :func:`of_ranks`). It takes processes of the supervised tree only, as
 psutil objects (psutil refuses to signal a PID that was reused), each with the file the rank
 registered. Each gets :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL`; a stopped one (SIGSTOP,
 a debugger) also gets SIGCONT, which delivers the pending signal, and is stopped again once its
