@@ -37,7 +37,7 @@ import threading
 import psutil
 
 from isaaclab_mgpu.contract.env import NO_KILLPG, RUN_ID
-from isaaclab_mgpu.launcher.supervise.watchdog import alive, marked_processes
+from isaaclab_mgpu.launcher.supervise.watchdog import alive, marked_processes, send_each
 
 __all__ = [
     "RunTree",
@@ -200,22 +200,15 @@ class RunTree:
             self.known.pop(pid, None)
 
 
-def signal_tree(procs: list[psutil.Process], sig: int) -> list[int]:
-    """Send ``sig`` to every process (and, with killpg, to the groups they lead); return the PIDs reached."""
+def signal_tree(procs: list[psutil.Process], sig: int) -> None:
+    """Send ``sig`` to every process (and, with killpg, to the groups they lead)."""
     if not portable():
         own = os.getpgid(0)
         for proc in procs:
             with contextlib.suppress(OSError, psutil.Error):
                 if proc.pid != own and os.getpgid(proc.pid) == proc.pid and proc.is_running():
                     os.killpg(proc.pid, sig)
-    reached = []
-    for proc in procs:
-        try:
-            proc.send_signal(sig)
-            reached.append(proc.pid)
-        except (psutil.Error, OSError):
-            pass
-    return reached
+    send_each(procs, sig)
 
 
 def reap(candidates: set[int]) -> set[int]:

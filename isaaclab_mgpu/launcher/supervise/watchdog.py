@@ -57,7 +57,8 @@ def marked_processes(
     return found
 
 
-def _signal(procs: list[psutil.Process], sig: int) -> None:
+def send_each(procs: list[psutil.Process], sig: int) -> None:
+    """Send ``sig`` to each process that can still get it (psutil checks the PID was not reused)."""
     for proc in procs:
         with contextlib.suppress(psutil.Error, OSError):
             proc.send_signal(sig)
@@ -75,11 +76,11 @@ def kill_marked(run_id: str, since: float, *, term_wait: float = 1.0, limit: flo
         quiet = 0 if procs else quiet + 1
         now = time.monotonic()
         fresh = [p for p in procs if p.pid not in termed]
-        _signal(fresh, signal.SIGTERM)
-        _signal(fresh, signal.SIGCONT)
+        send_each(fresh, signal.SIGTERM)
+        send_each(fresh, signal.SIGCONT)
         for p in fresh:
             termed[p.pid] = now
-        _signal([p for p in procs if now - termed[p.pid] >= term_wait], signal.SIGKILL)
+        send_each([p for p in procs if now - termed[p.pid] >= term_wait], signal.SIGKILL)
         seen.update(p.pid for p in procs)
         time.sleep(0.1)
     return len(seen)
