@@ -37,12 +37,9 @@ Stall watch — :mod:`.hang` and :mod:`.stall`, with ``SuperviseOptions.stall``
 Result — :mod:`.result`
     :class:`RunResult` keeps the launcher's status and names the first failed rank.
 
-The pieces, one seam each: :mod:`.tree` (which processes are the run's), :mod:`.stop` (when a
-run stops, why and how fast), :mod:`.shutdown` (the phases and the signal recorder), :mod:`.output`
-(the launcher's streams), :mod:`.logs` (the per-rank log folder), :mod:`.hang` with :mod:`.stall`
-and :mod:`.stacks` (the stall watch), :mod:`.result` and :mod:`.watchdog`. What people are told goes,
-as :mod:`isaaclab_mgpu.launcher.notes`, to the caller's ``Tell`` (``report.supervise`` renders
-it); this package never imports the printing layer.
+:mod:`.output` reads the launcher's streams, :mod:`.logs` finds the per-rank log folder. What people
+are told goes, as :mod:`isaaclab_mgpu.launcher.notes`, to the caller's ``Tell`` (``report.supervise``
+renders it); this package never imports the printing layer.
 """
 
 from __future__ import annotations
