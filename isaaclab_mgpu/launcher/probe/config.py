@@ -33,8 +33,7 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    """A validated probe request (everything but the launch options, which form a LaunchSpec); each
-    option field's documentation is its help (:mod:`isaaclab_mgpu.launcher.options`)."""
+    """A validated probe request (the launch options aside: a LaunchSpec); each option's help documents it."""
 
     world_size: int | None = option(help="Probe one world size.", panel=PROBE)
     world_sizes: tuple[int, ...] | None = option(
@@ -70,8 +69,7 @@ class ProbeOptions:
     )
 
     saved_workarounds: bool = True
-    """Apply this machine's saved workarounds to every launch, as ``train`` does (not an option here:
-    the command reads ``--no_saved_workarounds``, which train and dry-run take too)."""
+    """Apply this machine's saved workarounds to every launch (off: ``--no_saved_workarounds``)."""
 
     def __post_init__(self) -> None:
         check_options(self)
@@ -89,8 +87,7 @@ class ProbeOptions:
             raise UsageError(f"--timeout {self.timeout} must be a positive number of seconds")
 
     def argv(self) -> list[str]:
-        """These options as ``probe-nccl`` reads them back (each one not at its default): what a
-        job file's probe command carries."""
+        """These options as ``probe-nccl`` reads them back (those not at their default), for a job file."""
         implied = {"--try_workarounds"} if self.save_workaround else set()  # --save_workaround's
         out = [a for a in to_argv(dataclasses.replace(self, world_size=None)) if a not in implied]
         return out + ([] if self.saved_workarounds else ["--no_saved_workarounds"])
@@ -153,20 +150,15 @@ def parse_world_sizes(text: str) -> tuple[int, ...]:
         part = part.strip()
         if not part.isdigit() or int(part) < 1:
             raise UsageError(f"--world-sizes {text!r}: {part!r} is not a positive integer; use e.g. 1,2,4")
-        if int(part) not in out:
-            out.append(int(part))
-    return tuple(out)
+        out.append(int(part))
+    return tuple(dict.fromkeys(out))
 
 
 def default_world_sizes(devices: int, *, cpu: bool) -> tuple[int, ...]:
     """1, 2, then powers of two up to ``devices``, and ``devices`` itself (CPU ranks: 1, 2)."""
     if cpu:
         return (1, 2)
-    sizes = [1]
-    n = 2
-    while n <= devices:
-        sizes.append(n)
-        n *= 2
+    sizes = [1 << k for k in range(max(1, devices.bit_length()))]
     if devices > 1 and devices not in sizes:
         sizes.append(devices)
     return tuple(sizes)

@@ -1,37 +1,28 @@
 """The parent side of ``mgpu probe-nccl``: one supervised launch per world size, each with a timeout.
 
 For every world size (then every device pair with ``--pairs``) the probe builds a
-:class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` whose module is :mod:`isaaclab_mgpu.rank.probe_worker` and
-sends it down the same path as ``train`` (``pipeline.prepare`` → ``build`` → ``Supervisor``). While
-the launch runs, the parent reads the ranks' progress reports (:mod:`isaaclab_mgpu.contract.progress`,
-as ``train``'s stall watch does) for the progress display. When ``--timeout`` passes first, it:
+:class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` running :mod:`isaaclab_mgpu.rank.probe_worker`
+and sends it down ``train``'s path (``pipeline.prepare`` → ``build`` → ``Supervisor``), reading the
+ranks' progress reports for the progress display. When ``--timeout`` passes first, it names every
+local rank that did not finish and its stage (no report: it never got past the launcher or the
+rendezvous), notes its process state and has it dump its stack
+(:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`), then SIGKILLs the tree
+(``Supervisor.kill``: no process survives) and moves on to the next world size.
 
-1. reads the reports to name every local rank that did not finish and the stage it is in
-   (a rank with no report never got past the launcher or the rendezvous);
-2. notes each such rank's process state (``stopped`` for a SIGSTOPped rank) and has it dump its
-   Python stack through the same mechanism as ``train``'s stall watch
-   (:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`: the stack-dump signal, only to a
-   process of the supervised tree whose report named its stack file);
-3. tears the launch down through ``Supervisor.stop`` — no process of the tree survives — and
-   moves on to the next world size.
-
-Ctrl-C, SIGTERM and SIGHUP are recorded and handed to the launch's ``Supervisor`` (its one
-shutdown path; a second Ctrl-C kills at once); the probe then stops with the supervisor's code
-(130, or 124 when a process had to be SIGKILLed). What the probe tells its display goes, as
-:mod:`isaaclab_mgpu.launcher.notes`, to the caller's ``Tell`` (``report.probe`` renders it).
+Ctrl-C, SIGTERM and SIGHUP are handed to the launch's ``Supervisor`` (its one shutdown path); the
+probe then stops with the supervisor's code (130, or 124 when a process had to be SIGKILLed). Its
+notes go to the caller's ``Tell`` (``report.probe`` renders them).
 
 Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (``progress.<rank>.json``,
 ``result.<rank>.json``, ``stack.<rank>.txt``, the per-rank logs) and stays there for post-mortems.
 
-With ``--try-workarounds`` the smallest failing world size is handed to the engine in
-:mod:`.bisect` as ``run(env) -> status``; ``--save-workaround`` stores the first confirmed fix.
-Multi-node: run the same command on every node (``--nnodes``, ``--node_rank`` and the rendezvous
-options, as for ``train``); each node reports its own ranks. Each launch of such a sweep meets at
-the given ``--master_port`` plus its index (:attr:`Launch.port_offset`: a node that starts the next
-launch first never joins the last one's store on node 0), and each node keeps its files under
-``probe-<stamp>-<host>`` (a job's nodes share the file system). ``probe-nccl --nnodes N --emit
-sbatch`` prints the job that runs the probe on every node
-(:func:`isaaclab_mgpu.launcher.jobfiles.probe_sbatch`; :func:`ranks_per_node` is what it books).
+With ``--try-workarounds`` the smallest failing world size is handed to :mod:`.bisect` as
+``run(env) -> status``; ``--save-workaround`` stores the first confirmed fix. Multi-node: run the
+same command on every node (``--nnodes``, ``--node_rank`` and the rendezvous options, as for
+``train``); each node reports its own ranks, meets at the given ``--master_port`` plus the launch's
+index (:attr:`Launch.port_offset`) and keeps its files under ``probe-<stamp>-<host>`` (a job's
+nodes share the file system). ``probe-nccl --nnodes N --emit sbatch`` prints the job that runs the
+probe on every node (:func:`ranks_per_node` is what it books).
 """
 
 from __future__ import annotations
@@ -96,9 +87,7 @@ class Launch:
     """Variables this launch adds (``CUDA_VISIBLE_DEVICES`` for a pair)."""
 
     port_offset: int = 0
-    """Added to a given ``--master_port`` on several nodes: each launch meets at a port of its own,
-    so a node that starts the next launch first never joins the store of the last one still
-    closing on node 0."""
+    """Added to a given ``--master_port`` on several nodes, so no node joins the last launch's store."""
 
     @property
     def slug(self) -> str:
@@ -217,8 +206,7 @@ def check_spec(spec: LaunchSpec) -> None:
 
 
 def ranks_per_node(spec: LaunchSpec, opts: ProbeOptions) -> int:
-    """The most ranks one node starts in the sweep: what a probe job books per node. Pure (no machine
-    to look at: the job's nodes are elsewhere), so GPU world sizes must be given."""
+    """The most ranks one node starts in the sweep: what a probe job books per node (no machine read)."""
     check_spec(spec)
     nnodes = spec.nnodes_max
     if opts.world_sizes is None and spec.device != "cpu":
@@ -226,12 +214,16 @@ def ranks_per_node(spec: LaunchSpec, opts: ProbeOptions) -> int:
             "--emit: give the world sizes to probe (--world-sizes 8,16): the GPUs each node books"
         )
     sizes = opts.world_sizes or tuple(n * nnodes for n in default_world_sizes(0, cpu=True))
-    for ws in sizes:
-        if ws % nnodes:
-            raise UsageError(
-                f"world size {ws} does not split over --nnodes {nnodes}; use a multiple of {nnodes}"
-            )
-    return max(sizes) // nnodes
+    return max(_per_node(ws, nnodes) for ws in sizes)
+
+
+def _per_node(world_size: int, nnodes: int) -> int:
+    """The ranks each node starts for ``world_size``; raise when it does not split over the nodes."""
+    if world_size % nnodes:
+        raise UsageError(
+            f"world size {world_size} does not split over --nnodes {nnodes}; use a multiple of {nnodes}"
+        )
+    return world_size // nnodes
 
 
 def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbePlan:
@@ -248,11 +240,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
     world_sizes = opts.world_sizes or tuple(n * nnodes for n in default_world_sizes(gpus, cpu=cpu))
     world = []
     for ws in world_sizes:
-        if ws % nnodes:
-            raise UsageError(
-                f"world size {ws} does not split over --nnodes {nnodes}; use a multiple of {nnodes}"
-            )
-        nproc = ws // nnodes
+        nproc = _per_node(ws, nnodes)
         if not cpu and nproc > gpus:
             raise EnvironmentProblem(
                 f"world size {ws} needs {nproc} GPU(s) per node but {gpus} are visible; "
@@ -378,14 +366,13 @@ class Prober:
                     outcome = sup.kill()
                     timed_out = True
                     break
+        elapsed = time.monotonic() - start
         if interrupted():
-            self.tell(LaunchEnded(_interrupted(launch, folder, time.monotonic() - start)))
+            ended = WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
+            self.tell(LaunchEnded(ended))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
             raise Interrupted(message, exit_code=outcome.exit_code)
-        beats = reports.read()
-        result = self._result(
-            launch, folder, beats, ranks, env, outcome, timed_out, hung, time.monotonic() - start
-        )
+        result = self._result(launch, folder, reports.read(), ranks, env, outcome, timed_out, hung, elapsed)
         self.tell(LaunchEnded(result))
         return result
 
@@ -433,26 +420,16 @@ class Prober:
 def diagnose_hang(
     sup: Supervisor, beats: Mapping[int, Report], ranks: tuple[int, ...]
 ) -> tuple[HungRank, ...]:
-    """Name the ranks that did not finish (``beats``: their last reports), their stage and state,
-    and collect their stacks."""
-    tree = {p.pid: p for p in sup.descendants()}
+    """The ranks that did not finish (``beats``: their last reports), their stage, state and stacks."""
+    tree = sup.descendants()
+    members = {p.pid: p for p in tree}
     now = time.time()
-    pending: list[tuple[int, Report | None, psutil.Process | None, str | None]] = []
-    for rank in ranks:
-        beat = beats.get(rank)
-        if beat is not None and beat.stage == "done":
-            continue
-        proc = tree.get(beat.pid) if beat is not None else None  # a PID outside the tree is no rank
-        pending.append((rank, beat, proc, _state(proc) if beat is not None else None))
-    dumped = stacks.collect(
-        {
-            rank: (proc, beat.stack_file)
-            for rank, beat, proc, _ in pending
-            if proc is not None and beat is not None and beat.stack_file
-        }
-    )
+    pending = [(rank, beats.get(rank)) for rank in ranks if rank not in beats or beats[rank].stage != "done"]
+    # The state before the stacks are dumped (a stopped rank is resumed for it); no tree process: gone.
+    states = {rank: _state(members.get(beat.pid)) for rank, beat in pending if beat is not None}
+    dumped = stacks.of_ranks(tree, (beat for _, beat in pending if beat is not None))
     hung = []
-    for rank, beat, proc, state in pending:
+    for rank, beat in pending:
         if beat is None:
             hung.append(HungRank(rank, "not started (launcher or rendezvous)", None))
             continue
@@ -461,7 +438,7 @@ def diagnose_hang(
             HungRank(
                 rank=rank,
                 stage=channel.describe(beat),
-                state=state if proc is not None else "gone",
+                state=states[rank],
                 pid=beat.pid,
                 host=beat.host,
                 since_s=max(0.0, now - beat.time),
@@ -500,18 +477,12 @@ def _error_text(outcome: RunResult, folder: Path) -> str:
             lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
             if lines:
                 return where + lines[-1]
-    message = _first_error_file(folder / "logs")
-    if message:
-        return message
+    first = elastic.first_error(elastic.error_files(folder / "logs"))  # torchrun's @record files
+    if first is not None:
+        return f"rank {first.rank}: {first.message}"
     if failure is not None and failure.signal:
         return f"a rank died of {failure.signal}"
     return f"the launch exited with {outcome.exit_code}"
-
-
-def _first_error_file(logs: Path) -> str | None:
-    """The message of the first per-rank error file torchrun's ``@record`` wrote under ``logs``."""
-    first = elastic.first_error(elastic.error_files(logs))
-    return f"rank {first.rank}: {first.message}" if first is not None else None
 
 
 @contextlib.contextmanager
@@ -526,10 +497,6 @@ def _signals_to(sup: Supervisor) -> Iterator[Callable[[], bool]]:
 
     with recording(record):
         yield seen.is_set
-
-
-def _interrupted(launch: Launch, folder: Path, elapsed: float) -> WorldResult:
-    return WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
 
 
 def probe_nccl(

@@ -15,54 +15,31 @@ Stop — one decision, :func:`.stop.decide`, and one code path, :class:`.shutdow
     Each step of :meth:`Supervisor.wait` gathers what could stop the run (signals the recorder
     got, :meth:`Supervisor.stop` and :meth:`Supervisor.kill`, the launcher's "failed" line, the
     stall watch's verdict and a dead rank, the launcher's end) and does what :func:`.stop.decide`
-    says; every reason to stop and its timing is listed there. Signals are only recorded where
-    they arrive (:class:`.shutdown.Interrupts`: the caller installs the handlers and hands the
-    recorder in, or calls :meth:`Supervisor.interrupt`). A first SIGINT/SIGTERM/SIGHUP is passed
-    to the launcher alone, so torchrun's own shutdown runs (it forwards it to the ranks and prints
-    its failure summary). Then the phases of :mod:`.shutdown` follow: ``grace_period`` seconds
-    later, or as soon as the launcher is gone, every remaining process of the tree gets SIGTERM
-    plus SIGCONT (a stopped process must run to die of it); ``kill_after`` seconds after that,
-    SIGKILL, repeated until nothing is left. A second interrupt SIGKILLs the tree at once (one
-    arriving within half a second of the first is the same Ctrl-C, delivered twice: by the
-    terminal to mgpu's process group and again by a wrapper such as ``uv run``). After a failed
-    rank the grace is short (:data:`.stop.FAILURE_GRACE`) and a restart waits for the tree to be
-    gone; sooner still, a rank of mgpu's worker that ended without its done report has the other
-    local ranks SIGKILLed. When the launcher ends by itself, processes that outlived it (orphaned
-    grandchildren, setsid escapees) go the same way without waiting.
+    says: every reason to stop and its timing is listed there, the phases that follow in
+    :mod:`.shutdown`. Signals are only recorded where they arrive (:class:`.shutdown.Interrupts`:
+    the caller installs the handlers and hands the recorder in, or calls
+    :meth:`Supervisor.interrupt`). SLURM's checkpoint signal (``--signal=USR1@90``) is recorded,
+    never a stop: ``mgpu train``'s attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`) turns it
+    into a checkpoint request to the ranks.
 
-The checkpoint signal — recorded, never a stop
-    SLURM's ``--signal=USR1@90`` warns every process of a job step that the time limit is near.
-    The recorder notes it (:attr:`.shutdown.Interrupts.checkpoint_at`) and the supervisor passes
-    over it; ``mgpu train``'s attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`) turns it into
-    a checkpoint request to the ranks.
-
-Stall watch — :mod:`.stall` and :mod:`.hang`, with ``SuperviseOptions.stall``
+Stall watch — :mod:`.hang` and :mod:`.stall`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
     progress there (:mod:`isaaclab_mgpu.progress`), also with both bounds at 0 (no stall verdict
     then; the reports still give the ledger its progress and rank 0's account, the straggler and
-    drift watch, and a dead rank's fast stop). When the watch finds this node's run hung,
-    every local rank of the tree that reports gets the stack-dump signal (:mod:`.stacks`:
-    faulthandler dumps its Python stack beside its logs; a stopped rank gets SIGCONT to take the
-    signal and is stopped again right after), the verdict is told (``StallFound``), the local
-    ranks are SIGKILLed (a hung rank saves nothing, and one resumed by a SIGTERM+SIGCONT could
-    unblock a peer on another node before its own mgpu has spoken), and the launcher is stopped
-    through the same path as above with a short grace period. The run then exits
-    :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. A progress file that is not a report is
-    ignored, and said once. From the same reports the straggler watch (:mod:`.straggler`) names,
-    once, a rank whose busy time stays well above the others' (``StragglerFound``; the run's
-    :attr:`RunResult.stragglers`), and the drift the worker's check reported (``DriftFound``; the
-    run's :attr:`RunResult.drift`), once.
+    drift watch, and a dead rank's fast stop). When the watch finds this node's run hung, the
+    reporting local ranks dump their stacks (:mod:`.stacks`), the verdict is told
+    (``StallFound``), the local ranks are SIGKILLed and the launcher is stopped as :mod:`.stop`
+    says for a hang; the run exits :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. From the same
+    reports come the straggler (:mod:`.straggler`, ``StragglerFound``, :attr:`RunResult.stragglers`)
+    and the drift the worker's check reported (``DriftFound``, :attr:`RunResult.drift`), each
+    named once.
 
 Result — :mod:`.result`
-    :class:`RunResult` keeps the launcher's status and names the first failed rank, read from
-    the launcher's "Root Cause" summary and the rank's ``@record`` error file.
+    :class:`RunResult` keeps the launcher's status and names the first failed rank.
 
-The pieces, one seam each: :mod:`.tree` (which processes are the run's), :mod:`.stop` (when a
-run stops, why and how fast), :mod:`.shutdown` (the phases and the signal recorder), :mod:`.output`
-(the launcher's streams), :mod:`.logs` (the per-rank log folder), :mod:`.hang` with :mod:`.stall`
-and :mod:`.stacks` (the stall watch), :mod:`.result` and :mod:`.watchdog`. What people are told goes,
-as :mod:`isaaclab_mgpu.launcher.notes`, to the caller's ``Tell`` (``report.supervise`` renders
-it); this package never imports the printing layer.
+:mod:`.output` reads the launcher's streams, :mod:`.logs` finds the per-rank log folder. What people
+are told goes, as :mod:`isaaclab_mgpu.launcher.notes`, to the caller's ``Tell`` (``report.supervise``
+renders it); this package never imports the printing layer.
 """
 
 from __future__ import annotations
@@ -89,7 +66,6 @@ from isaaclab_mgpu.launcher import nvml
 from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
 from isaaclab_mgpu.launcher.notes import Tell, silent
 from isaaclab_mgpu.launcher.supervise import logs, notes
-from isaaclab_mgpu.launcher.supervise import stall as _stall
 from isaaclab_mgpu.launcher.supervise import tree as proctree
 from isaaclab_mgpu.launcher.supervise import watchdog as _watchdog
 from isaaclab_mgpu.launcher.supervise.hang import HangWatch
@@ -102,8 +78,9 @@ from isaaclab_mgpu.launcher.supervise.result import (
     missing_logs_specs,
 )
 from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, Interrupts, Phase, Shutdown
+from isaaclab_mgpu.launcher.supervise.stall import Report, Stall, StallOptions
 from isaaclab_mgpu.launcher.supervise.stop import Kind, Seen, Standing, Stop, decide
-from isaaclab_mgpu.launcher.supervise.watchdog import DONE
+from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 
 def _has_wandb_service(procs: list[psutil.Process]) -> bool:
@@ -125,16 +102,9 @@ __all__ = [
     "Supervisor",
 ]
 
-Stall = _stall.Stall
-StallOptions = _stall.StallOptions
-
 _POLL = 0.1
 #: How often the log folder is looked for and orphans adopted.
 _PROBE = 0.5
-
-
-#: What gloo and NCCL say when the peer's process went away (its node stopped or died).
-PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "remote process exited")
 
 
 def _peer_broke(failure: RankFailure) -> bool:
@@ -164,24 +134,20 @@ class SuperviseOptions:
     console: bool = True
     """Mirror the launcher's output and the supervisor's notes to the console."""
 
-    stall: _stall.StallOptions | None = None
+    stall: StallOptions | None = None
     """Watch the ranks' progress reports for stalls (``mgpu train``); None: no watch."""
 
     on_stdout: Callable[[bytes], None] | None = None
-    """Hand each line of the launcher's stdout to this (a live progress view) instead of passing
-    the stream straight through; called from a reader thread, finished before the result."""
+    """Hand each line of the launcher's stdout to this (a live progress view), from a reader thread."""
 
     debug: bool = False
-    """Mirror torch elastic's own failure summary (its "Root Cause" block) to the console too;
-    mgpu's lines retell it either way (``--debug``)."""
+    """Mirror torch elastic's own failure summary (its "Root Cause" block) to the console too."""
 
     quiet_start: bool = False
-    """Until rank 0's first iteration, show only the built-in worker's own lines; the libraries'
-    banners and torch elastic's log lines stay in the per-rank logs (:mod:`.output`)."""
+    """Until rank 0's first iteration, show only the built-in worker's own lines (:mod:`.output`)."""
 
     alive_port: int | None = None
-    """Multi-node with ``--min_nodes``: the port this mgpu listens on for its whole life, published
-    to the other nodes, which tell a live mgpu from a lost node by it (:mod:`..shrink`)."""
+    """Multi-node with ``--min_nodes``: the port by which the other nodes tell this mgpu is alive."""
 
     def __post_init__(self) -> None:
         for name in ("grace_period", "kill_after"):
@@ -200,8 +166,7 @@ class Supervisor:
         tell: Tell | None = None,
         signals: Interrupts | None = None,
     ) -> None:
-        """``signals``: the recorder the caller's handlers write into (see :mod:`.shutdown`); by
-        default one of its own, fed by :meth:`interrupt`."""
+        """``signals``: the recorder the caller's handlers write into (default: fed by :meth:`interrupt`)."""
         self.cmd = cmd
         self.options = options or SuperviseOptions()
         self._say: Tell = tell if tell is not None and self.options.console else silent
@@ -237,8 +202,8 @@ class Supervisor:
         self._peers_stopped = False
         self._peers_kill_at: float | None = None
         self._peers: list[psutil.Process] = []
-        self._dead_rank: _stall.Report | None = None
-        self._stall: _stall.Stall | None = None
+        self._dead_rank: Report | None = None
+        self._stall: Stall | None = None
         self._log_dir: str | None = None
         self._log_dir_said = False
         self._next_probe = 0.0
@@ -319,7 +284,7 @@ class Supervisor:
         """The folder of the per-rank log folders, once found."""
         return self._log_dir
 
-    def reports(self) -> dict[int, _stall.Report]:
+    def reports(self) -> dict[int, Report]:
         """The local ranks' last progress reports, as the stall watch last read them (no file read)."""
         return dict(self._watch.monitor.read_already()) if self._watch is not None else {}
 
@@ -359,7 +324,10 @@ class Supervisor:
         self._tree_now = functools.cache(self.descendants)  # walked at most once a step, if at all
         if now >= self._next_probe:
             self._next_probe = now + _PROBE
-            self._find_log_dir()
+            if self._log_dir is None and (found := logs.from_ranks(self._tree.root)) is not None:
+                self._log_dir = found
+                self._log_dir_said = True
+                self._say(notes.LogFolder(found))
             self._tree.adopt(self._owned())
             self._tree.reap(self._owned())
         for stop in decide(self._see(now), self._standing()):
@@ -467,10 +435,7 @@ class Supervisor:
     # -- the stall watch ---------------------------------------------------------------------
 
     def _watch_stalls(self) -> tuple[bool, bool, bool]:
-        """One look of the stall watch: (a hang found, a local rank died, a W&B service among its peers).
-
-        What it finds is told here; what is done about it is :func:`~.stop.decide`'s.
-        """
+        """One look of the stall watch, told here: (a hang found, a rank died, W&B among its peers)."""
         assert self._watch is not None
         times = None
         if self._watch.monitor.options.on_silence and self._log_dir is not None:
@@ -501,8 +466,7 @@ class Supervisor:
         return stall is not None, died, wandb
 
     def _rank_died(self) -> tuple[bool, bool]:
-        """A local rank died with peers waiting for it (kept for the note and their SIGKILL), and
-        whether a W&B service runs among those peers."""
+        """A local rank died with peers waiting for it (kept for their SIGKILL), and W&B among them."""
         assert self._watch is not None
         died = self._watch.died(self._tree_now)
         if died is None:
@@ -511,13 +475,6 @@ class Supervisor:
         return True, _has_wandb_service(self._peers)
 
     # -- logs and the end ----------------------------------------------------------------------
-
-    def _find_log_dir(self) -> None:
-        if self._log_dir is None:
-            self._log_dir = logs.from_ranks(self._tree.root)
-            if self._log_dir is not None:
-                self._say(notes.LogFolder(self._log_dir))
-                self._log_dir_said = True
 
     def _finish(self, rc: int) -> None:
         self._output.join()
@@ -615,7 +572,7 @@ class Supervisor:
         if dog is None or dog.stdin is None or dog.stdin.closed:
             return
         try:
-            dog.stdin.write(DONE + b"\n")
+            dog.stdin.write(_watchdog.DONE + b"\n")
             dog.stdin.close()
             dog.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):

@@ -1,14 +1,11 @@
 """The stall watch inside a supervised run: when to look, and the stacks that go with a verdict.
 
-:class:`HangWatch` owns the run's progress folder (``MGPU_PROGRESS_DIR``, handed to the launcher)
-and its :class:`~.stall.StallMonitor`. Every :data:`POLL_S` seconds the supervisor asks it for a
-verdict. When the monitor finds the node hung, every local rank that reported a stack file *and*
-is a live process of the supervised tree dumps its Python stack (:func:`.stacks.collect`); a PID
-read from a progress file is only a key into the tree, never signalled as such. The verdict comes
-back with each rank's innermost frames, and :meth:`HangWatch.hung` names the processes to SIGKILL
-first (the ranks that reported and their children). From the same reports :meth:`HangWatch.straggler`
-feeds the straggler watch (:mod:`.straggler`), and :meth:`HangWatch.drift` finds the drift the
-worker's check put into a rank's report.
+:class:`HangWatch` owns the run's progress folder (``MGPU_PROGRESS_DIR``, handed to the launcher),
+its :class:`~.stall.StallMonitor` and, multi-node, what the other nodes publish
+(:mod:`isaaclab_mgpu.launcher.peers`). For a verdict, every local rank that reported a stack file
+*and* is a live process of the supervised tree dumps its Python stack (:func:`.stacks.collect`); a
+PID read from a progress file is only a key into the tree, never signalled as such. The same
+reports feed the straggler watch (:mod:`.straggler`) and name the drift the worker's check found.
 """
 
 from __future__ import annotations
@@ -36,6 +33,7 @@ from isaaclab_mgpu.launcher.supervise.stall import (
     with_stacks,
 )
 from isaaclab_mgpu.launcher.supervise.straggler import RankTotals, StragglerWatch
+from isaaclab_mgpu.launcher.supervise.tree import children
 
 __all__ = ["POLL_S", "HangWatch"]
 
@@ -91,21 +89,13 @@ class HangWatch:
     def check(
         self, tree: Callable[[], list[psutil.Process]], output_times: Mapping[int, float] | None
     ) -> Stall | None:
-        """The verdict with the hung ranks' stacks, or None while the run progresses.
-
-        ``tree`` gives the run's processes; it is called only for a verdict (walking the tree reads
-        every process's ``/proc`` entries: most of what supervising a healthy run costs).
-        """
+        """The verdict with the hung ranks' stacks, or None while the run progresses."""
+        # tree() is called only for a verdict: walking it reads every process's /proc entries,
+        # most of what supervising a healthy run costs.
         stall = self._elsewhere(self.monitor.check(output_times=output_times))
         if stall is None:
             return None
-        members = {p.pid: p for p in tree()}
-        targets = {
-            r.rank: (members[r.pid], r.stack_file)
-            for r in stall.ranks
-            if r.pid in members and r.stack_file and r.process != "gone"
-        }
-        dumped = stacks.collect(targets)
+        dumped = stacks.of_ranks(tree(), (r for r in stall.ranks if r.process != "gone"))
         return with_stacks(stall, {rank: stack_tail(text) for rank, text in dumped.items()})
 
     @staticmethod
@@ -113,18 +103,15 @@ class HangWatch:
         """The tree's processes of the ranks in ``stall``, with their children."""
         pids = {r.pid for r in stall.ranks if r.pid is not None}
         ranks = [p for p in tree if p.pid in pids]
-        return [*ranks, *(child for p in ranks for child in _children(p))]
+        return [*ranks, *(child for p in ranks for child in children(p, recursive=True))]
 
     def after_failure(self, local_rank: int) -> Stall | None:
         """:meth:`StallMonitor.after_failure`, with what the other nodes published."""
         return self._elsewhere(self.monitor.after_failure(local_rank))
 
     def explain_failure(self, wait_s: float = peers.GONE_S + 2 * peers.PUBLISH_S) -> str | None:
-        """After a rank failed on a multi-node run: what the other nodes show, waiting up to ``wait_s``.
-
-        A node whose mgpu was killed stops publishing; telling that from a slow publish takes
-        :data:`~isaaclab_mgpu.launcher.peers.GONE_S`, so this waits at most that long.
-        """
+        """After a rank failed on a multi-node run: what the other nodes show, waiting up to ``wait_s``."""
+        # A killed mgpu stops publishing; telling that from a slow publish takes peers.GONE_S.
         if self.sharer is None:
             return None
         end = time.monotonic() + wait_s
@@ -135,11 +122,9 @@ class HangWatch:
             time.sleep(peers.PUBLISH_S / 2)
 
     def hang_elsewhere(self, local_rank: int | None, elsewhere: str | None) -> Stall | None:
-        """The peer stall of a local rank whose connection broke because another node found a hang.
-
-        That node's mgpu published its verdict (or a stopped rank) before it stopped its ranks, which
-        broke ours at once, however long ours had waited: the run's verdict is that hang.
-        """
+        """The peer stall of a local rank whose connection broke because another node found a hang."""
+        # That node's mgpu published its verdict before it stopped its ranks, which broke ours at
+        # once, however long ours had waited.
         if self.sharer is None or local_rank is None or not self.sharer.hung_elsewhere():
             return None
         stall = self.monitor.after_failure(local_rank, min_wait_s=0.0)
@@ -154,24 +139,19 @@ class HangWatch:
         return stall
 
     def straggler(self) -> Straggler | None:
-        """A rank named as the straggler for the first time, from the reports the last :meth:`check`
-        read (and, multi-node, the other nodes' published ranks); None otherwise."""
-        totals = {
-            r.rank: RankTotals(r.rank, r.timed, r.busy_s, r.iteration, r.host)
-            for r in self.monitor.read_already().values()
-            if r.timed is not None and r.busy_s is not None
-        }
-        if self.sharer is not None:
-            for peer, host in self.sharer.ranks_elsewhere():
-                if peer.timed is not None and peer.busy_s is not None and peer.rank not in totals:
-                    totals[peer.rank] = RankTotals(peer.rank, peer.timed, peer.busy_s, peer.iteration, host)
+        """A rank first named as the straggler, from the last reports and the other nodes'; else None."""
+        seen: list[tuple[Report | peers.PeerRank, str | None]] = [
+            (r, r.host) for r in self.monitor.read_already().values()
+        ]
+        seen += self.sharer.ranks_elsewhere() if self.sharer is not None else []
+        totals: dict[int, RankTotals] = {}
+        for r, host in seen:
+            if r.timed is not None and r.busy_s is not None and r.rank not in totals:
+                totals[r.rank] = RankTotals(r.rank, r.timed, r.busy_s, r.iteration, host)
         return self.stragglers.update(totals)
 
     def drift(self, *, read: bool = False) -> Drift | None:
-        """The drift a local rank's report carries, the first time it is seen; None otherwise.
-
-        From the reports the last :meth:`check` read, or (``read``) read again now: the run's end,
-        when a rank that stopped on it may have reported it after the last look."""
+        """The drift a local rank's report carries, the first time it is seen (``read``: read again now)."""
         if self.drift_found is not None:
             return None
         reports = self.monitor.read() if read else self.monitor.read_already()
@@ -180,10 +160,7 @@ class HangWatch:
         return found
 
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
-        """A local rank that died, and the tree's processes of the other local ranks, which wait for
-        it in a collective that cannot finish; None while none died.
-
-        ``tree`` is walked only when a rank died (as for a verdict: see :meth:`check`)."""
+        """A local rank that died, and the tree's processes of the other local ranks; None while none died."""
         dead = self.monitor.dead()
         if not dead:
             return None
@@ -197,8 +174,7 @@ class HangWatch:
         return dead[0], peers
 
     def peer_loss(self) -> tuple[tuple[int, ...], tuple[tuple[int, str, int | None], ...]]:
-        """Multi-node: the other nodes counted as gone, and every other node's host and liveness
-        port as last published; empty elsewhere."""
+        """Multi-node: the other nodes counted as gone, and each other node's host and liveness port."""
         if self.sharer is None:
             return (), ()
         return self.sharer.lost_nodes(), tuple(sorted((n, h, p) for n, (h, p) in self.sharer.hosts().items()))
@@ -235,10 +211,3 @@ def _sharer(
     )
     states = lambda: peers.states_from(monitor.states())  # noqa: E731
     return peers.Sharer(board, host, states, view, run_dir=run_dir, alive_port=alive_port)
-
-
-def _children(proc: psutil.Process) -> list[psutil.Process]:
-    try:
-        return proc.children(recursive=True)
-    except psutil.Error:
-        return []

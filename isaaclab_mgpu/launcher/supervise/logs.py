@@ -14,17 +14,14 @@ import contextlib
 import psutil
 
 from isaaclab_mgpu.contract import elastic, env
+from isaaclab_mgpu.launcher.supervise.tree import children
 
 __all__ = ["from_ranks", "made_since", "output_times"]
 
 
 def from_ranks(launcher: psutil.Process | None) -> str | None:
     """The attempt's log folder, read from a rank's environment (the launcher's children)."""
-    try:
-        ranks = launcher.children() if launcher is not None else []
-    except psutil.Error:
-        return None
-    for rank in ranks:
+    for rank in children(launcher) if launcher is not None else []:
         try:
             path = rank.environ().get(env.ERROR_FILE)
         except (psutil.Error, OSError):

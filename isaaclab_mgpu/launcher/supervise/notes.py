@@ -1,6 +1,4 @@
-"""The notes a launch's supervisor gives (:mod:`isaaclab_mgpu.launcher.notes`): how a run starts,
-what its watches found, and each step of its stop. ``report.supervise`` renders them.
-"""
+"""The notes a launch's supervisor gives (:mod:`..notes`), rendered by ``report.supervise``."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ class RunFolder(Note):
 
 @dataclass(frozen=True)
 class Stopping(Note):
-    """The first stop request (Ctrl-C, SIGTERM, a hang, for ``reason``): ``launcher`` is asked to stop
-    the ranks; SIGTERM to what remains after ``grace`` seconds, SIGKILL ``kill_after`` seconds later."""
+    """The first stop request (``reason``): ``launcher`` stops the ranks, then SIGTERM and SIGKILL follow."""
 
     stopping: ClassVar[bool] = True
     reason: str
@@ -43,8 +40,7 @@ class Stopping(Note):
 
 @dataclass(frozen=True)
 class StoppingAfterFailure(Note):
-    """A rank failed: its peers can save nothing, so ``launcher`` stops them at once (then SIGTERM
-    after ``grace`` seconds, SIGKILL ``kill_after`` seconds later)."""
+    """A rank failed: its peers can save nothing, so ``launcher`` stops them at once."""
 
     stopping: ClassVar[bool] = True
     launcher: str
@@ -54,9 +50,7 @@ class StoppingAfterFailure(Note):
 
 @dataclass(frozen=True)
 class RankDied(Note):
-    """A local rank died mid-run (in ``iteration``'s ``stage``, when known): the ``peers`` processes
-    of this node's other ranks, which can save nothing, get SIGKILL in ``wait`` seconds (W&B's
-    service writes its offline log first); no peers: they had ended."""
+    """A local rank died mid-run: this node's ``peers`` other ranks get SIGKILL in ``wait`` seconds."""
 
     stopping: ClassVar[bool] = True
     rank: int

@@ -1,20 +1,16 @@
 """What the launcher says: its stdout passed on, its stderr mirrored and searched for failures.
 
 The launcher's stdout is passed straight through (or, with ``SuperviseOptions.on_stdout``, handed
-line by line to a live progress view). With ``SuperviseOptions.quiet_start`` (the built-in worker
-on an embedded task, unless ``--debug`` or every rank's output is asked for) the
-console keeps, until rank 0's first iteration line, only the worker's own ``[mgpu`` lines: the
-libraries' banners and model printouts stay in the per-rank logs, which keep every line; from
-the first iteration on, everything passes. torch elastic's own log lines (``W1203 … elastic/…``,
-its warnings about the launch) go the same way, in the stderr reader below.
+line by line to a live progress view). With ``SuperviseOptions.quiet_start`` the console keeps,
+until rank 0's first iteration line, only the worker's own ``[mgpu`` lines (and drops torch
+elastic's own log lines, ``W1203 … elastic/…``, from stderr); the per-rank logs keep every line.
 
 Its stderr is read line by line to find failures (the ``failed (exitcode: N) local_rank: L`` line
 and the "Root Cause" summary, parsed by :mod:`isaaclab_mgpu.contract.elastic`), and mirrored to the
 console minus torch elastic's own Python traceback, minus its failure summary (the ``====`` block
-with "Root Cause", which mgpu's own lines retell with the rank's reason; shown with ``--debug``,
-and read here either way) and, once mgpu has asked the launcher to stop, minus the launcher's own
-``KeyboardInterrupt`` traceback (a Ctrl-C during its start-up imports lands in the middle of
-``import torch``). Both are read by daemon threads, joined before the result.
+with "Root Cause", which mgpu's own lines retell; shown with ``--debug``) and, once mgpu has asked
+the launcher to stop, minus the launcher's own ``KeyboardInterrupt`` traceback (a Ctrl-C during its
+start-up imports lands in the middle of ``import torch``). Daemon threads read both streams.
 """
 
 from __future__ import annotations
@@ -58,7 +54,7 @@ class LauncherOutput:
         self.failure_summary = failure_summary
         """Mirror torch elastic's failure summary block too (``--debug``)."""
         self.quiet_start = quiet_start
-        """Until rank 0's first iteration line, pass only the worker's ``[mgpu`` lines (see above)."""
+        """Until rank 0's first iteration line, pass only the worker's ``[mgpu`` lines."""
         self.training = False
         """Rank 0's first iteration line has passed."""
         self.lines: collections.deque[str] = collections.deque(maxlen=500)
@@ -103,8 +99,7 @@ class LauncherOutput:
             try:
                 sink(raw)
             except Exception:  # a display problem must never stop the supervision
-                sys.stdout.buffer.write(raw)
-                sys.stdout.flush()
+                _passed_on(raw)
 
     def _read_stderr(self, stream: IO[bytes]) -> None:
         out = getattr(sys.stderr, "buffer", None) if self.console else None
@@ -119,7 +114,7 @@ class LauncherOutput:
                     self.failed = elastic.failed_line(line)
             if out is None:
                 continue
-            if self.quiet_start and (_ELASTIC_LOG.match(line)):
+            if self.quiet_start and _ELASTIC_LOG.match(line):
                 continue
             if not self.failure_summary:
                 if in_summary:

@@ -58,8 +58,7 @@ class RankFailure:
     """The rank's log folder (``stdout.log``, ``stderr.log``, ``error.json``)."""
 
     reason: str | None = None
-    """The one line the rank gave for ending (its own error: bad input, a refused checkpoint, a
-    full disk; :mod:`isaaclab_mgpu.contract.reasons`), None when it left none."""
+    """The one line the rank gave for ending (its own error; :mod:`isaaclab_mgpu.contract.reasons`)."""
 
     def why(self) -> str | None:
         """The rank's own reason, else the last line of its traceback (``ValueError: ...``)."""
@@ -100,8 +99,7 @@ class RunResult:
     """The stall watch's verdict when the run was stopped as hung."""
 
     elsewhere: str | None = None
-    """A rank failed on a broken connection: what the other nodes' mgpu published (one gone, a
-    rank stopped there), from :mod:`isaaclab_mgpu.launcher.peers`."""
+    """A rank failed on a broken connection: what the other nodes' mgpu published (:mod:`..peers`)."""
 
     stragglers: tuple[Straggler, ...] = ()
     """Ranks the straggler watch named during the run (:mod:`.straggler`)."""
@@ -110,12 +108,10 @@ class RunResult:
     """The first divergence between the ranks, from rank 0's progress report (the worker's drift check)."""
 
     lost_nodes: tuple[int, ...] = ()
-    """Multi-node, a rank failed on a broken connection: the other nodes the peers' reports show
-    gone (:meth:`~isaaclab_mgpu.launcher.peers.Peers.lost_nodes`); what a shrink leaves out."""
+    """Multi-node, a rank failed on a broken connection: the other nodes shown gone (what a shrink drops)."""
 
     node_hosts: tuple[tuple[int, str, int | None], ...] = ()
-    """Multi-node: each other node's rank, host and liveness port (``--min_nodes``) as it last
-    published them."""
+    """Multi-node: each other node's rank, host and liveness port (``--min_nodes``) as last published."""
 
     run_folder: str | None = None
     """Multi-node: the run folder node 0 published (node 0: its own), once known."""
@@ -141,8 +137,7 @@ _NO_LOGS_SPECS = "Could not find entrypoint under 'torchrun.logs_specs["
 
 
 def missing_logs_specs(lines: Iterable[str], python: str) -> str | None:
-    """What to tell the user when torchrun (run by ``python``) stopped because it could not find
-    mgpu's per-rank log layout (:mod:`isaaclab_mgpu.launcher.logspecs`); None when it did not."""
+    """What to tell the user when torchrun (run by ``python``) could not find mgpu's per-rank log layout."""
     if not any(_NO_LOGS_SPECS in line for line in lines):
         return None
     return (
@@ -160,15 +155,10 @@ def first_failure(
     newest: Callable[[], str | None],
     launcher_file: str | None = None,
 ) -> tuple[RankFailure | None, str | None]:
-    """The first failed rank from the ranks' error files, the launcher's and its stderr ``lines``.
-
-    ``run_dir`` is the attempt's log folder when known, else the failure summary's error file
-    names it, else ``newest()`` is looked in; ``ranks`` are this node's global ranks by local rank
-    (empty: not known, the first is 0): the folder holds every node's that shares the file system,
-    and only this node's are this launcher's. ``launcher_file`` is the launcher's own error file,
-    when it was given one. Returns the failure and the folder as now known (the guess from
-    ``newest`` is not kept).
-    """
+    """The first failed rank, and the log folder as now known (``newest()``'s guess is not kept)."""
+    # run_dir: the attempt's log folder when known, else the one the failure summary's error file
+    # names, else newest(). ranks: this node's global ranks by local rank (empty: the first is 0);
+    # the folder holds the ranks of every node sharing the file system.
     first_rank = ranks[0] if ranks else 0
     told = elastic.parse_root_cause(lines)
     if run_dir is None and told is not None and told.error_file:

@@ -1,8 +1,7 @@
 """The one shutdown path of every launch mgpu supervises: running → stopping → terminating → killing → done.
 
-:class:`Shutdown` is shared by the :class:`~isaaclab_mgpu.launcher.supervise.Supervisor` (``mgpu
-train`` and each ``probe-nccl`` launch) and by the JAX launcher (:mod:`isaaclab_mgpu.launcher.jaxrun`).
-Its :meth:`Shutdown.sequence` reads top to bottom, one phase after the other:
+:class:`Shutdown` is shared by the :class:`~isaaclab_mgpu.launcher.supervise.Supervisor` and the JAX
+launcher (:mod:`isaaclab_mgpu.launcher.jaxrun`). Its :meth:`Shutdown.sequence` reads top to bottom:
 
 stopping
     The first request went to whoever stops the ranks best: the launcher alone (torchrun forwards
@@ -15,25 +14,18 @@ terminating
 killing
     SIGKILL to every survivor, repeated until none is left or :data:`GIVE_UP` seconds passed (a
     process in uninterruptible sleep cannot be killed; it is named as a survivor).
-done
-    Nothing of the tree is alive.
 
 A second interrupt (:meth:`Shutdown.force`) jumps to killing from wherever the sequence is. The
-deadlines are monotonic clock readings, one per phase. The caller drives the sequence with
-:meth:`Shutdown.step` from its own loop, between its other duties (reading the launcher's output,
-noticing a second Ctrl-C), so nothing here blocks or sleeps.
+caller drives the sequence with :meth:`Shutdown.step` from its own loop, so nothing here blocks.
 
-Signals themselves are only recorded where they arrive, by the launcher side's one recorder:
-:func:`recording` installs handlers that only record (``mgpu train``'s attempts loop installs an
-:class:`Interrupts` once for all its attempts and hands it to each supervisor; ``mgpu scale``
-installs one for its sweep, the JAX launcher one for its ranks; ``probe-nccl`` records through
-:func:`recording` into its supervisor). :meth:`Interrupts.take` tells
-the first stop signal from the same Ctrl-C delivered twice (within :data:`SAME_INTERRUPT` seconds:
-the terminal signals the whole foreground group and wrappers such as ``uv run`` forward it once
-more) and from a second, deliberate one. The checkpoint signal (``--requeue_signal``, SIGUSR1 by
-default, what SLURM's ``--signal`` sends before the time limit) is never a stop: it is only
-recorded (:attr:`Interrupts.checkpoint_at`), and what follows from it is the attempts loop's
-(:mod:`isaaclab_mgpu.launcher.attempts`); elsewhere mgpu merely survives it.
+Signals are only recorded where they arrive: :func:`recording` installs handlers that only record,
+into the launch's one :class:`Interrupts` (``mgpu train``'s attempts loop keeps one for all its
+attempts). :meth:`Interrupts.take` tells the first stop signal from the same Ctrl-C delivered twice
+(within :data:`SAME_INTERRUPT` seconds: the terminal signals the whole foreground group and
+wrappers such as ``uv run`` forward it once more) and from a second, deliberate one. The checkpoint
+signal (``--requeue_signal``, SIGUSR1 by default, what SLURM's ``--signal`` sends before the time
+limit) is never a stop: it is only recorded (:attr:`Interrupts.checkpoint_at`) for the attempts
+loop (:mod:`isaaclab_mgpu.launcher.attempts`); elsewhere mgpu merely survives it.
 """
 
 from __future__ import annotations
@@ -119,12 +111,8 @@ class Interrupts:
         return next((at for sig, at in list(self._got) if sig == self.checkpoint_signal), None)
 
     def take(self, stopping: bool) -> Iterator[tuple[str, int]]:
-        """Each new stop signal as ``("stop", sig)`` (the first) or ``("force", sig)`` (a second).
-
-        ``stopping``: a stop was already requested some other way, so any signal is a second one.
-        Repeats of the first within :data:`SAME_INTERRUPT` seconds are dropped; the checkpoint
-        signal is passed over (see :attr:`checkpoint_at`).
-        """
+        """Each new stop signal as ``("stop", sig)`` (the first) or ``("force", sig)`` (a second)."""
+        # stopping: a stop was already requested some other way, so any signal is a second one.
         while self._seen < len(self._got):
             sig, at = self._got[self._seen]
             self._seen += 1
@@ -144,11 +132,8 @@ class Interrupts:
 
 @contextlib.contextmanager
 def recording(record: Callable[[int], None], signals: Iterable[int] | None = None) -> Iterator[bool]:
-    """While inside, ``signals`` only call ``record(signum)``; yields whether the handlers are in.
-
-    Handlers can only be installed from the main thread; elsewhere nothing is installed (False).
-    ``signals`` defaults to the stop signals and SIGUSR1.
-    """
+    """While inside, ``signals`` only call ``record(signum)``; yields whether the handlers are in."""
+    # Handlers can only be installed from the main thread. The default: stop signals and SIGUSR1.
     if threading.current_thread() is not threading.main_thread():
         yield False
         return
@@ -163,11 +148,8 @@ def recording(record: Callable[[int], None], signals: Iterable[int] | None = Non
 
 @contextlib.contextmanager
 def ignored(signum: int) -> Iterator[None]:
-    """While inside, ``signum`` is ignored, so a process started here inherits SIG_IGN for it.
-
-    ``exec`` keeps an ignored signal ignored, where a handler would revert to the default (for
-    most signals: death). One arriving inside is lost. Main thread only.
-    """
+    """While inside, ``signum`` is ignored, so a process started here inherits SIG_IGN for it."""
+    # exec keeps an ignored signal ignored, where a handler would revert to the default (death).
     previous = signal.signal(signum, signal.SIG_IGN)
     try:
         yield
@@ -220,11 +202,7 @@ class Shutdown:
     def begin(
         self, requested: bool = True, *, grace: float | None = None, kill_after: float | None = None
     ) -> bool:
-        """Start the sequence (once; a request marks it requested); True if it started now.
-
-        ``grace`` and ``kill_after``, when given, replace the timings the shutdown was made with,
-        if it starts now; a shutdown under way keeps the timings it started with.
-        """
+        """Start the sequence (once), with ``grace`` and ``kill_after`` if given; True if it started now."""
         self.requested = self.requested or requested
         if self._steps is not None:
             return False

@@ -1,7 +1,7 @@
 """Collecting the Python stacks of hung ranks: the launcher's half of :mod:`isaaclab_mgpu.contract.stacks`.
 
-:func:`collect` is the one way mgpu asks ranks for their stacks (the stall watch of ``train`` and
-``probe-nccl``'s hang report both use it). It takes processes of the supervised tree only, as
+:func:`collect` is the one way mgpu asks ranks for their stacks (``train``'s stall watch and
+``probe-nccl``'s hang report through :func:`of_ranks`). It takes processes of the supervised tree only, as
 psutil objects (psutil refuses to signal a PID that was reused), each with the file the rank
 registered. Each gets :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL`; a stopped one (SIGSTOP,
 a debugger) also gets SIGCONT, which delivers the pending signal, and is stopped again once its
@@ -15,15 +15,15 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psutil
 
 from isaaclab_mgpu.contract.stacks import STACK_SIGNAL
 
-__all__ = ["WAIT_S", "collect"]
+__all__ = ["WAIT_S", "collect", "of_ranks"]
 
 #: How long to wait for the dumped stacks.
 WAIT_S = 3.0
@@ -82,6 +82,14 @@ def collect(targets: Mapping[K, tuple[psutil.Process, str | Path]], wait: float 
         if text:
             stacks[key] = text
     return stacks
+
+
+def of_ranks(tree: list[psutil.Process], ranks: Iterable[Any]) -> dict[int, str]:
+    """:func:`collect` from the ``ranks`` (with ``rank``, ``pid``, ``stack_file``) that are in ``tree``."""
+    members = {p.pid: p for p in tree}  # a PID outside the tree is no rank: never signalled
+    return collect(
+        {r.rank: (members[r.pid], r.stack_file) for r in ranks if r.pid in members and r.stack_file}
+    )
 
 
 def _restop(proc: psutil.Process, stopped: bool) -> None:

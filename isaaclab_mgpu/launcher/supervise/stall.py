@@ -1,48 +1,40 @@
 """The stall watch: tell a hung run from a slow one, on this node, from the ranks' progress reports.
 
 Every rank of ``mgpu train`` reports its stage through :mod:`isaaclab_mgpu.progress` (a file per
-rank in a folder the supervisor made, ``MGPU_PROGRESS_DIR``). :class:`StallMonitor` reads those
-files every half second and :func:`judge` decides:
+rank in the folder ``MGPU_PROGRESS_DIR``). :class:`StallMonitor` reads those files every half
+second and :func:`judge` decides:
 
 Start-up (some local rank has not finished its first iteration yet)
     The first iteration holds just-in-time compilation (skrl JAX's first update compiles for tens
     of seconds on a loaded CPU), so it counts as start-up. The node counts as stalled when *no*
-    local rank reported anything for ``startup_timeout`` seconds (measured from the launch when
-    nothing was reported yet): one rank still compiling kernels keeps the others, waiting for it
-    in the first broadcast, from being cut off.
+    local rank reported anything for ``startup_timeout`` seconds (from the launch when nothing was
+    reported yet): one rank still compiling keeps the others, waiting for it in the first
+    broadcast, from being cut off.
 Training
     A rank counts as stalled when it reported nothing for ``stall_timeout`` seconds. Ranks move in
     lock-step (every iteration ends in collectives), so a slow but progressing rank makes the
-    others wait less than one of its iterations, and a rank writing a checkpoint counts as
-    progressing while its process keeps writing.
+    others wait less than one of its iterations; a rank writing a checkpoint counts as progressing
+    while its process keeps writing.
 Auto bound (``--stall_timeout auto``, the default; :class:`AutoBound`)
-    The training bound is 20 times the run's median steady iteration (each rank's ``wall_s`` over
-    ``timed``), at least 30 s, at most the cap (the start-up bound, at least 900 s; the ranks'
-    process-group timeout is that cap plus its margin). Until every rank timed two steady
-    iterations it is the cap; so is it while any rank (on another node too, as its mgpu
-    publishes) is in ``checkpoint`` or ``finish``, and the other ranks' quiet time then counts from
-    the save's end. The first iteration, compilation included, is start-up, bound by
-    ``startup_timeout`` as before. :meth:`StallMonitor.bound_news` words the bound once known.
+    The training bound is 20 times the run's median steady iteration (``wall_s`` over ``timed``),
+    at least 30 s, at most the cap (the start-up bound, at least 900 s). It is the cap until every
+    rank timed two steady iterations, and while any rank (on another node too) is in
+    ``checkpoint`` or ``finish``; the other ranks' quiet time then counts from the save's end.
+    :meth:`StallMonitor.bound_news` words the bound once known.
 Output fallback (``--stall_on_silence``)
     A rank that never reports (a user script without the helper) is judged by the last time its
-    per-rank log files grew, against ``stall_timeout`` once it printed something (before that it
-    counts as starting); the verdict says it is only silence.
+    per-rank log files grew, against ``stall_timeout`` once it printed something.
 
 Whom to blame, in this order: a local rank whose process is *stopped* (SIGSTOP, a debugger, a
 frozen node); else the local rank(s) furthest behind (earliest iteration and stage) when the
 local ranks disagree; else, on a multi-node run, a peer on another node (each node's mgpu sees
 only its own ranks, which then all wait in the same collective); else every local rank, waiting
-in the same place (a communication hang: ``mgpu probe-nccl`` tells).
+in the same place (a communication hang: ``mgpu probe-nccl`` tells). A multi-node rank whose
+collective fails after waiting half the bound (:meth:`StallMonitor.after_failure`) tells the same
+story later: the peer's node stopped its stalled rank and the connection broke.
 
-A rank of a multi-node run whose collective fails after it waited there for half the stall
-timeout (:meth:`StallMonitor.after_failure`) is the same story told later: the peer's node
-stopped its stalled rank and the connection broke.
-
-Progress files are read as data, never trusted: a field of the wrong type (``"pid": "x"``) makes
-the file count as absent, and :meth:`StallMonitor.rejected` names it once for the caller to say.
-
-Nothing here prints or signals; :mod:`.hang` has the stacks dumped, and the
-:class:`~isaaclab_mgpu.launcher.supervise.Supervisor` reports and stops the tree.
+Progress files are read as data, never trusted: a malformed one counts as absent, and
+:meth:`StallMonitor.rejected` names it once. Nothing here prints or signals (see :mod:`.hang`).
 """
 
 from __future__ import annotations
@@ -262,12 +254,9 @@ AUTO_MIN_TIMED = 2
 
 @dataclass
 class AutoBound:
-    """``--stall_timeout auto``: :data:`~isaaclab_mgpu.contract.progress.AUTO_FACTOR` times the
-    median steady iteration, at least :data:`~isaaclab_mgpu.contract.progress.AUTO_FLOOR_S`, at
-    most ``cap``; ``cap`` until the ranks timed :data:`AUTO_MIN_TIMED` steady iterations.
+    """``--stall_timeout auto``: ``factor`` x the median steady iteration, within ``floor`` and ``cap``."""
 
-    Each read of the reports adds, per rank, the mean wall seconds of the iterations it timed since
-    the last read (``wall_s`` over ``timed``, checkpoint saves left out)."""
+    # Each read adds, per rank, the mean wall seconds of the iterations it timed since the last read.
 
     cap: float
     floor: float = AUTO_FLOOR_S
@@ -307,6 +296,35 @@ class AutoBound:
         return f"{self.bound():.3g} s ({what})"
 
 
+def _rank_state(
+    rank: int,
+    rep: Report | None,
+    local: int | None,
+    host: str | None,
+    quiet: float,
+    process: Callable[[int | None], str],
+    stalled: bool,
+    by_output: bool = False,
+) -> RankState:
+    """``rank`` as its last report ``rep`` shows it (``local`` and ``host`` when it never reported)."""
+    return RankState(
+        rank=rank,
+        local_rank=rep.local_rank if rep else local,
+        host=(rep.host if rep else None) or host,
+        pid=rep.pid if rep else None,
+        stage=rep.stage if rep else None,
+        iteration=rep.iteration if rep else None,
+        warmup=rep.warmup if rep else False,
+        quiet_s=quiet,
+        process=process(rep.pid) if rep else "unknown",
+        stalled=stalled,
+        by_output=by_output,
+        stack_file=rep.stack_file if rep else None,
+        timed=rep.timed if rep else None,
+        busy_s=rep.busy_s if rep else None,
+    )
+
+
 def position(report: Report | None) -> tuple[int, int, int]:
     """A sortable place in the run: never reported < start-up stages < iterations < done."""
     if report is None:
@@ -331,11 +349,9 @@ def judge(
     process: Callable[[int | None], str],
     host: str | None = None,
 ) -> Stall | None:
-    """The verdict for this node's ``ranks`` at ``now`` (epoch seconds), or None while all is well.
-
-    ``clocks`` is each rank's last sign of progress (its report time, later while it writes a
-    checkpoint, or its last output with the fallback); ``process`` gives a PID's state.
-    """
+    """The verdict for this node's ``ranks`` at ``now`` (epoch seconds), or None while all is well."""
+    # clocks: each rank's last sign of progress (its report, later while it writes a checkpoint,
+    # or its last output with the fallback).
     ranks = tuple(sorted(set(ranks) | set(reports)))
     watched = [r for r in ranks if r in reports or options.reports_expected or options.on_silence]
     if not watched:
@@ -345,21 +361,8 @@ def judge(
     startup = any(r not in clocks if r in silent else position(reports.get(r))[0] < 1 for r in watched)
 
     def state(r: int, stalled: bool, quiet: float) -> RankState:
-        rep = reports.get(r)
-        local = rep.local_rank if rep else (ranks.index(r) if r in ranks else None)
-        return RankState(
-            rank=r,
-            local_rank=local,
-            host=(rep.host if rep else None) or host,
-            pid=rep.pid if rep else None,
-            stage=rep.stage if rep else None,
-            iteration=rep.iteration if rep else None,
-            warmup=rep.warmup if rep else False,
-            quiet_s=quiet,
-            process=process(rep.pid) if rep else "unknown",
-            stalled=stalled,
-            by_output=r in silent,
-            stack_file=rep.stack_file if rep else None,
+        return _rank_state(
+            r, reports.get(r), ranks.index(r), host, quiet, process, stalled, by_output=r in silent
         )
 
     active = [r for r in watched if not (r in reports and reports[r].stage == DONE)]
@@ -469,15 +472,8 @@ class StallMonitor:
         return self._auto.describe()
 
     def read(self) -> dict[int, Report]:
-        """Every rank's last report in the folder (a report caught half-written keeps the one before).
-
-        A malformed file (wrong types) is skipped; :meth:`rejected` names it.
-        """
+        """Every rank's last report in the folder (a malformed one skipped, named by :meth:`rejected`)."""
         return self._files.read()
-
-    @property
-    def _reports(self) -> dict[int, Report]:
-        return self._files.last
 
     def account(self) -> dict[str, Any] | None:
         """Rank 0's account of its attempt (:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`)."""
@@ -485,18 +481,15 @@ class StallMonitor:
 
     def read_already(self) -> dict[int, Report]:
         """The reports the last :meth:`read` found (nothing read again)."""
-        return self._reports
+        return self._files.last
 
     def dead(self) -> tuple[Report, ...]:
-        """Ranks of mgpu's worker whose process ended without their done report: they died.
-
-        Only where reports are expected (the worker reports done at every end, an interrupted one
-        too); a process found gone has its report read once more, since it may have written done
-        between the last read and its exit.
-        """
+        """Ranks of mgpu's worker whose process ended without their done report: they died."""
+        # The worker reports done at every end, an interrupted one too; a process found gone has
+        # its report read once more: it may have written done between the last read and its exit.
         if not self.options.reports_expected:
             return ()
-        ended = [r for r in self._reports.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
+        ended = [r for r in self._files.last.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
         if not ended:
             return ()
         last = self.read()
@@ -538,27 +531,12 @@ class StallMonitor:
     def states(self, now: float | None = None) -> tuple[RankState, ...]:
         """Every local rank as its last report shows it (nothing judged): what this node shares."""
         now = time.time() if now is None else now
-        reports = self._reports
-        out = []
-        for local, r in enumerate(self.ranks):
-            rep = reports.get(r)
-            out.append(
-                RankState(
-                    rank=r,
-                    local_rank=rep.local_rank if rep else local,
-                    host=(rep.host if rep else None) or self.host,
-                    pid=rep.pid if rep else None,
-                    stage=rep.stage if rep else None,
-                    iteration=rep.iteration if rep else None,
-                    warmup=rep.warmup if rep else False,
-                    quiet_s=now - (rep.time if rep else self.started),
-                    process=process_status(rep.pid) if rep else "unknown",
-                    stalled=False,
-                    timed=rep.timed if rep else None,
-                    busy_s=rep.busy_s if rep else None,
-                )
-            )
-        return tuple(out)
+        reports = self._files.last
+        quiet = {r: now - (reports[r].time if r in reports else self.started) for r in self.ranks}
+        return tuple(
+            _rank_state(r, reports.get(r), local, self.host, quiet[r], process_status, False)
+            for local, r in enumerate(self.ranks)
+        )
 
     def _last_write(self, pid: int, now: float) -> float:
         # A checkpoint write of many minutes is progress: the rank's process keeps writing.
@@ -575,35 +553,22 @@ class StallMonitor:
     def after_failure(
         self, local_rank: int, now: float | None = None, min_wait_s: float | None = None
     ) -> Stall | None:
-        """A multi-node verdict for a local rank whose collective failed after a long wait, else None.
-
-        ``min_wait_s`` (default: half the stall timeout) is how long "long" is.
-        """
+        """A multi-node verdict for a local rank whose collective failed after waiting ``min_wait_s``."""
+        # min_wait_s: by default half the bound.
         if not (self.options.multi_node and self.options.stall_timeout):
             return None
         bound = self.bound
         now = time.time() if now is None else now
-        reports = self._reports or self.read()
+        reports = self._files.last or self.read()
         rep = next((r for r in reports.values() if r.local_rank == local_rank), None)
         if rep is None or rep.stage not in COLLECTIVE_STAGES or position(rep)[0] != 1:
             return None
         waited = now - rep.time
         if waited < (bound / 2 if min_wait_s is None else min_wait_s):
             return None
+        gone = lambda pid: "gone"  # noqa: E731
         states = tuple(
-            RankState(
-                rank=r.rank,
-                local_rank=r.local_rank,
-                host=r.host,
-                pid=r.pid,
-                stage=r.stage,
-                iteration=r.iteration,
-                warmup=r.warmup,
-                quiet_s=now - r.time,
-                process="gone" if r is rep else process_status(r.pid),
-                stalled=r is rep,
-                stack_file=r.stack_file,
-            )
+            _rank_state(r.rank, r, None, None, now - r.time, gone if r is rep else process_status, r is rep)
             for r in sorted(reports.values(), key=lambda r: r.rank != rep.rank)
         )
         return Stall("training", "peer", bound, states, (), failed_after_wait=True)

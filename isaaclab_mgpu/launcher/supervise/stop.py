@@ -2,7 +2,7 @@
 
 Once per step the :class:`~isaaclab_mgpu.launcher.supervise.Supervisor` gathers what it saw
 (:class:`Seen`) and where the run stands (:class:`Standing`), and does what :func:`decide` returns,
-in order; nothing else in the supervisor starts a stop, speeds one up or sets its timings. The
+in order; nothing else starts a stop, speeds one up or sets its timings. The
 :class:`~.shutdown.Shutdown` then runs its phases with the timings of the stop that began it. The
 reasons, as :func:`decide` weighs them:
 
@@ -19,21 +19,19 @@ a hang (the stall watch's verdict)
     unblock a peer on another node before its own mgpu has spoken); then as on SIGTERM, with
     :data:`HANG_GRACE` and :data:`HANG_KILL_AFTER`. Exit 4.
 a failed rank (the launcher's "failed (exitcode…)" line, when it does not restart ranks itself)
-    The launcher stops the others itself: they wait in a collective that can never finish, cannot
-    run their SIGTERM handlers and can save nothing, while torchrun would give them 30 s before its
-    own SIGKILL. The shutdown only bounds that: :data:`FAILURE_GRACE` (the user's grace if shorter).
-    The rank's own exit code is the run's.
+    The launcher stops the others itself: they wait in a collective that can never finish and can
+    save nothing, while torchrun would give them 30 s before its own SIGKILL. The shutdown bounds
+    that with :data:`FAILURE_GRACE` (the user's grace if shorter). The rank's exit code is the run's.
 a local rank died (mgpu's worker ended without its done report, seen by the stall watch)
     Its local peers, waiting for it in a collective, are SIGKILLed: at once, or :data:`WANDB_WRITE_S`
     later when a W&B service runs among them (it writes its offline log every 15 s and drops the
-    rest when its client is killed). torchrun, once they are gone, reports the failure (the dead
-    rank first observed), which is the reason above. The run itself is not stopped here.
+    rest when its client is killed). torchrun then reports the failure: the reason above.
 the launcher ended by itself
-    What it left behind (orphaned grandchildren, setsid escapees) goes at once: no grace, since
-    nobody else will stop it; not a requested stop.
+    What it left behind (orphaned grandchildren, setsid escapees) goes at once, not as a requested
+    stop: nobody else will stop it.
 
-Otherwise the run goes on. A stop that comes while another is under way keeps the first one's
-timings; an interrupt still reaches the launcher and makes the run interrupted.
+A stop that comes while another is under way keeps the first one's timings; an interrupt still
+reaches the launcher and makes the run interrupted.
 """
 
 from __future__ import annotations
@@ -55,8 +53,7 @@ __all__ = [
 ]
 
 #: After a rank failed: seconds for the launcher to stop the others itself before SIGTERM to what
-#: is left. Its peers wait in a collective with a dead rank: nothing they could do is worth more.
-#: (``kill_after`` stays: a rank's helper, W&B's service writing its offline file, needs it.)
+#: is left (``kill_after`` stays: W&B's service writing its offline file needs it).
 FAILURE_GRACE = 2.0
 #: A hung run is stopped quickly: its ranks are stuck by definition and are SIGKILLed first.
 HANG_GRACE = 3.0
@@ -87,8 +84,7 @@ class Seen:
     """What one step of supervision saw: the facts :func:`decide` weighs."""
 
     signals: tuple[tuple[str, int], ...] = ()
-    """Stop signals taken from the recorder this step, ``("stop", sig)`` or ``("force", sig)``
-    (:meth:`~.shutdown.Interrupts.take`)."""
+    """Stop signals taken this step: ``("stop", sig)`` or ``("force", sig)`` (:meth:`.Interrupts.take`)."""
 
     asked: str | None = None
     """The reason given to ``Supervisor.stop()`` since the last step."""
@@ -152,8 +148,7 @@ class Stop:
     """The signal the launcher alone gets (when still alive); None: nothing is sent."""
 
     grace: float | None = None
-    """Seconds of stopping before SIGTERM to the tree (:attr:`Kind.PEERS`: before their SIGKILL);
-    None: as the shutdown has it."""
+    """Seconds before SIGTERM to the tree (:attr:`Kind.PEERS`: before their SIGKILL); None: the shutdown's."""
 
     kill_after: float | None = None
     """Seconds between SIGTERM and SIGKILL; None: as the shutdown has it."""

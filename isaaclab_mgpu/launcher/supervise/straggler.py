@@ -1,9 +1,9 @@
 """The straggler watch: which rank holds the others back, named while the run goes on.
 
-In synchronous data-parallel training every rank's iteration lasts as long as the slowest rank's:
-the others wait for it in the collectives. So the slow rank does not show in its iteration time
-but in its *busy* time (the iteration less its wait in collectives), which every rank reports
-(:mod:`isaaclab_mgpu.progress`: cumulative ``busy_s`` over ``timed`` steady iterations).
+Every rank's iteration lasts as long as the slowest rank's (the others wait for it in the
+collectives), so the slow rank shows in its *busy* time (the iteration less its waits), which
+every rank reports (:mod:`isaaclab_mgpu.progress`: cumulative ``busy_s`` over ``timed`` steady
+iterations; see ``docs/supervision.md``).
 
 :class:`StragglerWatch` is fed each rank's latest totals (this node's progress reports, and on a
 multi-node run the other nodes' ranks as their mgpu published them, :mod:`isaaclab_mgpu.launcher.peers`).
@@ -13,13 +13,9 @@ ranks'. A rank at least :data:`THRESHOLD` times that median (and :data:`MIN_EXCE
 in :data:`WINDOWS` windows in a row is named, once: :meth:`StragglerWatch.update` returns a
 :class:`~isaaclab_mgpu.contract.summary.Straggler` for the console and ``summary.json``.
 
-The figures were chosen from healthy 2-rank CPU runs on a loaded 2-core machine (see
-``docs/supervision.md``): the busier rank of a healthy run (rank 0, which also writes the curves
-and the summary) stayed under 1.3x the other in every window; a rank sharing its core with a busy
-process was 1.8-2x. A single slow window (a checkpoint save, a burst of load elsewhere) names
-nobody.
-
-Nothing here prints or reads files; the supervisor reports what :meth:`update` returns.
+The figures come from healthy 2-rank CPU runs on a loaded 2-core machine: the busier rank (rank
+0, which also writes the curves and the summary) stayed under 1.3x the other in every window; a
+rank sharing its core with a busy process was 1.8-2x. A single slow window names nobody.
 """
 
 from __future__ import annotations

@@ -4,10 +4,8 @@ A launch's processes are found four ways, and the union is "the tree" (:class:`R
 
 1. the launcher and its descendants by parent links (psutil), while the launcher is unreaped —
    until its exit status is collected its PID cannot belong to anyone else;
-2. every process whose environment carries this run's ``MGPU_RUN_ID`` marker and that belongs to
-   the user running mgpu — this finds processes that called ``setsid`` and orphans that were
-   re-parented away (the user check matters when mgpu runs as root: a stranger cannot plant the
-   marker into a process mgpu would then signal);
+2. every process of the user running mgpu whose environment carries this run's ``MGPU_RUN_ID``
+   marker (:func:`~.watchdog.marked_processes`): processes that called ``setsid``, and orphans;
 3. the descendants of those, in case one of them started a child with a cleared environment;
 4. every process seen in the tree before that still runs.
 
@@ -16,17 +14,15 @@ process's start time before it sends a signal, so a PID that was freed and reuse
 never signalled, and a reaped launcher is no root any more.
 
 On Linux ``mgpu`` also makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so
-orphans of the tree are re-parented to ``mgpu`` instead of init; :func:`reap` collects their exit
-status so they do not linger as zombies. The attribute belongs to the whole host process, which
-may be a notebook or a test runner using the supervisor in-process: :func:`hold_subreaper` and
-:func:`release_subreaper` count the runs that need it and put back the host's own setting when the
-last one ends, and :func:`adopted_zombies` finds the dead orphans of a run's session to reap then.
+orphans of the tree are re-parented to ``mgpu`` instead of init and :func:`reap` collects them.
+The attribute belongs to the whole host process (maybe a notebook or a test runner):
+:func:`hold_subreaper` and :func:`release_subreaper` count the runs that need it and put back the
+host's own setting when the last one ends.
 
 Signals go to each process through its psutil object and, where ``os.killpg`` exists, also to
 each process group *led by a live process of the tree* (never ``mgpu``'s own), which catches a
-child forked between the scan and the signal. A group whose leader is gone is not signalled as a
-group: its number is not known to be the run's any more; its members are signalled one by one.
-Setting ``MGPU_NO_KILLPG=1`` forces the portable path (no ``killpg``, no subreaper: the psutil
+child forked between the scan and the signal; a group whose leader is gone may not be the run's
+any more. ``MGPU_NO_KILLPG=1`` forces the portable path (no ``killpg``, no subreaper: the psutil
 walk and the marker alone), so it can be tested on Linux.
 """
 
@@ -41,12 +37,13 @@ import threading
 import psutil
 
 from isaaclab_mgpu.contract.env import NO_KILLPG, RUN_ID
-from isaaclab_mgpu.launcher.supervise.watchdog import alive, marked_processes
+from isaaclab_mgpu.launcher.supervise.watchdog import alive, marked_processes, send_each
 
 __all__ = [
     "RunTree",
     "adopted_zombies",
     "alive",
+    "children",
     "get_subreaper",
     "hold_subreaper",
     "portable",
@@ -68,29 +65,24 @@ def portable() -> bool:
     return not hasattr(os, "killpg") or os.environ.get(NO_KILLPG, "") not in ("", "0")
 
 
-def set_subreaper(on: bool = True) -> bool:
-    """Make this process adopt its orphaned descendants, or stop (Linux); True when it took effect."""
-    if not sys.platform.startswith("linux") or portable():
-        return False
+def _prctl(option: int, arg: object) -> bool:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def set_subreaper(on: bool = True) -> bool:
+    """Make this process adopt its orphaned descendants, or stop (Linux); True when it took effect."""
+    return sys.platform.startswith("linux") and not portable() and _prctl(_PR_SET_CHILD_SUBREAPER, int(on))
 
 
 def get_subreaper() -> bool | None:
     """This process's child-subreaper attribute; None where it cannot be read (not Linux)."""
-    if not sys.platform.startswith("linux"):
+    value = ctypes.c_int(0)
+    if not sys.platform.startswith("linux") or not _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value)):
         return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        value = ctypes.c_int(0)
-        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
-            return None
-        return bool(value.value)
-    except (OSError, AttributeError):
-        return None
+    return bool(value.value)
 
 
 def hold_subreaper() -> bool:
@@ -117,17 +109,10 @@ def release_subreaper() -> None:
 
 
 def adopted_zombies(sessions: set[int], exclude: set[int]) -> set[int]:
-    """Dead children of this process that belong to one of ``sessions`` (orphans of a run's tree).
-
-    Only those: another child of the host (its own ``subprocess.Popen``) keeps its exit status for
-    whoever waits for it.
-    """
-    try:
-        children = psutil.Process().children()
-    except psutil.Error:
-        return set()
+    """Dead children of this process in one of ``sessions`` (orphans of a run's tree), ``exclude`` aside."""
+    # Only those: another child of the host (its own subprocess.Popen) keeps its exit status.
     found = set()
-    for child in children:
+    for child in children():
         if child.pid in exclude:
             continue
         try:
@@ -138,11 +123,12 @@ def adopted_zombies(sessions: set[int], exclude: set[int]) -> set[int]:
     return found
 
 
-def _with_descendants(proc: psutil.Process) -> list[psutil.Process]:
+def children(proc: psutil.Process | None = None, recursive: bool = False) -> list[psutil.Process]:
+    """The children of ``proc`` (default: this process), none when it cannot be read."""
     try:
-        return [proc, *proc.children(recursive=True)]
+        return (psutil.Process() if proc is None else proc).children(recursive=recursive)
     except psutil.Error:
-        return [proc]
+        return []
 
 
 class RunTree:
@@ -176,7 +162,7 @@ class RunTree:
         roots = [self.root] if self.root is not None else []
         roots += marked_processes(self.run_id, self.since, self.exclude)
         for root in roots:
-            for proc in _with_descendants(root):
+            for proc in [root, *children(root, recursive=True)]:
                 if proc.pid not in self.exclude:
                     found.setdefault(proc.pid, proc)
         for pid, proc in self.known.items():
@@ -196,16 +182,9 @@ class RunTree:
                 self.sessions.add(os.getsid(proc.pid))
 
     def adopt(self, owned: set[int]) -> None:
-        """Note children of this process that carry the marker (orphans re-parented to a subreaper).
-
-        A zombie's ``/proc`` entry no longer shows its environment: note them while they live, so
-        :meth:`reap` collects them once they die.
-        """
-        try:
-            children = psutil.Process().children()
-        except psutil.Error:
-            return
-        for child in children:
+        """Note children of this process that carry the marker (orphans re-parented to a subreaper)."""
+        # While they live: a zombie's /proc entry no longer shows its environment.
+        for child in children():
             if child.pid in owned or child.pid in self.known:
                 continue
             try:
@@ -221,22 +200,15 @@ class RunTree:
             self.known.pop(pid, None)
 
 
-def signal_tree(procs: list[psutil.Process], sig: int) -> list[int]:
-    """Send ``sig`` to every process (and, with killpg, to the groups they lead); return the PIDs reached."""
+def signal_tree(procs: list[psutil.Process], sig: int) -> None:
+    """Send ``sig`` to every process (and, with killpg, to the groups they lead)."""
     if not portable():
         own = os.getpgid(0)
         for proc in procs:
             with contextlib.suppress(OSError, psutil.Error):
                 if proc.pid != own and os.getpgid(proc.pid) == proc.pid and proc.is_running():
                     os.killpg(proc.pid, sig)
-    reached = []
-    for proc in procs:
-        try:
-            proc.send_signal(sig)
-            reached.append(proc.pid)
-        except (psutil.Error, OSError):
-            pass
-    return reached
+    send_each(procs, sig)
 
 
 def reap(candidates: set[int]) -> set[int]:

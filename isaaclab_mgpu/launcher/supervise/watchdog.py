@@ -4,17 +4,14 @@
 pipe from ``mgpu`` as its stdin, before it starts the launcher. The first line on that pipe is
 JSON, ``{"run_id": ..., "since": ..., "folders": [...]}``: the marker travels on the pipe, never
 in an argument list (``ps`` shows every process's arguments to every user, and a marker known to
-a stranger could be planted into a process mgpu would then signal). The watchdog then blocks on
-that pipe. When ``mgpu`` finishes normally it writes ``done`` and the watchdog exits quietly.
-When the pipe reaches end-of-file without ``done`` — ``mgpu`` was SIGKILLed, crashed, or lost its
-terminal — the watchdog finds every process whose environment carries ``MGPU_RUN_ID=RUN_ID``
-(every descendant of the launch inherits it, including processes that left the process group with
-``setsid`` and orphans re-parented to init), sends them SIGTERM and SIGCONT, and SIGKILLs what is
-left one second later, until no such process remains (at most ten seconds), then removes the
-FOLDERs mgpu named (the stall watch's progress folder).
+a stranger could be planted into a process mgpu would then signal). When ``mgpu`` finishes
+normally it writes ``done`` and the watchdog exits quietly. When the pipe reaches end-of-file
+without ``done`` (``mgpu`` was SIGKILLed, crashed, or lost its terminal) the watchdog kills every
+process whose environment carries ``MGPU_RUN_ID=RUN_ID`` (:func:`kill_marked`), then removes the
+folders mgpu named (the stall watch's progress folder).
 
-This file must stay importable and runnable without the ``isaaclab_mgpu`` package: only the
-standard library and psutil, so the watchdog starts in a fraction of a second.
+It imports only the standard library, psutil and :mod:`isaaclab_mgpu.contract.env`, so it starts
+in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -38,11 +35,8 @@ DONE = b"done"
 def marked_processes(
     run_id: str, since: float, exclude: frozenset[int] = frozenset()
 ) -> list[psutil.Process]:
-    """Processes of this user created after ``since`` (epoch seconds) whose environment has the marker.
-
-    The user is checked first: when mgpu runs as root it can read every process's environment,
-    and a marker another user planted must not make it signal that user's processes.
-    """
+    """Processes of this user created after ``since`` (epoch seconds) whose environment has the marker."""
+    # The user first: mgpu as root reads every environment, and another user could plant the marker.
     found = []
     uid = os.getuid() if hasattr(os, "getuid") else None
     for proc in psutil.process_iter(["create_time", "uids"]):
@@ -63,7 +57,8 @@ def marked_processes(
     return found
 
 
-def _signal(procs: list[psutil.Process], sig: int) -> None:
+def send_each(procs: list[psutil.Process], sig: int) -> None:
+    """Send ``sig`` to each process that can still get it (psutil checks the PID was not reused)."""
     for proc in procs:
         with contextlib.suppress(psutil.Error, OSError):
             proc.send_signal(sig)
@@ -81,11 +76,11 @@ def kill_marked(run_id: str, since: float, *, term_wait: float = 1.0, limit: flo
         quiet = 0 if procs else quiet + 1
         now = time.monotonic()
         fresh = [p for p in procs if p.pid not in termed]
-        _signal(fresh, signal.SIGTERM)
-        _signal(fresh, signal.SIGCONT)
+        send_each(fresh, signal.SIGTERM)
+        send_each(fresh, signal.SIGCONT)
         for p in fresh:
             termed[p.pid] = now
-        _signal([p for p in procs if now - termed[p.pid] >= term_wait], signal.SIGKILL)
+        send_each([p for p in procs if now - termed[p.pid] >= term_wait], signal.SIGKILL)
         seen.update(p.pid for p in procs)
         time.sleep(0.1)
     return len(seen)
@@ -111,15 +106,7 @@ def main() -> int:
     for name in ("SIGINT", "SIGHUP", "SIGUSR1"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
-    data = b""
-    while True:
-        try:
-            chunk = os.read(0, 4096)
-        except InterruptedError:
-            continue
-        if not chunk:
-            break
-        data += chunk
+    data = sys.stdin.buffer.read()  # until mgpu writes done and closes the pipe, or dies
     if data.strip().endswith(DONE):
         return 0
     try:
