@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import operator
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,8 +40,10 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
 from isaaclab_mgpu.contract import progress
-from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum, session_start
+from isaaclab_mgpu.rank import drift
+from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum
 from isaaclab_mgpu.rank.patches.rsl_rl import set_rank_fields
+from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext, init_torch_group
 
@@ -55,10 +58,9 @@ TORCH_FLAGS = {
 
 def set_torch_flags() -> None:
     """Apply :data:`TORCH_FLAGS` (TF32 on, cuDNN non-deterministic, no autotuning)."""
-    torch.backends.cuda.matmul.allow_tf32 = TORCH_FLAGS["cuda.matmul.allow_tf32"]
-    torch.backends.cudnn.allow_tf32 = TORCH_FLAGS["cudnn.allow_tf32"]
-    torch.backends.cudnn.deterministic = TORCH_FLAGS["cudnn.deterministic"]
-    torch.backends.cudnn.benchmark = TORCH_FLAGS["cudnn.benchmark"]
+    for path, value in TORCH_FLAGS.items():
+        owner, _, name = path.rpartition(".")
+        setattr(operator.attrgetter(owner)(torch.backends), name, value)
 
 
 class TaskVecEnv(VecEnv):
@@ -238,7 +240,7 @@ class RslRlTrainer:
         writer = self.log.writer
         file_writer = getattr(writer, "_get_file_writer", None)  # torch's SummaryWriter (not W&B's)
         if file_writer is not None:
-            session_start(file_writer().add_event, iteration)
+            restart_curve(file_writer().add_event, iteration)
 
     def close(self) -> None:
         """Flush and close rsl-rl's writer (TensorBoard's SummaryWriter or a LogWriter such as W&B)."""
@@ -259,17 +261,12 @@ class RslRlTrainer:
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
     def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (:mod:`isaaclab_mgpu.rank.drift`): the normalizer is
-        the models' buffers (rsl-rl's empirical normalizer, when the models normalize)."""
-        from isaaclab_mgpu.rank.drift import rsl_rl_source
-
-        return dict(rsl_rl_source(self.alg).components())
+        """The drift check's components (the models' buffers hold rsl-rl's empirical normalizer)."""
+        return dict(drift.rsl_rl_source(self.alg).components())
 
     def perturb(self) -> str:
         """``--simulate_fault drift``: nudge this rank's normalizer, else a policy parameter."""
-        from isaaclab_mgpu.rank.drift import rsl_rl_source
-
-        return rsl_rl_source(self.alg).perturb()
+        return drift.rsl_rl_source(self.alg).perturb()
 
     def state_dict(self) -> dict[str, Any]:
         return self.alg.save()
