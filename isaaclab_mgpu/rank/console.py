@@ -40,8 +40,7 @@ def _line(text: str) -> None:
 
 
 def worker_error(message: str) -> None:
-    """One ``isaaclab_mgpu.worker: error:`` line on stderr, also kept as the rank's reason for
-    ``mgpu train``'s final line (:mod:`isaaclab_mgpu.contract.reasons`)."""
+    """One ``isaaclab_mgpu.worker: error:`` line on stderr, also kept as the rank's reason."""
     sys.stderr.write(f"{WORKER}: error: {printable(message)}\n")
     reasons.record(message)
 
@@ -86,8 +85,7 @@ class TrainingConsole:
         self.note(f"parameters synchronised ({when}): checksum {checksum}")
 
     def start(self, description: str, first: int, total: int, last_reward: float | None = None) -> None:
-        """Begin showing progress from iteration ``first`` to ``total``; ``last_reward``: the run's
-        last known mean episode reward (a resumed run), shown until this segment's episodes end."""
+        """Show progress from ``first`` to ``total``, showing a resumed run's ``last_reward`` at first."""
         if self.rank != 0:
             return
         self._last_reward = last_reward

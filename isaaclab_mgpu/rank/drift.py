@@ -26,6 +26,7 @@ so under ``--on_drift stop`` they stop together, at one iteration boundary.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +59,7 @@ def hashes(components: Mapping[str, Iterable[Any]]) -> dict[str, str]:
 
 
 def words(found: Mapping[str, str] | None) -> np.ndarray:
-    """This rank's part of the row: 1 and each component's hash as 16-bit words, or all zeros
-    (``found`` None: not a check iteration)."""
+    """This rank's part of the row: 1 and each hash as 16-bit words; zeros when ``found`` is None."""
     out = np.zeros(WIDTH, dtype=np.float64)
     if found is None:
         return out
@@ -71,8 +71,7 @@ def words(found: Mapping[str, str] | None) -> np.ndarray:
 
 
 def compare(gathered: np.ndarray, since: int, at: int) -> Drift | None:
-    """The divergence in ``gathered`` (one :func:`words` row per rank, in rank order), or None when
-    every rank's every component is equal (or the row holds no check)."""
+    """The divergence in ``gathered`` (one :func:`words` row per rank), or None: equal, or no check."""
     g = np.asarray(gathered, dtype=np.float64)
     if g.shape[0] < 2 or not (g[:, 0] > 0).all():
         return None
@@ -94,11 +93,7 @@ def compare(gathered: np.ndarray, since: int, at: int) -> Drift | None:
 
 def _odd_one(keys: list[tuple[int, ...]]) -> int:
     """The first rank whose value is not the majority's (a tie goes to rank 0's value)."""
-    counts: dict[tuple[int, ...], int] = {}
-    for k in keys:
-        counts[k] = counts.get(k, 0) + 1
-    top = max(counts.values())
-    majority = keys[0] if counts[keys[0]] == top else next(k for k in keys if counts[k] == top)
+    majority = Counter(keys).most_common(1)[0][0]  # of equal counts, the first seen
     return next(r for r, k in enumerate(keys) if k != majority)
 
 
@@ -133,8 +128,7 @@ class Check:
 
 
 def tell(found: Drift, note: Callable[[str], None]) -> None:
-    """Rank 0: hand ``found`` to mgpu (its progress report, from which mgpu names it once), or, run
-    by hand without mgpu, ``note`` it."""
+    """Rank 0: hand ``found`` to mgpu's progress report, or, run by hand, ``note`` it."""
     from isaaclab_mgpu.contract import progress
 
     reporter = progress.reporter()
@@ -147,8 +141,7 @@ def tell(found: Drift, note: Callable[[str], None]) -> None:
 def torch_components(
     modules: Iterable[Any], optimizer: Any, preprocessors: Iterable[Any] = ()
 ) -> dict[str, list[Any]]:
-    """A torch back-end's :data:`COMPONENTS`: the modules' parameters, the optimizer's state and
-    learning rates, and every buffer of the modules and of ``preprocessors`` (torch modules or None)."""
+    """A torch back-end's :data:`COMPONENTS`; the normalizer: the modules' and ``preprocessors``' buffers."""
     modules = list(modules)
     stats = [*modules, *(p for p in preprocessors if hasattr(p, "named_buffers"))]
     opt = optimizer.state_dict()
@@ -162,8 +155,7 @@ def torch_components(
 
 
 def perturb_torch(modules: Iterable[Any], preprocessors: Iterable[Any] = ()) -> str:
-    """``--simulate_fault drift``: nudge the first normalizer statistic (any floating buffer of the
-    preprocessors or modules), else the first parameter; return the component nudged."""
+    """``--simulate_fault drift``: nudge the first floating buffer, else the first parameter; say which."""
     import torch
 
     stats = [p for p in preprocessors if hasattr(p, "named_buffers")]
@@ -190,15 +182,13 @@ class Source:
 
 
 def rsl_rl_source(alg: Any) -> Source:
-    """rsl-rl's ``PPO``: actor and critic (their buffers hold rsl-rl's empirical normalizers, when
-    the models normalize) and the optimizer."""
+    """rsl-rl's ``PPO``: actor and critic (their buffers hold any normalizer) and the optimizer."""
     models = lambda: (alg._raw_actor, alg._raw_critic)  # noqa: E731
     return Source(lambda: torch_components(models(), alg.optimizer), lambda: perturb_torch(models()))
 
 
 def skrl_torch_source(agent: Any) -> Source:
-    """skrl's torch ``PPO`` agent: policy and value models, the optimizer, and skrl's running
-    standard scalers where configured (else its no-op preprocessor function, not hashed)."""
+    """skrl's torch ``PPO`` agent: policy and value models, the optimizer, any running standard scalers."""
 
     def models() -> list[Any]:
         return [m for m in (agent.policy, agent.value) if m is not None]
@@ -213,8 +203,7 @@ def skrl_torch_source(agent: Any) -> Source:
 
 
 def skrl_jax_source(agent: Any) -> Source:
-    """skrl's JAX ``PPO`` agent: the models' flax parameters, the optimizers' states and learning
-    rates, and skrl's running standard scalers where configured."""
+    """skrl's JAX ``PPO`` agent: flax parameters, optimizer states and rates, any running scalers."""
     import jax
 
     def components() -> dict[str, list[Any]]:
@@ -253,8 +242,7 @@ def skrl_jax_source(agent: Any) -> Source:
 
 
 def rl_games_source(agent: Any) -> Source:
-    """rl-games' A2C agent: its model (whose buffers hold the input and value ``RunningMeanStd``
-    when ``normalize_input``/``normalize_value``), a central value network if any, the optimizer."""
+    """rl-games' A2C agent: its model (with its ``RunningMeanStd``), any central value net, its optimizer."""
 
     def models() -> list[Any]:
         central = getattr(agent, "central_value_net", None)

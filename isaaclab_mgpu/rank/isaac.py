@@ -139,9 +139,7 @@ def check_request(args: WorkerArgs) -> None:
 
 
 class Bookkeeper(compat.Observer):
-    """mgpu's per-rank record of an Isaac Lab run: folder, checksums, iteration rates and rewards;
-    on rank 0 its account of the attempt, kept true while it trains; on every rank the answer to
-    mgpu's checkpoint request, agreed at each iteration's end."""
+    """mgpu's per-rank record of an Isaac Lab run, rank 0's account of it, and the agreed stop."""
 
     def __init__(
         self,
@@ -193,9 +191,7 @@ class Bookkeeper(compat.Observer):
         """Rank 0's last account of this attempt (what mgpu folds into ``summary.json``)."""
 
     def run_folder(self, rank_dir: str) -> None:
-        """Record the folder Isaac Lab gave this rank; a continued run must be the folder it continues.
-
-        Rank 0 then reports the folder to the launcher and gives its first account."""
+        """Record the folder Isaac Lab gave this rank (a continued run's must be the one it continues)."""
         self.rank_dir = rank_dir
         folder = self.cont.folder if self.cont is not None else None
         if folder is not None and self.ctx.rank == 0 and Path(rank_dir).resolve() != Path(folder):
@@ -238,8 +234,7 @@ class Bookkeeper(compat.Observer):
         return self.on_iteration(self.start + len(self.rewards) + 1, steps, reward)
 
     def on_iteration(self, iteration: int, steps: int, reward: float | None) -> bool:
-        """Per-iteration hook of the Isaac Lab path: bookkeeping, the progress heartbeat, rank 0's
-        account, and whether every rank stops here on mgpu's checkpoint request."""
+        """Per-iteration bookkeeping, heartbeat and rank 0's account; True: every rank stops here."""
         self.steps += steps
         self.last_steps = steps
         now = time.perf_counter()
@@ -256,8 +251,7 @@ class Bookkeeper(compat.Observer):
         return asked or drifted
 
     def saved(self, iteration: int) -> None:
-        """The library wrote a checkpoint after ``iteration`` iterations: rank 0 records it at once,
-        so the launcher knows where a restart resumes even if the run dies next."""
+        """The library saved after ``iteration`` iterations: rank 0 records it at once, for a restart."""
         if self.ctx.rank != 0 or self.run_dir is None:
             return
         self.saved_at = iteration
@@ -324,8 +318,7 @@ class Bookkeeper(compat.Observer):
         return account
 
     def _progress(self, rewards: list[float | None], **final: Any) -> Summary:
-        """How far this attempt got, as the built-in worker tells it (mgpu merges it into the run's
-        record across attempts: :func:`~isaaclab_mgpu.contract.summary.absorb`)."""
+        """How far this attempt got, as the built-in worker tells it."""
         args = self.args
         assert args is not None
         done = self.start + len(rewards)
@@ -364,8 +357,7 @@ class Bookkeeper(compat.Observer):
         return Summary(**{**fields, **final})
 
     def summary(self, exit_status: int) -> Summary:
-        """Rank 0's last account: this attempt completed with every rank's record (the record an
-        embedded run gives), handed to mgpu; returns it."""
+        """Rank 0's last account, completed with every rank's record, handed to mgpu; returns it."""
         run_dir = self.run_dir
         g = self.gathered if self.gathered is not None else np.zeros((1, 9))
         starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
@@ -415,11 +407,8 @@ def _join_words(g: np.ndarray) -> np.ndarray:
 
 
 def _checksum(modules: list[Any]) -> str:
-    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models).
-
-    Parameters only: running observation/value normalisers (rl-games' ``RunningMeanStd``) are
-    buffers each rank updates from its own environments, in every library's multi-GPU mode.
-    """
+    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models)."""
+    # Parameters only: normaliser buffers are updated per rank in every library's multi-GPU mode.
     arrays: list[np.ndarray] = []
     for module in modules:
         named = getattr(module, "named_parameters", None)

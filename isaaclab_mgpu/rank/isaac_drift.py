@@ -57,8 +57,7 @@ class Watch:
         self.check.agreed = iteration
 
     def after(self, done: int) -> bool:
-        """Iteration ``done`` ended on this rank: the check when it is due (a collective every rank
-        reaches at the same iteration), then a simulated drift; True: stop here (``--on_drift stop``)."""
+        """Iteration ``done`` ended: the check when due, then a simulated drift; True: stop here."""
         found = (
             self._compare(done)
             if self.source is not None and self.check.due(done, self.ctx.world_size)

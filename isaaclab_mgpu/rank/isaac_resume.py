@@ -105,8 +105,7 @@ def stamp_of(folder: Path) -> tuple[str, str | None]:
 
 
 def _newest(library: str, folder: Path) -> Path | None:
-    """The checkpoint :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks in ``folder``; the
-    newer torn ones passed over in one warning line; torn ones only: one error line."""
+    """The checkpoint :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks in ``folder``."""
     pick = resume.newest_whole(folder, library)
     found = pick.taken()
     if (warning := pick.warning()) is not None:
@@ -163,11 +162,8 @@ def locate(
 
 
 def plan(library: str, task: str, source: str | None, stamp: str, *, restarted: bool = False) -> Continuation:
-    """Rank 0's continuation of ``source`` (a new run under ``stamp`` when there is none).
-
-    On a restart (``restarted``) a checkpoint file given at launch stands for its run folder: the
-    restart goes on from that run's newest checkpoint, not from the file the launch began with.
-    """
+    """Rank 0's continuation of ``source`` (a new run under ``stamp`` when there is none)."""
+    # On a restart a checkpoint file given at launch stands for its run folder (its newest checkpoint).
     if source is None:
         return Continuation(stamp=stamp)
     if restarted and source not in (THIS_RUN, resume.LATEST) and Path(source).is_file():

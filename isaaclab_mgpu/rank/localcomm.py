@@ -185,11 +185,9 @@ def open_channel(
     timeout_s: float = 1800.0,
     slot_bytes: int = SLOT_BYTES,
 ) -> LocalChannel | None:
-    """Open the run's channel on every rank together (a collective over ``gather``); None if any rank can't.
-
-    ``gather`` is the run's ordinary all-gather of a small uint32 vector (gloo or JAX's); it carries
-    rank 0's random name and then every rank's verdict, so all ranks agree on using the channel.
-    """
+    """Open the run's channel on every rank together (a collective over ``gather``); None if one can't."""
+    # gather (the run's all-gather of a small uint32 vector) carries rank 0's random name, then
+    # every rank's verdict, so all ranks agree on using the channel.
     global _current
     token = secrets.randbits(63) if rank == 0 else 0
     path = os.path.join(SHM_DIR, f"isaaclab-mgpu-{token:016x}")
@@ -225,8 +223,8 @@ def close_channel() -> None:
 
 
 def _create(path: str, size: int) -> int:
-    """Create and allocate the file (1), or 0 when ``/dev/shm`` has no room: writing to unbacked
-    tmpfs pages would kill the rank with SIGBUS, so the pages are allocated up front."""
+    """Create and allocate the file (1), or 0 when ``/dev/shm`` has no room."""
+    # Allocated up front: writing to unbacked tmpfs pages would kill the rank with SIGBUS.
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError:

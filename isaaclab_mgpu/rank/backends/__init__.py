@@ -34,11 +34,7 @@ def create(
     directory: str,
     logger: str = "none",
 ) -> Trainer:
-    """Build the trainer for ``library``/``framework`` on ``env`` for the rank ``ctx``.
-
-    ``logger`` (``tensorboard``, ``wandb`` or ``none``) selects the library's own writer, which rank 0
-    points at ``directory`` (its run folder).
-    """
+    """The trainer for ``library``/``framework`` on ``env``; rank 0's ``logger`` writes into ``directory``."""
     if library == "rsl_rl":
         from isaaclab_mgpu.rank.backends.rsl_rl import RslRlTrainer
 

@@ -46,11 +46,9 @@ def skrl_rollout(
     from_task: Callable[[torch.Tensor], Any] = lambda t: t,
     guard: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> None:
-    """One PPO rollout through skrl's agent interface, as ``SequentialTrainer.train`` steps it.
-
-    ``to_task``/``from_task`` carry actions into the torch task and its tensors back to the
-    agent's framework; ``guard`` wraps acting and recording (``torch.no_grad`` for torch agents).
-    """
+    """One PPO rollout through skrl's agent interface, as ``SequentialTrainer.train`` steps it."""
+    # to_task/from_task carry tensors between the torch task and the agent's framework; guard wraps
+    # acting and recording (torch.no_grad for torch agents).
     agent, task = trainer.agent, trainer.task
     total = trainer.timestep + trainer.ppo.rollout
     obs = trainer.obs

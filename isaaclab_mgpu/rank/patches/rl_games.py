@@ -158,8 +158,7 @@ def _pool_normalizers(agent: Any) -> None:
 
 
 def _observe_saves(agent: Any, observer: Observer) -> None:
-    """Report the agent's ``last_…`` checkpoints (``save`` is the agent class's own, e.g.
-    ``A2CAgent.save``; train() calls it through the instance)."""
+    """Report the agent's ``last_…`` checkpoints (train() calls the class's ``save`` through the instance)."""
     save = agent.save
 
     def saved(fn: str, *args: Any, **kwargs: Any) -> Any:

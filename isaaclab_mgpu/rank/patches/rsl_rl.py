@@ -86,13 +86,11 @@ def _configure_multi_gpu_gloo(self: Any) -> None:
 def _torch_modules(obj: Any) -> list[Any]:
     import torch
 
-    found = [v for _, v in sorted(vars(obj).items()) if isinstance(v, torch.nn.Module)]
-    return found
+    return [v for _, v in sorted(vars(obj).items()) if isinstance(v, torch.nn.Module)]
 
 
 def observe(runner: Any, observer: Observer) -> None:
-    """Report the runner's broadcast, iterations, checkpoints and end of ``learn`` to ``observer``,
-    and stop ``learn`` after a checkpoint when the observer asks (mgpu's checkpoint request)."""
+    """Report the runner's broadcast, iterations, saves and end to ``observer``; stop when it asks."""
     from rsl_rl.runners import OnPolicyRunner
 
     alg, logger = runner.alg, runner.logger

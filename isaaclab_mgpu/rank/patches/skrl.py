@@ -378,12 +378,7 @@ _PSUM = lambda x: jax.lax.psum(x, "i")  # noqa: E731, F821  (never called; ``jax
 
 
 def _same_code(a: Any, b: Any) -> bool:
-    return (a.co_code, a.co_names, a.co_consts, a.co_argcount) == (
-        b.co_code,
-        b.co_names,
-        b.co_consts,
-        b.co_argcount,
-    )
+    return all(getattr(a, f) == getattr(b, f) for f in ("co_code", "co_names", "co_consts", "co_argcount"))
 
 
 class _HostSum:
@@ -478,8 +473,7 @@ def short_run_logging(cfg: dict) -> None:
 
 
 def observe(runner: Any, cfg: dict, observer: Observer) -> None:
-    """Report the runner's first checksum, iterations, checkpoints and end of ``run`` to
-    ``observer``, and stop after a checkpoint when the observer asks (mgpu's checkpoint request)."""
+    """Report the runner's first checksum, iterations, saves and end to ``observer``; stop when it asks."""
     agent = runner.agent
     rollouts = int(cfg["agent"]["rollouts"])
     steps = int(runner.trainer.env.num_envs) * rollouts

@@ -91,9 +91,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def find_latest(current_run: Path) -> Path:
-    """``--resume`` without a path, run by hand: the newest earlier run of this experiment that
-    holds a checkpoint and that this user owns (never through a symlink; see
-    :func:`isaaclab_mgpu.contract.resume.own_run_folders`)."""
+    """``--resume`` alone, by hand: this user's newest earlier run of the experiment with a checkpoint."""
     experiment = Path(current_run).parent
     log_root = experiment.parent.parent
     for run in resume.own_run_folders(experiment, log_root):
@@ -117,10 +115,8 @@ def full_error(exc: BaseException) -> OSError | None:
 def disk_full_is_one_line(
     folder: Callable[[], Path | None], newest: Callable[[Path], Path | None]
 ) -> Iterator[None]:
-    """Turn a full disk met inside the block (a checkpoint, the summary, a log) into
-    :class:`~isaaclab_mgpu.contract.errors.DiskFull`: one line, exit 74, no traceback.
-
-    ``folder()`` is the run folder as known by then, ``newest(folder)`` its newest whole checkpoint."""
+    """A full disk met inside the block becomes :class:`~isaaclab_mgpu.contract.errors.DiskFull` (exit 74)."""
+    # folder() is the run folder as known by then, newest(folder) its newest whole checkpoint.
     try:
         yield
     except Exception as exc:

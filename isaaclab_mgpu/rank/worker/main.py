@@ -73,13 +73,9 @@ def main() -> None:
 
 
 def _leave(code: int) -> None:
-    """End a torch.distributed rank with ``code`` once its output is flushed, skipping teardown.
-
-    The run's files (checkpoints, summary, TensorBoard events) are closed by now. What is left is
-    the C++ libraries' static destruction, where a thread of a torch.distributed (gloo) rank can
-    still be joinable: std::terminate, SIGABRT, and a finished run reported as failed (1 run in 10
-    of 2 skrl ranks on a loaded 2-core box). ``os._exit`` leaves without it.
-    """
+    """End a torch.distributed rank with ``code`` once its output is flushed, skipping teardown."""
+    # The run's files are closed by now. In the C++ static destruction left, a gloo thread can still
+    # be joinable: SIGABRT, and a finished run reported failed (1 in 10 on a loaded 2-core box).
     import logging
 
     logging.shutdown()

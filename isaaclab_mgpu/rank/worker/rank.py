@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -116,8 +115,7 @@ def run_folder(args: WorkerArgs, stamp: str) -> Path:
 
 
 def run_dir_of(args: WorkerArgs, environ: Mapping[str, str]) -> Path:
-    """This run's folder: the one mgpu created (``MGPU_RUN_DIR``), else :func:`run_folder` of the
-    given ``--run_timestamp`` or of now."""
+    """This run's folder: mgpu's ``MGPU_RUN_DIR``, else :func:`run_folder` of ``--run_timestamp`` or now."""
     given = environ.get(env.RUN_DIR)
     return Path(given) if given else run_folder(args, args.run_timestamp or run_stamp(environ))
 
@@ -144,8 +142,7 @@ class Comm:
             progress.waited(time.perf_counter() - t0)
 
     def broadcast_bytes(self, data: bytes | None) -> bytes:
-        """Rank 0's ``data`` on every rank (what the others pass is ignored): how a checkpoint read
-        on rank 0 alone reaches the others, so no rank but 0 needs the file."""
+        """Rank 0's ``data`` on every rank (what the others pass is ignored)."""
         if self.kind == "local":
             return data or b""
         # Only rank 0's bytes count: every other rank receives into a buffer of rank 0's size.
@@ -260,19 +257,10 @@ def close_local_channel() -> None:
 
 
 def leave_torch_group() -> None:
-    """Leave the process group in step with the other ranks.
-
-    Without this, a rank that exits while a peer still tears down its gloo connections can die
-    of SIGABRT in the interpreter's shutdown, turning a finished run into a failed one.
-    """
+    """Leave the process group in step with the other ranks (else a peer's gloo teardown can SIGABRT)."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         dist.barrier()
         close_local_channel()
         dist.destroy_process_group()
-
-
-def environ() -> Mapping[str, str]:
-    """The process environment (one seam for tests)."""
-    return os.environ

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +57,7 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import drift, localcomm
+from isaaclab_mgpu.rank.console import TrainingConsole
 from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
@@ -91,26 +92,6 @@ def _make_env(args: WorkerArgs, num_envs: int | None, ctx: RankContext) -> Any:
         return tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env"))
     except ValueError as exc:
         raise UsageError(f"{exc}; Isaac Lab task ids start with Isaac-") from None
-
-
-class TrainingConsole(Protocol):
-    """What a rank tells people (``report.training.TrainingConsole`` implements it)."""
-
-    def note(self, message: str) -> None: ...
-
-    def synced(self, when: str, checksum: str) -> None: ...
-
-    def start(self, description: str, first: int, total: int) -> None: ...
-
-    def iteration(
-        self, it: int, total: int, reward: float | None, steps_per_s: float, seconds: float
-    ) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def checkpoint(self, path: str) -> None: ...
-
-    def summary(self, s: dict[str, Any], path: str) -> None: ...
 
 
 def run(
@@ -310,10 +291,7 @@ def _resume(
     total: int,
     console: TrainingConsole,
 ) -> tuple[int, str | None]:
-    """Load the checkpoint to continue from, if any: read on rank 0, its bytes broadcast to all.
-
-    Rank 0 chooses and reads it (:func:`_rank0_checkpoint`); every rank loads its bytes. Returns
-    the iteration to start at and the checkpoint's path (None: a fresh start)."""
+    """Load rank 0's checkpoint on every rank, if any; return the start iteration and its path."""
     path = None
     data = b""
     loaded = None
@@ -349,12 +327,9 @@ def _resume(
 def _rank0_checkpoint(
     args: WorkerArgs, run_dir: Path, environ: Mapping[str, str], console: TrainingConsole
 ) -> tuple[Path | None, bytes, dict[str, Any] | None]:
-    """Rank 0: the checkpoint to continue from (mgpu's ``MGPU_RESUME`` or, by hand, ``--resume``),
-    its bytes and its content; (None, b"", None): a fresh start.
-
-    A run folder's is :func:`isaaclab_mgpu.contract.resume.newest_whole`'s pick, where a file that
-    does not load is passed over too (one warning line; none whole: one error line). A named file
-    is loaded as it is; a file refused as unsafe is an error either way, never passed over."""
+    """Rank 0: the checkpoint to continue from, its bytes and content; (None, b"", None): none."""
+    # A run folder's newest_whole pick passes over a file that does not load (one warning line); a
+    # named file is taken as it is; one refused as unsafe is an error either way.
     given = environ.get(RESUME)
     if given is None and ATTEMPT in environ:
         return None, b"", None  # mgpu resolved --resume itself and found nothing to continue
@@ -481,22 +456,10 @@ def _save(
     console: TrainingConsole,
     environ: Mapping[str, str],
 ) -> Path:
-    meta = resume.CheckpointMeta(
-        iteration=iteration,
-        library=args.rl_library,
-        framework=args.ml_framework,
-        task=args.task,
-        world_size=ctx.world_size,
-        total=total,
-    )
-    payload = {
-        "iteration": iteration,
-        "library": args.rl_library,
-        "framework": args.ml_framework,
-        "task": args.task,
-        "world_size": ctx.world_size,
-        "state": trainer.state_dict(),
-    }
+    made = {"iteration": iteration, "library": args.rl_library, "framework": args.ml_framework}
+    made |= {"task": args.task, "world_size": ctx.world_size}  # the checkpoint's keys, in its order
+    meta = resume.CheckpointMeta(**made, total=total)
+    payload = {**made, "state": trainer.state_dict()}
     path = checkpoint.save(resume.checkpoint_path(run_dir, iteration), payload, meta)
     console.checkpoint(str(path))
     # --keep_checkpoints: the older ones go only now that this one is whole on disk.
@@ -505,8 +468,7 @@ def _save(
 
 
 def _account(loop: _Loop, **final: Any) -> Summary:
-    """Rank 0: hand mgpu its account of this attempt (its progress, with ``final``'s fields at the
-    end); returns it. mgpu merges it into the run's (:func:`~isaaclab_mgpu.contract.summary.absorb`)."""
+    """Rank 0: hand mgpu its account of this attempt (``final``'s fields at the end); return it."""
     steps = loop.steps_per_iteration
     segment = summaries.segment(loop.began, loop.start, loop.done, loop.train_time, loop.iteration_s, steps)
     account = Summary(

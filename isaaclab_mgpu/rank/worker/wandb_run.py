@@ -33,8 +33,7 @@ _ALPHABET = string.ascii_lowercase + string.digits
 
 
 def run_id(logger: str, rank: int, environ: Mapping[str, str], resume_id: str | None = None) -> str | None:
-    """The W&B run id rank 0 logs to (a given ``WANDB_RUN_ID``, ``resume_id``, else a new one); None
-    when this rank logs nothing to W&B."""
+    """Rank 0's W&B run id (a given ``WANDB_RUN_ID``, ``resume_id``, else a new one); None: no W&B."""
     if logger != "wandb" or rank != 0:
         return None
     return environ.get(RUN_ID) or resume_id or new_id()
