@@ -1,26 +1,22 @@
 """The ranks' drift check: every ``--drift_interval`` iterations each rank hashes its state and the
 ranks compare, so a rank that stopped matching the others is named while it happens, not at the end.
 
-Data-parallel PPO keeps every rank's copy identical only as long as everything that shapes it is
-identical: the parameters (rank 0's broadcast at the start, then all-reduced gradients), the
-optimizer's state (built from those gradients) and the statistics of any observation normalizer
-(which each library must synchronise itself; rsl-rl began to only in 2026). A rank that drifts
-trains a different policy silently. The check:
+Data-parallel PPO keeps every rank's copy identical only while everything that shapes it is: the
+parameters, the optimizer's state and the statistics of any observation normalizer (which each
+library must synchronise itself). A rank that drifts trains a different policy silently. The check:
 
 - each back-end's ``component_arrays()`` gives its state as three :data:`COMPONENTS`: ``policy``
-  (the policy's and value function's parameters), ``optimizer`` (its moments, step counts and
-  learning rates), ``normalizer`` (running statistics: rsl-rl's empirical normalizer, skrl's
-  running standard scaler, any model buffer; none where the back-end keeps none);
-- :func:`hashes` reduces each to 16 hex digits (BLAKE2b over the arrays' raw bytes, in order) and
-  :func:`words` to 16-bit words, exact in JAX's float32 all-gather; they ride in the row of the
-  all-gather the worker already runs every iteration (:mod:`.worker.metrics`), so the check adds no
-  collective, and outside the check's iterations the words are zeros;
-- :func:`compare` names the first divergence: which rank (the one that differs from the
-  majority; on a tie, from rank 0), which component (in :data:`COMPONENTS` order), and since
-  when (:class:`Check` keeps the last iteration at which every rank agreed).
+  (policy and value parameters), ``optimizer`` (moments, step counts, learning rates),
+  ``normalizer`` (running statistics, any model buffer; none where the back-end keeps none);
+- :func:`hashes` reduces each to 16 hex digits and :func:`words` to 16-bit words, exact in JAX's
+  float32 all-gather; they ride in the worker's per-iteration all-gather (:mod:`.worker.metrics`),
+  zeros outside the check's iterations, so the check adds no collective;
+- :func:`compare` names the first divergence: which rank (the one that differs from the majority;
+  on a tie, from rank 0), which component, and since when (:class:`Check` keeps the last iteration
+  at which every rank agreed).
 
-Every rank reaches the same verdict at the same iteration (they compare the same gathered rows),
-so under ``--on_drift stop`` they stop together, at one iteration boundary.
+Every rank reaches the same verdict at the same iteration, so under ``--on_drift stop`` they stop
+together. :class:`Source` and the ``*_source`` functions say where each library keeps that state.
 """
 
 from __future__ import annotations

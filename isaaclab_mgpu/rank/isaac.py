@@ -4,32 +4,23 @@
 for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``, with:
 
 - the Isaac Lab training command line from :func:`train_argv` (pure): the library, task, the
-  rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank
-  (the launcher's ``MGPU_RUN_STAMP``, or the stamp of the run it continues), ``--checkpoint`` when
-  it continues one, the Isaac Lab options the user gave, then the Hydra items;
-- a resume (``--resume``, ``MGPU_RESUME``, or a restart of mgpu's: :mod:`.isaac_resume`) continues
-  the run in its own folder, at its iteration counter, up to ``--max_iterations`` in all;
+  rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank,
+  ``--checkpoint`` when it continues one, the Isaac Lab options the user gave, then the Hydra items;
+- a resume continuing the run in its own folder, at its iteration counter (:mod:`.isaac_resume`);
 - on CPU ranks, a gloo process group joined first; the patches of :mod:`.patches` on every rank;
-- a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
-  after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
-  call per training iteration (where the bookkeeping and the progress heartbeat of
-  :mod:`isaaclab_mgpu.progress` run), each checkpoint the library writes, and, on rank 0, its
-  account of the attempt with the keys of an embedded run, handed to mgpu through the progress
-  channel (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`; node 0's mgpu folds it into
-  ``summary.json``, one run across restarts and resumes): given as soon as Isaac Lab names the
-  folder (reported to the launcher, whose ledger goes there), refreshed as the run goes
-  (iterations done, the newest checkpoint and its iteration), completed at the end; a checkpoint
-  of another run loaded into a new folder (Isaac Lab's own ``--checkpoint``) is recorded as
-  ``continues``;
-- mgpu's checkpoint request (the requeue signal; SIGUSR1 reaching the rank) read on every rank at
-  each iteration's end and agreed in one tiny all-gather: the library saves through its own code
-  (:mod:`.patches`) and training ends there, every rank exits 0 and the run is ``stopped``.
-- the ranks' drift check (:mod:`.isaac_drift`) at each iteration's end, every ``--drift_interval``
-  iterations; under ``--on_drift stop`` a drift ends training the same way and the run is
-  ``drifted``.
+- a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksums
+  after rank 0's broadcast and at the end, each iteration (:meth:`Bookkeeper.on_iteration`, with
+  the progress heartbeat) and each checkpoint; on rank 0 its account of the attempt, with the keys
+  of an embedded run, handed to mgpu (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`) as
+  soon as Isaac Lab names the folder and kept up to date (a checkpoint of another run loaded into a
+  new folder is recorded as ``continues``);
+- mgpu's checkpoint request, agreed in one tiny all-gather at each iteration's end: the library
+  saves through its own code and training ends there (every rank exits 0, the run is ``stopped``);
+- the ranks' drift check (:mod:`.isaac_drift`); under ``--on_drift stop`` a drift ends training the
+  same way (``drifted``).
 
-Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its ``params/`` dump,
-``run.json`` manifest, checkpoints and ``--checkpoint`` selectors are all its own.
+Isaac Lab's logger, its ``params/`` dump, ``run.json`` manifest, checkpoints and ``--checkpoint``
+selectors are all its own.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Collectives among the CPU ranks of one node through shared memory, for the small and frequent ones.
 
-Why: on CPU ranks every PPO mini-batch of rsl-rl and skrl ends in collectives (rsl-rl: a KL
-all-reduce, a learning-rate broadcast and a gradient all-reduce; skrl: one gradient all-reduce per
-model), 45-60 per iteration at our defaults. Through gloo each one costs 0.3-0.8 ms on a 2-core
-VM even for ten floats: a gloo all-reduce hands the work to a worker thread, sends over loopback
-TCP, is woken by the peer's event-loop thread and hands the result back, and every hand-off that
-wakes an idle CPU costs tens of microseconds there. Two ranks spent more time in those hand-offs
-than the second rank's work saved (see ``benchmarks/stages.py``).
+Why: on CPU ranks every PPO mini-batch of rsl-rl and skrl ends in collectives, 45-60 per iteration
+at our defaults. Through gloo each costs 0.3-0.8 ms on a 2-core VM even for ten floats: hand-offs
+to a worker thread, loopback TCP, the peer's event-loop thread, and back, each waking an idle CPU.
+Two ranks spent more time in those hand-offs than the second rank's work saved
+(``benchmarks/stages.py``).
 
 :class:`LocalChannel` is one file in ``/dev/shm`` mapped by every rank: a 64-byte header line per
 rank holding its collective counter, and two banks of one slot per rank (collective ``n`` uses bank
@@ -14,18 +12,14 @@ rank holding its collective counter, and two banks of one slot per rank (collect
 with ``FUTEX_WAKE`` and waits with ``FUTEX_WAIT`` (no spinning) until every peer's counter has
 reached ``n``, then reads the slots. Two banks are enough: a peer can only write bank ``n % 2``
 again at collective ``n + 2``, which it cannot enter before this rank has posted ``n + 1``, after
-it finished reading ``n``. Results are identical on every rank: sums are taken in rank order by
-every rank.
+it finished reading ``n``. Every rank sums in rank order, so results are identical on every rank.
 
 Where it applies (:func:`usable`): several ranks, all on this node, on CPU, on x86-64 Linux (the
-counters rely on x86's ordering of stores and loads; other machines keep gloo), with room in
-``/dev/shm``, and unless ``MGPU_CPU_COLLECTIVES=gloo`` is set. The channel is opened by
-:func:`open_channel` once per process (rank 0 creates and allocates the file, the others map it,
-rank 0 removes its name once all have it) and reached through :func:`current`. Arrays larger than a
-slot (:data:`SLOT_BYTES`) are left to the caller's fallback.
-
-A wait that exceeds the timeout (the process group's) raises :class:`TimeoutError` naming the rank
-that did not arrive; mgpu's stall watch normally reports a hung rank long before.
+counters rely on x86's ordering of stores and loads), with room in ``/dev/shm``, unless
+``MGPU_CPU_COLLECTIVES=gloo``. :func:`open_channel` opens it once per process (rank 0 creates the
+file, the others map it, rank 0 removes its name once all have it); :func:`current` reaches it.
+Arrays larger than a slot (:data:`SLOT_BYTES`) are left to the caller's fallback. A wait past the
+timeout (the process group's) raises :class:`TimeoutError` naming the rank that did not arrive.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""``python -m isaaclab_mgpu.worker``: the built-in training worker, by its public name.
-
-Rank side: runs in each rank.
+"""``python -m isaaclab_mgpu.worker``: the built-in training worker, by its public name (rank side).
 
 The code lives in :mod:`isaaclab_mgpu.rank.worker`; this name is what torchrun's and jaxrun's
 command lines, user scripts and check-env's leftover-process markers use.

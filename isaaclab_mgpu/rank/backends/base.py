@@ -1,13 +1,10 @@
-"""What the worker needs from a training back-end, and the PPO settings they all share.
+"""What the worker needs from a training back-end (:class:`Trainer`), and the PPO settings they share.
 
-The worker owns the iteration loop (progress, stop agreement, checkpoints, summary); a back-end
-only knows how to run *one* iteration (a rollout of ``rollout`` steps in every environment, then
-the library's own PPO update, whose gradient all-reduce keeps the ranks identical), how to
-fingerprint its parameters, how to show its state to the drift check, and how to save and load it.
-
-:class:`PPOSettings` is one set of hyper-parameters mapped onto each library's own configuration,
-so the three back-ends train the same problem the same way; ``agent.<field>=value`` on the command
-line overrides a field.
+The worker owns the iteration loop; a back-end only runs *one* iteration (a rollout, then the
+library's own PPO update, whose gradient all-reduce keeps the ranks identical), fingerprints its
+parameters, shows its state to the drift check, and saves and loads it. :class:`PPOSettings`
+(``agent.<field>=value`` on the command line) maps onto each library's own configuration, so the
+three back-ends train the same problem the same way.
 """
 
 from __future__ import annotations

@@ -1,28 +1,20 @@
 """rsl-rl PPO (``OnPolicyRunner``) on gloo CPU ranks as well as NCCL GPU ranks.
 
-Upstream ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5) insists on ``cuda:{LOCAL_RANK}``
-and hard-codes ``init_process_group("nccl")`` plus ``torch.cuda.set_device``. :class:`MgpuRunner`
-overrides only that method: the same fields
-(:func:`isaaclab_mgpu.rank.patches.rsl_rl.set_rank_fields`), but the process group follows the
-rank's device (gloo on CPU, NCCL on CUDA) and the rank comes from the worker's context rather than
-a second read of the environment. Everything else (parameter broadcast, bucketed gradient
-all-reduce, KL all-reduce) is rsl-rl's own and backend-neutral.
+:class:`MgpuRunner` overrides only ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5 insists on
+NCCL and ``cuda:{LOCAL_RANK}``, :mod:`isaaclab_mgpu.rank.patches.rsl_rl`): the process group follows
+the rank's device and the rank comes from the worker's context. Everything else (parameter
+broadcast, bucketed gradient all-reduce, KL all-reduce) is rsl-rl's own.
 
 The worker drives iterations itself through the algorithm's public steps (``act``,
 ``process_env_step``, ``compute_returns``, ``update``), so it can report, checkpoint and stop
-between any two iterations; ``OnPolicyRunner.learn`` would run them all in one call.
+between any two; ``OnPolicyRunner.learn`` would run them all in one call. Curves go through
+rsl-rl's own ``Logger`` as ``learn`` feeds it, so rank 0's run folder gets the tags rsl-rl users
+know (``Train/mean_reward``, ...); the report block ``Logger.log`` prints is swallowed.
 
-Training curves go through rsl-rl's own ``Logger`` exactly as ``learn`` feeds it (its
-``process_env_step`` every step, its ``log`` every iteration), so rank 0's run folder gets the
-event file and tags rsl-rl users know (``Train/mean_reward``, ``Loss/surrogate``, ...); the worker's
-own scalars go through the same writer. ``Logger.log`` also prints a report block, which is
-swallowed: the worker has its own console lines.
-
-With ``--logger wandb`` the writer is rsl-rl's ``WandbLogWriter``, whose ``add_scalar`` calls
-``wandb.log({tag: value}, step=iteration)``: W&B keeps that step's row open until a later step
-arrives (``commit`` defaults to off when a step is given). The worker commits the row once the
-iteration's scalars are all in (:meth:`RslRlTrainer.log_iteration`), so a rank 0 that dies (a
-restart) has every iteration it finished in its W&B run, not all but the last.
+With ``--logger wandb`` the writer is rsl-rl's ``WandbLogWriter``, whose ``add_scalar`` logs with
+a step and leaves W&B's row open until a later step arrives: the worker commits the row once the
+iteration's scalars are in (:meth:`RslRlTrainer.log_iteration`), so a rank 0 that dies has every
+iteration it finished in its W&B run.
 """
 
 from __future__ import annotations

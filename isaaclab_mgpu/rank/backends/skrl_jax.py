@@ -1,15 +1,11 @@
 """skrl PPO with JAX: one process per rank under skrl's ``JAX_*`` launch contract, CPU or GPU.
 
-Importing skrl initialises JAX's multi-process runtime from ``JAX_COORDINATOR_ADDR``/``_PORT``,
-``JAX_RANK``, ``JAX_WORLD_SIZE`` and ``JAX_LOCAL_RANK`` (our jaxrun sets them); on CPU, JAX runs its
-cross-process collectives over gloo. Three skrl defects are worked around in
-:mod:`isaaclab_mgpu.rank.patches.skrl` (import-time set-up, the missing ``multihost_utils``
-import, per-call ``pmap``).
-
-The embedded tasks run in torch on the same device; observations and actions cross between torch
-and JAX through NumPy on CPU and DLPack on CUDA. The agent is driven step by step like
-:mod:`.skrl_torch`. Checkpoints hold the flax-serialised parameters and optimizer states (skrl's own
-``Agent.save`` keeps a stale optimizer: ``PPO`` replaces its optimizer object on every step).
+Importing skrl initialises JAX's multi-process runtime from the ``JAX_*`` variables our jaxrun sets
+(on CPU, JAX's cross-process collectives run over gloo); skrl's defects there are worked around in
+:mod:`isaaclab_mgpu.rank.patches.skrl`. The embedded tasks run in torch on the same device:
+observations and actions cross through NumPy on CPU and DLPack on CUDA. Checkpoints hold the
+flax-serialised parameters and optimizer states (skrl's own ``Agent.save`` keeps a stale optimizer:
+``PPO`` replaces its optimizer object on every step).
 """
 
 from __future__ import annotations

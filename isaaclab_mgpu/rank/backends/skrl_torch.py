@@ -1,12 +1,10 @@
-"""skrl PPO with PyTorch, on gloo CPU ranks as well as NCCL GPU ranks.
+"""skrl PPO with PyTorch, on gloo CPU ranks as well as NCCL GPU ranks; what both skrl back-ends share.
 
-The worker joins the process group itself (gloo on CPU, NCCL on CUDA) and then imports skrl
-through :func:`isaaclab_mgpu.rank.patches.skrl.import_skrl`, which turns skrl's import-time
-``init_process_group("nccl")`` into a no-op. skrl's default device string is ``cuda:{LOCAL_RANK}``
-even without CUDA, so the device is passed explicitly to models, memory and agent. The agent is
-driven step by step, the way skrl's ``SequentialTrainer.train`` does (pre-interaction, act, step,
-record, post-interaction), one worker iteration being ``rollouts`` steps, so the agent updates
-exactly once per iteration.
+The worker joins the process group itself (gloo on CPU, NCCL on CUDA), then imports skrl through
+:func:`isaaclab_mgpu.rank.patches.skrl.import_skrl`. skrl's default device string is
+``cuda:{LOCAL_RANK}`` even without CUDA, so the device is passed explicitly. The agent is driven
+step by step as skrl's ``SequentialTrainer.train`` does (:func:`skrl_rollout`), one worker
+iteration being ``rollouts`` steps, so the agent updates exactly once per iteration.
 """
 
 from __future__ import annotations

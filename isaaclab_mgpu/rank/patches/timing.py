@@ -1,16 +1,12 @@
 """How long a rank waits in the libraries' collectives, for its progress report's busy/wait split.
 
-``torch.distributed.all_reduce``, ``broadcast`` and ``broadcast_object_list`` are what rsl-rl 5.5's
-PPO (gradient buckets, KL, learning rate, parameters) and skrl 2.1 torch (``Model.reduce_parameters``,
-the KL all-reduce) call during an iteration, through the ``torch.distributed`` module. :func:`install`
-wraps those three names there with two clock reads each and hands the seconds to
-:func:`isaaclab_mgpu.contract.progress.waited`; skrl JAX's collectives are timed where mgpu already
-replaces them (:mod:`.skrl`, fixes 3 and 5), the worker's own all-gather in ``Comm.gather``.
-
-On a GPU an NCCL call returns once it is queued: its wait happens on the GPU. There each call is
-bracketed by two CUDA events on the current stream (recorded without a host synchronisation), and
-their elapsed time is read when the iteration ends (:meth:`Reporter.on_iteration_end`), by which
-time the worker's end-of-iteration all-gather has waited for them anyway.
+:func:`install` wraps ``torch.distributed``'s ``all_reduce``, ``broadcast`` and
+``broadcast_object_list`` (what rsl-rl 5.5 and skrl 2.1 torch call during an iteration) with two
+clock reads each and hands the seconds to :func:`isaaclab_mgpu.contract.progress.waited`; skrl
+JAX's collectives are timed where :mod:`.skrl` replaces them (fixes 3 and 5), the worker's own
+all-gather in ``Comm.gather``. An NCCL call returns once queued, so on a GPU each call is bracketed
+by two CUDA events on the current stream instead, read when the iteration ends
+(:meth:`Reporter.on_iteration_end`), after the worker's all-gather has waited for them anyway.
 
 Installed after :mod:`.gloo`'s shared-memory path, so that path is timed too; :func:`uninstall`
 (from ``leave_torch_group``) puts back what it found. Idempotent.

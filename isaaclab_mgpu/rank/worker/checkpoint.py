@@ -4,17 +4,15 @@ A checkpoint is one ``torch.save`` file holding ``{"format", "iteration", "libra
 "task", "world_size", "state"}``, where ``state`` is the back-end's own ``state_dict`` (tensors,
 numbers, strings and bytes only) and ``iteration`` the number of completed iterations. Beside it,
 ``model_<iteration>.json`` (:class:`isaaclab_mgpu.contract.resume.CheckpointMeta`) says the same
-without torch. Both are written to private temporary names next to the target, fsynced,
-then renamed over it (the folder fsynced after), so a reader, a resumed run, or the machine
-after a crash never sees half a file. The checkpoint is serialised in memory first, so a full disk
-fails in a plain ``write`` naming the file (:mod:`isaaclab_mgpu.contract.space`).
+without torch. Both are written through :func:`isaaclab_mgpu.contract.files.atomic_open` (a reader
+or a crash never sees half a file), the checkpoint serialised in memory first, so a full disk fails
+in a plain ``write`` naming the file.
 
-Loading never runs code from the file: :func:`load_bytes` uses ``torch.load(weights_only=True)``,
-and a file that needs arbitrary unpickling is refused with one line naming it. Only rank 0 reads
-the file (:func:`read`); the other ranks get its bytes over the process group and load those.
-A file that is not a readable torch archive at all (cut short, overwritten) is
-:class:`TornCheckpoint`: resuming from a run folder, rank 0 passes over it to the one before
-(:func:`isaaclab_mgpu.contract.resume.newest_whole` chooses); a refused one is never passed over.
+Loading never runs code from the file: :func:`load_bytes` uses ``torch.load(weights_only=True)``
+and refuses, in one line, a file that needs arbitrary unpickling. Only rank 0 reads the file
+(:func:`read`); the others load its bytes from the process group. A file that is not a readable
+torch archive at all is :class:`TornCheckpoint`, which a resume from a run folder passes over
+(:func:`isaaclab_mgpu.contract.resume.newest_whole`); a refused one is never passed over.
 """
 
 from __future__ import annotations

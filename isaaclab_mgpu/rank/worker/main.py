@@ -1,15 +1,10 @@
 """Entry points of the worker: the process main (``@record``) and the in-process API.
 
 :func:`train_in_process` runs one rank in the calling process for tools and notebooks. It parses
-``argv`` before touching any global state, then scopes what a run changes: ``sys.argv``, the four
-torch flags the rsl-rl path sets (``torch.backends.cuda.matmul.allow_tf32``,
-``torch.backends.cudnn.allow_tf32``, ``.deterministic``, ``.benchmark``), ``skrl.config.jax.backend``
-(set the way Isaac Lab's ``train.py`` does; deleted again when it did not exist), the SIGINT /
-SIGTERM handlers and ``torch.distributed``'s ``all_reduce``/``broadcast`` (moved onto shared memory
-for one node's CPU ranks, :mod:`isaaclab_mgpu.rank.patches.gloo`). All are restored on success, on
-an exception and on ``SystemExit``.
-
-This module is the worker process's command layer: it hands :mod:`.train` the rank's console,
+``argv`` before touching any global state, then restores what a run changes (``sys.argv``, the
+torch flags of the rsl-rl path, ``skrl.config.jax.backend``, the signal handlers, gloo's
+collectives, :mod:`isaaclab_mgpu.rank.patches.gloo`) on success, on an exception and on
+``SystemExit``. This is the command layer: it hands :mod:`.train` the rank's console,
 :class:`isaaclab_mgpu.rank.console.TrainingConsole`.
 """
 

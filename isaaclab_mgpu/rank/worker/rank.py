@@ -1,18 +1,14 @@
 """Who this rank is, where it computes, where it writes, and how it talks to its peers.
 
-- :func:`rank_context` reads the launcher's environment once: torchrun's ``RANK``/``LOCAL_RANK``/
-  ``WORLD_SIZE``, or skrl's ``JAX_RANK``/``JAX_LOCAL_RANK``/``JAX_WORLD_SIZE`` for skrl JAX. The device
-  is ``cuda:{LOCAL_RANK}`` on GPUs and ``cpu`` with ``--device cpu``; the seed is offset by the
-  global rank so ranks explore differently while starting from rank 0's parameters.
-- :func:`run_dir_of` is the folder ``mgpu train`` created for the run (``MGPU_RUN_DIR``); run by
-  hand, :func:`run_folder`: ``<log_root>/<library>/<experiment>/<MGPU_RUN_STAMP>[_<run_name>]``.
-  Rank 0 owns it; rank ``r > 0`` writes only inside ``rank_<r>/``.
-- :class:`Comm` is the handful of collectives the worker itself needs (gather small vectors,
-  agree on stopping), over torch.distributed (gloo/NCCL) or JAX's multi-process runtime, or over
-  the node's shared-memory channel (:mod:`isaaclab_mgpu.rank.localcomm`) when one is open.
+- :func:`rank_context` reads the launcher's environment once (torchrun's ``RANK``/``LOCAL_RANK``/
+  ``WORLD_SIZE``, or the ``JAX_`` ones for skrl JAX); the seed is offset by the global rank so ranks
+  explore differently while starting from rank 0's parameters.
+- :func:`run_dir_of` is the run folder (``MGPU_RUN_DIR``, or by hand :func:`run_folder`). Rank 0
+  owns it; rank ``r > 0`` writes only inside ``rank_<r>/``.
+- :class:`Comm` is the handful of collectives the worker itself needs, over torch.distributed, JAX's
+  multi-process runtime, or the node's shared-memory channel (:mod:`isaaclab_mgpu.rank.localcomm`).
 - :func:`init_torch_group` joins the process group and, on one node's CPU ranks, opens that channel
-  and moves gloo's small all-reduces and broadcasts onto it (:mod:`..patches.gloo`);
-  :func:`open_local_channel` does the same for skrl JAX ranks after JAX's runtime is up;
+  with :mod:`..patches.gloo` on it (:func:`open_local_channel` for skrl JAX once JAX is up);
   :func:`leave_torch_group` / :func:`close_local_channel` undo it.
 """
 

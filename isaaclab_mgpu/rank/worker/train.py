@@ -4,36 +4,29 @@ point and :func:`isaaclab_mgpu.train_in_process`.
 Order of set-up: rank context (device, seed) → run folder (the launcher's ``MGPU_RUN_DIR``) →
 seeds → torch flags (rsl-rl) → process group (torch back-ends) → environments → trainer (its
 constructor or ``sync`` broadcasts rank 0's parameters) → resume (:func:`_resume`) → first
-checksum line. Then the loop (:func:`_loop`): after each iteration every rank contributes its
-episode statistics and its stop flags to one small all-gather, so the mean reward is global and
-all ranks agree on stopping at the same iteration boundary (a rank stopping alone would leave the
-others waiting in a collective). Every ``--drift_interval`` iterations the same row carries
-each rank's hashes of its parameters, optimizer state and normalizer statistics
-(:mod:`isaaclab_mgpu.rank.drift`); the first divergence goes into rank 0's progress report, from
-which ``mgpu train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM
-(the rank's one recorder, :mod:`isaaclab_mgpu.contract.signals`, only records it; the run ends
-``interrupted``, 130 on every rank), mgpu's checkpoint request
-(:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run ends
-``stopped``, 0 on every rank, to be continued) and, under ``--on_drift stop``, a drift (the
-run ends ``drifted``, 0 on every rank; ``mgpu train`` exits 65).
+checksum line. Then the loop (:func:`_loop`): after each iteration every rank puts its episode
+statistics, its stop flags and, every ``--drift_interval`` iterations, its drift hashes
+(:mod:`isaaclab_mgpu.rank.drift`) into one small all-gather (:mod:`.metrics`), so the mean reward
+is global and all ranks stop at the same iteration boundary (a rank stopping alone would leave the
+others waiting in a collective). Three requests stop the loop: SIGINT/SIGTERM
+(:mod:`isaaclab_mgpu.contract.signals`; the run ends ``interrupted``, 130 on every rank), mgpu's
+checkpoint request (:func:`isaaclab_mgpu.contract.resume.stop_at_checkpoint`; ``stopped``, 0 on
+every rank, to be continued) and, under ``--on_drift stop``, a drift (``drifted``, 0 on every rank;
+``mgpu train`` exits 65).
 
 **Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
 (``MGPU_RESUME``: a checkpoint, or a run folder's newest one) or, run by hand, from ``--resume``.
-Rank 0 alone reads the file; its bytes reach the other ranks over the process group and every
-rank loads them with ``torch.load(weights_only=True)`` (:mod:`.checkpoint`). A resume restores
-the policy, the value function, the optimizer (and with it the adapted learning rate), any
-normalisers inside the models, skrl's timestep and the iteration counter, so the library's
-TensorBoard step goes on from there; a TensorBoard ``SessionLog.START`` at that step makes
-TensorBoard drop what a failed attempt logged after its last checkpoint (one curve, no step
-twice). Not restored: the environments (episodes start afresh) and the random generators.
+Rank 0 alone reads the file; its bytes reach the other ranks over the process group
+(:mod:`.checkpoint`). A resume restores the back-end's state (models, optimizer, normalisers,
+skrl's timestep) and the iteration counter, and marks the restart in the event file, so
+TensorBoard shows one curve with no step twice. Not restored: the environments (episodes start
+afresh) and the random generators.
 
 Rank 0 writes ``model_<N>.pt`` (and ``model_<N>.json``) every ``--save_interval`` iterations, at
 the end and when stopped, and hands ``mgpu train`` its account of the attempt
-(:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`: iterations, rewards, checkpoint; at the
-end pace, checksums, timing; at most 2 % of the time: ``summary.REFRESH_BUDGET``), which node 0's
-mgpu folds into ``summary.json``; with
-``--logger tensorboard`` (the default) it also writes the library's TensorBoard event file every
-iteration, plus the worker's own scalars (:mod:`.metrics`).
+(:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`, at most ``summary.REFRESH_BUDGET`` of
+the time), which node 0's mgpu folds into ``summary.json``; with a ``--logger`` (TensorBoard by
+default) rank 0 writes the library's curves every iteration, plus the worker's own (:mod:`.metrics`).
 """
 
 from __future__ import annotations
