@@ -185,19 +185,15 @@ def open_channel(
     global _current
     token = secrets.randbits(63) if rank == 0 else 0
     path = os.path.join(SHM_DIR, f"isaaclab-mgpu-{token:016x}")
-    ok = 1
-    if rank == 0:
-        ok = _create(path, channel_bytes(world_size, slot_bytes))
+    ok = _create(path, channel_bytes(world_size, slot_bytes)) if rank == 0 else 1
     words = np.array([token >> 32, token & 0xFFFFFFFF, ok], dtype=np.uint32)
     first = gather(words)[0]
     token, ok = (int(first[0]) << 32) | int(first[1]), int(first[2])
     path = os.path.join(SHM_DIR, f"isaaclab-mgpu-{token:016x}")
     channel: LocalChannel | None = None
     if ok:
-        try:
+        with contextlib.suppress(OSError):
             channel = LocalChannel(path, rank, world_size, slot_bytes=slot_bytes, timeout_s=timeout_s)
-        except OSError:
-            channel = None
     verdicts = gather(np.array([1 if channel is not None else 0], dtype=np.uint32))
     if rank == 0 and ok:
         os.unlink(path)  # every rank has mapped it (or given up): the name is no longer needed

@@ -79,14 +79,9 @@ class TaskVecEnv(VecEnv):
         return TensorDict({"policy": self.task.obs}, batch_size=[self.num_envs])
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        obs, reward, terminated, truncated, info = self.task.step(actions)
+        _, reward, terminated, truncated, info = self.task.step(actions)  # task.obs is the new obs
         dones = (terminated | truncated).long()
-        return (
-            TensorDict({"policy": obs}, batch_size=[self.num_envs]),
-            reward,
-            dones,
-            {"time_outs": info["time_outs"], "log": {}},
-        )
+        return self.get_observations(), reward, dones, {"time_outs": info["time_outs"], "log": {}}
 
 
 class MgpuRunner(OnPolicyRunner):

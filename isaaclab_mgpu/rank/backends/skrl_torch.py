@@ -182,11 +182,9 @@ class SkrlTorchTrainer(SkrlAgentSteps):
     def iterate(self) -> None:
         skrl_rollout(self, guard=torch.no_grad)
 
-    def _models(self) -> list[torch.nn.Module]:
-        return [self.agent.policy, self.agent.value]
-
     def checksum(self) -> str:
-        tensors = [t for m in self._models() for _, t in sorted(m.state_dict().items())]
+        models = (self.agent.policy, self.agent.value)
+        tensors = [t for m in models for _, t in sorted(m.state_dict().items())]
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
     def state_dict(self) -> dict[str, Any]:

@@ -77,7 +77,7 @@ import numpy as np
 from isaaclab_mgpu.contract import env, progress, resume
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import drift, localcomm
-from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, all_moments, durable_saves
+from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, all_moments, durable_saves, replaced
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -224,7 +224,7 @@ def _torch_group_guard(active: bool, cpu: bool) -> Iterator[None]:
 
     if not dist.is_initialized():
         raise RuntimeError("join the torch process group before importing skrl on a distributed rank")
-    original_init, original_set_device = dist.init_process_group, torch.cuda.set_device
+    original_set_device = torch.cuda.set_device
 
     def init_process_group(*args: Any, **kwargs: Any) -> None:
         # skrl/__init__.py: _Config.PyTorch.__init__ hard-codes "nccl"; the group already exists.
@@ -234,13 +234,11 @@ def _torch_group_guard(active: bool, cpu: bool) -> Iterator[None]:
         if not cpu:
             original_set_device(device)
 
-    dist.init_process_group = init_process_group  # type: ignore[assignment]
-    torch.cuda.set_device = set_device  # type: ignore[assignment]
-    try:
+    with (
+        replaced(dist, "init_process_group", init_process_group),
+        replaced(torch.cuda, "set_device", set_device),
+    ):
         yield
-    finally:
-        dist.init_process_group = original_init
-        torch.cuda.set_device = original_set_device
 
 
 _JAX_PATCHED = False

@@ -45,11 +45,6 @@ class _GpuWaits:
         return total
 
 
-def _on_gpu(args: tuple[Any, ...], kwargs: dict[str, Any], torch: Any) -> bool:
-    tensor = args[0] if args else kwargs.get("tensor")
-    return isinstance(tensor, torch.Tensor) and tensor.is_cuda
-
-
 def install() -> None:
     """Time ``torch.distributed``'s all-reduce and broadcasts into this rank's progress report."""
     import torch
@@ -67,7 +62,8 @@ def install() -> None:
         def collective(*args: Any, **kwargs: Any) -> Any:
             # torch.distributed.<name> as rsl-rl and skrl call it, with its wall time (CPU) or its
             # stream time (GPU, CUDA events) added to the rank's wait.
-            if gpu is not None and _on_gpu(args, kwargs, torch):
+            tensor = args[0] if args else kwargs.get("tensor")
+            if gpu is not None and isinstance(tensor, torch.Tensor) and tensor.is_cuda:
                 start, end = gpu.bracket()
                 start.record()
                 result = function(*args, **kwargs)

@@ -14,7 +14,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
@@ -92,7 +91,8 @@ def _scoped_state(argv: list[str]) -> Iterator[None]:
     )
     saved_flags = [(obj, name, getattr(obj, name)) for obj, name in flags]
     saved_argv = sys.argv
-    skrl_before = _skrl_jax_backend()
+    skrl = sys.modules.get("skrl")
+    skrl_before = getattr(skrl.config.jax, "backend", _MISSING) if skrl is not None else _MISSING
     sys.argv = ["isaaclab_mgpu.worker", *argv]
     try:
         yield
@@ -105,17 +105,10 @@ def _scoped_state(argv: list[str]) -> Iterator[None]:
             setattr(obj, name, value)
         if "skrl" in sys.modules:
             cfg = sys.modules["skrl"].config.jax
-            if skrl_before is _MISSING:
-                if hasattr(cfg, "backend"):
-                    del cfg.backend
-            else:
+            if skrl_before is not _MISSING:
                 cfg.backend = skrl_before
-
-
-def _skrl_jax_backend() -> Any:
-    if "skrl" not in sys.modules:
-        return _MISSING
-    return getattr(sys.modules["skrl"].config.jax, "backend", _MISSING)
+            elif hasattr(cfg, "backend"):
+                del cfg.backend
 
 
 def train_in_process(argv: list[str]) -> int:

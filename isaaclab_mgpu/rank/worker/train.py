@@ -68,25 +68,6 @@ from isaaclab_mgpu.rank.worker.rank import (
 )
 
 
-def _seed(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _make_env(args: WorkerArgs, num_envs: int | None, ctx: RankContext) -> Any:
-    """The rank's embedded task (Isaac Lab tasks take :mod:`isaaclab_mgpu.rank.isaac` instead)."""
-    from isaaclab_mgpu.rank import backends, tasks
-
-    n = num_envs or backends.DEFAULTS.get(args.task, backends.FALLBACK).num_envs
-    try:
-        return tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env"))
-    except ValueError as exc:
-        raise UsageError(f"{exc}; Isaac Lab task ids start with Isaac-") from None
-
-
 def run(
     args: WorkerArgs,
     console_for: Callable[[int], TrainingConsole],
@@ -133,6 +114,8 @@ def _run_rank(
     wandb_id: str | None,
 ) -> int:
     """The rank's run once its folder is known (a full disk inside it: one line, exit 74)."""
+    import torch
+
     from isaaclab_mgpu.rank import backends
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
@@ -141,7 +124,9 @@ def _run_rank(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
-    _seed(ctx.seed)
+    random.seed(ctx.seed)
+    np.random.seed(ctx.seed)
+    torch.manual_seed(ctx.seed)
     if args.rl_library == "rsl_rl":
         from isaaclab_mgpu.rank.backends.rsl_rl import set_torch_flags
 
@@ -196,11 +181,15 @@ def _train(
     environ: Mapping[str, str],
     wandb_id: str | None,
 ) -> int:
-    from isaaclab_mgpu.rank import backends
+    from isaaclab_mgpu.rank import backends, tasks
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     progress.beat("environment")
-    env = _make_env(args, args.num_envs, ctx)
+    try:  # an embedded task (Isaac Lab tasks took isaaclab_mgpu.rank.isaac)
+        n = args.num_envs or defaults.num_envs
+        env = tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env"))
+    except ValueError as exc:
+        raise UsageError(f"{exc}; Isaac Lab task ids start with Isaac-") from None
     total = args.max_iterations or defaults.max_iterations
     # skrl JAX joins its distributed runtime here (skrl's import calls jax.distributed.initialize).
     progress.beat("trainer")
@@ -285,11 +274,9 @@ def _resume(
     console: TrainingConsole,
 ) -> tuple[int, str | None]:
     """Load rank 0's checkpoint on every rank, if any; return the start iteration and its path."""
-    path = None
-    data = b""
-    loaded = None
-    if ctx.rank == 0:
-        path, data, loaded = _rank0_checkpoint(args, run_dir, environ, console)
+    path, data, loaded = (
+        _rank0_checkpoint(args, run_dir, environ, console) if ctx.rank == 0 else (None, b"", None)
+    )
     if ctx.distributed:
         progress.beat("broadcast")
         data = comm.broadcast_bytes(data)
@@ -297,11 +284,9 @@ def _resume(
         return 0, None
     if loaded is None:
         loaded = checkpoint.load_bytes(data, path or "from rank 0")
-    if ctx.rank == 0 and (loaded["library"], loaded["framework"], loaded["task"]) != (
-        args.rl_library,
-        args.ml_framework,
-        args.task,
-    ):  # the launcher checked the metadata beside it; this is the file itself
+    made_by = (loaded["library"], loaded["framework"], loaded["task"])
+    if ctx.rank == 0 and made_by != (args.rl_library, args.ml_framework, args.task):
+        # the launcher checked the metadata beside it; this is the file itself
         raise UsageError(
             f"--resume {path}: written by {loaded['library']}/{loaded['framework']} on {loaded['task']}, "
             f"not {args.rl_library}/{args.ml_framework} on {args.task}"
