@@ -1,13 +1,11 @@
 """Everything a rank prints: the rank side's one console module (it never imports ``report``).
 
-Rank 0 prints one plain line per iteration (iteration, mean episode reward, steps/s, s/it) when its
-stdout is not a terminal, which is always the case under ``mgpu train`` (torchrun's ``--tee`` and
-jaxrun pipe it), so logs stay greppable; ``mgpu train`` turns those lines into its own progress bar
-on a terminal (:mod:`isaaclab_mgpu.report.bar`; the line format is
-:mod:`isaaclab_mgpu.contract.lines`). A worker run by hand on a terminal draws the same bar itself,
-:func:`iteration_bar`, with the columns of the launcher's bar. Every rank prints exactly one line per
-parameter synchronisation check; a worker's refusal is one ``isaaclab_mgpu.worker: error:`` line
-on stderr (:func:`worker_error`). Rich is imported only when a bar is drawn.
+Rank 0 prints one plain line per iteration when its stdout is not a terminal (always under ``mgpu
+train``, which turns those lines into its own progress bar; the format is
+:mod:`isaaclab_mgpu.contract.lines`); a worker run by hand on a terminal draws the same bar itself
+(:func:`iteration_bar`). Every rank prints one line per parameter synchronisation check; a worker's
+refusal is one ``isaaclab_mgpu.worker: error:`` line on stderr (:func:`worker_error`). Rich is
+imported only when a bar is drawn.
 """
 
 from __future__ import annotations

@@ -211,18 +211,10 @@ def skrl_jax_source(agent: Any) -> Source:
                 stats += [np.asarray(v) for _, v in sorted(state.items())]
         rates = np.array([float(agent.policy_learning_rate), float(agent.value_learning_rate)])
         leaves = jax.tree.leaves
+        models, optimizers = (agent.policy, agent.value), (agent.policy_optimizer, agent.value_optimizer)
         return {
-            "policy": [
-                np.asarray(x) for m in (agent.policy, agent.value) for x in leaves(m.state_dict.params)
-            ],
-            "optimizer": [
-                *(
-                    np.asarray(x)
-                    for o in (agent.policy_optimizer, agent.value_optimizer)
-                    for x in leaves(o.state)
-                ),
-                rates,
-            ],
+            "policy": [np.asarray(x) for m in models for x in leaves(m.state_dict.params)],
+            "optimizer": [*(np.asarray(x) for o in optimizers for x in leaves(o.state)), rates],
             "normalizer": stats,
         }
 

@@ -1,15 +1,12 @@
-"""What the patch modules share: the observer they report to, a scoped attribute swap, the
-exception that leaves a library's training loop at an iteration boundary (mgpu's checkpoint
-request: the library has saved, the rank ends cleanly), running normalizer statistics over every
-rank (:func:`all_moments`, :func:`pool_statistics`), and durable checkpoint writes.
+"""What the patch modules share: the :class:`Observer` they report to, a scoped attribute swap
+(:func:`replaced`), :class:`StopTraining`, running normalizer statistics over every rank
+(:func:`all_moments`, :func:`pool_statistics`), and durable checkpoint writes.
 
 **Durable saves.** The libraries write their checkpoints in place (``torch.save(obj, path)``,
-``open(path, "wb")`` and ``pickle.dump``): a crash while saving, or a machine that loses the
-file's unwritten pages, leaves a torn newest checkpoint. While mgpu drives a library's save
-(:func:`durable_saves`, around rsl-rl's ``OnPolicyRunner.save``, skrl's ``Agent.write_checkpoint``,
-rl-games' agent ``save``), the saving module's ``torch`` is :class:`DurableTorch`, whose ``save`` to
-a path writes a temporary file beside it, fsyncs it, renames it into place and fsyncs the folder
-(:func:`isaaclab_mgpu.contract.files.atomic_open`); skrl JAX's ``open`` for writing does the same.
+``open(path, "wb")``, ``pickle.dump``): a crash while saving leaves a torn newest checkpoint. While
+mgpu drives a library's save (:func:`durable_saves`), the saving module's ``torch`` is
+:class:`DurableTorch` and its ``open`` writes whole files, both through
+:func:`isaaclab_mgpu.contract.files.atomic_open` with ``durable=True``.
 """
 
 from __future__ import annotations

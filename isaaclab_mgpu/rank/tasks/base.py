@@ -104,15 +104,9 @@ class VecTask:
         truncated = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         done = terminated | truncated
         self._returns += reward
-        finished = self._returns[done]
-        self._stats += torch.stack(
-            [
-                finished.sum().double(),
-                done.sum().double(),
-                torch.tensor(float(self.num_envs), dtype=torch.float64, device=self.device),
-                self.episode_length_buf[done].sum().double(),
-            ]
-        )
+        lengths = self.episode_length_buf[done].sum()
+        sums = (self._returns[done].sum(), done.sum(), torch.tensor(self.num_envs), lengths)
+        self._stats += torch.stack([v.to(self._stats) for v in sums])  # float64 on the task's device
         ids = done.nonzero(as_tuple=False).flatten()
         if ids.numel():
             self.state[ids] = self._reset_state(int(ids.numel()))
