@@ -169,8 +169,7 @@ class Bookkeeper(compat.Observer):
         """Completed iterations at the newest checkpoint this attempt wrote."""
         self.saved_path: Path | None = None
         self.stopped = False
-        """Every rank agreed to stop (mgpu's checkpoint request, or a drift under ``--on_drift
-        stop``); the library saved first."""
+        """Every rank agreed to stop (mgpu's checkpoint request, or ``--on_drift stop``), after a save."""
         # Under mgpu train the checkpoint request is agreed every iteration (one tiny collective);
         # run by hand there is nobody to ask.
         self._watch = CHECKPOINT_REQUEST in self.environ

@@ -42,11 +42,9 @@ def name_this_rank(what: str, environ: Mapping[str, str] | None = None) -> None:
     if not environ.get(env.RUN_ID):
         return
     with contextlib.suppress(Exception):  # a title is a convenience: never a reason to fail a rank
-        # setproctitle.setproctitle, by default, takes the environment block's memory for a title
-        # longer than the command line, and /proc/PID/environ then reads empty: mgpu finds its
-        # ranks by the MGPU_RUN_ID there (watchdog, stacks, check-env). SPT_NOENV, read at the first
-        # call, keeps the environment and fits the title into the command line's space (a rank's
-        # is longer than the title's start, which names the rank and the program).
+        # setproctitle takes the environment block's memory for a title longer than the command
+        # line, and /proc/PID/environ then reads empty (mgpu finds its ranks by MGPU_RUN_ID there).
+        # SPT_NOENV, read at the first call, fits the title into the command line's space instead.
         os.environ["SPT_NOENV"] = "1"
         import setproctitle
 

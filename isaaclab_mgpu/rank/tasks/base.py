@@ -1,14 +1,12 @@
 """The batched-torch task base: ``num_envs`` copies of one system stepping in lock-step on one device.
 
 A task subclass describes its physics with four methods on whole batches (no Python loop over
-environments): :meth:`VecTask._reset_state`, :meth:`VecTask._integrate`, :meth:`VecTask._observe`
-and :meth:`VecTask._reward_terminated`. The base class does the bookkeeping every RL library needs:
-action clipping to ``[-1, 1]``, episode counters, time limits (``truncated``) versus failures
-(``terminated``), automatic reset of finished environments (the returned observation is then the
-first one of the new episode), and returns of completed episodes for reporting.
-
-Randomness comes from one ``torch.Generator`` per task seeded from the rank's seed, so two runs
-with the same seed and world size replay the same initial states.
+environments); the base class does the bookkeeping every RL library needs: action clipping to
+``[-1, 1]``, episode counters, time limits (``truncated``) versus failures (``terminated``),
+automatic reset of finished environments (the returned observation is then the first one of the
+new episode), and returns of completed episodes for reporting. Randomness comes from one
+``torch.Generator`` per task seeded from the rank's seed, so two runs with the same seed and world
+size replay the same initial states.
 """
 
 from __future__ import annotations
