@@ -3,8 +3,9 @@
 - :func:`rank_context` reads the launcher's environment once (torchrun's ``RANK``/``LOCAL_RANK``/
   ``WORLD_SIZE``, or the ``JAX_`` ones for skrl JAX); the seed is offset by the global rank so ranks
   explore differently while starting from rank 0's parameters.
-- :func:`run_dir_of` is the run folder (``MGPU_RUN_DIR``, or by hand :func:`run_folder`). Rank 0
-  owns it; rank ``r > 0`` writes only inside ``rank_<r>/``.
+- :func:`run_dir_of` is the run folder (``MGPU_RUN_DIR``, or by hand
+  :func:`isaaclab_mgpu.contract.layout.run_folder`). Rank 0 owns it; rank ``r > 0`` writes only
+  inside ``rank_<r>/``.
 - :class:`Comm` is the handful of collectives the worker itself needs, over torch.distributed, JAX's
   multi-process runtime, or the node's shared-memory channel (:mod:`isaaclab_mgpu.rank.localcomm`).
 - :func:`init_torch_group` joins the process group and, on one node's CPU ranks, opens that channel
@@ -105,15 +106,12 @@ def run_stamp(environ: Mapping[str, str]) -> str:
     return environ.get(env.RUN_STAMP) or time.strftime(layout.STAMP_FORMAT)
 
 
-def run_folder(args: WorkerArgs, stamp: str) -> Path:
-    """The run folder every rank of this run names identically."""
-    return layout.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
-
-
 def run_dir_of(args: WorkerArgs, environ: Mapping[str, str]) -> Path:
-    """This run's folder: mgpu's ``MGPU_RUN_DIR``, else :func:`run_folder` of ``--run_timestamp`` or now."""
-    given = environ.get(env.RUN_DIR)
-    return Path(given) if given else run_folder(args, args.run_timestamp or run_stamp(environ))
+    """This run's folder: mgpu's ``MGPU_RUN_DIR``, else the one every rank names from the stamp."""
+    if given := environ.get(env.RUN_DIR):
+        return Path(given)
+    stamp = args.run_timestamp or run_stamp(environ)
+    return layout.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
 
 
 class Comm:
