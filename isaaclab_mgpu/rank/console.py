@@ -1,13 +1,11 @@
 """Everything a rank prints: the rank side's one console module (it never imports ``report``).
 
-Rank 0 prints one plain line per iteration (iteration, mean episode reward, steps/s, s/it) when its
-stdout is not a terminal, which is always the case under ``mgpu train`` (torchrun's ``--tee`` and
-jaxrun pipe it), so logs stay greppable; ``mgpu train`` turns those lines into its own progress bar
-on a terminal (:mod:`isaaclab_mgpu.report.bar`; the line format is
-:mod:`isaaclab_mgpu.contract.lines`). A worker run by hand on a terminal draws the same bar itself,
-:func:`iteration_bar`, with the columns of the launcher's bar. Every rank prints exactly one line per
-parameter synchronisation check; a worker's refusal is one ``isaaclab_mgpu.worker: error:`` line
-on stderr (:func:`worker_error`). Rich is imported only when a bar is drawn.
+Rank 0 prints one plain line per iteration when its stdout is not a terminal (always under ``mgpu
+train``, which turns those lines into its own progress bar; the format is
+:mod:`isaaclab_mgpu.contract.lines`); a worker run by hand on a terminal draws the same bar itself
+(:func:`iteration_bar`). Every rank prints one line per parameter synchronisation check; a worker's
+refusal is one ``isaaclab_mgpu.worker: error:`` line on stderr (:func:`worker_error`). Rich is
+imported only when a bar is drawn.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ def _line(text: str) -> None:
 
 
 def worker_error(message: str) -> None:
-    """One ``isaaclab_mgpu.worker: error:`` line on stderr, also kept as the rank's reason for
-    ``mgpu train``'s final line (:mod:`isaaclab_mgpu.contract.reasons`)."""
+    """One ``isaaclab_mgpu.worker: error:`` line on stderr, also kept as the rank's reason."""
     sys.stderr.write(f"{WORKER}: error: {printable(message)}\n")
     reasons.record(message)
 
@@ -86,8 +83,7 @@ class TrainingConsole:
         self.note(f"parameters synchronised ({when}): checksum {checksum}")
 
     def start(self, description: str, first: int, total: int, last_reward: float | None = None) -> None:
-        """Begin showing progress from iteration ``first`` to ``total``; ``last_reward``: the run's
-        last known mean episode reward (a resumed run), shown until this segment's episodes end."""
+        """Show progress from ``first`` to ``total``, showing a resumed run's ``last_reward`` at first."""
         if self.rank != 0:
             return
         self._last_reward = last_reward

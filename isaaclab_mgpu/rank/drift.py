@@ -1,31 +1,28 @@
 """The ranks' drift check: every ``--drift_interval`` iterations each rank hashes its state and the
 ranks compare, so a rank that stopped matching the others is named while it happens, not at the end.
 
-Data-parallel PPO keeps every rank's copy identical only as long as everything that shapes it is
-identical: the parameters (rank 0's broadcast at the start, then all-reduced gradients), the
-optimizer's state (built from those gradients) and the statistics of any observation normalizer
-(which each library must synchronise itself; rsl-rl began to only in 2026). A rank that drifts
-trains a different policy silently. The check:
+Data-parallel PPO keeps every rank's copy identical only while everything that shapes it is: the
+parameters, the optimizer's state and the statistics of any observation normalizer (which each
+library must synchronise itself). A rank that drifts trains a different policy silently. The check:
 
 - each back-end's ``component_arrays()`` gives its state as three :data:`COMPONENTS`: ``policy``
-  (the policy's and value function's parameters), ``optimizer`` (its moments, step counts and
-  learning rates), ``normalizer`` (running statistics: rsl-rl's empirical normalizer, skrl's
-  running standard scaler, any model buffer; none where the back-end keeps none);
-- :func:`hashes` reduces each to 16 hex digits (BLAKE2b over the arrays' raw bytes, in order) and
-  :func:`words` to 16-bit words, exact in JAX's float32 all-gather; they ride in the row of the
-  all-gather the worker already runs every iteration (:mod:`.worker.metrics`), so the check adds no
-  collective, and outside the check's iterations the words are zeros;
-- :func:`compare` names the first divergence: which rank (the one that differs from the
-  majority; on a tie, from rank 0), which component (in :data:`COMPONENTS` order), and since
-  when (:class:`Check` keeps the last iteration at which every rank agreed).
+  (policy and value parameters), ``optimizer`` (moments, step counts, learning rates),
+  ``normalizer`` (running statistics, any model buffer; none where the back-end keeps none);
+- :func:`hashes` reduces each to 16 hex digits and :func:`words` to 16-bit words, exact in JAX's
+  float32 all-gather; they ride in the worker's per-iteration all-gather (:mod:`.worker.metrics`),
+  zeros outside the check's iterations, so the check adds no collective;
+- :func:`compare` names the first divergence: which rank (the one that differs from the majority;
+  on a tie, from rank 0), which component, and since when (:class:`Check` keeps the last iteration
+  at which every rank agreed).
 
-Every rank reaches the same verdict at the same iteration (they compare the same gathered rows),
-so under ``--on_drift stop`` they stop together, at one iteration boundary.
+Every rank reaches the same verdict at the same iteration, so under ``--on_drift stop`` they stop
+together. :class:`Source` and the ``*_source`` functions say where each library keeps that state.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +55,7 @@ def hashes(components: Mapping[str, Iterable[Any]]) -> dict[str, str]:
 
 
 def words(found: Mapping[str, str] | None) -> np.ndarray:
-    """This rank's part of the row: 1 and each component's hash as 16-bit words, or all zeros
-    (``found`` None: not a check iteration)."""
+    """This rank's part of the row: 1 and each hash as 16-bit words; zeros when ``found`` is None."""
     out = np.zeros(WIDTH, dtype=np.float64)
     if found is None:
         return out
@@ -71,8 +67,7 @@ def words(found: Mapping[str, str] | None) -> np.ndarray:
 
 
 def compare(gathered: np.ndarray, since: int, at: int) -> Drift | None:
-    """The divergence in ``gathered`` (one :func:`words` row per rank, in rank order), or None when
-    every rank's every component is equal (or the row holds no check)."""
+    """The divergence in ``gathered`` (one :func:`words` row per rank), or None: equal, or no check."""
     g = np.asarray(gathered, dtype=np.float64)
     if g.shape[0] < 2 or not (g[:, 0] > 0).all():
         return None
@@ -94,11 +89,7 @@ def compare(gathered: np.ndarray, since: int, at: int) -> Drift | None:
 
 def _odd_one(keys: list[tuple[int, ...]]) -> int:
     """The first rank whose value is not the majority's (a tie goes to rank 0's value)."""
-    counts: dict[tuple[int, ...], int] = {}
-    for k in keys:
-        counts[k] = counts.get(k, 0) + 1
-    top = max(counts.values())
-    majority = keys[0] if counts[keys[0]] == top else next(k for k in keys if counts[k] == top)
+    majority = Counter(keys).most_common(1)[0][0]  # of equal counts, the first seen
     return next(r for r, k in enumerate(keys) if k != majority)
 
 
@@ -133,8 +124,7 @@ class Check:
 
 
 def tell(found: Drift, note: Callable[[str], None]) -> None:
-    """Rank 0: hand ``found`` to mgpu (its progress report, from which mgpu names it once), or, run
-    by hand without mgpu, ``note`` it."""
+    """Rank 0: hand ``found`` to mgpu's progress report, or, run by hand, ``note`` it."""
     from isaaclab_mgpu.contract import progress
 
     reporter = progress.reporter()
@@ -147,8 +137,7 @@ def tell(found: Drift, note: Callable[[str], None]) -> None:
 def torch_components(
     modules: Iterable[Any], optimizer: Any, preprocessors: Iterable[Any] = ()
 ) -> dict[str, list[Any]]:
-    """A torch back-end's :data:`COMPONENTS`: the modules' parameters, the optimizer's state and
-    learning rates, and every buffer of the modules and of ``preprocessors`` (torch modules or None)."""
+    """A torch back-end's :data:`COMPONENTS`; the normalizer: the modules' and ``preprocessors``' buffers."""
     modules = list(modules)
     stats = [*modules, *(p for p in preprocessors if hasattr(p, "named_buffers"))]
     opt = optimizer.state_dict()
@@ -162,8 +151,7 @@ def torch_components(
 
 
 def perturb_torch(modules: Iterable[Any], preprocessors: Iterable[Any] = ()) -> str:
-    """``--simulate_fault drift``: nudge the first normalizer statistic (any floating buffer of the
-    preprocessors or modules), else the first parameter; return the component nudged."""
+    """``--simulate_fault drift``: nudge the first floating buffer, else the first parameter; say which."""
     import torch
 
     stats = [p for p in preprocessors if hasattr(p, "named_buffers")]
@@ -190,15 +178,13 @@ class Source:
 
 
 def rsl_rl_source(alg: Any) -> Source:
-    """rsl-rl's ``PPO``: actor and critic (their buffers hold rsl-rl's empirical normalizers, when
-    the models normalize) and the optimizer."""
+    """rsl-rl's ``PPO``: actor and critic (their buffers hold any normalizer) and the optimizer."""
     models = lambda: (alg._raw_actor, alg._raw_critic)  # noqa: E731
     return Source(lambda: torch_components(models(), alg.optimizer), lambda: perturb_torch(models()))
 
 
 def skrl_torch_source(agent: Any) -> Source:
-    """skrl's torch ``PPO`` agent: policy and value models, the optimizer, and skrl's running
-    standard scalers where configured (else its no-op preprocessor function, not hashed)."""
+    """skrl's torch ``PPO`` agent: policy and value models, the optimizer, any running standard scalers."""
 
     def models() -> list[Any]:
         return [m for m in (agent.policy, agent.value) if m is not None]
@@ -213,8 +199,7 @@ def skrl_torch_source(agent: Any) -> Source:
 
 
 def skrl_jax_source(agent: Any) -> Source:
-    """skrl's JAX ``PPO`` agent: the models' flax parameters, the optimizers' states and learning
-    rates, and skrl's running standard scalers where configured."""
+    """skrl's JAX ``PPO`` agent: flax parameters, optimizer states and rates, any running scalers."""
     import jax
 
     def components() -> dict[str, list[Any]]:
@@ -226,18 +211,10 @@ def skrl_jax_source(agent: Any) -> Source:
                 stats += [np.asarray(v) for _, v in sorted(state.items())]
         rates = np.array([float(agent.policy_learning_rate), float(agent.value_learning_rate)])
         leaves = jax.tree.leaves
+        models, optimizers = (agent.policy, agent.value), (agent.policy_optimizer, agent.value_optimizer)
         return {
-            "policy": [
-                np.asarray(x) for m in (agent.policy, agent.value) for x in leaves(m.state_dict.params)
-            ],
-            "optimizer": [
-                *(
-                    np.asarray(x)
-                    for o in (agent.policy_optimizer, agent.value_optimizer)
-                    for x in leaves(o.state)
-                ),
-                rates,
-            ],
+            "policy": [np.asarray(x) for m in models for x in leaves(m.state_dict.params)],
+            "optimizer": [*(np.asarray(x) for o in optimizers for x in leaves(o.state)), rates],
             "normalizer": stats,
         }
 
@@ -253,8 +230,7 @@ def skrl_jax_source(agent: Any) -> Source:
 
 
 def rl_games_source(agent: Any) -> Source:
-    """rl-games' A2C agent: its model (whose buffers hold the input and value ``RunningMeanStd``
-    when ``normalize_input``/``normalize_value``), a central value network if any, the optimizer."""
+    """rl-games' A2C agent: its model (with its ``RunningMeanStd``), any central value net, its optimizer."""
 
     def models() -> list[Any]:
         central = getattr(agent, "central_value_net", None)

@@ -4,32 +4,23 @@
 for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``, with:
 
 - the Isaac Lab training command line from :func:`train_argv` (pure): the library, task, the
-  rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank
-  (the launcher's ``MGPU_RUN_STAMP``, or the stamp of the run it continues), ``--checkpoint`` when
-  it continues one, the Isaac Lab options the user gave, then the Hydra items;
-- a resume (``--resume``, ``MGPU_RESUME``, or a restart of mgpu's: :mod:`.isaac_resume`) continues
-  the run in its own folder, at its iteration counter, up to ``--max_iterations`` in all;
+  rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank,
+  ``--checkpoint`` when it continues one, the Isaac Lab options the user gave, then the Hydra items;
+- a resume continuing the run in its own folder, at its iteration counter (:mod:`.isaac_resume`);
 - on CPU ranks, a gloo process group joined first; the patches of :mod:`.patches` on every rank;
-- a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksum
-  after rank 0's parameters were broadcast and at the end, one :meth:`Bookkeeper.on_iteration`
-  call per training iteration (where the bookkeeping and the progress heartbeat of
-  :mod:`isaaclab_mgpu.progress` run), each checkpoint the library writes, and, on rank 0, its
-  account of the attempt with the keys of an embedded run, handed to mgpu through the progress
-  channel (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`; node 0's mgpu folds it into
-  ``summary.json``, one run across restarts and resumes): given as soon as Isaac Lab names the
-  folder (reported to the launcher, whose ledger goes there), refreshed as the run goes
-  (iterations done, the newest checkpoint and its iteration), completed at the end; a checkpoint
-  of another run loaded into a new folder (Isaac Lab's own ``--checkpoint``) is recorded as
-  ``continues``;
-- mgpu's checkpoint request (the requeue signal; SIGUSR1 reaching the rank) read on every rank at
-  each iteration's end and agreed in one tiny all-gather: the library saves through its own code
-  (:mod:`.patches`) and training ends there, every rank exits 0 and the run is ``stopped``.
-- the ranks' drift check (:mod:`.isaac_drift`) at each iteration's end, every ``--drift_interval``
-  iterations; under ``--on_drift stop`` a drift ends training the same way and the run is
-  ``drifted``.
+- a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksums
+  after rank 0's broadcast and at the end, each iteration (:meth:`Bookkeeper.on_iteration`, with
+  the progress heartbeat) and each checkpoint; on rank 0 its account of the attempt, with the keys
+  of an embedded run, handed to mgpu (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`) as
+  soon as Isaac Lab names the folder and kept up to date (a checkpoint of another run loaded into a
+  new folder is recorded as ``continues``);
+- mgpu's checkpoint request, agreed in one tiny all-gather at each iteration's end: the library
+  saves through its own code and training ends there (every rank exits 0, the run is ``stopped``);
+- the ranks' drift check (:mod:`.isaac_drift`); under ``--on_drift stop`` a drift ends training the
+  same way (``drifted``).
 
-Isaac Lab's logger (TensorBoard by default, W&B/Neptune with ``--logger``), its ``params/`` dump,
-``run.json`` manifest, checkpoints and ``--checkpoint`` selectors are all its own.
+Isaac Lab's logger, its ``params/`` dump, ``run.json`` manifest, checkpoints and ``--checkpoint``
+selectors are all its own.
 """
 
 from __future__ import annotations
@@ -139,9 +130,7 @@ def check_request(args: WorkerArgs) -> None:
 
 
 class Bookkeeper(compat.Observer):
-    """mgpu's per-rank record of an Isaac Lab run: folder, checksums, iteration rates and rewards;
-    on rank 0 its account of the attempt, kept true while it trains; on every rank the answer to
-    mgpu's checkpoint request, agreed at each iteration's end."""
+    """mgpu's per-rank record of an Isaac Lab run, rank 0's account of it, and the agreed stop."""
 
     def __init__(
         self,
@@ -180,8 +169,7 @@ class Bookkeeper(compat.Observer):
         """Completed iterations at the newest checkpoint this attempt wrote."""
         self.saved_path: Path | None = None
         self.stopped = False
-        """Every rank agreed to stop (mgpu's checkpoint request, or a drift under ``--on_drift
-        stop``); the library saved first."""
+        """Every rank agreed to stop (mgpu's checkpoint request, or ``--on_drift stop``), after a save."""
         # Under mgpu train the checkpoint request is agreed every iteration (one tiny collective);
         # run by hand there is nobody to ask.
         self._watch = CHECKPOINT_REQUEST in self.environ
@@ -193,9 +181,7 @@ class Bookkeeper(compat.Observer):
         """Rank 0's last account of this attempt (what mgpu folds into ``summary.json``)."""
 
     def run_folder(self, rank_dir: str) -> None:
-        """Record the folder Isaac Lab gave this rank; a continued run must be the folder it continues.
-
-        Rank 0 then reports the folder to the launcher and gives its first account."""
+        """Record the folder Isaac Lab gave this rank (a continued run's must be the one it continues)."""
         self.rank_dir = rank_dir
         folder = self.cont.folder if self.cont is not None else None
         if folder is not None and self.ctx.rank == 0 and Path(rank_dir).resolve() != Path(folder):
@@ -238,8 +224,7 @@ class Bookkeeper(compat.Observer):
         return self.on_iteration(self.start + len(self.rewards) + 1, steps, reward)
 
     def on_iteration(self, iteration: int, steps: int, reward: float | None) -> bool:
-        """Per-iteration hook of the Isaac Lab path: bookkeeping, the progress heartbeat, rank 0's
-        account, and whether every rank stops here on mgpu's checkpoint request."""
+        """Per-iteration bookkeeping, heartbeat and rank 0's account; True: every rank stops here."""
         self.steps += steps
         self.last_steps = steps
         now = time.perf_counter()
@@ -256,8 +241,7 @@ class Bookkeeper(compat.Observer):
         return asked or drifted
 
     def saved(self, iteration: int) -> None:
-        """The library wrote a checkpoint after ``iteration`` iterations: rank 0 records it at once,
-        so the launcher knows where a restart resumes even if the run dies next."""
+        """The library saved after ``iteration`` iterations: rank 0 records it at once, for a restart."""
         if self.ctx.rank != 0 or self.run_dir is None:
             return
         self.saved_at = iteration
@@ -324,8 +308,7 @@ class Bookkeeper(compat.Observer):
         return account
 
     def _progress(self, rewards: list[float | None], **final: Any) -> Summary:
-        """How far this attempt got, as the built-in worker tells it (mgpu merges it into the run's
-        record across attempts: :func:`~isaaclab_mgpu.contract.summary.absorb`)."""
+        """How far this attempt got, as the built-in worker tells it."""
         args = self.args
         assert args is not None
         done = self.start + len(rewards)
@@ -364,8 +347,7 @@ class Bookkeeper(compat.Observer):
         return Summary(**{**fields, **final})
 
     def summary(self, exit_status: int) -> Summary:
-        """Rank 0's last account: this attempt completed with every rank's record (the record an
-        embedded run gives), handed to mgpu; returns it."""
+        """Rank 0's last account, completed with every rank's record, handed to mgpu; returns it."""
         run_dir = self.run_dir
         g = self.gathered if self.gathered is not None else np.zeros((1, 9))
         starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
@@ -415,11 +397,8 @@ def _join_words(g: np.ndarray) -> np.ndarray:
 
 
 def _checksum(modules: list[Any]) -> str:
-    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models).
-
-    Parameters only: running observation/value normalisers (rl-games' ``RunningMeanStd``) are
-    buffers each rank updates from its own environments, in every library's multi-GPU mode.
-    """
+    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models)."""
+    # Parameters only: normaliser buffers are updated per rank in every library's multi-GPU mode.
     arrays: list[np.ndarray] = []
     for module in modules:
         named = getattr(module, "named_parameters", None)

@@ -1,24 +1,13 @@
 """The drift check on Isaac Lab's training path: the built-in worker's check (:mod:`.drift`), run
 at the end of the library's own iterations.
 
-Isaac Lab's rsl_rl, skrl (torch and JAX) and rl_games back-ends train multi-rank; each library's
-observation patch (:mod:`.patches`) hands the rank's Bookkeeper a :class:`~.drift.Source` (the
-library's own objects: rsl-rl's ``PPO``, skrl's agent, rl-games' agent) and calls it once per
-iteration on every rank. There :meth:`Watch.after` does what the worker's loop does:
-
-- every ``--drift_interval`` completed iterations, each rank hashes its ``policy``,
-  ``optimizer`` and ``normalizer`` state (:func:`~.drift.hashes`) and the ranks all-gather the
-  hashes as 16-bit words (one small collective, only on a check's iteration; the worker instead
-  rides its per-iteration all-gather, which this path has not);
-- the first divergence (:class:`~.drift.Check`) goes into rank 0's progress report, from which
-  ``mgpu train`` names it once and records it (the run's ledger, ``summary.json``, ``mgpu runs``);
-  run by hand, rank 0 says it;
-- ``--on_drift stop``: every rank stops at that iteration the way mgpu's checkpoint request stops
-  them (the library saves through its own code), and the run ends ``drifted``;
-- ``--simulate_fault drift@IT``: the target rank nudges its state through the source at the end of
-  iteration IT - 1, i.e. before iteration IT trains, as the worker does at the start of IT.
-
-Isaac Lab's sb3 back-end trains one process (no ``--distributed``): there is nothing to compare.
+Each library's observation patch (:mod:`.patches`) hands the rank's Bookkeeper a
+:class:`~.drift.Source` (rsl-rl's ``PPO``, skrl's agent, rl-games' agent) and calls it once per
+iteration on every rank; :meth:`Watch.after` then does what the worker's loop does, except that the
+hashes go in an all-gather of their own, only on a check's iteration (this path has no
+per-iteration all-gather to ride). ``--on_drift stop`` stops every rank the way mgpu's checkpoint
+request does; ``--simulate_fault drift@IT`` nudges the target rank's state at the end of iteration
+IT - 1, i.e. before IT trains. Isaac Lab's sb3 back-end trains one process: nothing to compare.
 """
 
 from __future__ import annotations
@@ -57,8 +46,7 @@ class Watch:
         self.check.agreed = iteration
 
     def after(self, done: int) -> bool:
-        """Iteration ``done`` ended on this rank: the check when it is due (a collective every rank
-        reaches at the same iteration), then a simulated drift; True: stop here (``--on_drift stop``)."""
+        """Iteration ``done`` ended: the check when due, then a simulated drift; True: stop here."""
         found = (
             self._compare(done)
             if self.source is not None and self.check.due(done, self.ctx.world_size)

@@ -2,35 +2,24 @@
 
 A rank of an Isaac Lab task continues a run when it is asked to (:func:`request`):
 
-- the launcher's ``MGPU_RESUME`` or ``MGPU_RUN_DIR`` (:mod:`isaaclab_mgpu.contract.resume`), or the
-  worker's ``--resume PATH``: a checkpoint file, or an Isaac Lab run folder (its newest checkpoint;
-  none yet: iteration 0 in it);
-- ``--resume`` without a path (:data:`~isaaclab_mgpu.contract.resume.LATEST`): the newest
-  run of this task and library that holds a whole checkpoint;
-- a restart (``MGPU_ATTEMPT`` > 0) with neither: this launch's own run, the folder Isaac Lab named
-  from the launcher's stamp, from its newest checkpoint (a restart of a launch that began at a
-  given checkpoint file goes on from that run's newest one);
-- ``--resume auto`` (:data:`~isaaclab_mgpu.contract.resume.AUTO`) is the launcher's: what it chose
-  comes as ``MGPU_RESUME``, and without it the run is new.
+- the launcher's ``MGPU_RESUME`` or ``MGPU_RUN_DIR``, or the worker's ``--resume PATH``: a
+  checkpoint file, or an Isaac Lab run folder (its newest checkpoint; none yet: iteration 0 in it);
+- ``--resume`` without a path: the newest run of this task and library with a whole checkpoint;
+- a restart (``MGPU_ATTEMPT`` > 0) with neither: this launch's own run (the folder Isaac Lab named
+  from the launcher's stamp), from its newest checkpoint;
+- ``--resume auto`` is the launcher's: what it chose comes as ``MGPU_RESUME``, else the run is new.
 
 Rank 0 alone looks at the file system (:func:`locate`): the run folder, its Isaac Lab stamp (the
-first 19 characters of the folder's name, Isaac Lab's ``%Y-%m-%d_%H-%M-%S``) and the checkpoint
-that :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks by each library's own naming and
-counter (:data:`~isaaclab_mgpu.contract.resume.ISAAC_CHECKPOINTS`), as the launcher and the
-built-in worker pick theirs. Isaac Lab then runs with ``--run_timestamp`` set to that stamp, which
-makes it name the same folder (the resumed run writes where the first one did), and
-``--checkpoint`` set to the file, which its own resume code loads on every rank.
+start of the folder's name) and the checkpoint :func:`~isaaclab_mgpu.contract.resume.newest_whole`
+picks by the library's own naming. Isaac Lab then runs with ``--run_timestamp`` set to that stamp,
+so it names the same folder, and ``--checkpoint`` set to the file, which its own resume code loads
+on every rank.
 
-**No shared file system needed** (torchrun launches, the agent's store): rank 0 sends the stamp
-and the checkpoint's bytes through torchrun's key-value store before Isaac Lab starts, every other
-rank writes them to a private temporary file and Isaac Lab loads that (:func:`continuation`). Where
-there is no store (mgpu's JAX launcher for skrl JAX), every rank resolves the request itself and a
-rank that cannot read the checkpoint stops with one line: that case needs the run folder on a file
-system every node reads.
-
-How each library is then made to continue the counter is in :mod:`isaaclab_mgpu.rank.patches`
-(rsl-rl: :mod:`~isaaclab_mgpu.rank.patches.rsl_rl`; skrl: :mod:`~isaaclab_mgpu.rank.patches.skrl`;
-rl-games restores its epoch and frame counters itself and counts ``max_epochs`` as the total).
+**No shared file system needed** (torchrun launches): rank 0 sends the stamp and the checkpoint's
+bytes through torchrun's key-value store before Isaac Lab starts; every other rank writes them to a
+private temporary file that Isaac Lab loads (:func:`continuation`). Without a store (skrl JAX under
+mgpu's JAX launcher) every rank resolves the request itself, and a rank that cannot read the
+checkpoint stops with one line. How each library then goes on counting: :mod:`.patches`.
 """
 
 from __future__ import annotations
@@ -105,8 +94,7 @@ def stamp_of(folder: Path) -> tuple[str, str | None]:
 
 
 def _newest(library: str, folder: Path) -> Path | None:
-    """The checkpoint :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks in ``folder``; the
-    newer torn ones passed over in one warning line; torn ones only: one error line."""
+    """The checkpoint :func:`~isaaclab_mgpu.contract.resume.newest_whole` picks in ``folder``."""
     pick = resume.newest_whole(folder, library)
     found = pick.taken()
     if (warning := pick.warning()) is not None:
@@ -163,11 +151,8 @@ def locate(
 
 
 def plan(library: str, task: str, source: str | None, stamp: str, *, restarted: bool = False) -> Continuation:
-    """Rank 0's continuation of ``source`` (a new run under ``stamp`` when there is none).
-
-    On a restart (``restarted``) a checkpoint file given at launch stands for its run folder: the
-    restart goes on from that run's newest checkpoint, not from the file the launch began with.
-    """
+    """Rank 0's continuation of ``source`` (a new run under ``stamp`` when there is none)."""
+    # On a restart a checkpoint file given at launch stands for its run folder (its newest checkpoint).
     if source is None:
         return Continuation(stamp=stamp)
     if restarted and source not in (THIS_RUN, resume.LATEST) and Path(source).is_file():

@@ -1,12 +1,10 @@
 """Collectives among the CPU ranks of one node through shared memory, for the small and frequent ones.
 
-Why: on CPU ranks every PPO mini-batch of rsl-rl and skrl ends in collectives (rsl-rl: a KL
-all-reduce, a learning-rate broadcast and a gradient all-reduce; skrl: one gradient all-reduce per
-model), 45-60 per iteration at our defaults. Through gloo each one costs 0.3-0.8 ms on a 2-core
-VM even for ten floats: a gloo all-reduce hands the work to a worker thread, sends over loopback
-TCP, is woken by the peer's event-loop thread and hands the result back, and every hand-off that
-wakes an idle CPU costs tens of microseconds there. Two ranks spent more time in those hand-offs
-than the second rank's work saved (see ``benchmarks/stages.py``).
+Why: on CPU ranks every PPO mini-batch of rsl-rl and skrl ends in collectives, 45-60 per iteration
+at our defaults. Through gloo each costs 0.3-0.8 ms on a 2-core VM even for ten floats: hand-offs
+to a worker thread, loopback TCP, the peer's event-loop thread, and back, each waking an idle CPU.
+Two ranks spent more time in those hand-offs than the second rank's work saved
+(``benchmarks/stages.py``).
 
 :class:`LocalChannel` is one file in ``/dev/shm`` mapped by every rank: a 64-byte header line per
 rank holding its collective counter, and two banks of one slot per rank (collective ``n`` uses bank
@@ -14,18 +12,14 @@ rank holding its collective counter, and two banks of one slot per rank (collect
 with ``FUTEX_WAKE`` and waits with ``FUTEX_WAIT`` (no spinning) until every peer's counter has
 reached ``n``, then reads the slots. Two banks are enough: a peer can only write bank ``n % 2``
 again at collective ``n + 2``, which it cannot enter before this rank has posted ``n + 1``, after
-it finished reading ``n``. Results are identical on every rank: sums are taken in rank order by
-every rank.
+it finished reading ``n``. Every rank sums in rank order, so results are identical on every rank.
 
 Where it applies (:func:`usable`): several ranks, all on this node, on CPU, on x86-64 Linux (the
-counters rely on x86's ordering of stores and loads; other machines keep gloo), with room in
-``/dev/shm``, and unless ``MGPU_CPU_COLLECTIVES=gloo`` is set. The channel is opened by
-:func:`open_channel` once per process (rank 0 creates and allocates the file, the others map it,
-rank 0 removes its name once all have it) and reached through :func:`current`. Arrays larger than a
-slot (:data:`SLOT_BYTES`) are left to the caller's fallback.
-
-A wait that exceeds the timeout (the process group's) raises :class:`TimeoutError` naming the rank
-that did not arrive; mgpu's stall watch normally reports a hung rank long before.
+counters rely on x86's ordering of stores and loads), with room in ``/dev/shm``, unless
+``MGPU_CPU_COLLECTIVES=gloo``. :func:`open_channel` opens it once per process (rank 0 creates the
+file, the others map it, rank 0 removes its name once all have it); :func:`current` reaches it.
+Arrays larger than a slot (:data:`SLOT_BYTES`) are left to the caller's fallback. A wait past the
+timeout (the process group's) raises :class:`TimeoutError` naming the rank that did not arrive.
 """
 
 from __future__ import annotations
@@ -185,27 +179,21 @@ def open_channel(
     timeout_s: float = 1800.0,
     slot_bytes: int = SLOT_BYTES,
 ) -> LocalChannel | None:
-    """Open the run's channel on every rank together (a collective over ``gather``); None if any rank can't.
-
-    ``gather`` is the run's ordinary all-gather of a small uint32 vector (gloo or JAX's); it carries
-    rank 0's random name and then every rank's verdict, so all ranks agree on using the channel.
-    """
+    """Open the run's channel on every rank together (a collective over ``gather``); None if one can't."""
+    # gather (the run's all-gather of a small uint32 vector) carries rank 0's random name, then
+    # every rank's verdict, so all ranks agree on using the channel.
     global _current
     token = secrets.randbits(63) if rank == 0 else 0
     path = os.path.join(SHM_DIR, f"isaaclab-mgpu-{token:016x}")
-    ok = 1
-    if rank == 0:
-        ok = _create(path, channel_bytes(world_size, slot_bytes))
+    ok = _create(path, channel_bytes(world_size, slot_bytes)) if rank == 0 else 1
     words = np.array([token >> 32, token & 0xFFFFFFFF, ok], dtype=np.uint32)
     first = gather(words)[0]
     token, ok = (int(first[0]) << 32) | int(first[1]), int(first[2])
     path = os.path.join(SHM_DIR, f"isaaclab-mgpu-{token:016x}")
     channel: LocalChannel | None = None
     if ok:
-        try:
+        with contextlib.suppress(OSError):
             channel = LocalChannel(path, rank, world_size, slot_bytes=slot_bytes, timeout_s=timeout_s)
-        except OSError:
-            channel = None
     verdicts = gather(np.array([1 if channel is not None else 0], dtype=np.uint32))
     if rank == 0 and ok:
         os.unlink(path)  # every rank has mapped it (or given up): the name is no longer needed
@@ -225,8 +213,8 @@ def close_channel() -> None:
 
 
 def _create(path: str, size: int) -> int:
-    """Create and allocate the file (1), or 0 when ``/dev/shm`` has no room: writing to unbacked
-    tmpfs pages would kill the rank with SIGBUS, so the pages are allocated up front."""
+    """Create and allocate the file (1), or 0 when ``/dev/shm`` has no room."""
+    # Allocated up front: writing to unbacked tmpfs pages would kill the rank with SIGBUS.
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError:

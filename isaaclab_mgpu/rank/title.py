@@ -1,16 +1,13 @@
 """Each rank's name in ``ps``, ``top`` and ``htop``: which rank of which run it is.
 
-torchrun starts every rank with the same command line, so ``ps`` shows N identical processes and
-a user who wants to look at (or kill, or attach a debugger to) rank 3 has to read environments.
-Under ``mgpu train`` each rank renames itself (setproctitle, which rewrites what
-``/proc/PID/cmdline`` shows) to::
+torchrun starts every rank with the same command line; under ``mgpu train`` each rank renames itself
+(setproctitle, which rewrites what ``/proc/PID/cmdline`` shows) to::
 
     mgpu rank 1/2 | isaaclab_mgpu.worker rsl_rl/torch cartpole | run 2026-12-02_00-24-14_stop | attempt 0
 
-The program's name stays in the title (``isaaclab_mgpu.worker``, ``isaaclab_mgpu.probe_worker``), so
-whatever looks for it (``mgpu check-env``'s leftover check) still finds the rank, and the
-environment stays readable in ``/proc/PID/environ`` (mgpu finds its ranks by ``MGPU_RUN_ID``
-there). Outside mgpu (no ``MGPU_RUN_ID``) and where setproctitle is missing, nothing changes.
+The program's name stays in the title, so ``mgpu check-env``'s leftover check still finds the
+rank, and ``/proc/PID/environ`` stays readable (mgpu finds its ranks by ``MGPU_RUN_ID`` there).
+Outside mgpu (no ``MGPU_RUN_ID``) and where setproctitle is missing, nothing changes.
 """
 
 from __future__ import annotations
@@ -45,11 +42,9 @@ def name_this_rank(what: str, environ: Mapping[str, str] | None = None) -> None:
     if not environ.get(env.RUN_ID):
         return
     with contextlib.suppress(Exception):  # a title is a convenience: never a reason to fail a rank
-        # setproctitle.setproctitle, by default, takes the environment block's memory for a title
-        # longer than the command line, and /proc/PID/environ then reads empty: mgpu finds its
-        # ranks by the MGPU_RUN_ID there (watchdog, stacks, check-env). SPT_NOENV, read at the first
-        # call, keeps the environment and fits the title into the command line's space (a rank's
-        # is longer than the title's start, which names the rank and the program).
+        # setproctitle takes the environment block's memory for a title longer than the command
+        # line, and /proc/PID/environ then reads empty (mgpu finds its ranks by MGPU_RUN_ID there).
+        # SPT_NOENV, read at the first call, fits the title into the command line's space instead.
         os.environ["SPT_NOENV"] = "1"
         import setproctitle
 

@@ -1,8 +1,7 @@
 """``python -m isaaclab_mgpu.worker``: one rank (reaching ``main`` sets Warp's flag first).
 
-A Ctrl-C that reaches the rank while it is still starting (importing torch, Warp, the libraries)
-ends it quietly with the interrupted code, instead of a ``KeyboardInterrupt`` traceback from the
-middle of an import; the training loop later installs its own stop handler.
+A Ctrl-C that reaches the rank while it is still importing ends it quietly with the interrupted
+code, not a ``KeyboardInterrupt`` traceback; the training loop later installs its own stop handler.
 """
 
 from isaaclab_mgpu.contract.signals import quiet_interrupts

@@ -1,12 +1,8 @@
 """Training back-ends: rsl-rl PPO, skrl PPO with torch, skrl PPO with JAX.
 
-Rank side: runs in each training rank.
-
 :func:`create` returns a :class:`~.base.Trainer` for one rank; the worker drives it. Library
-modules are imported only here, inside the function, after the worker has set Warp's flags.
-Work-arounds for library defects live in :mod:`isaaclab_mgpu.rank.patches` (a module per
-library; rsl-rl's runner override is :class:`.rsl_rl.MgpuRunner`), each naming the upstream
-function it replaces.
+modules are imported only inside it, after the worker has set Warp's flags. Work-arounds for
+library defects live in :mod:`isaaclab_mgpu.rank.patches`.
 """
 
 from __future__ import annotations
@@ -34,11 +30,7 @@ def create(
     directory: str,
     logger: str = "none",
 ) -> Trainer:
-    """Build the trainer for ``library``/``framework`` on ``env`` for the rank ``ctx``.
-
-    ``logger`` (``tensorboard``, ``wandb`` or ``none``) selects the library's own writer, which rank 0
-    points at ``directory`` (its run folder).
-    """
+    """The trainer for ``library``/``framework`` on ``env``; rank 0's ``logger`` writes into ``directory``."""
     if library == "rsl_rl":
         from isaaclab_mgpu.rank.backends.rsl_rl import RslRlTrainer
 

@@ -1,21 +1,16 @@
-"""What the worker needs from a training back-end, and the PPO settings they all share.
+"""What the worker needs from a training back-end (:class:`Trainer`), and the PPO settings they share.
 
-The worker owns the iteration loop (progress, stop agreement, checkpoints, summary); a back-end
-only knows how to run *one* iteration (a rollout of ``rollout`` steps in every environment, then
-the library's own PPO update, whose gradient all-reduce keeps the ranks identical), how to
-fingerprint its parameters, how to show its state to the drift check, and how to save and load it.
-
-:class:`PPOSettings` is one set of hyper-parameters mapped onto each library's own configuration,
-so the three back-ends train the same problem the same way; ``agent.<field>=value`` on the command
-line overrides a field.
+The worker owns the iteration loop; a back-end only runs *one* iteration (a rollout, then the
+library's own PPO update, whose gradient all-reduce keeps the ranks identical), fingerprints its
+parameters, shows its state to the drift check, and saves and loads it. :class:`PPOSettings`
+(``agent.<field>=value`` on the command line) maps onto each library's own configuration, so the
+three back-ends train the same problem the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import sys
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -51,8 +46,7 @@ class Trainer(Protocol):
         """Fingerprint of the trained parameters (equal on every rank when synchronised)."""
 
     def component_arrays(self) -> dict[str, list[Any]]:
-        """The state the drift check hashes, as arrays per component: ``policy``, ``optimizer``,
-        ``normalizer`` (:mod:`isaaclab_mgpu.rank.drift`)."""
+        """The state the drift check hashes, as arrays per component (:mod:`isaaclab_mgpu.rank.drift`)."""
 
     def perturb(self) -> str:
         """``--simulate_fault drift``: put this rank's state out of step; return the component."""
@@ -67,59 +61,16 @@ class Trainer(Protocol):
         """Write this iteration's curves and ``scalars`` with the library's own writer (rank 0 only)."""
 
     def resumed_at(self, iteration: int) -> None:
-        """Mark in the event file that the run restarts after ``iteration`` completed iterations
-        (:func:`session_start`), so TensorBoard drops what an attempt logged after that point."""
+        """Mark the restart after ``iteration`` in the event file (:mod:`..patches.tensorboard`)."""
 
     def close(self) -> None:
         """Flush and close the library's writer."""
 
 
-def session_start(add_event: Any, step: int) -> None:
-    """Write TensorBoard's ``SessionLog.START`` at ``step`` through ``add_event`` (an event writer's).
-
-    TensorBoard's readers treat it as a restart: events of earlier files at ``step`` or later are
-    purged from the curves (what a failed attempt logged after its last checkpoint), so a resumed
-    run reads as one curve with no step twice."""
-    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
-
-    add_event(Event(step=step, wall_time=time.time(), session_log=SessionLog(status=SessionLog.START)))
-
-
-def skrl_resumed_at(agent: Any, timestep: int) -> None:
-    """skrl's writer: its next scalars come after ``timestep`` (skrl writes at the step count)."""
-    writer = getattr(agent, "writer", None)
-    if writer is not None:
-        # skrl's own SummaryWriter keeps its tensorboard EventFileWriter there.
-        session_start(writer._event_file_writer.add_event, timestep + 1)
-
-
-def skrl_log_iteration(agent: Any, timestep: int, scalars: Mapping[str, float]) -> None:
-    """Add ``scalars`` at ``timestep`` (skrl counts environment steps) to skrl's own event file, if any."""
-    writer = getattr(agent, "writer", None)
-    if writer is not None:
-        for tag, value in scalars.items():
-            writer.add_scalar(tag=tag, value=float(value), timestep=timestep)
-
-
-def skrl_close(agent: Any) -> None:
-    """Flush and close skrl's writer (skrl leaves it open; queued events would be lost at exit), then
-    finish the W&B run skrl opened, if any, which reads that event file a last time."""
-    writer = getattr(agent, "writer", None)
-    if writer is not None:
-        writer.close()
-        agent.writer = None
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and getattr(wandb, "run", None) is not None:
-        wandb.finish()
-
-
 def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str, logger: str = "none") -> dict[str, Any]:
-    """skrl 2.1's ``PPO_CFG`` fields for :class:`PPOSettings` (torch and JAX take the same).
-
-    With a ``logger``, skrl's own experiment writer puts its TensorBoard event file straight into
-    ``directory`` (rank 0's run folder) once per iteration (``write_interval`` = one rollout);
-    ``wandb`` also syncs it to Weights & Biases. skrl's checkpoints stay off: the worker saves its own.
-    """
+    """skrl 2.1's ``PPO_CFG`` fields for :class:`PPOSettings` (torch and JAX take the same)."""
+    # With a logger, skrl's writer puts its event file into ``directory`` once per rollout (W&B syncs
+    # it); skrl's checkpoints stay off: the worker saves its own.
     folder = os.path.normpath(directory)
     experiment = {
         "directory": os.path.dirname(folder) or ".",
@@ -145,19 +96,3 @@ def skrl_ppo_cfg(ppo: PPOSettings, scheduler: type, directory: str, logger: str 
         "value_loss_scale": ppo.value_loss_coef,
         "experiment": experiment,
     }
-
-
-def skrl_scaler(
-    cfg: dict[str, Any], ppo: PPOSettings, scaler: type, space: Any, device: Any
-) -> dict[str, Any]:
-    """``cfg`` (:func:`skrl_ppo_cfg`'s) with skrl's running standard scaler on the observations when
-    ``agent.obs_normalization`` asks for one (skrl keeps it per rank: it does not synchronise it)."""
-    if ppo.obs_normalization:
-        cfg.update(observation_preprocessor=scaler,
-                   observation_preprocessor_kwargs={"size": space, "device": device})  # fmt: skip
-    return cfg
-
-
-def skrl_network(ppo: PPOSettings) -> list[dict[str, Any]]:
-    """skrl model-instantiator network spec for the hidden layers of :class:`PPOSettings`."""
-    return [{"name": "net", "input": "OBSERVATIONS", "layers": ppo.hidden_dims, "activations": "elu"}]

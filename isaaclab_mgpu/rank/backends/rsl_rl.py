@@ -1,34 +1,27 @@
 """rsl-rl PPO (``OnPolicyRunner``) on gloo CPU ranks as well as NCCL GPU ranks.
 
-Upstream ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5) insists on ``cuda:{LOCAL_RANK}``
-and hard-codes ``init_process_group("nccl")`` plus ``torch.cuda.set_device``. :class:`MgpuRunner`
-overrides only that method: the same fields
-(:func:`isaaclab_mgpu.rank.patches.rsl_rl.set_rank_fields`), but the process group follows the
-rank's device (gloo on CPU, NCCL on CUDA) and the rank comes from the worker's context rather than
-a second read of the environment. Everything else (parameter broadcast, bucketed gradient
-all-reduce, KL all-reduce) is rsl-rl's own and backend-neutral.
+:class:`MgpuRunner` overrides only ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5 insists on
+NCCL and ``cuda:{LOCAL_RANK}``, :mod:`isaaclab_mgpu.rank.patches.rsl_rl`): the process group follows
+the rank's device and the rank comes from the worker's context. Everything else (parameter
+broadcast, bucketed gradient all-reduce, KL all-reduce) is rsl-rl's own.
 
 The worker drives iterations itself through the algorithm's public steps (``act``,
 ``process_env_step``, ``compute_returns``, ``update``), so it can report, checkpoint and stop
-between any two iterations; ``OnPolicyRunner.learn`` would run them all in one call.
+between any two; ``OnPolicyRunner.learn`` would run them all in one call. Curves go through
+rsl-rl's own ``Logger`` as ``learn`` feeds it, so rank 0's run folder gets the tags rsl-rl users
+know (``Train/mean_reward``, ...); the report block ``Logger.log`` prints is swallowed.
 
-Training curves go through rsl-rl's own ``Logger`` exactly as ``learn`` feeds it (its
-``process_env_step`` every step, its ``log`` every iteration), so rank 0's run folder gets the
-event file and tags rsl-rl users know (``Train/mean_reward``, ``Loss/surrogate``, ...); the worker's
-own scalars go through the same writer. ``Logger.log`` also prints a report block, which is
-swallowed: the worker has its own console lines.
-
-With ``--logger wandb`` the writer is rsl-rl's ``WandbLogWriter``, whose ``add_scalar`` calls
-``wandb.log({tag: value}, step=iteration)``: W&B keeps that step's row open until a later step
-arrives (``commit`` defaults to off when a step is given). The worker commits the row once the
-iteration's scalars are all in (:meth:`RslRlTrainer.log_iteration`), so a rank 0 that dies (a
-restart) has every iteration it finished in its W&B run, not all but the last.
+With ``--logger wandb`` the writer is rsl-rl's ``WandbLogWriter``, whose ``add_scalar`` logs with
+a step and leaves W&B's row open until a later step arrives: the worker commits the row once the
+iteration's scalars are in (:meth:`RslRlTrainer.log_iteration`), so a rank 0 that dies has every
+iteration it finished in its W&B run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import operator
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,8 +32,10 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
 from isaaclab_mgpu.contract import progress
-from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum, session_start
+from isaaclab_mgpu.rank import drift
+from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum
 from isaaclab_mgpu.rank.patches.rsl_rl import set_rank_fields
+from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext, init_torch_group
 
@@ -55,10 +50,9 @@ TORCH_FLAGS = {
 
 def set_torch_flags() -> None:
     """Apply :data:`TORCH_FLAGS` (TF32 on, cuDNN non-deterministic, no autotuning)."""
-    torch.backends.cuda.matmul.allow_tf32 = TORCH_FLAGS["cuda.matmul.allow_tf32"]
-    torch.backends.cudnn.allow_tf32 = TORCH_FLAGS["cudnn.allow_tf32"]
-    torch.backends.cudnn.deterministic = TORCH_FLAGS["cudnn.deterministic"]
-    torch.backends.cudnn.benchmark = TORCH_FLAGS["cudnn.benchmark"]
+    for path, value in TORCH_FLAGS.items():
+        owner, _, name = path.rpartition(".")
+        setattr(operator.attrgetter(owner)(torch.backends), name, value)
 
 
 class TaskVecEnv(VecEnv):
@@ -85,14 +79,9 @@ class TaskVecEnv(VecEnv):
         return TensorDict({"policy": self.task.obs}, batch_size=[self.num_envs])
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        obs, reward, terminated, truncated, info = self.task.step(actions)
+        _, reward, terminated, truncated, info = self.task.step(actions)  # task.obs is the new obs
         dones = (terminated | truncated).long()
-        return (
-            TensorDict({"policy": obs}, batch_size=[self.num_envs]),
-            reward,
-            dones,
-            {"time_outs": info["time_outs"], "log": {}},
-        )
+        return self.get_observations(), reward, dones, {"time_outs": info["time_outs"], "log": {}}
 
 
 class MgpuRunner(OnPolicyRunner):
@@ -238,7 +227,7 @@ class RslRlTrainer:
         writer = self.log.writer
         file_writer = getattr(writer, "_get_file_writer", None)  # torch's SummaryWriter (not W&B's)
         if file_writer is not None:
-            session_start(file_writer().add_event, iteration)
+            restart_curve(file_writer().add_event, iteration)
 
     def close(self) -> None:
         """Flush and close rsl-rl's writer (TensorBoard's SummaryWriter or a LogWriter such as W&B)."""
@@ -259,17 +248,12 @@ class RslRlTrainer:
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
     def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (:mod:`isaaclab_mgpu.rank.drift`): the normalizer is
-        the models' buffers (rsl-rl's empirical normalizer, when the models normalize)."""
-        from isaaclab_mgpu.rank.drift import rsl_rl_source
-
-        return dict(rsl_rl_source(self.alg).components())
+        """The drift check's components (the models' buffers hold rsl-rl's empirical normalizer)."""
+        return dict(drift.rsl_rl_source(self.alg).components())
 
     def perturb(self) -> str:
         """``--simulate_fault drift``: nudge this rank's normalizer, else a policy parameter."""
-        from isaaclab_mgpu.rank.drift import rsl_rl_source
-
-        return rsl_rl_source(self.alg).perturb()
+        return drift.rsl_rl_source(self.alg).perturb()
 
     def state_dict(self) -> dict[str, Any]:
         return self.alg.save()

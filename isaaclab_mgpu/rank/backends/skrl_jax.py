@@ -1,33 +1,22 @@
 """skrl PPO with JAX: one process per rank under skrl's ``JAX_*`` launch contract, CPU or GPU.
 
-Importing skrl initialises JAX's multi-process runtime from ``JAX_COORDINATOR_ADDR``/``_PORT``,
-``JAX_RANK``, ``JAX_WORLD_SIZE`` and ``JAX_LOCAL_RANK`` (our jaxrun sets them); on CPU, JAX runs its
-cross-process collectives over gloo. Three skrl defects are worked around in
-:mod:`isaaclab_mgpu.rank.patches.skrl` (import-time set-up, the missing ``multihost_utils``
-import, per-call ``pmap``).
-
-The embedded tasks run in torch on the same device; observations and actions cross between torch
-and JAX through NumPy on CPU and DLPack on CUDA. The agent is driven step by step like
-:mod:`.skrl_torch`. Checkpoints hold the flax-serialised parameters and optimizer states (skrl's own
-``Agent.save`` keeps a stale optimizer: ``PPO`` replaces its optimizer object on every step).
+Importing skrl initialises JAX's multi-process runtime from the ``JAX_*`` variables our jaxrun sets
+(on CPU, JAX's cross-process collectives run over gloo); skrl's defects there are worked around in
+:mod:`isaaclab_mgpu.rank.patches.skrl`. The embedded tasks run in torch on the same device:
+observations and actions cross through NumPy on CPU and DLPack on CUDA. Checkpoints hold the
+flax-serialised parameters and optimizer states (skrl's own ``Agent.save`` keeps a stale optimizer:
+``PPO`` replaces its optimizer object on every step).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import torch
 
-from isaaclab_mgpu.rank.backends.base import (
-    PPOSettings,
-    checksum,
-    skrl_network,
-    skrl_ppo_cfg,
-    skrl_scaler,
-)
-from isaaclab_mgpu.rank.backends.skrl_torch import SkrlAgentSteps, skrl_rollout, spaces
+from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum
+from isaaclab_mgpu.rank.backends.skrl_torch import SkrlAgentSteps, skrl_rollout
 from isaaclab_mgpu.rank.patches.skrl import import_skrl, patch_skrl_jax
 from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext
@@ -37,6 +26,7 @@ class SkrlJaxTrainer(SkrlAgentSteps):
     """One rank of skrl PPO (JAX); see the module docstring."""
 
     comm_kind = "jax"
+    framework = "jax"
 
     def __init__(
         self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str, logger: str = "none"
@@ -44,41 +34,14 @@ class SkrlJaxTrainer(SkrlAgentSteps):
         skrl = import_skrl(torch_distributed=False, jax_distributed=ctx.distributed, cpu=not ctx.is_cuda)
         patch_skrl_jax()
         import jax
-        from skrl.agents.jax.ppo import PPO
-        from skrl.memories.jax import RandomMemory
-        from skrl.resources.preprocessors.jax import RunningStandardScaler
-        from skrl.resources.schedulers.jax import KLAdaptiveLR
-        from skrl.utils.model_instantiators.jax import deterministic_model, gaussian_model
 
         self._jax = jax
         skrl.config.jax.key = ctx.seed
         skrl.config.jax.backend = "jax"  # as Isaac Lab's train.py sets it (skrl 2.1 no longer reads it)
-        self.task, self.ppo, self.cuda = task, ppo, ctx.is_cuda
-        device = skrl.config.jax.parse_device("cuda" if ctx.is_cuda else "cpu")
-        obs_space, act_space = spaces(task)
-        common = {"observation_space": obs_space, "action_space": act_space, "device": device}
-        policy = gaussian_model(
-            **common, network=skrl_network(ppo), output="ACTIONS", initial_log_std=math.log(ppo.init_std)
+        self.cuda = ctx.is_cuda
+        self._build(
+            task, ppo, skrl.config.jax.parse_device("cuda" if ctx.is_cuda else "cpu"), directory, logger
         )
-        value = deterministic_model(**common, network=skrl_network(ppo), output="ONE")
-        for role, model in (("policy", policy), ("value", value)):
-            model.init_state_dict(role=role)
-        memory = RandomMemory(memory_size=ppo.rollout, num_envs=task.num_envs, device=device)
-        cfg = skrl_ppo_cfg(ppo, KLAdaptiveLR, directory, logger)
-        # The agent broadcasts rank 0's parameters in its constructor when distributed.
-        self.agent = PPO(
-            models={"policy": policy, "value": value},
-            memory=memory,
-            observation_space=obs_space,
-            action_space=act_space,
-            device=device,
-            # skrl's Agent.init keeps the writer (and, patched, the W&B run) to rank 0 itself.
-            cfg=skrl_scaler(cfg, ppo, RunningStandardScaler, obs_space, device),
-        )
-        self.agent.init()
-        self.agent.enable_training_mode(True)
-        self.steps_per_iteration = task.num_envs * ppo.rollout
-        self.timestep = 0
         self.obs = self._to_jax(task.obs)
 
     def _to_jax(self, t: torch.Tensor) -> Any:
@@ -101,19 +64,6 @@ class SkrlJaxTrainer(SkrlAgentSteps):
             for leaf in self._jax.tree.leaves(model.state_dict.params)
         ]
         return checksum(leaves)
-
-    def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (:mod:`isaaclab_mgpu.rank.drift`): the optimizers'
-        states and learning rates; skrl's running standard scalers, where configured."""
-        from isaaclab_mgpu.rank.drift import skrl_jax_source
-
-        return dict(skrl_jax_source(self.agent).components())
-
-    def perturb(self) -> str:
-        """``--simulate_fault drift``: nudge one policy parameter (skrl JAX keeps no normalizer here)."""
-        from isaaclab_mgpu.rank.drift import skrl_jax_source
-
-        return skrl_jax_source(self.agent).perturb()
 
     def state_dict(self) -> dict[str, Any]:
         import flax

@@ -1,15 +1,12 @@
-"""What the patch modules share: the observer they report to, a scoped attribute swap, the
-exception that leaves a library's training loop at an iteration boundary (mgpu's checkpoint
-request: the library has saved, the rank ends cleanly), running normalizer statistics over every
-rank (:func:`all_moments`, :func:`pool_statistics`), and durable checkpoint writes.
+"""What the patch modules share: the :class:`Observer` they report to, a scoped attribute swap
+(:func:`replaced`), :class:`StopTraining`, running normalizer statistics over every rank
+(:func:`all_moments`, :func:`pool_statistics`), and durable checkpoint writes.
 
 **Durable saves.** The libraries write their checkpoints in place (``torch.save(obj, path)``,
-``open(path, "wb")`` and ``pickle.dump``): a crash while saving, or a machine that loses the
-file's unwritten pages, leaves a torn newest checkpoint. While mgpu drives a library's save
-(:func:`durable_saves`, around rsl-rl's ``OnPolicyRunner.save``, skrl's ``Agent.write_checkpoint``,
-rl-games' agent ``save``), the saving module's ``torch`` is :class:`DurableTorch`, whose ``save`` to
-a path writes a temporary file beside it, fsyncs it, renames it into place and fsyncs the folder
-(:func:`isaaclab_mgpu.contract.files.atomic_open`); skrl JAX's ``open`` for writing does the same.
+``open(path, "wb")``, ``pickle.dump``): a crash while saving leaves a torn newest checkpoint. While
+mgpu drives a library's save (:func:`durable_saves`), the saving module's ``torch`` is
+:class:`DurableTorch` and its ``open`` writes whole files, both through
+:func:`isaaclab_mgpu.contract.files.atomic_open` with ``durable=True``.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ from isaaclab_mgpu.contract import files
 
 
 class StopTraining(Exception):
-    """Raised inside a library's training loop once it saved on mgpu's checkpoint request; the
-    patch that wraps the loop's entry point catches it and ends training as a return would."""
+    """Leaves a library's training loop once it saved on mgpu's request (caught by the loop's patch)."""
 
 
 class Observer:
@@ -39,17 +35,13 @@ class Observer:
         """Parameters were broadcast from rank 0; ``modules`` hold them."""
 
     def state(self, source: Any) -> None:
-        """Where this rank's training state is (a :class:`isaaclab_mgpu.rank.drift.Source`), for the
-        drift check."""
+        """Where this rank's training state is (a :class:`isaaclab_mgpu.rank.drift.Source`)."""
 
     def resumed(self, iteration: int, checkpoint: str) -> None:
         """The library loaded ``checkpoint``; training goes on at completed iteration ``iteration``."""
 
     def iteration(self, steps: int, reward: float | None) -> bool:
-        """One iteration ended: this rank's env steps in it and its mean episode reward.
-
-        True (the same on every rank) when the run is asked to checkpoint and stop here: the patch
-        then has the library save through its own code and leave its loop."""
+        """One iteration ended (its env steps, mean reward); True on every rank: save and stop here."""
         return False
 
     def saved(self, iteration: int) -> None:
@@ -71,9 +63,7 @@ def replaced(target: Any, name: str, value: Any) -> Iterator[None]:
 
 
 def all_moments(mean: Any, var: Any, count: int | float) -> tuple[Any, Any, Any]:
-    """A batch's mean, variance and size over every rank's batch (one all-reduce; as given where
-    no process group runs): what a running normalizer updates from so that it stays equal on every
-    rank (rsl-rl's empirical normalizer does this itself since rsl-rl 5)."""
+    """A batch's mean, variance and size over every rank's batch (one all-reduce; as given alone)."""
     import torch
     import torch.distributed as dist
 
@@ -90,8 +80,7 @@ def all_moments(mean: Any, var: Any, count: int | float) -> tuple[Any, Any, Any]
 
 
 def pool_statistics(mean: Any, var: Any) -> None:
-    """Running statistics of equal sample counts on every rank, replaced in place by those of all the
-    ranks' samples together (one all-reduce; untouched where no process group runs)."""
+    """Equal-count running statistics replaced in place by all ranks' pooled ones (one all-reduce)."""
     import torch
     import torch.distributed as dist
 
@@ -108,8 +97,7 @@ def pool_statistics(mean: Any, var: Any) -> None:
 
 
 class DurableTorch:
-    """``torch`` as a library's saving module sees it inside :func:`durable_saves`: ``save`` to a
-    path is atomic and fsynced; everything else is torch's own."""
+    """``torch`` inside :func:`durable_saves`: ``save`` to a path is atomic and fsynced."""
 
     def __init__(self, torch: Any) -> None:
         self._torch = torch
@@ -128,8 +116,7 @@ class DurableTorch:
 
 
 def _durable_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-    """``open`` as a library's saving module sees it inside :func:`durable_saves`: a whole-file write
-    to a path (``"wb"``/``"w"``, used as a context manager) is atomic and fsynced."""
+    """``open`` inside :func:`durable_saves`: a whole-file ``"wb"``/``"w"`` write is atomic and fsynced."""
     if mode in ("wb", "w") and isinstance(file, (str, os.PathLike)) and not args and not kwargs:
         return files.atomic_open(file, mode, durable=True)
     return builtins.open(file, mode, *args, **kwargs)
@@ -137,8 +124,7 @@ def _durable_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
 
 @contextlib.contextmanager
 def durable_saves(module: Any) -> Iterator[None]:
-    """Inside the block, ``module``'s ``torch.save`` to a path and its ``open(path, "wb")`` write
-    atomically and durably (see the module docstring)."""
+    """Inside the block, ``module``'s ``torch.save`` and ``open(path, "wb")`` write atomically and durably."""
     with contextlib.ExitStack() as stack:
         if hasattr(module, "torch"):
             stack.enter_context(replaced(module, "torch", DurableTorch(module.torch)))

@@ -1,21 +1,14 @@
-"""gloo's small collectives on one node's CPU ranks, moved to shared memory.
+"""gloo's small collectives on one node's CPU ranks, moved to shared memory (why: :mod:`..localcomm`).
 
-``torch.distributed.all_reduce`` and ``torch.distributed.broadcast`` are what rsl-rl 5.5's PPO
-(``PPO.update``: KL all-reduce and learning-rate broadcast per mini-batch; ``PPO.broadcast_parameters``;
-``rsl_rl.utils.reduce_gradients_in_buckets``) and skrl 2.1 torch (``Model.reduce_parameters``,
-``PPO.update``'s KL all-reduce) call, on the default group, synchronously. With gloo each costs
-0.3-0.8 ms of hand-offs between threads and processes on a small VM, whatever its size (see
-:mod:`isaaclab_mgpu.rank.localcomm`); 45-60 such calls per iteration cost more than the second
-rank's work saved.
-
-:func:`install` replaces the two functions in ``torch.distributed`` (the module those libraries
-reach them through) by versions that carry a call through the process's
-:class:`~isaaclab_mgpu.rank.localcomm.LocalChannel` when the call is one the channel does exactly
-the same: the default group, ``async_op=False``, ``SUM`` (all-reduce), a contiguous CPU tensor of
-a plain numeric dtype that fits a slot. Any other call goes to gloo unchanged. Every rank makes the
-same decision for a given call (it depends only on the call's arguments, which agree across
-ranks as gloo itself requires). :func:`uninstall` restores the originals (``leave_torch_group`` and
-``train_in_process`` rely on it).
+``torch.distributed.all_reduce`` and ``broadcast`` are what rsl-rl 5.5's PPO (``PPO.update``'s KL
+all-reduce and learning-rate broadcast, ``PPO.broadcast_parameters``,
+``rsl_rl.utils.reduce_gradients_in_buckets``) and skrl 2.1 torch (``Model.reduce_parameters``, the
+KL all-reduce) call, synchronously, on the default group. :func:`install` replaces the two in
+``torch.distributed`` by versions that carry a call through the process's
+:class:`~isaaclab_mgpu.rank.localcomm.LocalChannel` when the channel does it exactly the same: the
+default group, ``async_op=False``, ``SUM`` (all-reduce), a contiguous CPU tensor of a plain numeric
+dtype that fits a slot. Any other call goes to gloo unchanged. Every rank decides alike (only the
+call's arguments count, and they agree across ranks). :func:`uninstall` restores the originals.
 """
 
 from __future__ import annotations

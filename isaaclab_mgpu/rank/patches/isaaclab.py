@@ -15,45 +15,25 @@ worker joins a gloo process group itself *before* Isaac Lab runs, then:
    name in that backend module is replaced by a check that lets CPU ranks through.
 2. ``isaaclab.app.sim_launcher._resolve_distributed_device`` picks ``cuda:LOCAL_RANK`` and calls
    ``set_cuda_device`` ("Found no NVIDIA driver"); on CPU ranks it sets ``cpu`` instead.
-3. the libraries' own multi-GPU set-up: rsl-rl's ``_configure_multi_gpu``
-   (:func:`.rsl_rl.gloo_ranks`), skrl's import-time process group (:func:`.skrl.import_skrl`),
-   rl-games' ``A2CBase`` (:func:`.rl_games.patched`).
-
-skrl JAX ranks keep the fixes of :mod:`.skrl` (``multihost_utils`` import, cached ``pmap``), and
-skrl's short-run TensorBoard fix applies on every device.
+3. the libraries' own multi-GPU set-up: :func:`.rsl_rl.gloo_ranks`, :func:`.skrl.import_skrl`,
+   :func:`.rl_games.patched`.
 
 **Observation (every device).** mgpu's bookkeeping (:class:`isaaclab_mgpu.rank.isaac.Bookkeeper`,
-an :class:`~.base.Observer`) is told where the run folder is and when each iteration ends, without
-changing what trains:
-
-- ``dump_train_configs`` (imported by name into each ``train_<lib>``) is wrapped to learn the
-  rank's folder: Isaac Lab calls it with ``rank_dir`` right after naming the run folder.
-- ``create_rsl_rl_runner`` (in ``train_rsl_rl``) and the runner class from ``import_skrl_runner``
-  (in ``train_skrl``) are wrapped to hand the runner they build to :func:`.rsl_rl.observe` and
-  :func:`.skrl.observe`; rl-games is observed through its agent classes (:mod:`.rl_games`).
-  Each library's save is observed too (the checkpoint's iteration goes into ``summary.json``).
-
-**Checkpoint request (every device).** When the observer's iteration hook answers that every rank
-agreed to stop (mgpu's requeue signal), each library saves through its own code and ends its
-loop there: rsl-rl ``OnPolicyRunner.save`` then out of ``learn``; skrl ``write_checkpoint`` then
-out of the trainer (Isaac Lab's final ``agent_<total>`` save skipped, as after Ctrl-C); rl-games
-by ending at this epoch (``max_epochs``), so its own last-epoch branch saves and stops every rank.
+an :class:`~.base.Observer`) learns the rank's folder from ``dump_train_configs`` (imported by name
+into each ``train_<lib>``; Isaac Lab calls it with ``rank_dir`` right after naming the run folder),
+and gets the runner that ``create_rsl_rl_runner`` (``train_rsl_rl``) or the runner class from
+``import_skrl_runner`` (``train_skrl``) builds, for :func:`.rsl_rl.observe` and :func:`.skrl.observe`;
+rl-games is observed through its agent classes (:mod:`.rl_games`). How each library saves and stops
+on mgpu's checkpoint request, and goes on counting on a resume (:func:`.rsl_rl.continue_counter`,
+:func:`.skrl.continue_timesteps`; rl-games needs no patch), is in its module. rl-games' TensorBoard
+file gets no restart marker: it logs on three step axes (frames, epochs, seconds) in one file.
 
 **W&B (rsl_rl, every device).** ``isaaclab_rl.utils.wandb.announce_new_run`` (imported by name
 into ``train_rsl_rl`` and called on every rank with ``--logger wandb``) draws the run id with
 ``wandb.util.generate_id``, which wandb 0.31 no longer has: every rank fails with
-``AttributeError`` before training. The name in that backend module is wrapped to draw the id
-itself (W&B's own form) where ``WANDB_RUN_ID`` is not set yet; Isaac Lab's announcement runs
-unchanged, and rsl-rl's ``WandbLogWriter`` on rank 0 opens the W&B run under that id.
-
-**Resume (every device).** Isaac Lab's own resume code runs (``--checkpoint``, the library's load on
-every rank); where the library loses the iteration counter it is patched in that library's module,
-on the runner Isaac Lab built: :func:`.rsl_rl.continue_counter`, :func:`.skrl.continue_timesteps`
-(both report the iteration they resume at to the observer). rl-games needs no patch
-(``A2CBase.restore`` brings back ``epoch_num`` and ``frame``, and ``max_epochs`` is a total); its
-first observed epoch reports where it resumed. Its TensorBoard file gets no restart marker:
-rl-games logs on three step axes (frames, epochs, seconds) in one file, and one marker step cannot
-stand for all three.
+``AttributeError`` before training. The name in that backend module is wrapped to set
+``WANDB_RUN_ID`` first (W&B's own form) where it is not set yet; rsl-rl's ``WandbLogWriter`` on
+rank 0 opens the W&B run under that id.
 """
 
 from __future__ import annotations

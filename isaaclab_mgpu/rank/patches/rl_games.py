@@ -1,31 +1,26 @@
 """Patches of rl-games (``rl_games.common.a2c_common``), applied around Isaac Lab's rl-games training.
 
 **Normalizers (multi-rank, every device).** ``rl_games.algos_torch.running_mean_std.RunningMeanStd``
-(the input and value normalizers of ``normalize_input``/``normalize_value``, on in Isaac Lab's
-cartpole configs) updates its running statistics from this rank's batch alone (rl-games 1.6.5,
-what Isaac Lab installs, has no multi-GPU synchronisation there), so the ranks normalise
-differently and the drift check names it at its first check. The models script those modules
-(``torch.jit.script`` in ``rl_games.algos_torch.models``), so their update cannot be wrapped; at the
-end of each epoch instead (the ``train_epoch`` observed below), every rank's statistics are pooled
-in one all-reduce (:func:`.base.pool_statistics`; every rank has seen as many samples, so the pooled
-mean and variance are those of all ranks' samples together): the ranks go on from equal statistics.
+(the input and value normalizers of ``normalize_input``/``normalize_value``) updates from this
+rank's batch alone (rl-games 1.6.5 has no multi-GPU synchronisation there), so the ranks normalise
+differently. The models script those modules (``torch.jit.script``), so their update cannot be
+wrapped; instead, at the end of each epoch, every rank's statistics are pooled in one all-reduce
+(:func:`.base.pool_statistics`; every rank has seen as many samples).
 
 **CPU ranks (gloo).** ``A2CBase.__init__`` calls ``init_process_group("nccl")`` and stores
 ``cuda:LOCAL_RANK`` as its device, and ``train`` calls ``torch.cuda.set_device``: on CPU ranks
 that module sees a ``torch.distributed`` whose ``init_process_group`` uses the worker's group and
-a ``torch`` whose ``cuda.set_device`` does nothing, and the agent config keeps its CPU device; the
-rest of the multi-GPU set-up (ranks, rank-0-only writer, statistics and learning-rate schedule,
-gradient all-reduce) is rl-games' own. (A task with a central value network would need
-``central_value.py`` treated alike; the cartpole tasks have none.)
+a ``torch`` whose ``cuda.set_device`` does nothing, and the agent config keeps its CPU device. (A
+task with a central value network would need ``central_value.py`` treated alike; the cartpole
+tasks have none.)
 
 **Observation (every device).** ``train_epoch`` of the continuous and discrete bases ends an
-iteration (mean of ``game_rewards``) and takes the first checksum on its first call, after
-``train`` broadcast rank 0's parameters, and hands the drift check the agent (its model with the
-input and value ``RunningMeanStd``, its optimizer); the agent's ``save`` of a ``last_…`` file names a
-checkpoint's epoch (and is written through :func:`.base.durable_saves`: a temporary file, fsynced,
-renamed into place); their ``train`` methods end training. On mgpu's checkpoint request, agreed by
-every rank after an epoch, that epoch becomes ``max_epochs``: rl-games' own end-of-training branch
-saves ``last_<name>_ep_<epoch>_rew_…`` and stops every rank.
+iteration (mean of ``game_rewards``); its first call, after ``train`` broadcast rank 0's
+parameters, takes the first checksum and hands the drift check the agent. The agent's ``save`` of
+a ``last_…`` file names a checkpoint's epoch (written through :func:`.base.durable_saves`);
+``train`` ends training. On mgpu's checkpoint request, agreed after an epoch, that epoch becomes
+``max_epochs``: rl-games' own end-of-training branch saves ``last_<name>_ep_<epoch>_rew_…`` and
+stops every rank.
 """
 
 from __future__ import annotations
@@ -158,8 +153,7 @@ def _pool_normalizers(agent: Any) -> None:
 
 
 def _observe_saves(agent: Any, observer: Observer) -> None:
-    """Report the agent's ``last_…`` checkpoints (``save`` is the agent class's own, e.g.
-    ``A2CAgent.save``; train() calls it through the instance)."""
+    """Report the agent's ``last_…`` checkpoints (train() calls the class's ``save`` through the instance)."""
     save = agent.save
 
     def saved(fn: str, *args: Any, **kwargs: Any) -> Any:

@@ -2,39 +2,29 @@
 
 **CPU ranks (gloo).** Upstream ``OnPolicyRunner._configure_multi_gpu`` (rsl-rl-lib 5.5) insists on
 ``cuda:LOCAL_RANK`` and calls ``init_process_group("nccl")`` and ``torch.cuda.set_device``.
-:func:`set_rank_fields` sets the fields it sets (``gpu_world_size``, ``gpu_local_rank``,
-``gpu_global_rank``, ``is_distributed``, ``cfg["multi_gpu"]``) without that set-up: mgpu's own runner
+:func:`set_rank_fields` sets the fields it sets without that set-up: mgpu's own runner
 (:class:`isaaclab_mgpu.rank.backends.rsl_rl.MgpuRunner`) overrides the method with it, and around
-Isaac Lab's training :func:`gloo_ranks` replaces the method so that it uses the group the worker
-already joined.
+Isaac Lab's training :func:`gloo_ranks` replaces the method so that it uses the worker's group.
 
 **Observation (every device).** :func:`observe` wraps, on the runner Isaac Lab built,
 ``alg.broadcast_parameters`` (first checksum), ``logger.log`` (end of an iteration; mean reward
 from the logger's own ``rewbuffer``; the drift check hashes ``alg``'s actor, critic and optimizer),
-``save`` (the checkpoint's iteration, for ``summary.json``) and ``learn`` (last checksum, before
-Isaac Lab destroys the process group). ``save`` writes through :func:`~.base.durable_saves`: to a
-temporary file, fsynced, then renamed into place. On mgpu's checkpoint request (or a drift under
-``--on_drift stop``), agreed by every rank at the end of an iteration, rank 0 saves
-``model_<it>.pt`` through ``OnPolicyRunner.save`` and ``learn`` ends there (``learn`` has no stop
-of its own).
+``save`` (the checkpoint's iteration; written through :func:`~.base.durable_saves`) and ``learn``
+(last checksum, before Isaac Lab destroys the process group). On mgpu's checkpoint request (or a
+drift under ``--on_drift stop``), agreed by every rank at the end of an iteration, rank 0 saves
+``model_<it>.pt`` through ``OnPolicyRunner.save`` and ``learn`` ends there.
 
-**Resume (every device).** Isaac Lab's rsl_rl back-end (``train_rsl_rl.py``) resumes with
-rsl-rl's own calls: ``OnPolicyRunner.load(path)`` restores the actor, the critic (with their
-observation normalisers), the optimizer and ``iter``, then
-``runner.learn(num_learning_iterations=max_iterations)``. Three upstream behaviours lose the count;
-:func:`continue_counter` changes them on the runner Isaac Lab built, nothing else:
+**Resume (every device).** Isaac Lab's ``train_rsl_rl.py`` resumes with ``OnPolicyRunner.load(path)``
+(actor, critic with their normalisers, optimizer, ``iter``), then ``runner.learn(max_iterations)``.
+:func:`continue_counter` changes three upstream behaviours on that runner, nothing else:
 
-1. ``OnPolicyRunner.save`` stores ``iter``, the index of the last *completed* iteration (``model_<k>.pt``
-   after iteration ``k``), and ``learn`` starts at ``current_learning_iteration``: a resume from it
-   would train iteration ``k`` a second time. After ``load`` the counter is ``k + 1``.
-2. ``OnPolicyRunner.learn(n)`` runs ``n`` *more* iterations; mgpu's ``--max_iterations`` is the run's
-   total, so ``learn`` is given what is left, ``total - current_learning_iteration`` (none left:
-   ``learn`` still runs, trains nothing and saves the loaded state again under its own name).
-3. ``Logger.init_logging_writer`` (called by ``learn``) opens a new TensorBoard writer in the run
-   folder; it starts with TensorBoard's restart marker at its first step
-   (:func:`isaaclab_mgpu.rank.patches.tensorboard.restart_curve`), so steps an interrupted attempt
-   logged after its last checkpoint (or, with none, from 0) are dropped and the curve shows each
-   step once; in a new folder the marker drops nothing.
+1. ``save`` stores ``iter``, the last *completed* iteration ``k``, and ``learn`` starts at
+   ``current_learning_iteration``: a resume would train ``k`` again. After ``load`` the counter is ``k + 1``.
+2. ``learn(n)`` runs ``n`` *more* iterations; ``--max_iterations`` is the run's total, so ``learn``
+   is given what is left (none left: it trains nothing and saves the loaded state again).
+3. ``Logger.init_logging_writer`` (called by ``learn``) opens a new TensorBoard writer; it starts
+   with TensorBoard's restart marker at its first step (:func:`.tensorboard.restart_curve`), so the
+   steps an interrupted attempt logged after its last checkpoint are dropped.
 """
 
 from __future__ import annotations
@@ -86,13 +76,11 @@ def _configure_multi_gpu_gloo(self: Any) -> None:
 def _torch_modules(obj: Any) -> list[Any]:
     import torch
 
-    found = [v for _, v in sorted(vars(obj).items()) if isinstance(v, torch.nn.Module)]
-    return found
+    return [v for _, v in sorted(vars(obj).items()) if isinstance(v, torch.nn.Module)]
 
 
 def observe(runner: Any, observer: Observer) -> None:
-    """Report the runner's broadcast, iterations, checkpoints and end of ``learn`` to ``observer``,
-    and stop ``learn`` after a checkpoint when the observer asks (mgpu's checkpoint request)."""
+    """Report the runner's broadcast, iterations, saves and end to ``observer``; stop when it asks."""
     from rsl_rl.runners import OnPolicyRunner
 
     alg, logger = runner.alg, runner.logger

@@ -1,95 +1,63 @@
 """Patches of skrl 2.1, for mgpu's worker and Isaac Lab's skrl training; every one names its upstream.
 
 1. ``skrl/__init__.py`` (``_Config.PyTorch.__init__``) calls ``torch.distributed.init_process_group
-   ("nccl")`` and ``torch.cuda.set_device`` at *import* time whenever ``WORLD_SIZE > 1``, so a CPU
-   rank dies importing skrl, and ``_Config.JAX.__init__`` calls ``jax.distributed.initialize``
-   whenever ``JAX_WORLD_SIZE > 1``. :func:`import_skrl` imports skrl so that only the runtime this
-   rank really uses is set up: for skrl torch the worker has already joined its process group
-   (gloo or NCCL), so skrl's call becomes a no-op and ``set_device`` is skipped on CPU; for skrl JAX
-   the torch-style ``WORLD_SIZE`` (set by our jaxrun for tooling) is hidden during the import, so
-   skrl's torch side stays single-process while its JAX side initialises from ``JAX_*``.
+   ("nccl")`` and ``torch.cuda.set_device`` at *import* time whenever ``WORLD_SIZE > 1`` (a CPU rank
+   dies importing skrl), and ``_Config.JAX.__init__`` calls ``jax.distributed.initialize`` whenever
+   ``JAX_WORLD_SIZE > 1``. :func:`import_skrl` sets up only the runtime this rank uses: for skrl
+   torch the worker's group already exists, so skrl's call is a no-op (``set_device`` skipped on
+   CPU); for skrl JAX the torch-style ``WORLD_SIZE`` (our jaxrun sets it) is hidden during the import.
 2. ``skrl.models.jax.base.Model.broadcast_parameters`` uses ``jax.experimental.multihost_utils``
    without importing it (``AttributeError`` on the first distributed run): imported here.
 3. ``Model.reduce_parameters`` (skrl.models.jax.base) and ``PPO.update`` (skrl.agents.jax.ppo.ppo,
-   KL reduction) build a fresh ``jax.pmap(lambda ...)`` on every call; a new lambda defeats JAX's
-   compilation cache, costing ~53 ms per call instead of ~1.3 ms. ``reduce_parameters`` is replaced
-   by a version using one module-level pmap; the PPO module gets a ``jax`` proxy whose ``pmap``
-   memoises by the lambda's code object (the lambdas there close over nothing, so equal code
-   means an equal function).
-4. ``Agent.init`` resolves ``experiment.write_interval: auto`` to ``int(timesteps / 100)``, which
-   is 0 for runs under 100 timesteps and silently turns TensorBoard off; for such runs "auto"
-   becomes 1 (every timestep) (:func:`short_run_logging`, Isaac Lab runs on every device).
-5. On one node's CPU ranks the gradient all-reduce of fix 3's ``reduce_parameters`` goes through the
-   shared-memory channel of :mod:`isaaclab_mgpu.rank.localcomm` when the worker opened one (XLA's
-   CPU collectives run over gloo: ~2-3 ms of hand-offs per call on a 2-core VM). Same sum, in rank
-   order on every rank, so parameters stay bitwise equal. So does PPO's once-per-epoch KL sum: the
-   ``jax`` proxy of fix 3 recognises its ``pmap(lambda x: jax.lax.psum(x, "i"))`` by the lambda's
-   code and returns a host sum over the channel (float32, as JAX's). Both sums, and fix 3's
-   ``psum``, add their wait to the rank's progress report (:mod:`.timing`), timed after JAX
-   finished computing their input (JAX dispatches asynchronously).
-6. Resume (Isaac Lab's skrl back-end, ``train_skrl.py``, any framework): ``Agent.load(path)`` restores
-   the agent's checkpoint modules (policy, value, optimizer, preprocessors) and nothing else, and
-   ``Trainer.train`` counts ``range(cfg.timesteps)`` from 0: a resumed run would train every timestep
-   again, name its checkpoints and log its TensorBoard steps from 0. :func:`continue_timesteps`
-   reads the timestep from skrl's own checkpoint name (``agent_<T>.pt``, ``.pickle`` for JAX,
-   written after timestep ``T``), runs the trainer for the timesteps left of the total and hands
-   the agent's per-timestep calls (``pre_interaction``, ``act``, ``record_transition``,
-   ``post_interaction``) the timestep counted from ``T``, so its updates, checkpoints and
-   TensorBoard steps go on; the writer starts with TensorBoard's restart marker at ``T + 1``
-   (:func:`.tensorboard.restart_curve`; in a new folder it drops nothing). A checkpoint between
-   two updates cannot be continued (the rollout memory is not in it): it is refused with one
-   line, and ``experiment.checkpoint_interval: auto`` (``timesteps / 10``) is rounded down to
-   whole rollouts, at least one (:func:`checkpoints_at_updates`).
-7. ``Agent.init`` (skrl.agents.torch.base and skrl.agents.jax.base) turns TensorBoard and
-   checkpoints off on ranks other than 0 but still calls ``wandb.init`` on every rank (an upstream
-   "TODO: disable wandb"): N W&B runs for one training. On those ranks ``experiment.wandb`` is
-   turned off before skrl's own ``init`` runs (:func:`_wandb_on_rank_zero`).
-8. ``skrl.utils.tensorboard`` imports ``EventFileWriter`` by name when skrl is imported, so W&B's
-   ``sync_tensorboard`` (which replaces that class in ``tensorboard.summary.writer.event_file_writer``
-   inside ``wandb.init``) never learns of skrl's event file: the W&B run stays empty of metrics. The
-   name is made to look the class up when each writer is created (:func:`_writer_seen_by_wandb`).
-9. ``skrl.agents.jax.base.Agent.init`` describes the models for W&B's config through ``_modules``,
-   a torch attribute: on flax models it raises ``AttributeError`` and ``--logger wandb`` cannot
-   start. For JAX agents the W&B part of that ``init`` runs here, the models described by their flax
-   ``repr``, before skrl's own ``init`` runs with W&B already open (:func:`_open_wandb_for_jax`).
-10. ``skrl/__init__.py``'s log formatter (``_Formatter``) wraps every line in ANSI colour codes,
-   whatever the stream: the escape sequences land in the per-rank log files. Before skrl is
-   imported, the ``skrl`` logger gets a filter that gives its handlers a plain formatter, the same
-   ``[skrl:LEVEL] message`` without colour, on the first record (skrl logs while it is imported)
-   (:func:`plain_log_lines`).
-
-11. ``skrl.resources.preprocessors.torch.RunningStandardScaler._parallel_variance`` updates the
-   running mean and variance from this rank's batch alone, so on several ranks every rank's scaler
-   learns from its own environments and the ranks standardise observations (and values) differently:
-   the drift check names it at its first check. On a distributed torch rank it first combines the
-   batch's mean, variance and size over every rank (one small all-reduce,
-   :func:`.base.all_moments`), so every rank's scaler takes the same update and stays equal
-   (:func:`sync_running_scalers`; the built-in worker and Isaac Lab runs alike). skrl JAX's scaler
-   does the same in the module function ``skrl.resources.preprocessors.jax.running_standard_scaler.
-   _parallel_variance``, which its ``__call__`` looks up when it trains: on a distributed JAX rank
-   that function combines the batch's moments over every rank first (an all-gather of a few floats
-   through the node's shared-memory channel or JAX's ``process_allgather``, summed in rank order,
-   so every rank gets the same bits), then updates as skrl does (:func:`_sync_jax_scalers`).
+   KL reduction) build a fresh ``jax.pmap(lambda ...)`` per call, defeating JAX's compilation cache
+   (~53 ms per call instead of ~1.3 ms). ``reduce_parameters`` is replaced by one using a single
+   pmap; the PPO module gets a ``jax`` proxy whose ``pmap`` memoises by the lambda's code object
+   (those lambdas close over nothing, so equal code means an equal function).
+4. ``Agent.init`` resolves ``experiment.write_interval: auto`` to ``int(timesteps / 100)``, 0 (no
+   TensorBoard) under 100 timesteps; there "auto" becomes 1 (:func:`short_run_logging`).
+5. On one node's CPU ranks, fix 3's gradient all-reduce and PPO's KL sum (its lambda recognised by
+   its code) go through :mod:`isaaclab_mgpu.rank.localcomm`'s channel instead of XLA's gloo, summed
+   in rank order, so parameters stay bitwise equal. Their waits, and fix 3's ``psum``, go into the
+   rank's progress report (:mod:`.timing`), timed after JAX computed their input.
+6. Resume (Isaac Lab's ``train_skrl.py``): ``Agent.load(path)`` restores the agent's modules only,
+   and ``Trainer.train`` counts ``range(cfg.timesteps)`` from 0. :func:`continue_timesteps` reads
+   the timestep ``T`` from skrl's checkpoint name (``agent_<T>.pt``, ``.pickle`` for JAX), runs the
+   timesteps left of the total and hands the agent's per-timestep calls the timestep counted from
+   ``T``; the writer starts with TensorBoard's restart marker at ``T + 1`` (:mod:`.tensorboard`). A
+   checkpoint between two updates is refused (the rollout memory is not in it), and ``auto``
+   checkpoint intervals are rounded down to whole rollouts, at least one (:func:`checkpoints_at_updates`).
+7. ``Agent.init`` (torch and JAX bases) keeps TensorBoard and checkpoints to rank 0 but calls
+   ``wandb.init`` on every rank: on the others ``experiment.wandb`` is turned off first
+   (:func:`_wandb_on_rank_zero`).
+8. ``skrl.utils.tensorboard`` binds ``EventFileWriter`` by name at import, so W&B's
+   ``sync_tensorboard`` (which replaces that class inside ``wandb.init``) never sees skrl's event
+   file: the name looks the class up per writer (:func:`_writer_seen_by_wandb`).
+9. ``skrl.agents.jax.base.Agent.init`` describes the models for W&B through the torch attribute
+   ``_modules`` (``AttributeError`` on flax models): for JAX agents the W&B part of it runs here,
+   the models by their ``repr`` (:func:`_open_wandb_for_jax`).
+10. skrl's log formatter (``_Formatter``) wraps every line in ANSI colour codes, whatever the
+   stream: before skrl is imported, the ``skrl`` logger gets a filter that gives its handlers a
+   plain ``[skrl:LEVEL] message`` formatter (:func:`plain_log_lines`).
+11. The running standard scaler's ``_parallel_variance`` (torch: the class's method; JAX: the
+   module function its ``__call__`` looks up) updates from this rank's batch alone, so the ranks'
+   scalers drift apart. On a distributed rank the batch's mean, variance and size are combined over
+   every rank first (torch: :func:`.base.all_moments`; JAX: an all-gather through the channel or
+   ``process_allgather``, summed in rank order) (:func:`sync_running_scalers`, :func:`_sync_jax_scalers`).
 
 Fix 10 comes first, in :func:`import_skrl` and :func:`import_for_isaaclab`; fix 8, and fix 7 for
-torch, are applied by :func:`patch_wandb` (from those two) on every skrl rank; fixes 7 and 9 for JAX
-agents by :func:`patch_skrl_jax`.
+torch, are applied by :func:`patch_wandb` (from those two); fixes 7 and 9 for JAX agents by
+:func:`patch_skrl_jax`.
 
-**Observation of Isaac Lab's skrl runner (every device)**, :func:`observe`: the agent has broadcast
-its parameters when the runner exists (first checksum); ``agent.update`` ends an iteration (mean
-of the agent's "Total reward (mean)" statistics since the last update, kept from
-``write_tracking_data``, which clears them; the drift check hashes the agent's models, optimizer(s)
-and running standard scalers); ``write_checkpoint`` names a checkpoint's iteration;
-``run`` ends training; ``write_checkpoint`` writes through :func:`.base.durable_saves` (a temporary
-file, fsynced, renamed into place). On mgpu's checkpoint request, agreed by every rank at an update, the
-agent's ``post_interaction`` finishes that timestep, rank 0 saves through ``write_checkpoint``
-(unless the interval just did) and training leaves the trainer's loop; Isaac Lab's own final
-``agent_<total>`` checkpoint is then skipped, as it is after a Ctrl-C.
+**Observation of Isaac Lab's skrl runner**, :func:`observe`: the agent has broadcast its parameters
+when the runner exists (first checksum); ``agent.update`` ends an iteration (mean of the agent's
+"Total reward (mean)" since the last update, kept from ``write_tracking_data``, which clears it);
+``write_checkpoint`` names a checkpoint's iteration and writes through :func:`.base.durable_saves`;
+``run`` ends training. On mgpu's checkpoint request, agreed at an update, ``post_interaction``
+finishes that timestep, rank 0 saves (unless the interval just did) and the trainer's loop ends;
+Isaac Lab's own final ``agent_<total>`` checkpoint is then skipped, as after a Ctrl-C.
 
-Benchmark switch: with ``MGPU_SKRL_JAX_STOCK_PMAP=1`` in a rank's environment, fix 3 is left out
-and skrl's per-call ``pmap`` runs as shipped, so ``benchmarks/training.py`` can measure what the
-cache buys in the same run. Fix 2 stays on (stock skrl cannot train on two ranks without it). It is
-read once, when :func:`patch_skrl_jax` first runs in the process; it is meant for benchmarks only.
+``MGPU_SKRL_JAX_STOCK_PMAP=1`` (benchmarks only; read when :func:`patch_skrl_jax` first runs) leaves
+fix 3 out, so ``benchmarks/training.py`` can measure what the cache buys; fix 2 stays on.
 """
 
 from __future__ import annotations
@@ -109,7 +77,7 @@ import numpy as np
 from isaaclab_mgpu.contract import env, progress, resume
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import drift, localcomm
-from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, all_moments, durable_saves
+from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, all_moments, durable_saves, replaced
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -256,7 +224,7 @@ def _torch_group_guard(active: bool, cpu: bool) -> Iterator[None]:
 
     if not dist.is_initialized():
         raise RuntimeError("join the torch process group before importing skrl on a distributed rank")
-    original_init, original_set_device = dist.init_process_group, torch.cuda.set_device
+    original_set_device = torch.cuda.set_device
 
     def init_process_group(*args: Any, **kwargs: Any) -> None:
         # skrl/__init__.py: _Config.PyTorch.__init__ hard-codes "nccl"; the group already exists.
@@ -266,13 +234,11 @@ def _torch_group_guard(active: bool, cpu: bool) -> Iterator[None]:
         if not cpu:
             original_set_device(device)
 
-    dist.init_process_group = init_process_group  # type: ignore[assignment]
-    torch.cuda.set_device = set_device  # type: ignore[assignment]
-    try:
+    with (
+        replaced(dist, "init_process_group", init_process_group),
+        replaced(torch.cuda, "set_device", set_device),
+    ):
         yield
-    finally:
-        dist.init_process_group = original_init
-        torch.cuda.set_device = original_set_device
 
 
 _JAX_PATCHED = False
@@ -378,12 +344,7 @@ _PSUM = lambda x: jax.lax.psum(x, "i")  # noqa: E731, F821  (never called; ``jax
 
 
 def _same_code(a: Any, b: Any) -> bool:
-    return (a.co_code, a.co_names, a.co_consts, a.co_argcount) == (
-        b.co_code,
-        b.co_names,
-        b.co_consts,
-        b.co_argcount,
-    )
+    return all(getattr(a, f) == getattr(b, f) for f in ("co_code", "co_names", "co_consts", "co_argcount"))
 
 
 class _HostSum:
@@ -478,8 +439,7 @@ def short_run_logging(cfg: dict) -> None:
 
 
 def observe(runner: Any, cfg: dict, observer: Observer) -> None:
-    """Report the runner's first checksum, iterations, checkpoints and end of ``run`` to
-    ``observer``, and stop after a checkpoint when the observer asks (mgpu's checkpoint request)."""
+    """Report the runner's first checksum, iterations, saves and end to ``observer``; stop when it asks."""
     agent = runner.agent
     rollouts = int(cfg["agent"]["rollouts"])
     steps = int(runner.trainer.env.num_envs) * rollouts

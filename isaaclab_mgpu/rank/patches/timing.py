@@ -1,16 +1,12 @@
 """How long a rank waits in the libraries' collectives, for its progress report's busy/wait split.
 
-``torch.distributed.all_reduce``, ``broadcast`` and ``broadcast_object_list`` are what rsl-rl 5.5's
-PPO (gradient buckets, KL, learning rate, parameters) and skrl 2.1 torch (``Model.reduce_parameters``,
-the KL all-reduce) call during an iteration, through the ``torch.distributed`` module. :func:`install`
-wraps those three names there with two clock reads each and hands the seconds to
-:func:`isaaclab_mgpu.contract.progress.waited`; skrl JAX's collectives are timed where mgpu already
-replaces them (:mod:`.skrl`, fixes 3 and 5), the worker's own all-gather in ``Comm.gather``.
-
-On a GPU an NCCL call returns once it is queued: its wait happens on the GPU. There each call is
-bracketed by two CUDA events on the current stream (recorded without a host synchronisation), and
-their elapsed time is read when the iteration ends (:meth:`Reporter.on_iteration_end`), by which
-time the worker's end-of-iteration all-gather has waited for them anyway.
+:func:`install` wraps ``torch.distributed``'s ``all_reduce``, ``broadcast`` and
+``broadcast_object_list`` (what rsl-rl 5.5 and skrl 2.1 torch call during an iteration) with two
+clock reads each and hands the seconds to :func:`isaaclab_mgpu.contract.progress.waited`; skrl
+JAX's collectives are timed where :mod:`.skrl` replaces them (fixes 3 and 5), the worker's own
+all-gather in ``Comm.gather``. An NCCL call returns once queued, so on a GPU each call is bracketed
+by two CUDA events on the current stream instead, read when the iteration ends
+(:meth:`Reporter.on_iteration_end`), after the worker's all-gather has waited for them anyway.
 
 Installed after :mod:`.gloo`'s shared-memory path, so that path is timed too; :func:`uninstall`
 (from ``leave_torch_group``) puts back what it found. Idempotent.
@@ -49,11 +45,6 @@ class _GpuWaits:
         return total
 
 
-def _on_gpu(args: tuple[Any, ...], kwargs: dict[str, Any], torch: Any) -> bool:
-    tensor = args[0] if args else kwargs.get("tensor")
-    return isinstance(tensor, torch.Tensor) and tensor.is_cuda
-
-
 def install() -> None:
     """Time ``torch.distributed``'s all-reduce and broadcasts into this rank's progress report."""
     import torch
@@ -71,7 +62,8 @@ def install() -> None:
         def collective(*args: Any, **kwargs: Any) -> Any:
             # torch.distributed.<name> as rsl-rl and skrl call it, with its wall time (CPU) or its
             # stream time (GPU, CUDA events) added to the rank's wait.
-            if gpu is not None and _on_gpu(args, kwargs, torch):
+            tensor = args[0] if args else kwargs.get("tensor")
+            if gpu is not None and isinstance(tensor, torch.Tensor) and tensor.is_cuda:
                 start, end = gpu.bracket()
                 start.record()
                 result = function(*args, **kwargs)

@@ -1,7 +1,5 @@
 """Embedded vectorized tasks: train out of the box, on CPU or CUDA, nothing to download.
 
-Rank side: runs in each training rank.
-
 =============  =====  =======  =====================================================
 task           obs    actions  what
 =============  =====  =======  =====================================================
@@ -9,9 +7,8 @@ task           obs    actions  what
 ``pendulum``   3      1        swing a torque-limited pendulum up and hold it
 =============  =====  =======  =====================================================
 
-Each task is a :class:`~.base.VecTask` with batched torch physics; see the task modules for
-observations, actions, rewards and termination. :func:`make` builds one from its name, with
-``env.<field>=value`` overrides from the command line.
+Each task is a :class:`~.base.VecTask` with batched torch physics (see its module). :func:`make`
+builds one from its name, with ``env.<field>=value`` overrides from the command line.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """The batched-torch task base: ``num_envs`` copies of one system stepping in lock-step on one device.
 
 A task subclass describes its physics with four methods on whole batches (no Python loop over
-environments): :meth:`VecTask._reset_state`, :meth:`VecTask._integrate`, :meth:`VecTask._observe`
-and :meth:`VecTask._reward_terminated`. The base class does the bookkeeping every RL library needs:
-action clipping to ``[-1, 1]``, episode counters, time limits (``truncated``) versus failures
-(``terminated``), automatic reset of finished environments (the returned observation is then the
-first one of the new episode), and returns of completed episodes for reporting.
-
-Randomness comes from one ``torch.Generator`` per task seeded from the rank's seed, so two runs
-with the same seed and world size replay the same initial states.
+environments); the base class does the bookkeeping every RL library needs: action clipping to
+``[-1, 1]``, episode counters, time limits (``truncated``) versus failures (``terminated``),
+automatic reset of finished environments (the returned observation is then the first one of the
+new episode), and returns of completed episodes for reporting. Randomness comes from one
+``torch.Generator`` per task seeded from the rank's seed, so two runs with the same seed and world
+size replay the same initial states.
 """
 
 from __future__ import annotations
@@ -104,15 +102,9 @@ class VecTask:
         truncated = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         done = terminated | truncated
         self._returns += reward
-        finished = self._returns[done]
-        self._stats += torch.stack(
-            [
-                finished.sum().double(),
-                done.sum().double(),
-                torch.tensor(float(self.num_envs), dtype=torch.float64, device=self.device),
-                self.episode_length_buf[done].sum().double(),
-            ]
-        )
+        lengths = self.episode_length_buf[done].sum()
+        sums = (self._returns[done].sum(), done.sum(), torch.tensor(self.num_envs), lengths)
+        self._stats += torch.stack([v.to(self._stats) for v in sums])  # float64 on the task's device
         ids = done.nonzero(as_tuple=False).flatten()
         if ids.numel():
             self.state[ids] = self._reset_state(int(ids.numel()))

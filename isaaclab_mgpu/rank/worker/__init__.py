@@ -1,27 +1,14 @@
 """The per-rank training worker: ``python -m isaaclab_mgpu.worker`` (started by torchrun or jaxrun).
 
-Rank side: runs in each training rank. Its option parser lives in
-:mod:`isaaclab_mgpu.contract.worker_args` (standard library only), which the launcher runs before
-spawning too; :mod:`.args` is the rank's entry to it (a bad argument exits 2 there).
+Its option parser is :mod:`isaaclab_mgpu.contract.worker_args` (``--help``, ``docs/training.md``),
+which the launcher runs before spawning too; :mod:`.args` is the rank's entry to it (a bad argument
+exits 2 with one line on stderr).
 
-Reaching an entry point of this package (``main``, ``run_argv``, ``train_in_process``; ``python
--m isaaclab_mgpu.worker`` goes through ``main``) first sets Warp's ``config.enable_backward =
-False``, before any task, back-end or Isaac Lab module can create a Warp module; everything heavy
-is imported afterwards. Importing the package itself, or :mod:`.args`, stays light: no Warp, no
-torch.
-
-Command line (see ``--help`` and ``docs/training.md``)::
-
-    python -m isaaclab_mgpu.worker --rl_library rsl_rl|skrl [--ml_framework torch|jax]
-        [--device cpu|cuda|cuda:N] [--task cartpole|pendulum|Isaac-...] [--num_envs N]
-        [--max_iterations N] [--seed S] [--save_interval N] [--resume [PATH]]
-        [--drift_interval N] [--on_drift warn|stop]
-        [--run_name X] [--run_timestamp STAMP] [--experiment_name X] [--log_root DIR]
-        [env.F=V agent.F=V ...] --distributed
-
-Unknown options exit with status 2 and one line on stderr. The process entry point is wrapped
-in torch elastic's ``@record``, so a failing rank's traceback lands in ``TORCHELASTIC_ERROR_FILE``
-and the launcher names it as the root cause.
+Reaching an entry point of this package (``main``, ``run_argv``, ``train_in_process``) first sets
+Warp's ``config.enable_backward = False``, before any task, back-end or Isaac Lab module can create
+a Warp module; importing the package itself, or :mod:`.args`, stays light (no Warp, no torch). The
+process entry point is wrapped in torch elastic's ``@record``, so a failing rank's traceback lands
+in ``TORCHELASTIC_ERROR_FILE`` and the launcher names it as the root cause.
 """
 
 from __future__ import annotations

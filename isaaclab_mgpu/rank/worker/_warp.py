@@ -4,12 +4,9 @@ from __future__ import annotations
 
 
 def disable_warp_backward() -> bool:
-    """Set ``warp.config.enable_backward = False``; return False when Warp is not installed.
-
-    Warp compiles every module with adjoint (backward) kernels unless told otherwise, roughly
-    doubling first-compile time, and the flag only affects modules built after it is set. Isaac Lab
-    physics never differentiates through Warp during RL training, so the worker sets it first.
-    """
+    """Set ``warp.config.enable_backward = False``; return False when Warp is not installed."""
+    # Adjoint kernels roughly double first-compile time, and the flag only affects modules built
+    # after it is set; RL training never differentiates through Warp.
     try:
         import warp
     except ImportError:
@@ -24,14 +21,9 @@ NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 
 
 def init_for_cpu() -> None:
-    """On a CPU rank: initialise Warp now, without its banner and its no-CUDA-driver warning.
-
-    Warp initialises on first use (``import skrl`` is one), printing an init banner and, from its
-    native library (``init_cuda_driver`` in ``cuda_util.cpp``, straight to file descriptor 2), the
-    warning above. Here the banner is kept below Warp's log level for the call, and the native
-    stderr of the call is caught and written back without that one line; later uses find Warp
-    initialised and print nothing.
-    """
+    """On a CPU rank: initialise Warp now, without its banner and its no-CUDA-driver warning."""
+    # The warning comes from Warp's native init_cuda_driver, straight to fd 2: that fd is caught for
+    # the call and written back without it. Later uses find Warp initialised and print nothing.
     try:
         import warp
     except ImportError:

@@ -1,8 +1,7 @@
-"""The worker's own command-line entry: :func:`parse_args`.
+"""The worker's own command-line entry: :func:`parse_args` over :mod:`isaaclab_mgpu.contract.worker_args`.
 
-The parser itself is :mod:`isaaclab_mgpu.contract.worker_args`, shared with the launcher, which runs
-it before spawning; here a refusal becomes the rank's one ``isaaclab_mgpu.worker: error:`` line on
-stderr (kept as its reason) and exit status 2.
+A refusal becomes the rank's one ``isaaclab_mgpu.worker: error:`` line on stderr (kept as its
+reason) and exit status 2.
 """
 
 from __future__ import annotations

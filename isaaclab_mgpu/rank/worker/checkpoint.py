@@ -4,17 +4,15 @@ A checkpoint is one ``torch.save`` file holding ``{"format", "iteration", "libra
 "task", "world_size", "state"}``, where ``state`` is the back-end's own ``state_dict`` (tensors,
 numbers, strings and bytes only) and ``iteration`` the number of completed iterations. Beside it,
 ``model_<iteration>.json`` (:class:`isaaclab_mgpu.contract.resume.CheckpointMeta`) says the same
-without torch. Both are written to private temporary names next to the target, fsynced,
-then renamed over it (the folder fsynced after), so a reader, a resumed run, or the machine
-after a crash never sees half a file. The checkpoint is serialised in memory first, so a full disk
-fails in a plain ``write`` naming the file (:mod:`isaaclab_mgpu.contract.space`).
+without torch. Both are written through :func:`isaaclab_mgpu.contract.files.atomic_open` (a reader
+or a crash never sees half a file), the checkpoint serialised in memory first, so a full disk fails
+in a plain ``write`` naming the file.
 
-Loading never runs code from the file: :func:`load_bytes` uses ``torch.load(weights_only=True)``,
-and a file that needs arbitrary unpickling is refused with one line naming it. Only rank 0 reads
-the file (:func:`read`); the other ranks get its bytes over the process group and load those.
-A file that is not a readable torch archive at all (cut short, overwritten) is
-:class:`TornCheckpoint`: resuming from a run folder, rank 0 passes over it to the one before
-(:func:`isaaclab_mgpu.contract.resume.newest_whole` chooses); a refused one is never passed over.
+Loading never runs code from the file: :func:`load_bytes` uses ``torch.load(weights_only=True)``
+and refuses, in one line, a file that needs arbitrary unpickling. Only rank 0 reads the file
+(:func:`read`); the others load its bytes from the process group. A file that is not a readable
+torch archive at all is :class:`TornCheckpoint`, which a resume from a run folder passes over
+(:func:`isaaclab_mgpu.contract.resume.newest_whole`); a refused one is never passed over.
 """
 
 from __future__ import annotations
@@ -91,9 +89,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def find_latest(current_run: Path) -> Path:
-    """``--resume`` without a path, run by hand: the newest earlier run of this experiment that
-    holds a checkpoint and that this user owns (never through a symlink; see
-    :func:`isaaclab_mgpu.contract.resume.own_run_folders`)."""
+    """``--resume`` alone, by hand: this user's newest earlier run of the experiment with a checkpoint."""
     experiment = Path(current_run).parent
     log_root = experiment.parent.parent
     for run in resume.own_run_folders(experiment, log_root):
@@ -117,10 +113,8 @@ def full_error(exc: BaseException) -> OSError | None:
 def disk_full_is_one_line(
     folder: Callable[[], Path | None], newest: Callable[[Path], Path | None]
 ) -> Iterator[None]:
-    """Turn a full disk met inside the block (a checkpoint, the summary, a log) into
-    :class:`~isaaclab_mgpu.contract.errors.DiskFull`: one line, exit 74, no traceback.
-
-    ``folder()`` is the run folder as known by then, ``newest(folder)`` its newest whole checkpoint."""
+    """A full disk met inside the block becomes :class:`~isaaclab_mgpu.contract.errors.DiskFull` (exit 74)."""
+    # folder() is the run folder as known by then, newest(folder) its newest whole checkpoint.
     try:
         yield
     except Exception as exc:

@@ -1,15 +1,10 @@
 """Entry points of the worker: the process main (``@record``) and the in-process API.
 
 :func:`train_in_process` runs one rank in the calling process for tools and notebooks. It parses
-``argv`` before touching any global state, then scopes what a run changes: ``sys.argv``, the four
-torch flags the rsl-rl path sets (``torch.backends.cuda.matmul.allow_tf32``,
-``torch.backends.cudnn.allow_tf32``, ``.deterministic``, ``.benchmark``), ``skrl.config.jax.backend``
-(set the way Isaac Lab's ``train.py`` does; deleted again when it did not exist), the SIGINT /
-SIGTERM handlers and ``torch.distributed``'s ``all_reduce``/``broadcast`` (moved onto shared memory
-for one node's CPU ranks, :mod:`isaaclab_mgpu.rank.patches.gloo`). All are restored on success, on
-an exception and on ``SystemExit``.
-
-This module is the worker process's command layer: it hands :mod:`.train` the rank's console,
+``argv`` before touching any global state, then restores what a run changes (``sys.argv``, the
+torch flags of the rsl-rl path, ``skrl.config.jax.backend``, the signal handlers, gloo's
+collectives, :mod:`isaaclab_mgpu.rank.patches.gloo`) on success, on an exception and on
+``SystemExit``. This is the command layer: it hands :mod:`.train` the rank's console,
 :class:`isaaclab_mgpu.rank.console.TrainingConsole`.
 """
 
@@ -19,7 +14,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
@@ -73,13 +67,9 @@ def main() -> None:
 
 
 def _leave(code: int) -> None:
-    """End a torch.distributed rank with ``code`` once its output is flushed, skipping teardown.
-
-    The run's files (checkpoints, summary, TensorBoard events) are closed by now. What is left is
-    the C++ libraries' static destruction, where a thread of a torch.distributed (gloo) rank can
-    still be joinable: std::terminate, SIGABRT, and a finished run reported as failed (1 run in 10
-    of 2 skrl ranks on a loaded 2-core box). ``os._exit`` leaves without it.
-    """
+    """End a torch.distributed rank with ``code`` once its output is flushed, skipping teardown."""
+    # The run's files are closed by now. In the C++ static destruction left, a gloo thread can still
+    # be joinable: SIGABRT, and a finished run reported failed (1 in 10 on a loaded 2-core box).
     import logging
 
     logging.shutdown()
@@ -101,7 +91,8 @@ def _scoped_state(argv: list[str]) -> Iterator[None]:
     )
     saved_flags = [(obj, name, getattr(obj, name)) for obj, name in flags]
     saved_argv = sys.argv
-    skrl_before = _skrl_jax_backend()
+    skrl = sys.modules.get("skrl")
+    skrl_before = getattr(skrl.config.jax, "backend", _MISSING) if skrl is not None else _MISSING
     sys.argv = ["isaaclab_mgpu.worker", *argv]
     try:
         yield
@@ -114,17 +105,10 @@ def _scoped_state(argv: list[str]) -> Iterator[None]:
             setattr(obj, name, value)
         if "skrl" in sys.modules:
             cfg = sys.modules["skrl"].config.jax
-            if skrl_before is _MISSING:
-                if hasattr(cfg, "backend"):
-                    del cfg.backend
-            else:
+            if skrl_before is not _MISSING:
                 cfg.backend = skrl_before
-
-
-def _skrl_jax_backend() -> Any:
-    if "skrl" not in sys.modules:
-        return _MISSING
-    return getattr(sys.modules["skrl"].config.jax, "backend", _MISSING)
+            elif hasattr(cfg, "backend"):
+                del cfg.backend
 
 
 def train_in_process(argv: list[str]) -> int:

@@ -1,14 +1,11 @@
 """What every rank measures each iteration, and the curves rank 0 writes from it.
 
-Each rank puts one row into the iteration's all-gather (the one that already agrees on stopping):
-its stop flags (:data:`STOP` for SIGINT/SIGTERM, :data:`CHECKPOINT` for mgpu's checkpoint-and-stop
-request, summed), the return sum, count and length sum of the episodes it finished, its own
+Each rank puts one :func:`row` into the iteration's all-gather (the one that agrees on stopping):
+its stop flags, the return sum, count and length sum of the episodes it finished, its own
 env-steps/s, and its parameter checksum as four 16-bit words (exact even in JAX's float32 gather).
-From the gathered rows :func:`summarize` derives the run-wide mean episode reward and length, the
-env-steps/s of every rank, and whether all ranks hold identical parameters.
-
-:func:`scalars` turns that into the worker's own TensorBoard scalars, written by rank 0 every
-iteration through the library's writer, beside the library's own curves (same step axis):
+:func:`summarize` derives the run-wide mean episode reward and length, every rank's env-steps/s and
+whether all ranks hold identical parameters. :func:`scalars` turns that into the worker's own
+TensorBoard scalars, written by rank 0 through the library's writer on the library's step axis:
 
 ==================================  ==========================================================
 ``mgpu/mean_reward``                mean return of the episodes all ranks finished this iteration
@@ -20,10 +17,8 @@ iteration through the library's writer, beside the library's own curves (same st
 ==================================  ==========================================================
 
 The reward and length tags are left out of an iteration in which no episode ended. The pace of the
-warm-up iterations (the first of a run, ``contract.summary.WARMUP_ITERATIONS``: compilation and first
-allocations, seconds for skrl JAX) goes under ``mgpu/warmup/env_steps_per_s``,
-``mgpu/warmup/env_steps_per_s/rank_<r>`` and ``mgpu/warmup/s_per_iteration`` instead, so the
-``mgpu/`` pace curves show the steady rate only.
+warm-up iterations (``contract.summary.WARMUP_ITERATIONS``: compilation, first allocations) goes
+under ``mgpu/warmup/`` instead, so the ``mgpu/`` pace curves show the steady rate only.
 """
 
 from __future__ import annotations

@@ -1,24 +1,20 @@
 """Who this rank is, where it computes, where it writes, and how it talks to its peers.
 
-- :func:`rank_context` reads the launcher's environment once: torchrun's ``RANK``/``LOCAL_RANK``/
-  ``WORLD_SIZE``, or skrl's ``JAX_RANK``/``JAX_LOCAL_RANK``/``JAX_WORLD_SIZE`` for skrl JAX. The device
-  is ``cuda:{LOCAL_RANK}`` on GPUs and ``cpu`` with ``--device cpu``; the seed is offset by the
-  global rank so ranks explore differently while starting from rank 0's parameters.
-- :func:`run_dir_of` is the folder ``mgpu train`` created for the run (``MGPU_RUN_DIR``); run by
-  hand, :func:`run_folder`: ``<log_root>/<library>/<experiment>/<MGPU_RUN_STAMP>[_<run_name>]``.
-  Rank 0 owns it; rank ``r > 0`` writes only inside ``rank_<r>/``.
-- :class:`Comm` is the handful of collectives the worker itself needs (gather small vectors,
-  agree on stopping), over torch.distributed (gloo/NCCL) or JAX's multi-process runtime, or over
-  the node's shared-memory channel (:mod:`isaaclab_mgpu.rank.localcomm`) when one is open.
+- :func:`rank_context` reads the launcher's environment once (torchrun's ``RANK``/``LOCAL_RANK``/
+  ``WORLD_SIZE``, or the ``JAX_`` ones for skrl JAX); the seed is offset by the global rank so ranks
+  explore differently while starting from rank 0's parameters.
+- :func:`run_dir_of` is the run folder (``MGPU_RUN_DIR``, or by hand
+  :func:`isaaclab_mgpu.contract.layout.run_folder`). Rank 0 owns it; rank ``r > 0`` writes only
+  inside ``rank_<r>/``.
+- :class:`Comm` is the handful of collectives the worker itself needs, over torch.distributed, JAX's
+  multi-process runtime, or the node's shared-memory channel (:mod:`isaaclab_mgpu.rank.localcomm`).
 - :func:`init_torch_group` joins the process group and, on one node's CPU ranks, opens that channel
-  and moves gloo's small all-reduces and broadcasts onto it (:mod:`..patches.gloo`);
-  :func:`open_local_channel` does the same for skrl JAX ranks after JAX's runtime is up;
+  with :mod:`..patches.gloo` on it (:func:`open_local_channel` for skrl JAX once JAX is up);
   :func:`leave_torch_group` / :func:`close_local_channel` undo it.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -110,16 +106,12 @@ def run_stamp(environ: Mapping[str, str]) -> str:
     return environ.get(env.RUN_STAMP) or time.strftime(layout.STAMP_FORMAT)
 
 
-def run_folder(args: WorkerArgs, stamp: str) -> Path:
-    """The run folder every rank of this run names identically."""
-    return layout.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
-
-
 def run_dir_of(args: WorkerArgs, environ: Mapping[str, str]) -> Path:
-    """This run's folder: the one mgpu created (``MGPU_RUN_DIR``), else :func:`run_folder` of the
-    given ``--run_timestamp`` or of now."""
-    given = environ.get(env.RUN_DIR)
-    return Path(given) if given else run_folder(args, args.run_timestamp or run_stamp(environ))
+    """This run's folder: mgpu's ``MGPU_RUN_DIR``, else the one every rank names from the stamp."""
+    if given := environ.get(env.RUN_DIR):
+        return Path(given)
+    stamp = args.run_timestamp or run_stamp(environ)
+    return layout.run_folder(args.log_root, args.rl_library, args.experiment, stamp, args.run_name)
 
 
 class Comm:
@@ -144,8 +136,7 @@ class Comm:
             progress.waited(time.perf_counter() - t0)
 
     def broadcast_bytes(self, data: bytes | None) -> bytes:
-        """Rank 0's ``data`` on every rank (what the others pass is ignored): how a checkpoint read
-        on rank 0 alone reaches the others, so no rank but 0 needs the file."""
+        """Rank 0's ``data`` on every rank (what the others pass is ignored)."""
         if self.kind == "local":
             return data or b""
         # Only rank 0's bytes count: every other rank receives into a buffer of rank 0's size.
@@ -260,19 +251,10 @@ def close_local_channel() -> None:
 
 
 def leave_torch_group() -> None:
-    """Leave the process group in step with the other ranks.
-
-    Without this, a rank that exits while a peer still tears down its gloo connections can die
-    of SIGABRT in the interpreter's shutdown, turning a finished run into a failed one.
-    """
+    """Leave the process group in step with the other ranks (else a peer's gloo teardown can SIGABRT)."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         dist.barrier()
         close_local_channel()
         dist.destroy_process_group()
-
-
-def environ() -> Mapping[str, str]:
-    """The process environment (one seam for tests)."""
-    return os.environ

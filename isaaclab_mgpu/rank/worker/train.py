@@ -4,36 +4,29 @@ point and :func:`isaaclab_mgpu.train_in_process`.
 Order of set-up: rank context (device, seed) → run folder (the launcher's ``MGPU_RUN_DIR``) →
 seeds → torch flags (rsl-rl) → process group (torch back-ends) → environments → trainer (its
 constructor or ``sync`` broadcasts rank 0's parameters) → resume (:func:`_resume`) → first
-checksum line. Then the loop (:func:`_loop`): after each iteration every rank contributes its
-episode statistics and its stop flags to one small all-gather, so the mean reward is global and
-all ranks agree on stopping at the same iteration boundary (a rank stopping alone would leave the
-others waiting in a collective). Every ``--drift_interval`` iterations the same row carries
-each rank's hashes of its parameters, optimizer state and normalizer statistics
-(:mod:`isaaclab_mgpu.rank.drift`); the first divergence goes into rank 0's progress report, from
-which ``mgpu train`` names it (run by hand, rank 0 prints it). Three requests stop the loop: SIGINT/SIGTERM
-(the rank's one recorder, :mod:`isaaclab_mgpu.contract.signals`, only records it; the run ends
-``interrupted``, 130 on every rank), mgpu's checkpoint request
-(:func:`isaaclab_mgpu.contract.resume.checkpoint_requested`, the requeue signal; the run ends
-``stopped``, 0 on every rank, to be continued) and, under ``--on_drift stop``, a drift (the
-run ends ``drifted``, 0 on every rank; ``mgpu train`` exits 65).
+checksum line. Then the loop (:func:`_loop`): after each iteration every rank puts its episode
+statistics, its stop flags and, every ``--drift_interval`` iterations, its drift hashes
+(:mod:`isaaclab_mgpu.rank.drift`) into one small all-gather (:mod:`.metrics`), so the mean reward
+is global and all ranks stop at the same iteration boundary (a rank stopping alone would leave the
+others waiting in a collective). Three requests stop the loop: SIGINT/SIGTERM
+(:mod:`isaaclab_mgpu.contract.signals`; the run ends ``interrupted``, 130 on every rank), mgpu's
+checkpoint request (:func:`isaaclab_mgpu.contract.resume.stop_at_checkpoint`; ``stopped``, 0 on
+every rank, to be continued) and, under ``--on_drift stop``, a drift (``drifted``, 0 on every rank;
+``mgpu train`` exits 65).
 
 **Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
 (``MGPU_RESUME``: a checkpoint, or a run folder's newest one) or, run by hand, from ``--resume``.
-Rank 0 alone reads the file; its bytes reach the other ranks over the process group and every
-rank loads them with ``torch.load(weights_only=True)`` (:mod:`.checkpoint`). A resume restores
-the policy, the value function, the optimizer (and with it the adapted learning rate), any
-normalisers inside the models, skrl's timestep and the iteration counter, so the library's
-TensorBoard step goes on from there; a TensorBoard ``SessionLog.START`` at that step makes
-TensorBoard drop what a failed attempt logged after its last checkpoint (one curve, no step
-twice). Not restored: the environments (episodes start afresh) and the random generators.
+Rank 0 alone reads the file; its bytes reach the other ranks over the process group
+(:mod:`.checkpoint`). A resume restores the back-end's state (models, optimizer, normalisers,
+skrl's timestep) and the iteration counter, and marks the restart in the event file, so
+TensorBoard shows one curve with no step twice. Not restored: the environments (episodes start
+afresh) and the random generators.
 
 Rank 0 writes ``model_<N>.pt`` (and ``model_<N>.json``) every ``--save_interval`` iterations, at
 the end and when stopped, and hands ``mgpu train`` its account of the attempt
-(:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`: iterations, rewards, checkpoint; at the
-end pace, checksums, timing; at most 2 % of the time: ``summary.REFRESH_BUDGET``), which node 0's
-mgpu folds into ``summary.json``; with
-``--logger tensorboard`` (the default) it also writes the library's TensorBoard event file every
-iteration, plus the worker's own scalars (:mod:`.metrics`).
+(:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`, at most ``summary.REFRESH_BUDGET`` of
+the time), which node 0's mgpu folds into ``summary.json``; with a ``--logger`` (TensorBoard by
+default) rank 0 writes the library's curves every iteration, plus the worker's own (:mod:`.metrics`).
 """
 
 from __future__ import annotations
@@ -45,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +50,7 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import drift, localcomm
+from isaaclab_mgpu.rank.console import TrainingConsole
 from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
@@ -72,45 +66,6 @@ from isaaclab_mgpu.rank.worker.rank import (
     run_dir_of,
     words_checksum,
 )
-
-
-def _seed(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _make_env(args: WorkerArgs, num_envs: int | None, ctx: RankContext) -> Any:
-    """The rank's embedded task (Isaac Lab tasks take :mod:`isaaclab_mgpu.rank.isaac` instead)."""
-    from isaaclab_mgpu.rank import backends, tasks
-
-    n = num_envs or backends.DEFAULTS.get(args.task, backends.FALLBACK).num_envs
-    try:
-        return tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env"))
-    except ValueError as exc:
-        raise UsageError(f"{exc}; Isaac Lab task ids start with Isaac-") from None
-
-
-class TrainingConsole(Protocol):
-    """What a rank tells people (``report.training.TrainingConsole`` implements it)."""
-
-    def note(self, message: str) -> None: ...
-
-    def synced(self, when: str, checksum: str) -> None: ...
-
-    def start(self, description: str, first: int, total: int) -> None: ...
-
-    def iteration(
-        self, it: int, total: int, reward: float | None, steps_per_s: float, seconds: float
-    ) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def checkpoint(self, path: str) -> None: ...
-
-    def summary(self, s: dict[str, Any], path: str) -> None: ...
 
 
 def run(
@@ -159,6 +114,8 @@ def _run_rank(
     wandb_id: str | None,
 ) -> int:
     """The rank's run once its folder is known (a full disk inside it: one line, exit 74)."""
+    import torch
+
     from isaaclab_mgpu.rank import backends
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
@@ -167,7 +124,9 @@ def _run_rank(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
-    _seed(ctx.seed)
+    random.seed(ctx.seed)
+    np.random.seed(ctx.seed)
+    torch.manual_seed(ctx.seed)
     if args.rl_library == "rsl_rl":
         from isaaclab_mgpu.rank.backends.rsl_rl import set_torch_flags
 
@@ -222,11 +181,15 @@ def _train(
     environ: Mapping[str, str],
     wandb_id: str | None,
 ) -> int:
-    from isaaclab_mgpu.rank import backends
+    from isaaclab_mgpu.rank import backends, tasks
 
     defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     progress.beat("environment")
-    env = _make_env(args, args.num_envs, ctx)
+    try:  # an embedded task (Isaac Lab tasks took isaaclab_mgpu.rank.isaac)
+        n = args.num_envs or defaults.num_envs
+        env = tasks.make(args.task, n, ctx.device, ctx.seed, args.overrides_for("env"))
+    except ValueError as exc:
+        raise UsageError(f"{exc}; Isaac Lab task ids start with Isaac-") from None
     total = args.max_iterations or defaults.max_iterations
     # skrl JAX joins its distributed runtime here (skrl's import calls jax.distributed.initialize).
     progress.beat("trainer")
@@ -310,15 +273,10 @@ def _resume(
     total: int,
     console: TrainingConsole,
 ) -> tuple[int, str | None]:
-    """Load the checkpoint to continue from, if any: read on rank 0, its bytes broadcast to all.
-
-    Rank 0 chooses and reads it (:func:`_rank0_checkpoint`); every rank loads its bytes. Returns
-    the iteration to start at and the checkpoint's path (None: a fresh start)."""
-    path = None
-    data = b""
-    loaded = None
-    if ctx.rank == 0:
-        path, data, loaded = _rank0_checkpoint(args, run_dir, environ, console)
+    """Load rank 0's checkpoint on every rank, if any; return the start iteration and its path."""
+    path, data, loaded = (
+        _rank0_checkpoint(args, run_dir, environ, console) if ctx.rank == 0 else (None, b"", None)
+    )
     if ctx.distributed:
         progress.beat("broadcast")
         data = comm.broadcast_bytes(data)
@@ -326,11 +284,9 @@ def _resume(
         return 0, None
     if loaded is None:
         loaded = checkpoint.load_bytes(data, path or "from rank 0")
-    if ctx.rank == 0 and (loaded["library"], loaded["framework"], loaded["task"]) != (
-        args.rl_library,
-        args.ml_framework,
-        args.task,
-    ):  # the launcher checked the metadata beside it; this is the file itself
+    made_by = (loaded["library"], loaded["framework"], loaded["task"])
+    if ctx.rank == 0 and made_by != (args.rl_library, args.ml_framework, args.task):
+        # the launcher checked the metadata beside it; this is the file itself
         raise UsageError(
             f"--resume {path}: written by {loaded['library']}/{loaded['framework']} on {loaded['task']}, "
             f"not {args.rl_library}/{args.ml_framework} on {args.task}"
@@ -349,12 +305,9 @@ def _resume(
 def _rank0_checkpoint(
     args: WorkerArgs, run_dir: Path, environ: Mapping[str, str], console: TrainingConsole
 ) -> tuple[Path | None, bytes, dict[str, Any] | None]:
-    """Rank 0: the checkpoint to continue from (mgpu's ``MGPU_RESUME`` or, by hand, ``--resume``),
-    its bytes and its content; (None, b"", None): a fresh start.
-
-    A run folder's is :func:`isaaclab_mgpu.contract.resume.newest_whole`'s pick, where a file that
-    does not load is passed over too (one warning line; none whole: one error line). A named file
-    is loaded as it is; a file refused as unsafe is an error either way, never passed over."""
+    """Rank 0: the checkpoint to continue from, its bytes and content; (None, b"", None): none."""
+    # A run folder's newest_whole pick passes over a file that does not load (one warning line); a
+    # named file is taken as it is; one refused as unsafe is an error either way.
     given = environ.get(RESUME)
     if given is None and ATTEMPT in environ:
         return None, b"", None  # mgpu resolved --resume itself and found nothing to continue
@@ -481,22 +434,10 @@ def _save(
     console: TrainingConsole,
     environ: Mapping[str, str],
 ) -> Path:
-    meta = resume.CheckpointMeta(
-        iteration=iteration,
-        library=args.rl_library,
-        framework=args.ml_framework,
-        task=args.task,
-        world_size=ctx.world_size,
-        total=total,
-    )
-    payload = {
-        "iteration": iteration,
-        "library": args.rl_library,
-        "framework": args.ml_framework,
-        "task": args.task,
-        "world_size": ctx.world_size,
-        "state": trainer.state_dict(),
-    }
+    made = {"iteration": iteration, "library": args.rl_library, "framework": args.ml_framework}
+    made |= {"task": args.task, "world_size": ctx.world_size}  # the checkpoint's keys, in its order
+    meta = resume.CheckpointMeta(**made, total=total)
+    payload = {**made, "state": trainer.state_dict()}
     path = checkpoint.save(resume.checkpoint_path(run_dir, iteration), payload, meta)
     console.checkpoint(str(path))
     # --keep_checkpoints: the older ones go only now that this one is whole on disk.
@@ -505,8 +446,7 @@ def _save(
 
 
 def _account(loop: _Loop, **final: Any) -> Summary:
-    """Rank 0: hand mgpu its account of this attempt (its progress, with ``final``'s fields at the
-    end); returns it. mgpu merges it into the run's (:func:`~isaaclab_mgpu.contract.summary.absorb`)."""
+    """Rank 0: hand mgpu its account of this attempt (``final``'s fields at the end); return it."""
     steps = loop.steps_per_iteration
     segment = summaries.segment(loop.began, loop.start, loop.done, loop.train_time, loop.iteration_s, steps)
     account = Summary(

@@ -1,22 +1,16 @@
 """The W&B run of a ``--logger wandb`` training: one per run, opened by rank 0 alone, its id recorded.
 
-Each library opens the W&B run itself (rsl-rl's ``WandbLogWriter``, skrl's ``Agent.init``); the worker
-only decides, through W&B's own environment variable, which run that is:
+Each library opens the W&B run itself (rsl-rl's ``WandbLogWriter``, skrl's ``Agent.init``); the
+worker only chooses which run, through W&B's ``WANDB_RUN_ID``, before the library starts (a given
+one is kept), so the id is recorded in ``summary.json`` (``wandb_run_id``) even when the run dies
+early. A later launch that continues this training sets it to the recorded id with
+``WANDB_RESUME=allow`` (:func:`run_id` with ``resume_id``): the same W&B run goes on.
 
-- ``WANDB_RUN_ID``: chosen by the worker before the library starts (a given one is kept), so the id is
-  known up front and recorded in ``summary.json`` (``wandb_run_id``) even when the run dies early. A
-  later launch that continues this training sets ``WANDB_RUN_ID`` to the recorded id and
-  ``WANDB_RESUME=allow`` (:func:`run_id` with ``resume_id``), and the library's ``wandb.init`` then
-  continues the same W&B run.
-
-W&B keeps its files where it always does: ``./wandb/`` of the working folder (``WANDB_DIR`` moves
-it), ``offline-run-<time>-<id>/`` with ``WANDB_MODE=offline`` (no network; ``wandb sync`` uploads it
-later). Not in the run folder: skrl's TensorBoard sync watches that folder and would read W&B's own
-copy of the event file back a second time.
-
-Ranks other than 0 get no variables and open no W&B run (skrl's own attempt to is turned off in
-:mod:`isaaclab_mgpu.rank.patches.skrl`). The variables are set only while the training runs and
-restored afterwards, so an in-process run leaves its caller's environment as it was.
+W&B keeps its files where it always does (``./wandb/``, or ``WANDB_DIR``), not in the run folder,
+where skrl's TensorBoard sync would read W&B's copy of the event file back a second time. Ranks
+other than 0 get no variables and open no W&B run (:mod:`isaaclab_mgpu.rank.patches.skrl`, fix 7).
+The variables are set only while the training runs, so an in-process run leaves its caller's
+environment as it was.
 """
 
 from __future__ import annotations
@@ -33,8 +27,7 @@ _ALPHABET = string.ascii_lowercase + string.digits
 
 
 def run_id(logger: str, rank: int, environ: Mapping[str, str], resume_id: str | None = None) -> str | None:
-    """The W&B run id rank 0 logs to (a given ``WANDB_RUN_ID``, ``resume_id``, else a new one); None
-    when this rank logs nothing to W&B."""
+    """Rank 0's W&B run id (a given ``WANDB_RUN_ID``, ``resume_id``, else a new one); None: no W&B."""
     if logger != "wandb" or rank != 0:
         return None
     return environ.get(RUN_ID) or resume_id or new_id()
