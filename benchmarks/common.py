@@ -59,7 +59,7 @@ def device() -> str:
 
 def gpu_names() -> list[str]:
     """The GPUs NVML lists (empty without a driver)."""
-    return list(nvml.gpu_names() or ())
+    return [name for name, _ in nvml.list_gpus() or ()]
 
 
 def ranks() -> int:
