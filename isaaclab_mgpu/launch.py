@@ -39,7 +39,7 @@ from isaaclab_mgpu.contract.errors import (
     WorkerFailure,
     failed_run_code,
 )
-from isaaclab_mgpu.contract.layout import CANCEL
+from isaaclab_mgpu.contract.layout import CANCEL, jobs_dir
 from isaaclab_mgpu.contract.progress import AUTO, auto_cap
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher import kubectl, runs, slurmjobs, workarounds
@@ -144,7 +144,7 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
         )
     if not kube:
         options = dataclasses.replace(options, python=sys.executable or None)
-    path = slurmjobs.jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
+    path = jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(emit(spec, options))
     if kube:
@@ -762,7 +762,7 @@ def _kubernetes_cancel(job, root, *, now: bool) -> int:
         raise MgpuError(f"{what} has already ended ({before.state}); nothing to cancel")
     if not kubectl.cancel(job, now=now):
         raise MgpuError(f"kubectl finds no {what}: nothing to cancel (deleted meanwhile)")
-    manifest = root / "mgpu" / "jobs" / Path(job.manifest).name  # where mgpu submit wrote it
+    manifest = jobs_dir(root) / Path(job.manifest).name  # where mgpu submit wrote it
     again = f"; to continue, submit it again: {shell_join(['kubectl', 'apply', '-f', str(manifest)])}"
     if now:
         report.note(f"deleted {what} and force-deleted its pods: no checkpoint at the stop{again}")
