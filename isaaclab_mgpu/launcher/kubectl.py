@@ -224,9 +224,7 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
 
 def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
     return RunRow(
-        folder=job.run_under or job.manifest, library=None, framework=None, task=None, world_size=None,
-        iterations=None, s_per_iteration=None, env_steps_per_s=None, warmup_s=None, reward_first=None,
-        reward_last=None, checksums_equal=None, status=st.state, started=recorded, job_state=st.state,
+        folder=job.run_under or job.manifest, status=st.state, started=recorded, job_state=st.state,
         job_reason=st.reason, job_name=job.name, job_kind=job.kind, job_namespace=job.namespace,
         in_pods=not visible,
     )  # fmt: skip

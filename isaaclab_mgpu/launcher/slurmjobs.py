@@ -206,9 +206,7 @@ def with_jobs(
 
 def _queued_row(sub: Submission, st: JobState, status: str) -> RunRow:
     return RunRow(
-        folder=sub.run_under, library=None, framework=None, task=None, world_size=None, iterations=None,
-        s_per_iteration=None, env_steps_per_s=None, warmup_s=None, reward_first=None, reward_last=None,
-        checksums_equal=None, status=status, started=sub.submitted_at, jobs=(sub.job_id,),
+        folder=sub.run_under, status=status, started=sub.submitted_at, jobs=(sub.job_id,),
         job_state=st.state, job_reason=st.reason, job_name=sub.name,
     )  # fmt: skip
 
