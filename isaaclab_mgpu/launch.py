@@ -48,7 +48,7 @@ from isaaclab_mgpu.launcher.cluster import resubmit_command
 from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, JobOptions, emit, log_mount, probe_sbatch
 from isaaclab_mgpu.launcher.pipeline import own_log_folder, prepare
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec, invocation, probe_machine, selected_devices
-from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
+from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, signal_name
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
@@ -354,7 +354,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             "from it on every rank"
         )
     if last.outcome == "stopped":
-        signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
+        signame = f"SIG{signal_name(spec.requeue_signal)}"
         stop = functools.partial(record.write, ev.Requeue, signal=signame, iteration=last.reached,
                                  job_id=resolved.slurm_job_id)  # fmt: skip
         if spec.requeue and node0 and resolved.slurm_job_id:
