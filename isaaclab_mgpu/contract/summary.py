@@ -459,6 +459,12 @@ class Summary:
     invalid: tuple[str, ...] = ()
     """Fields that were present but of the wrong type or out of range (read as None). Not written."""
 
+    @property
+    def env_steps_rate(self) -> float | None:
+        """Steady env-steps/s of all ranks, else the mean (``env_steps_per_s.total``), else None."""
+        steady = self.steady.env_steps_per_s if self.steady is not None else None
+        return steady or (self.env_steps_per_s.total if self.env_steps_per_s is not None else None)
+
     def replace(self, **changes: Any) -> Summary:
         """A copy with ``changes``."""
         return dataclasses.replace(self, **changes)

@@ -227,13 +227,12 @@ def _folder_time(folder: Path) -> float:
 def row(folder: Path, s: Summary, ledger: ev.Ledger | None = None) -> RunRow:
     """A :class:`RunRow` from one summary, with its restarts, requeues and total from its ledger."""
     steady = s.steady or Steady()
-    mean = s.env_steps_per_s.total if s.env_steps_per_s else None
     run = s.whole
     if run is not None and run.segments > 1 and run.steady_s_per_iteration:
         pace, rate = run.steady_s_per_iteration, run.steady_env_steps_per_s
     else:
         pace = steady.s_per_iteration or s.s_per_iteration
-        rate = steady.env_steps_per_s or mean
+        rate = s.env_steps_rate
     r = RunRow(
         folder=str(folder),
         library=s.backend,
