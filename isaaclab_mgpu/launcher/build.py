@@ -44,8 +44,8 @@ from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
-from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
-from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
+from isaaclab_mgpu.launcher.cluster import DEFAULT_MASTER_PORT, TORCHRUN_DEFAULTS
+from isaaclab_mgpu.launcher.resolve import ResolvedSpec
 from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, signal_name
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
