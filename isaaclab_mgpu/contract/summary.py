@@ -20,7 +20,6 @@ folder a run continues in a new one (Isaac Lab's ``--checkpoint``: the chain).
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from isaaclab_mgpu.contract import records
+from isaaclab_mgpu.contract.files import read_json
 from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
@@ -483,10 +483,7 @@ class Summary:
 
 def read(folder: str | Path) -> Summary | None:
     """The summary in run folder ``folder``, or None when it is missing or not a JSON object."""
-    try:
-        data = json.loads((Path(folder) / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json(Path(folder) / SUMMARY, encoding="utf-8")
     return Summary.from_json(data) if isinstance(data, dict) else None
 
 
