@@ -39,7 +39,7 @@ from isaaclab_mgpu.contract.errors import (
     WorkerFailure,
     failed_run_code,
 )
-from isaaclab_mgpu.contract.layout import CANCEL
+from isaaclab_mgpu.contract.layout import CANCEL, jobs_dir
 from isaaclab_mgpu.contract.progress import AUTO, auto_cap
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher import kubectl, runs, slurmjobs, workarounds
@@ -48,7 +48,7 @@ from isaaclab_mgpu.launcher.cluster import resubmit_command
 from isaaclab_mgpu.launcher.jobfiles import KUBERNETES, JobOptions, emit, log_mount, probe_sbatch
 from isaaclab_mgpu.launcher.pipeline import own_log_folder, prepare
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec, invocation, probe_machine, selected_devices
-from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
+from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec, signal_name
 from isaaclab_mgpu.launcher.verdicts import PEER_GONE
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
         )
     if not kube:
         options = dataclasses.replace(options, python=sys.executable or None)
-    path = slurmjobs.jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
+    path = jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(emit(spec, options))
     if kube:
@@ -354,7 +354,7 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             "from it on every rank"
         )
     if last.outcome == "stopped":
-        signame = f"SIG{spec.requeue_signal.upper().removeprefix('SIG')}"
+        signame = f"SIG{signal_name(spec.requeue_signal)}"
         stop = functools.partial(record.write, ev.Requeue, signal=signame, iteration=last.reached,
                                  job_id=resolved.slurm_job_id)  # fmt: skip
         if spec.requeue and node0 and resolved.slurm_job_id:
@@ -762,7 +762,7 @@ def _kubernetes_cancel(job, root, *, now: bool) -> int:
         raise MgpuError(f"{what} has already ended ({before.state}); nothing to cancel")
     if not kubectl.cancel(job, now=now):
         raise MgpuError(f"kubectl finds no {what}: nothing to cancel (deleted meanwhile)")
-    manifest = root / "mgpu" / "jobs" / Path(job.manifest).name  # where mgpu submit wrote it
+    manifest = jobs_dir(root) / Path(job.manifest).name  # where mgpu submit wrote it
     again = f"; to continue, submit it again: {shell_join(['kubectl', 'apply', '-f', str(manifest)])}"
     if now:
         report.note(f"deleted {what} and force-deleted its pods: no checkpoint at the stop{again}")

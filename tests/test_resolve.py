@@ -8,9 +8,9 @@ import pytest
 from conftest import machine
 
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
+from isaaclab_mgpu.launcher.cluster import first_slurm_host
 from isaaclab_mgpu.launcher.resolve import (
     CPU_RANKS_PER_CORE,
-    first_slurm_host,
     port_is_free,
     resolve,
     visible_devices,

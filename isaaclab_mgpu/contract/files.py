@@ -9,6 +9,8 @@ and an error that names no file (a ``write`` that found the disk full) is raised
 ``durable=True`` (checkpoints) also survives a crash of the machine: the file's data is
 fsynced before the rename and the folder after it (:func:`fsync_dir`), so after a power loss
 the name holds the old file or the whole new one, never a file whose pages were never written.
+
+:func:`read_json` is the reading side for a reader that takes a missing or torn file as none.
 """
 
 from __future__ import annotations
@@ -83,3 +85,11 @@ def write_json(
 ) -> None:
     """Replace ``path`` with ``data`` as strict JSON (no NaN or infinity), indented, atomically."""
     write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n", durable=durable)
+
+
+def read_json(path: str | os.PathLike[str], encoding: str | None = None) -> Any:
+    """The JSON value in ``path``; None when it cannot be read or is not JSON (as for ``null``)."""
+    try:
+        return json.loads(Path(path).read_text(encoding=encoding))
+    except (OSError, ValueError):
+        return None

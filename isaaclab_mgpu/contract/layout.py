@@ -10,6 +10,8 @@ through :data:`~isaaclab_mgpu.contract.env.RUN_STAMP`, so all ranks name the sam
 - ``model_<N>.pt`` checkpoints after ``N`` completed iterations (:func:`checkpoint_name`);
 - ``rank_<r>/`` for every rank ``r > 0`` (:func:`rank_folder`): rank 0 owns the folder itself.
 
+``mgpu submit`` writes its job files and submission records to ``<log_root>/mgpu/jobs/`` (:func:`jobs_dir`).
+
 ``<experiment>`` and ``<run_name>`` each name one folder inside the log root
 (:func:`name_problem`): no ``/`` (``--run_name ../..`` would leave it), not ``.`` or ``..``, no
 control character; the launcher and the worker's own parser refuse anything else.
@@ -41,6 +43,11 @@ def run_folder(log_root: str, library: str, experiment: str, stamp: str, run_nam
     """``<log_root>/<library>/<experiment>/<stamp>[_<run_name>]``, the folder every rank names."""
     name = f"{stamp}_{run_name}" if run_name else stamp
     return Path(log_root) / library / experiment / name
+
+
+def jobs_dir(log_root: str | Path) -> Path:
+    """``<log_root>/mgpu/jobs``: the folder of job files and submission records under ``log_root``."""
+    return Path(log_root) / "mgpu" / "jobs"
 
 
 def name_problem(name: str) -> str | None:

@@ -34,7 +34,6 @@ wrote a checkpoint whole, it deletes the older ones beyond the newest N (:func:`
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import stat
@@ -122,10 +121,7 @@ def write_meta(checkpoint: Path, meta: CheckpointMeta) -> Path:
 
 def read_meta(checkpoint: Path) -> CheckpointMeta | None:
     """The metadata of ``checkpoint``, or None when it is missing, unreadable or malformed."""
-    try:
-        data = json.loads(meta_path(checkpoint).read_text())
-    except (OSError, ValueError):
-        return None
+    data = files.read_json(meta_path(checkpoint))
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None
     return records.read(CheckpointMeta, data).whole()  # one bad field: the file is not to be trusted

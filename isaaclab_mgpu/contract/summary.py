@@ -20,7 +20,6 @@ folder a run continues in a new one (Isaac Lab's ``--checkpoint``: the chain).
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from isaaclab_mgpu.contract import records
+from isaaclab_mgpu.contract.files import read_json
 from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.records import Count, NonNegative, Older, OneOf, Range
 
@@ -459,6 +459,12 @@ class Summary:
     invalid: tuple[str, ...] = ()
     """Fields that were present but of the wrong type or out of range (read as None). Not written."""
 
+    @property
+    def env_steps_rate(self) -> float | None:
+        """Steady env-steps/s of all ranks, else the mean (``env_steps_per_s.total``), else None."""
+        steady = self.steady.env_steps_per_s if self.steady is not None else None
+        return steady or (self.env_steps_per_s.total if self.env_steps_per_s is not None else None)
+
     def replace(self, **changes: Any) -> Summary:
         """A copy with ``changes``."""
         return dataclasses.replace(self, **changes)
@@ -477,10 +483,7 @@ class Summary:
 
 def read(folder: str | Path) -> Summary | None:
     """The summary in run folder ``folder``, or None when it is missing or not a JSON object."""
-    try:
-        data = json.loads((Path(folder) / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json(Path(folder) / SUMMARY, encoding="utf-8")
     return Summary.from_json(data) if isinstance(data, dict) else None
 
 

@@ -44,9 +44,9 @@ from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
-from isaaclab_mgpu.launcher.cluster import TORCHRUN_DEFAULTS
-from isaaclab_mgpu.launcher.resolve import DEFAULT_MASTER_PORT, ResolvedSpec
-from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS
+from isaaclab_mgpu.launcher.cluster import DEFAULT_MASTER_PORT, TORCHRUN_DEFAULTS
+from isaaclab_mgpu.launcher.resolve import ResolvedSpec
+from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, signal_name
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
 #: torchrun's port for a c10d endpoint given without one.
@@ -188,7 +188,7 @@ def build(r: ResolvedSpec) -> Command:
                 f"{r.world_size} ranks; choose a rank from 0 to {r.world_size - 1}"
             )
         env[env_names.SIMULATE_FAULT] = fault.text()
-        env[env_names.REQUEUE_SIGNAL] = s.requeue_signal.upper().removeprefix("SIG")
+        env[env_names.REQUEUE_SIGNAL] = signal_name(s.requeue_signal)
     if s.keep_checkpoints is not None:
         env[env_names.KEEP_CHECKPOINTS] = str(s.keep_checkpoints)
     return Command(

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
+from isaaclab_mgpu.contract.layout import jobs_dir
 from isaaclab_mgpu.launcher.runs import RunRow
 
 #: The ``--emit`` kind → the object ``kind`` in the manifest and the resource ``kubectl`` names it by.
@@ -175,7 +176,7 @@ def record_path(manifest: Path) -> Path:
 
 def submitted(log_root: str | Path) -> list[KubeJob]:
     """The Kubernetes jobs submitted from ``log_root`` (``<log_root>/mgpu/jobs/*.kubernetes.json``)."""
-    paths = sorted((Path(log_root) / "mgpu" / "jobs").glob(f"*{RECORD_SUFFIX}"))
+    paths = sorted(jobs_dir(log_root).glob(f"*{RECORD_SUFFIX}"))
     return [job for job in map(_record, paths) if job is not None]
 
 
@@ -223,9 +224,7 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
 
 def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
     return RunRow(
-        folder=job.run_under or job.manifest, library=None, framework=None, task=None, world_size=None,
-        iterations=None, s_per_iteration=None, env_steps_per_s=None, warmup_s=None, reward_first=None,
-        reward_last=None, checksums_equal=None, status=st.state, started=recorded, job_state=st.state,
+        folder=job.run_under or job.manifest, status=st.state, started=recorded, job_state=st.state,
         job_reason=st.reason, job_name=job.name, job_kind=job.kind, job_namespace=job.namespace,
         in_pods=not visible,
     )  # fmt: skip
@@ -242,7 +241,7 @@ def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
             state = job_state(job)
         except MgpuError as exc:
             state = JobState("unknown", str(exc))  # kubectl's words
-        where = Path(root) / "mgpu" / "jobs" / record_path(Path(job.manifest)).name
+        where = jobs_dir(root) / record_path(Path(job.manifest)).name
         recorded = where.stat().st_mtime if where.exists() else 0.0
         visible = bool(job.run_under) and Path(job.run_under).is_dir()
         mine.append((recorded, _row(job, state, recorded, visible)))

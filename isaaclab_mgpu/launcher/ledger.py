@@ -272,9 +272,7 @@ class RunLedger:
         s_it = w.s_per_iteration(reports[lead], iteration, now)
         rate = reward = None
         if s is not None:
-            steady = s.steady.env_steps_per_s if s.steady is not None else None
-            rate = steady or (s.env_steps_per_s.total if s.env_steps_per_s is not None else None)
-            reward = s.last_mean_reward
+            rate, reward = s.env_steps_rate, s.last_mean_reward
         w.iteration, w.at = iteration, now
         w.totals = {r: (rep.timed, rep.busy_s, rep.wait_s, rep.wall_s) for r, rep in reports.items()}
         self.write(

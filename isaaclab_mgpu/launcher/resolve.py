@@ -44,7 +44,6 @@ from isaaclab_mgpu.contract.devices import identity, parse_device_list
 from isaaclab_mgpu.contract.errors import EnvironmentProblem, UsageError
 from isaaclab_mgpu.contract.layout import STAMP_FORMAT
 from isaaclab_mgpu.launcher import cluster, nvml
-from isaaclab_mgpu.launcher.cluster import DEFAULT_MASTER_PORT, first_slurm_host
 from isaaclab_mgpu.launcher.spec import (
     CPU_RANKS_PER_CORE,
     LaunchSpec,
@@ -54,11 +53,9 @@ from isaaclab_mgpu.launcher.spec import (
 )
 
 __all__ = [
-    "DEFAULT_MASTER_PORT",
     "Machine",
     "ResolvedSpec",
     "VisibleDevices",
-    "first_slurm_host",
     "invocation",
     "probe_machine",
     "resolve",

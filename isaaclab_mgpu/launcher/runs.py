@@ -49,25 +49,25 @@ def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) ->
     raise OSError(f"no free run folder name under {experiment_dir} for {stamp}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRow:
-    """One run as ``mgpu runs`` lists it (from its summary.json alone)."""
+    """One run as ``mgpu runs`` lists it (from its summary.json alone); None: not known."""
 
     folder: str
-    library: str | None
-    framework: str | None
-    task: str | None
-    world_size: int | None
-    iterations: int | None
-    s_per_iteration: float | None
+    library: str | None = None
+    framework: str | None = None
+    task: str | None = None
+    world_size: int | None = None
+    iterations: int | None = None
+    s_per_iteration: float | None = None
     """Steady seconds per iteration over every segment, else the run's steady pace, else its mean."""
-    env_steps_per_s: float | None
+    env_steps_per_s: float | None = None
     """Steady env-steps/s of all ranks, chosen as ``s_per_iteration`` is."""
-    warmup_s: float | None
+    warmup_s: float | None = None
     """Seconds of the warm-up iterations (compilation, first allocations), apart from the pace."""
-    reward_first: float | None
-    reward_last: float | None
-    checksums_equal: bool | None
+    reward_first: float | None = None
+    reward_last: float | None = None
+    checksums_equal: bool | None = None
     status: str
     """One of the summary statuses, or ``unknown`` when the summary's is not one."""
 
@@ -227,13 +227,12 @@ def _folder_time(folder: Path) -> float:
 def row(folder: Path, s: Summary, ledger: ev.Ledger | None = None) -> RunRow:
     """A :class:`RunRow` from one summary, with its restarts, requeues and total from its ledger."""
     steady = s.steady or Steady()
-    mean = s.env_steps_per_s.total if s.env_steps_per_s else None
     run = s.whole
     if run is not None and run.segments > 1 and run.steady_s_per_iteration:
         pace, rate = run.steady_s_per_iteration, run.steady_env_steps_per_s
     else:
         pace = steady.s_per_iteration or s.s_per_iteration
-        rate = steady.env_steps_per_s or mean
+        rate = s.env_steps_rate
     r = RunRow(
         folder=str(folder),
         library=s.backend,
@@ -289,9 +288,7 @@ def ledger_row(folder: Path, ledger: ev.Ledger) -> RunRow:
     r = RunRow(
         folder=str(folder), library=_text(ess.get("library")), framework=_text(ess.get("framework")),
         task=_text(ess.get("task")) or (Path(program).name if isinstance(program, str) else None),
-        world_size=f.world_size, iterations=None, s_per_iteration=None, env_steps_per_s=None,
-        warmup_s=None, reward_first=None, reward_last=None, checksums_equal=None,
-        status=ledger_status(ledger.events, f),
+        world_size=f.world_size, status=ledger_status(ledger.events, f),
         started=f.started if f.started is not None else _folder_time(folder),
         exit_status=f.exit_code, stragglers=f.stragglers,
     )  # fmt: skip

@@ -40,10 +40,9 @@ from isaaclab_mgpu.contract import elastic
 from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.files import write_json
+from isaaclab_mgpu.contract.layout import jobs_dir
 from isaaclab_mgpu.launcher.runs import RunRow, Story, find_runs, jobs_of, summary_folders
 
-#: Where submissions are recorded, under the log root (beside the job files).
-JOBS_DIR = ("mgpu", "jobs")
 #: SLURM job states in which the job's processes may still run or run again.
 ALIVE = frozenset(
     {
@@ -101,11 +100,6 @@ class JobState:
     def alive(self) -> bool:
         """True while the job's processes may run or run again."""
         return self.state in ALIVE
-
-
-def jobs_dir(log_root: str | Path) -> Path:
-    """The folder of job files and submission records under ``log_root``."""
-    return Path(log_root).joinpath(*JOBS_DIR)
 
 
 def record(log_root: str | Path, sub: Submission) -> Path:
@@ -212,9 +206,7 @@ def with_jobs(
 
 def _queued_row(sub: Submission, st: JobState, status: str) -> RunRow:
     return RunRow(
-        folder=sub.run_under, library=None, framework=None, task=None, world_size=None, iterations=None,
-        s_per_iteration=None, env_steps_per_s=None, warmup_s=None, reward_first=None, reward_last=None,
-        checksums_equal=None, status=status, started=sub.submitted_at, jobs=(sub.job_id,),
+        folder=sub.run_under, status=status, started=sub.submitted_at, jobs=(sub.job_id,),
         job_state=st.state, job_reason=st.reason, job_name=sub.name,
     )  # fmt: skip
 

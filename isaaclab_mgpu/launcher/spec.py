@@ -248,8 +248,13 @@ def _gpu_ids(ids: tuple[str, ...], flag: str) -> None:
         raise UsageError(f"{flag} {shown!r} is malformed; use e.g. --gpu_ids 0,2")
 
 
+def signal_name(value: str) -> str:
+    """A ``--requeue_signal`` value as :data:`REQUEUE_SIGNALS` spells it: ``sigusr1`` -> ``USR1``."""
+    return value.upper().removeprefix("SIG")
+
+
 def _requeue_signal(value: str, flag: str) -> None:
-    if value.upper().removeprefix("SIG") not in REQUEUE_SIGNALS:
+    if signal_name(value) not in REQUEUE_SIGNALS:
         raise UsageError(
             f"{flag} {value!r} is not a warning signal; use one of {', '.join(REQUEUE_SIGNALS)} "
             "(the one #SBATCH --signal names)"
@@ -496,7 +501,7 @@ class LaunchSpec:
         """``requeue_signal`` as a signal number."""
         import signal
 
-        return int(signal.Signals["SIG" + self.requeue_signal.upper().removeprefix("SIG")])
+        return int(signal.Signals["SIG" + signal_name(self.requeue_signal)])
 
     @property
     def run_timestamp(self) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from isaaclab_mgpu.contract.env import STALL_TIMEOUT, STARTUP_TIMEOUT
@@ -109,10 +110,15 @@ def resolve_notes(resolved: ResolvedSpec) -> None:
         note(f"filled {filled}")
     for overridden in resolved.overridden:
         note(overridden)
-    for name, value in resolved.extra_env:
-        note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
+    saved_workarounds(resolved.extra_env)
     for message in resolved.warnings:
         warn(message)
+
+
+def saved_workarounds(env: Iterable[tuple[str, str]]) -> None:
+    """Tell each saved workaround a launch applies, and how to skip them."""
+    for name, value in env:
+        note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
 
 
 def dry_run(cmd: Command, resolved: ResolvedSpec, *, as_json: bool) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from isaaclab_mgpu.launcher.notes import Note
 from isaaclab_mgpu.launcher.probe.run import LaunchAt, LaunchBegun, LaunchEnded, TrialDone, WorkaroundsApplied
-from isaaclab_mgpu.report import StderrProgress, note, out
+from isaaclab_mgpu.report import StderrProgress, note, out, saved_workarounds
 from isaaclab_mgpu.report.text import cell, markup
 
 if TYPE_CHECKING:
@@ -51,8 +51,7 @@ class ProbeDisplay(StderrProgress):
 
     @__call__.register
     def _applied(self, n: WorkaroundsApplied) -> None:
-        for name, value in n.env.items():
-            note(f"applying saved workaround {name}={value} (--no_saved_workarounds to skip)")
+        saved_workarounds(n.env.items())
 
     @__call__.register
     def _begun(self, n: LaunchBegun) -> None:

@@ -1,13 +1,13 @@
 """Collecting the Python stacks of hung ranks: the launcher's half of :mod:`isaaclab_mgpu.contract.stacks`.
 
-:func:`collect` is the one way mgpu asks ranks for their stacks (``train``'s stall watch and
-``probe-nccl``'s hang report through :func:`of_ranks`). It takes processes of the supervised tree only, as
-psutil objects (psutil refuses to signal a PID that was reused), each with the file the rank
-registered. Each gets :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL`; a stopped one (SIGSTOP,
-a debugger) also gets SIGCONT, which delivers the pending signal, and is stopped again once its
-stack is written, so the verdict still sees it as it was found. faulthandler writes a dump in one
-go: a file that grew and then kept its size is done. What was written after the signal is
-returned; a rank that wrote nothing within ``wait`` seconds is missing from the result.
+:func:`collect` is the one way mgpu asks ranks for their stacks (``train``'s stall watch,
+``probe-nccl``'s hang report and ``mgpu stacks`` through :func:`of_ranks`). It takes processes of
+the supervised tree only, as psutil objects (psutil refuses to signal a PID that was reused), each
+with the file the rank registered. Each gets :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL`; a
+stopped one (SIGSTOP, a debugger) also gets SIGCONT, which delivers the pending signal, and is
+stopped again once its stack is written, so the verdict still sees it as it was found. faulthandler
+writes a dump in one go: a file that grew and then kept its size is done. What was written after the
+signal is returned; a rank that wrote nothing within ``wait`` seconds is missing from the result.
 """
 
 from __future__ import annotations
@@ -84,11 +84,12 @@ def collect(targets: Mapping[K, tuple[psutil.Process, str | Path]], wait: float 
     return stacks
 
 
-def of_ranks(tree: list[psutil.Process], ranks: Iterable[Any]) -> dict[int, str]:
+def of_ranks(tree: list[psutil.Process], ranks: Iterable[Any], wait: float = WAIT_S) -> dict[int, str]:
     """:func:`collect` from the ``ranks`` (with ``rank``, ``pid``, ``stack_file``) that are in ``tree``."""
     members = {p.pid: p for p in tree}  # a PID outside the tree is no rank: never signalled
     return collect(
-        {r.rank: (members[r.pid], r.stack_file) for r in ranks if r.pid in members and r.stack_file}
+        {r.rank: (members[r.pid], r.stack_file) for r in ranks if r.pid in members and r.stack_file},
+        wait=wait,
     )
 
 
