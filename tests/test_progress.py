@@ -38,6 +38,17 @@ def test_beat_replaces_one_file_per_rank_and_keeps_the_iteration(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["progress.3.json", "stack.3.txt"]
 
 
+def test_how_a_rank_ended_is_in_its_reports_from_then_on(tmp_path):
+    reporter = progress.Reporter({PROGRESS_DIR: str(tmp_path), "RANK": "1", "LOCAL_RANK": "0"})
+    reporter.iteration(3)
+    assert progress.read_report(progress.progress_path(tmp_path, 1)).ended is None
+    reporter.ended("finished")
+    reporter.beat("finish")
+    reporter.beat(progress.DONE)
+    report = progress.read_report(progress.progress_path(tmp_path, 1))
+    assert (report.stage, report.iteration, report.ended) == (progress.DONE, 3, "finished")
+
+
 def test_the_stack_signal_dumps_the_python_stack_and_sigusr1_is_only_recorded(tmp_path):
     rank_logs = tmp_path / "attempt_0" / "rank_0"
     rank_logs.mkdir(parents=True)

@@ -229,6 +229,35 @@ def test_the_warning_signal_during_the_last_iteration_lets_the_run_finish_unrequ
 
 
 @pytest.mark.slow
+def test_the_warning_signal_during_the_last_iteration_finishes_the_run_on_every_node(tmp_path):
+    """The same on two nodes of one rank each: node 1's mgpu, which has no summary to read, learns
+    from its ranks' reports that they finished, and exits 0 with node 0 (it said "stopped", 75)."""
+    port, env = free_port(), _slurm_env(tmp_path)
+
+    def node(rank: int) -> Run:
+        argv = train_argv(
+            "rsl_rl", "--requeue", "--nnodes", "2", "--node_rank", str(rank), "--master_addr", "127.0.0.1",
+            "--master_port", str(port), "--log_dir", f"logs/mgpu{rank}", "--num_envs", "16",
+            "--max_iterations", "3", "env.episode_length=16", "agent.rollout=1000", nproc=1,
+        )  # fmt: skip
+        return Run(argv, tmp_path, env)
+
+    nodes = [node(0), node(1)]
+    nodes[0].wait_for("iteration 2/3", 180)
+    for node in nodes:
+        for proc in [psutil.Process(node.proc.pid), *psutil.Process(node.proc.pid).children(recursive=True)]:
+            proc.send_signal(signal.SIGUSR1)
+    for node in nodes:
+        code, out = node.finish(180)
+        assert code == 0, out[-4000:]
+    calls = tmp_path / "scontrol.calls"
+    assert not calls.exists() or "requeue" not in calls.read_text().split(), calls.read_text()
+    (folder,) = run_folders(tmp_path, "rsl_rl")
+    s = summary_of(folder)
+    assert (s["status"], s["end_iteration"], s["exit_status"]) == ("finished", 3, 0), s
+
+
+@pytest.mark.slow
 def test_sigterm_in_slurm_never_requeues(tmp_path):
     run = Run(train_argv("rsl_rl", "--requeue", *SHORT), tmp_path, _slurm_env(tmp_path))
     run.wait_for("iteration 3/10", 120)

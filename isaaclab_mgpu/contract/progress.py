@@ -171,6 +171,10 @@ class Report:
     drift: Drift | None = None
     """The first divergence between the ranks the drift check found (rank 0 reports it from then on)."""
 
+    ended: str | None = None
+    """How its training ended, as the rank judged it (``summary.json``'s status: ``finished``,
+    ``stopped`` at a checkpoint request...); None: not said (a ``--script`` program)."""
+
 
 def read_report(path: str | Path) -> Report | None:
     """The report in ``path``; None when absent or half-written; ValueError when malformed (never judged)."""
@@ -304,6 +308,7 @@ class Reporter:
         self._timed = self._calls = 0
         self._timing = ""
         self._drift = ""
+        self._ended = ""
         self._flushers: list[Any] = []
         if values.get(env.RUN_ID):
             record_stop_requests()
@@ -338,7 +343,7 @@ class Reporter:
         warm = "true" if self._iterations <= 1 else "false"
         self._channel.put(  # type: ignore[union-attr]
             f'"stage": {text}, "iteration": {self.iteration_number or "null"}, '
-            f'"warmup": {warm}, {self._timing}{self._drift}"time": {time.time()!r}'
+            f'"warmup": {warm}, {self._timing}{self._drift}{self._ended}"time": {time.time()!r}'
         )
         if self._fault is not None:
             self._meet_fault()  # after the report that names the iteration: the watch sees where
@@ -362,6 +367,10 @@ class Reporter:
     def drift(self, found: Drift) -> None:
         """Carry ``found`` in every report from the next one on (the supervisor names it once)."""
         self._drift = f'"drift": {json.dumps(records.plain(found))}, '
+
+    def ended(self, status: str) -> None:
+        """Carry how this rank's training ended (``status``) in every report from the next one on."""
+        self._ended = f'"ended": {json.dumps(status)}, '
 
     def account(self, fields: dict[str, Any]) -> None:
         """Rank 0: replace its account of the attempt (``summary.json``'s fields); a no-op elsewhere."""

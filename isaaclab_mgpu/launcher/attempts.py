@@ -408,11 +408,12 @@ def _judge(
         how = f"signal {f.signal}" if f.signal else f"exit code {f.exit_code}"
         return Attempt(outcome="failed", rank=f.rank, how=how, host=f.host, **common)
     summary = summaries.read(place.run_dir) if place.run_dir is not None else None
-    # Another node has no summary: its ranks stopped cleanly after this mgpu asked them to.
-    asked = requests.checkpoint_at is not None
-    stopped = summary.status == "stopped" if summary is not None else asked
-    if summary is not None and summary.status == "drifted":  # --on_drift stop: saved, never restarted
+    # Another node has no summary: its ranks' reports say how they ended (a request read in the
+    # last iteration stops nothing); a program that does not say stopped because this mgpu asked.
+    status = summary.status if summary is not None else result.ended
+    if status == "drifted":  # --on_drift stop: saved, never restarted
         return Attempt(outcome="drifted", **common)
+    stopped = status == "stopped" if status is not None else requests.checkpoint_at is not None
     return Attempt(outcome="stopped" if stopped else "finished", **common)
 
 

@@ -263,8 +263,14 @@ class Bookkeeper(compat.Observer):
         self.stopped = True
         return True
 
+    @property
+    def ending(self) -> str:
+        """How training ended (``summary.json``'s status), alike on every rank."""
+        return "drifted" if self.drift.stopped else "stopped" if self.stopped else "finished"
+
     def finished(self) -> None:
         """Training returned: take the last checksum and gather every rank's record."""
+        progress.reporter().ended(self.ending)  # every rank: another node's mgpu has no summary
         progress.beat("finish")
         if self.t0 is not None:
             self.train_time = time.perf_counter() - self.t0
@@ -357,8 +363,7 @@ class Bookkeeper(compat.Observer):
         iterations = len(self.rewards)
         if self.saved_path is None and run_dir is not None:
             self.saved_path = _whole(self.library, run_dir)
-        done = "drifted" if self.drift.stopped else "stopped" if self.stopped else "finished"
-        status = {0: done, EXIT_INTERRUPTED: "interrupted"}.get(exit_status, "failed")
+        status = {0: self.ending, EXIT_INTERRUPTED: "interrupted"}.get(exit_status, "failed")
         return self._account(
             self._progress(
                 rewards[:iterations] if self.gathered is not None else self.rewards,

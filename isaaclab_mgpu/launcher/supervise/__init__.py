@@ -498,6 +498,7 @@ class Supervisor:
         if self._watch is not None and (drift := self._watch.drift(read=True)) is not None:
             self._say(notes.DriftFound(drift))  # a rank that stopped on it reported it after the last look
         found_drift = self._watch.drift_found if self._watch is not None else None
+        ended = self._watch.ended() if self._watch is not None else None
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
@@ -520,6 +521,7 @@ class Supervisor:
             elsewhere=elsewhere,
             stragglers=stragglers,
             drift=found_drift,
+            ended=ended,
             lost_nodes=lost,
             node_hosts=hosts,
             run_folder=folder,

@@ -159,6 +159,10 @@ class HangWatch:
         self.drift_found = found
         return found
 
+    def ended(self) -> str | None:
+        """How this node's ranks said their training ended (the lowest rank that said), read now."""
+        return next((r.ended for _, r in sorted(self.monitor.read().items()) if r.ended is not None), None)
+
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
         """A local rank that died, and the tree's processes of the other local ranks; None while none died."""
         dead = self.monitor.dead()

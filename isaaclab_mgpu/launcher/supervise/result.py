@@ -107,6 +107,9 @@ class RunResult:
     drift: Drift | None = None
     """The first divergence between the ranks, from rank 0's progress report (the worker's drift check)."""
 
+    ended: str | None = None
+    """How this node's ranks said their training ended (:attr:`~.contract.progress.Report.ended`)."""
+
     lost_nodes: tuple[int, ...] = ()
     """Multi-node, a rank failed on a broken connection: the other nodes shown gone (what a shrink drops)."""
 

@@ -223,6 +223,7 @@ def _train(
     # between the loop's stop and the checkpoint it saves at the stop.
     with signals.recording():
         loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who)
+        progress.reporter().ended(_status(loop))  # every rank: another node's mgpu has no summary
         progress.beat("finish")
         end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
         rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
