@@ -49,6 +49,16 @@ def digest(arrays: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
+def checksum_words(digest: str) -> np.ndarray:
+    """16 hex digits as four 16-bit words (exact in JAX's float32 all-gather)."""
+    return np.array([int(digest[i : i + 4], 16) for i in range(0, 16, 4)], dtype=np.uint32)
+
+
+def words_checksum(words: Iterable[Any]) -> str:
+    """Inverse of :func:`checksum_words`."""
+    return "".join(f"{int(w):04x}" for w in words)
+
+
 def hashes(components: Mapping[str, Iterable[Any]]) -> dict[str, str]:
     """Each of :data:`COMPONENTS` hashed (a missing one hashes as empty)."""
     return {name: digest(components.get(name, ())) for name in COMPONENTS}
@@ -61,8 +71,7 @@ def words(found: Mapping[str, str] | None) -> np.ndarray:
         return out
     out[0] = 1.0
     for i, name in enumerate(COMPONENTS):
-        text = found[name]
-        out[1 + i * WORDS : 1 + (i + 1) * WORDS] = [int(text[j : j + 4], 16) for j in range(0, 16, 4)]
+        out[1 + i * WORDS : 1 + (i + 1) * WORDS] = checksum_words(found[name])
     return out
 
 
