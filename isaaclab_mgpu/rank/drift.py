@@ -238,14 +238,16 @@ def skrl_jax_source(agent: Any) -> Source:
     return Source(components, perturb)
 
 
+def rl_games_models(agent: Any) -> list[Any]:
+    """rl-games' A2C agent's model (with its ``RunningMeanStd``) and any central value net."""
+    central = getattr(agent, "central_value_net", None)
+    extra = [central] if getattr(agent, "has_central_value", False) and central is not None else []
+    return [agent.model, *extra]
+
+
 def rl_games_source(agent: Any) -> Source:
-    """rl-games' A2C agent: its model (with its ``RunningMeanStd``), any central value net, its optimizer."""
-
-    def models() -> list[Any]:
-        central = getattr(agent, "central_value_net", None)
-        extra = [central] if getattr(agent, "has_central_value", False) and central is not None else []
-        return [agent.model, *extra]
-
+    """rl-games' A2C agent: its :func:`rl_games_models` and its optimizer."""
+    models = lambda: rl_games_models(agent)  # noqa: E731
     return Source(lambda: torch_components(models(), agent.optimizer), lambda: perturb_torch(models()))
 
 
