@@ -298,7 +298,7 @@ class Bookkeeper(compat.Observer):
     def _account(self, account: Summary) -> Summary:
         """Hand ``account`` to mgpu (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`)."""
         self.account = account
-        progress.reporter().account({k: v for k, v in account.to_json().items() if v is not None})
+        progress.reporter().account(account)
         return account
 
     def _progress(self, rewards: list[float | None], **final: Any) -> Summary:

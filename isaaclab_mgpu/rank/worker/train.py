@@ -459,5 +459,5 @@ def _account(loop: _Loop, **final: Any) -> Summary:
         checkpoint=str(loop.last_saved) if loop.last_saved else None,
         segments=(segment,) if loop.iteration_s else (),
     ).replace(**final)
-    progress.reporter().account({k: v for k, v in account.to_json().items() if v is not None})
+    progress.reporter().account(account)
     return account
