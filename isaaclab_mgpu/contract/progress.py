@@ -61,7 +61,7 @@ from typing import Annotated, Any
 from isaaclab_mgpu.contract import elastic, env, faults, files, records, stacks
 from isaaclab_mgpu.contract.records import Count, NonNegative, Range
 from isaaclab_mgpu.contract.signals import record_stop_requests, stop_requested
-from isaaclab_mgpu.contract.summary import Drift
+from isaaclab_mgpu.contract.summary import Drift, Summary
 
 __all__ = [
     "ITERATION_STAGES",
@@ -372,10 +372,11 @@ class Reporter:
         """Carry how this rank's training ended (``status``) in every report from the next one on."""
         self._ended = f'"ended": {json.dumps(status)}, '
 
-    def account(self, fields: dict[str, Any]) -> None:
-        """Rank 0: replace its account of the attempt (``summary.json``'s fields); a no-op elsewhere."""
+    def account(self, account: Summary) -> None:
+        """Rank 0: replace its account of the attempt (``account``'s set fields); a no-op elsewhere."""
         if self.path is None or self.rank != 0:
             return
+        fields = {k: v for k, v in account.to_json().items() if v is not None}
         try:  # noqa: SIM105
             files.write_json(self.path.parent / ACCOUNT, fields)
         except OSError:

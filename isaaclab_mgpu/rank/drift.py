@@ -49,6 +49,16 @@ def digest(arrays: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
+def checksum_words(digest: str) -> np.ndarray:
+    """16 hex digits as four 16-bit words (exact in JAX's float32 all-gather)."""
+    return np.array([int(digest[i : i + 4], 16) for i in range(0, 16, 4)], dtype=np.uint32)
+
+
+def words_checksum(words: Iterable[Any]) -> str:
+    """Inverse of :func:`checksum_words`."""
+    return "".join(f"{int(w):04x}" for w in words)
+
+
 def hashes(components: Mapping[str, Iterable[Any]]) -> dict[str, str]:
     """Each of :data:`COMPONENTS` hashed (a missing one hashes as empty)."""
     return {name: digest(components.get(name, ())) for name in COMPONENTS}
@@ -61,8 +71,7 @@ def words(found: Mapping[str, str] | None) -> np.ndarray:
         return out
     out[0] = 1.0
     for i, name in enumerate(COMPONENTS):
-        text = found[name]
-        out[1 + i * WORDS : 1 + (i + 1) * WORDS] = [int(text[j : j + 4], 16) for j in range(0, 16, 4)]
+        out[1 + i * WORDS : 1 + (i + 1) * WORDS] = checksum_words(found[name])
     return out
 
 
@@ -229,14 +238,16 @@ def skrl_jax_source(agent: Any) -> Source:
     return Source(components, perturb)
 
 
+def rl_games_models(agent: Any) -> list[Any]:
+    """rl-games' A2C agent's model (with its ``RunningMeanStd``) and any central value net."""
+    central = getattr(agent, "central_value_net", None)
+    extra = [central] if getattr(agent, "has_central_value", False) and central is not None else []
+    return [agent.model, *extra]
+
+
 def rl_games_source(agent: Any) -> Source:
-    """rl-games' A2C agent: its model (with its ``RunningMeanStd``), any central value net, its optimizer."""
-
-    def models() -> list[Any]:
-        central = getattr(agent, "central_value_net", None)
-        extra = [central] if getattr(agent, "has_central_value", False) and central is not None else []
-        return [agent.model, *extra]
-
+    """rl-games' A2C agent: its :func:`rl_games_models` and its optimizer."""
+    models = lambda: rl_games_models(agent)  # noqa: E731
     return Source(lambda: torch_components(models(), agent.optimizer), lambda: perturb_torch(models()))
 
 

@@ -42,7 +42,7 @@ from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
-from isaaclab_mgpu.rank import isaac_drift, isaac_resume
+from isaaclab_mgpu.rank import drift, isaac_drift, isaac_resume
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
@@ -51,11 +51,10 @@ from isaaclab_mgpu.rank.worker.checkpoint import disk_full_is_one_line
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
-    checksum_words,
+    gather_floats,
     identity,
     rank_context,
     run_stamp,
-    words_checksum,
 )
 
 #: Per-library Hydra items that put a single-rank run on the rank's device (multi-rank runs get the
@@ -280,19 +279,14 @@ class Bookkeeper(compat.Observer):
         t = progress.reporter().totals()  # this rank's busy/wait split (isaaclab_mgpu.progress)
         row = np.concatenate(
             [
-                checksum_words(self.start_sum or "0" * 16).astype(np.float64),
-                checksum_words(self.end_sum or "0" * 16).astype(np.float64),
+                drift.checksum_words(self.start_sum or "0" * 16),
+                drift.checksum_words(self.end_sum or "0" * 16),
                 [rate, float(len(self.rewards))],
                 [float(t[k]) for k in ("timed", "busy_s", "wait_s")],
                 np.asarray(rewards, dtype=np.float64),
             ]
         )
-        if self.comm_kind == "jax":
-            # JAX gathers no 64-bit values by default; checksum words go as two 16-bit halves each.
-            row = _split_words(row)
-        self.gathered = Comm(self.ctx, self.comm_kind).gather(row)
-        if self.comm_kind == "jax":
-            self.gathered = _join_words(self.gathered)
+        self.gathered = gather_floats(Comm(self.ctx, self.comm_kind), row)
 
     # --- rank 0's account of the attempt (node 0's mgpu folds it into summary.json) ------------
 
@@ -310,7 +304,7 @@ class Bookkeeper(compat.Observer):
     def _account(self, account: Summary) -> Summary:
         """Hand ``account`` to mgpu (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`)."""
         self.account = account
-        progress.reporter().account({k: v for k, v in account.to_json().items() if v is not None})
+        progress.reporter().account(account)
         return account
 
     def _progress(self, rewards: list[float | None], **final: Any) -> Summary:
@@ -355,10 +349,10 @@ class Bookkeeper(compat.Observer):
     def summary(self, exit_status: int) -> Summary:
         """Rank 0's last account, completed with every rank's record, handed to mgpu; returns it."""
         run_dir = self.run_dir
-        g = self.gathered if self.gathered is not None else np.zeros((1, 9))
-        starts = [words_checksum(r[0:2].astype(np.uint32)) for r in g]
-        ends = [words_checksum(r[2:4].astype(np.uint32)) for r in g]
-        per_iter = g[:, 9:]
+        g = self.gathered if self.gathered is not None else np.zeros((1, 13))
+        starts = [drift.words_checksum(r[0:4]) for r in g]
+        ends = [drift.words_checksum(r[4:8]) for r in g]
+        per_iter = g[:, 13:]
         rewards = [None if np.all(np.isnan(c)) else float(np.nanmean(c)) for c in per_iter.T]
         iterations = len(self.rewards)
         if self.saved_path is None and run_dir is not None:
@@ -370,11 +364,11 @@ class Bookkeeper(compat.Observer):
                 status=status,
                 train_time_s=round(self.train_time, 4),
                 s_per_iteration=round(self.train_time / max(iterations, 1), 4),
-                env_steps_per_s=Rates(total=float(g[:, 4].sum()), per_rank=tuple(float(v) for v in g[:, 4])),
+                env_steps_per_s=Rates(total=float(g[:, 8].sum()), per_rank=tuple(float(v) for v in g[:, 8])),
                 steady=summaries.steady_pace(self.iteration_s, self.last_steps * self.ctx.world_size),
                 checksums=Checksums(start=tuple(starts), end=tuple(ends)),
                 checksums_equal=len(set(starts)) == 1 and len(set(ends)) == 1 and self.end_sum is not None,
-                timing=summaries.timing_of(g[:, 6:9].tolist()) if self.gathered is not None else None,
+                timing=summaries.timing_of(g[:, 10:13].tolist()) if self.gathered is not None else None,
                 interrupted=exit_status == EXIT_INTERRUPTED,
                 exit_status=exit_status,
             )
@@ -387,18 +381,6 @@ class Bookkeeper(compat.Observer):
             return None
         path = Path(self.rank_dir)
         return path.parent if path.name == f"rank_{self.ctx.rank}" and self.ctx.rank else path
-
-
-def _split_words(row: np.ndarray) -> np.ndarray:
-    words = row[:4].astype(np.uint32)
-    halves = np.stack([words >> 16, words & 0xFFFF], axis=1).reshape(-1).astype(np.float32)
-    return np.concatenate([halves, row[4:].astype(np.float32)])
-
-
-def _join_words(g: np.ndarray) -> np.ndarray:
-    halves = g[:, :8].astype(np.uint32).reshape(g.shape[0], 4, 2)
-    words = (halves[:, :, 0] << 16) | halves[:, :, 1]
-    return np.concatenate([words.astype(np.float64), g[:, 8:].astype(np.float64)], axis=1)
 
 
 def _checksum(modules: list[Any]) -> str:

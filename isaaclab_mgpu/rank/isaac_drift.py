@@ -14,15 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-
 from isaaclab_mgpu.contract import faults
 from isaaclab_mgpu.contract.env import RUN_ID
 from isaaclab_mgpu.contract.summary import Drift
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import drift
 from isaaclab_mgpu.rank.console import TrainingConsole
-from isaaclab_mgpu.rank.worker.rank import Comm, RankContext
+from isaaclab_mgpu.rank.worker.rank import Comm, RankContext, gather_floats
 
 
 class Watch:
@@ -65,6 +63,4 @@ class Watch:
 
     def _compare(self, done: int) -> Drift | None:
         row = drift.words(drift.hashes(self.source.components()))  # type: ignore[union-attr]
-        # JAX gathers float32: the 16-bit words are exact there.
-        gathered = self.comm.gather(row if self.comm.kind != "jax" else row.astype(np.float32))
-        return self.check.judge(gathered, done)
+        return self.check.judge(gather_floats(self.comm, row), done)  # 16-bit words: exact in float32

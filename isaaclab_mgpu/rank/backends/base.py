@@ -10,6 +10,7 @@ three back-ends train the same problem the same way.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -20,6 +21,22 @@ import numpy as np
 from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
 
 __all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "checksum", "settings_with"]
+
+#: Isaac Lab's rsl-rl ``train.py`` values, set by the rsl-rl back-end; ``train_in_process`` restores them.
+TORCH_FLAGS = {
+    "cuda.matmul.allow_tf32": True,
+    "cudnn.allow_tf32": True,
+    "cudnn.deterministic": False,
+    "cudnn.benchmark": False,
+}
+
+
+def torch_flag(path: str) -> tuple[Any, str]:
+    """The object under ``torch.backends`` and the attribute that a :data:`TORCH_FLAGS` key names."""
+    import torch
+
+    owner, _, name = path.rpartition(".")
+    return operator.attrgetter(owner)(torch.backends), name
 
 
 def checksum(arrays: Iterable[np.ndarray]) -> str:

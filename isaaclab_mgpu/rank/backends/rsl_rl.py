@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import operator
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -33,26 +32,17 @@ from tensordict import TensorDict
 
 from isaaclab_mgpu.contract import progress
 from isaaclab_mgpu.rank import drift
-from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum
+from isaaclab_mgpu.rank.backends.base import TORCH_FLAGS, PPOSettings, checksum, torch_flag
 from isaaclab_mgpu.rank.patches.rsl_rl import set_rank_fields
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext, init_torch_group
 
-#: The values Isaac Lab's rsl-rl ``train.py`` sets; ``train_in_process`` restores them afterwards.
-TORCH_FLAGS = {
-    "cuda.matmul.allow_tf32": True,
-    "cudnn.allow_tf32": True,
-    "cudnn.deterministic": False,
-    "cudnn.benchmark": False,
-}
-
 
 def set_torch_flags() -> None:
-    """Apply :data:`TORCH_FLAGS` (TF32 on, cuDNN non-deterministic, no autotuning)."""
+    """Apply :data:`.base.TORCH_FLAGS` (TF32 on, cuDNN non-deterministic, no autotuning)."""
     for path, value in TORCH_FLAGS.items():
-        owner, _, name = path.rpartition(".")
-        setattr(operator.attrgetter(owner)(torch.backends), name, value)
+        setattr(*torch_flag(path), value)
 
 
 class TaskVecEnv(VecEnv):

@@ -14,8 +14,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import io
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from isaaclab_mgpu.contract import files
@@ -71,12 +72,22 @@ def all_moments(mean: Any, var: Any, count: int | float) -> tuple[Any, Any, Any]
         return mean, var, count
     mean64, var64 = mean.to(torch.float64), var.to(torch.float64)
     n = torch.full_like(mean64.reshape(-1)[:1], float(count))
-    packed = torch.cat([n, (n * mean64).reshape(-1), (n * (var64 + mean64**2)).reshape(-1)])
+    packed = moment_sums(n, mean64, var64, torch.cat)
     dist.all_reduce(packed)
-    total, k = packed[0], mean64.numel()
-    new_mean = (packed[1 : 1 + k] / total).reshape(mean.shape)
-    new_var = (packed[1 + k :] / total).reshape(var.shape) - new_mean**2
-    return new_mean.to(mean.dtype), new_var.clamp_min(0).to(var.dtype), total.item()
+    new_mean, new_var = pooled_moments(packed, mean.shape)
+    return new_mean.to(mean.dtype), new_var.to(var.dtype), packed[0].item()
+
+
+def moment_sums(n: Any, mean: Any, var: Any, cat: Callable[[list[Any]], Any]) -> Any:
+    """``[n, n·mean, n·(var + mean²)]`` flat (numpy or torch; ``cat`` joins): what ranks sum to pool."""
+    return cat([n, (n * mean).reshape(-1), (n * (var + mean**2)).reshape(-1)])
+
+
+def pooled_moments(total: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """The mean and variance (at least 0), of ``shape``, from :func:`moment_sums` summed over ranks."""
+    k = math.prod(shape)
+    mean = total[1 : 1 + k] / total[0]
+    return mean.reshape(shape), (total[1 + k :] / total[0] - mean**2).clip(min=0).reshape(shape)
 
 
 def pool_statistics(mean: Any, var: Any) -> None:

@@ -104,7 +104,7 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
             # train() broadcast rank 0's parameters.
             if not state["synced"]:
                 state["synced"] = True
-                observer.synced(_rl_games_modules(self))
+                observer.synced(drift.rl_games_models(self))
                 observer.state(drift.rl_games_source(self))  # for the drift check, at each epoch's end
                 _observe_saves(self, observer)
                 # A2CBase.restore (set_full_state_weights) brought back epoch_num; update_epoch ran since.
@@ -146,7 +146,7 @@ def patched(*, cpu: bool, observer: Observer) -> Iterator[None]:
 
 def _pool_normalizers(agent: Any) -> None:
     """Every ``RunningMeanStd`` of the agent's models pooled over the ranks (see the module docstring)."""
-    for model in _rl_games_modules(agent):
+    for model in drift.rl_games_models(agent):
         for module in model.modules():
             if hasattr(module, "running_mean") and hasattr(module, "running_var"):
                 pool_statistics(module.running_mean, module.running_var)
@@ -169,11 +169,3 @@ def _observe_saves(agent: Any, observer: Observer) -> None:
         return result
 
     agent.save = saved
-
-
-def _rl_games_modules(agent: Any) -> list[Any]:
-    modules = [agent.model]
-    central = getattr(agent, "central_value_net", None)
-    if getattr(agent, "has_central_value", False) and central is not None:
-        modules.append(central)
-    return modules

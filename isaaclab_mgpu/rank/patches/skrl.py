@@ -77,7 +77,15 @@ import numpy as np
 from isaaclab_mgpu.contract import env, progress, resume
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import drift, localcomm
-from isaaclab_mgpu.rank.patches.base import Observer, StopTraining, all_moments, durable_saves, replaced
+from isaaclab_mgpu.rank.patches.base import (
+    Observer,
+    StopTraining,
+    all_moments,
+    durable_saves,
+    moment_sums,
+    pooled_moments,
+    replaced,
+)
 from isaaclab_mgpu.rank.patches.tensorboard import restart_curve
 
 
@@ -279,9 +287,7 @@ def _sync_jax_scalers() -> None:
         n = float(array.shape[0] * (array.shape[1] if array.ndim == 3 else 1))
         mean = np.asarray(jnp.mean(array, axis=axes), dtype=np.float64)
         var = np.asarray(jnp.var(array, axis=axes, ddof=1), dtype=np.float64)
-        packed = np.concatenate([[n], n * mean.reshape(-1), n * (var + mean**2).reshape(-1)]).astype(
-            np.float32
-        )
+        packed = moment_sums(np.array([n]), mean, var, np.concatenate).astype(np.float32)
         t0 = time.perf_counter()
         channel = localcomm.current()
         if channel is not None and channel.fits(packed):
@@ -292,10 +298,7 @@ def _sync_jax_scalers() -> None:
             rows = np.asarray(multihost_utils.process_allgather(packed)).reshape(-1, packed.size)
         progress.waited(time.perf_counter() - t0)
         total = rows.astype(np.float64).sum(axis=0)  # in rank order: the same bits on every rank
-        k = mean.size
-        m = total[1 : 1 + k] / total[0]
-        v = np.maximum(total[1 + k :] / total[0] - m**2, 0.0)
-        m, v = jnp.asarray(m.reshape(mean.shape), jnp.float32), jnp.asarray(v.reshape(var.shape), jnp.float32)
+        m, v = (jnp.asarray(x, jnp.float32) for x in pooled_moments(total, mean.shape))
         n_all = np.float32(total[0])
         delta = m - running_mean
         count = current_count + n_all

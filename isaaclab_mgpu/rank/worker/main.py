@@ -81,15 +81,9 @@ def _leave(code: int) -> None:
 
 @contextlib.contextmanager
 def _scoped_state(argv: list[str]) -> Iterator[None]:
-    import torch
+    from isaaclab_mgpu.rank.backends.base import TORCH_FLAGS, torch_flag
 
-    flags = (
-        (torch.backends.cuda.matmul, "allow_tf32"),
-        (torch.backends.cudnn, "allow_tf32"),
-        (torch.backends.cudnn, "deterministic"),
-        (torch.backends.cudnn, "benchmark"),
-    )
-    saved_flags = [(obj, name, getattr(obj, name)) for obj, name in flags]
+    saved_flags = [(obj, name, getattr(obj, name)) for obj, name in map(torch_flag, TORCH_FLAGS)]
     saved_argv = sys.argv
     skrl = sys.modules.get("skrl")
     skrl_before = getattr(skrl.config.jax, "backend", _MISSING) if skrl is not None else _MISSING

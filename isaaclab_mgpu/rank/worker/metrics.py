@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from isaaclab_mgpu.rank.drift import checksum_words
+
 _STOP, _RETURNS, _EPISODES, _LENGTHS, _RATE = range(5)
 _SUM = slice(5, 9)
 #: Columns of :func:`row` (the worker appends the drift check's words after them:
@@ -65,7 +67,7 @@ def row(stop: int, stats: Any, steps_per_s: float, digest: str) -> np.ndarray:
     returns, episodes, lengths = (
         (stats.return_sum, stats.episodes, stats.length_sum) if stats is not None else (0.0, 0, 0.0)
     )
-    words = [int(digest[i : i + 4], 16) for i in range(0, 16, 4)]
+    words = checksum_words(digest)
     return np.array([float(stop), returns, episodes, lengths, steps_per_s, *words], dtype=np.float64)
 
 

@@ -171,6 +171,12 @@ class Comm:
         return bool(self.gather(np.array([1.0 if flag else 0.0], dtype=np.float32)).max() > 0)
 
 
+def gather_floats(comm: Comm, values: np.ndarray) -> np.ndarray:
+    """``comm.gather`` as float64; JAX's goes as float32 (it gathers no 64-bit values by default)."""
+    sent = values.astype(np.float32) if comm.kind == "jax" else values
+    return np.asarray(comm.gather(sent), dtype=np.float64)
+
+
 def _gather(kind: str, values: np.ndarray, world_size: int) -> np.ndarray:
     """All-gather over the run's own runtime: JAX's, or a tensor all-gather of the raw bytes (gloo/NCCL)."""
     if kind == "jax":
@@ -188,16 +194,6 @@ def _gather(kind: str, values: np.ndarray, world_size: int) -> np.ndarray:
     parts = [torch.empty_like(mine) for _ in range(world_size)]
     dist.all_gather(parts, mine)
     return np.stack([p.cpu().numpy().view(values.dtype) for p in parts])
-
-
-def checksum_words(digest: str) -> np.ndarray:
-    """A 16-hex-digit checksum as two uint32 words (JAX gathers no 64-bit ints by default)."""
-    return np.array([int(digest[:8], 16), int(digest[8:16], 16)], dtype=np.uint32)
-
-
-def words_checksum(words: np.ndarray) -> str:
-    """Inverse of :func:`checksum_words`."""
-    return "".join(f"{int(w):08x}" for w in words)
 
 
 def init_torch_group(ctx: RankContext) -> bool:

@@ -55,8 +55,8 @@ from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
-    checksum_words,
     close_local_channel,
+    gather_floats,
     identity,
     init_torch_group,
     leave_torch_group,
@@ -64,7 +64,6 @@ from isaaclab_mgpu.rank.worker.rank import (
     rank_context,
     rank_folder,
     run_dir_of,
-    words_checksum,
 )
 
 
@@ -386,7 +385,7 @@ def _loop(
             mine = metrics.row(flags, stats, own_rate, trainer.checksum())
             row = np.concatenate([mine, drift.words(hashed)])
             progress.beat("sync")
-            gathered = comm.gather(row if comm.kind != "jax" else row.astype(np.float32))
+            gathered = gather_floats(comm, row)
             m = metrics.summarize(gathered[:, : metrics.WIDTH])
             found = check.judge(gathered[:, metrics.WIDTH :], it + 1) if checking else None
             if found is not None and ctx.rank == 0:
@@ -418,8 +417,7 @@ def _loop(
 
 def _gather_checksums(comm: Comm, digest: str, console: TrainingConsole, when: str) -> list[str]:
     console.synced(when, digest)
-    words = comm.gather(checksum_words(digest))
-    sums = [words_checksum(row) for row in words]
+    sums = [drift.words_checksum(row) for row in comm.gather(drift.checksum_words(digest))]
     if len(set(sums)) > 1:
         console.note(f"warning: parameter checksums differ across ranks ({when}): {sums}")
     return sums
@@ -462,5 +460,5 @@ def _account(loop: _Loop, **final: Any) -> Summary:
         checkpoint=str(loop.last_saved) if loop.last_saved else None,
         segments=(segment,) if loop.iteration_s else (),
     ).replace(**final)
-    progress.reporter().account({k: v for k, v in account.to_json().items() if v is not None})
+    progress.reporter().account(account)
     return account
