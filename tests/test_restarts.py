@@ -206,55 +206,47 @@ def test_slurm_warning_signal_checkpoints_requeues_and_the_requeued_job_finishes
     assert steps == list(range(10)), steps
 
 
+def _node_options(rank: int, port: int) -> tuple[str, ...]:
+    """Node ``rank`` of two on this host, logging apart."""
+    return ("--nnodes", "2", "--node_rank", str(rank), "--master_addr", "127.0.0.1",
+            "--master_port", str(port), "--log_dir", f"logs/mgpu{rank}")  # fmt: skip
+
+
+#: Three iterations of about 2 s each (a 1000-step rollout) under --requeue.
+LAST_ITERATION = ("--requeue", "--num_envs", "16", "--max_iterations", "3", "env.episode_length=16",
+                  "agent.rollout=1000")  # fmt: skip
+
+
 @pytest.mark.slow
-def test_the_warning_signal_during_the_last_iteration_lets_the_run_finish_unrequeued(tmp_path):
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_the_warning_signal_during_the_last_iteration_lets_the_run_finish_unrequeued(nodes, tmp_path):
     """SLURM's warning landing in the run's last iteration: the ranks save at its end as always,
     and the run is finished (exit 0, no ``scontrol requeue``), not stopped for a requeue that
-    would only find it done. Iterations of about 2 s (a 1000-step rollout) leave the signal, sent
-    as iteration 2 of 3 is shown, the whole of iteration 3 to reach every rank."""
-    argv = train_argv("rsl_rl", "--requeue", "--num_envs", "16", "--max_iterations", "3",
-                      "env.episode_length=16", "agent.rollout=1000")  # fmt: skip
-    run = Run(argv, tmp_path, _slurm_env(tmp_path))
-    run.wait_for("iteration 2/3", 120)
-    for proc in [psutil.Process(run.proc.pid), *psutil.Process(run.proc.pid).children(recursive=True)]:
-        proc.send_signal(signal.SIGUSR1)
-    code, out = run.finish(120)
-    assert code == 0, out[-4000:]
-    calls = tmp_path / "scontrol.calls"
-    assert not calls.exists() or "requeue" not in calls.read_text().split(), calls.read_text()
-    (folder,) = run_folders(tmp_path, "rsl_rl")
-    s = summary_of(folder)
-    assert (s["status"], s["end_iteration"], s["exit_status"]) == ("finished", 3, 0), s
-    assert [a["outcome"] for a in s["attempts"]] == ["finished"] and (folder / "model_3.pt").is_file(), s
-
-
-@pytest.mark.slow
-def test_the_warning_signal_during_the_last_iteration_finishes_the_run_on_every_node(tmp_path):
-    """The same on two nodes of one rank each: node 1's mgpu, which has no summary to read, learns
-    from its ranks' reports that they finished, and exits 0 with node 0 (it said "stopped", 75)."""
-    port, env = free_port(), _slurm_env(tmp_path)
-
-    def node(rank: int) -> Run:
-        argv = train_argv(
-            "rsl_rl", "--requeue", "--nnodes", "2", "--node_rank", str(rank), "--master_addr", "127.0.0.1",
-            "--master_port", str(port), "--log_dir", f"logs/mgpu{rank}", "--num_envs", "16",
-            "--max_iterations", "3", "env.episode_length=16", "agent.rollout=1000", nproc=1,
-        )  # fmt: skip
-        return Run(argv, tmp_path, env)
-
-    nodes = [node(0), node(1)]
-    nodes[0].wait_for("iteration 2/3", 180)
-    for node in nodes:
-        for proc in [psutil.Process(node.proc.pid), *psutil.Process(node.proc.pid).children(recursive=True)]:
+    would only find it done. The signal, sent as iteration 2 of 3 is shown, has the whole of
+    iteration 3 to reach every rank. On two nodes (one rank each), node 1's mgpu has no summary to
+    read: its ranks' reports say they finished, and it exits 0 with node 0 (it said 75 before)."""
+    env, port = _slurm_env(tmp_path), free_port()
+    if nodes == 1:
+        runs = [Run(train_argv("rsl_rl", *LAST_ITERATION), tmp_path, env)]
+    else:
+        runs = [
+            Run(train_argv("rsl_rl", *LAST_ITERATION, *_node_options(rank, port), nproc=1), tmp_path, env)
+            for rank in (0, 1)
+        ]
+    runs[0].wait_for("iteration 2/3", 180)
+    for run in runs:
+        root = psutil.Process(run.proc.pid)
+        for proc in [root, *root.children(recursive=True)]:
             proc.send_signal(signal.SIGUSR1)
-    for node in nodes:
-        code, out = node.finish(180)
+    for run in runs:
+        code, out = run.finish(180)
         assert code == 0, out[-4000:]
     calls = tmp_path / "scontrol.calls"
     assert not calls.exists() or "requeue" not in calls.read_text().split(), calls.read_text()
     (folder,) = run_folders(tmp_path, "rsl_rl")
     s = summary_of(folder)
     assert (s["status"], s["end_iteration"], s["exit_status"]) == ("finished", 3, 0), s
+    assert [a["outcome"] for a in s["attempts"]] == ["finished"] and (folder / "model_3.pt").is_file(), s
 
 
 @pytest.mark.slow
