@@ -260,7 +260,10 @@ def test_a_finished_run_leaves_its_story(tmp_path):
     assert isinstance(up, ev.RanksUp) and sorted(up.pids) == ["0", "1"] and up.logs
     progress = [e for e in events if isinstance(e, ev.Progress)]
     assert progress[-1].iteration == 6 and progress[-1].reward is not None, progress
-    assert [r.rank for r in progress[-1].ranks] == [0, 1], progress[-1]
+    # A rank's busy/wait totals grow as its next iteration begins, so the event at the last
+    # iteration may find none new since the one before (seen under load): the paces are in an earlier one.
+    paced = [e for e in progress if e.ranks]
+    assert paced and [r.rank for r in paced[-1].ranks] == [0, 1], progress
     saved = [e for e in events if isinstance(e, ev.Checkpoint)]
     assert saved and saved[-1].iteration == 6 and saved[-1].bytes and Path(tmp_path, saved[-1].path).is_file()
     assert {e.attempt for e in events[1:]} == {0} and {e.host for e in events} == {socket.gethostname()}
