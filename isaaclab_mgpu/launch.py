@@ -112,10 +112,10 @@ def plan(
     resumes = continuation.preview(resolved, cmd.world_size)  # read only: nothing is created
     if resumes is not None and resumes.startswith("train would refuse"):
         refused.append(resumes)
-    if refused:
-        resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, *refused))
+        resumes = None
+    resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, *refused))
     report.dry_run(cmd, resolved, as_json=as_json)
-    if resumes is not None and not resumes.startswith("train would refuse"):
+    if resumes is not None:
         report.note(resumes)
     return 0
 
@@ -147,17 +147,17 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     path = jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(emit(spec, options))
+    where = Path(log_mount(spec, options) if kube else spec.log_root)
+    if spec.worker is not None:
+        ident, _ = continuation.identity_of(spec)
+        where = where / ident.library / ident.experiment
     if kube:
-        return _submit_kubernetes(spec, options, path)
+        return _submit_kubernetes(options, path, str(where))
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise MgpuError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip() or 'no output'}")
     job = done.stdout.strip().split(";")[0]
     program = _invoked()
-    where = Path(spec.log_root)
-    if spec.worker is not None:
-        ident, _ = continuation.identity_of(spec)
-        where = Path(ident.log_root) / ident.library / ident.experiment
     record = slurmjobs.Submission(
         job_id=job, name=options.name, job_file=str(path.resolve()), cwd=os.getcwd(), run_under=str(where),
         submitted_at=time.time(), command=(*program, *spec.command_line),
@@ -171,16 +171,10 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
     return 0
 
 
-def _submit_kubernetes(spec: LaunchSpec, options: JobOptions, path: Path) -> int:
-    """``kubectl apply`` the manifest at ``path`` and say where the run lives and how to follow it."""
+def _submit_kubernetes(options: JobOptions, path: Path, where: str) -> int:
+    """``kubectl apply`` the manifest at ``path``; say the run lives under ``where``, and how to follow it."""
     import shlex
 
-    from isaaclab_mgpu.launcher import continuation
-
-    where = log_mount(spec, options)
-    if spec.worker is not None:
-        ident, _ = continuation.identity_of(spec)
-        where = f"{where}/{ident.library}/{ident.experiment}"
     job = kubectl.submit(path, options.kind or "", run_under=where)
     report.note(f"submitted {job.kind} {job.name} in namespace {job.namespace}: {path}")
     claim = f"the claim {options.pvc}" if options.pvc else "the pod's own disk (no --pvc)"
@@ -326,12 +320,10 @@ class _Shrinking:
         return Reshape(self.cmd, place, dataclasses.replace(options, stall=stall), plan.event(at))
 
 
-def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger | None = None) -> int:
+def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: RunLedger) -> int:
     """Record how the run ended, requeue it when asked, return 0 or raise the error with the exit code."""
     from isaaclab_mgpu.launcher.attempts import requeue
-    from isaaclab_mgpu.launcher.ledger import RunLedger
 
-    record = record if record is not None else RunLedger(enabled=False)
     spec, last, folder = resolved.spec, outcome.last, outcome.run_dir
     node0 = (resolved.node_rank or 0) == 0
     at = f" at iteration {last.reached}" if last.reached is not None else ""
@@ -613,22 +605,22 @@ def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
     """Run ``runs``: the runs under ``log_root`` newest first, or one run folder's story."""
     from isaaclab_mgpu.report import runs as shown
 
-    if not Path(log_root).is_dir():
+    root = Path(log_root)
+    if not root.is_dir():
         raise UsageError(f"{log_root!r} is not a folder; give the runs' log root (default: logs)")
-    told = None if last else runs.story(Path(log_root))
+    if last:
+        shown.last(runs.last_folder(runs.find_runs(root, limit=1), log_root))
+        return 0
+    told = runs.story(root)
     if told is not None:
         told = slurmjobs.story_status(told)  # lost when its SLURM job is over
         (shown.story_json if as_json else shown.story)(told)
         return 0
     # One run more than the table shows tells it that there are more.
-    wanted = 1 if last else 0 if as_json or limit <= 0 else limit + 1
-    rows = runs.find_runs(Path(log_root), limit=wanted)
-    if not last:  # on a SLURM login node: queued jobs, and lost runs whose job is over
-        rows = slurmjobs.rows_with_jobs(Path(log_root), rows)
-        rows = kubectl.rows_with_kubernetes(Path(log_root), rows)  # where kubectl is: its jobs
-    if last:
-        shown.last(runs.last_folder(rows, log_root))
-    elif as_json:
+    rows = runs.find_runs(root, limit=0 if as_json or limit <= 0 else limit + 1)
+    rows = slurmjobs.rows_with_jobs(root, rows)  # SLURM: queued jobs, and lost runs whose job is over
+    rows = kubectl.rows_with_kubernetes(root, rows)  # where kubectl is: its jobs
+    if as_json:
         shown.as_json(rows)
     else:
         shown.table(rows, log_root, limit=limit)
@@ -800,7 +792,8 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     if kube is not None:
         return _kubernetes_cancel(kube, Path(root), now=now)
     target = slurmjobs.find_target(name, Path(root))
-    what = str(target.folder) if target.folder is not None else f"the job named {name}"
+    folder = target.folder
+    what = str(folder) if folder is not None else f"the job named {name}"
     if not target.jobs:
         raise MgpuError(f"{what}: no SLURM job trains this run; stop an mgpu train with Ctrl-C (or SIGTERM)")
     job = target.jobs[-1]
@@ -812,14 +805,14 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
         raise MgpuError(f"SLURM job {job} of {what} is not running ({state})")
     subs = [s for s in slurmjobs.submissions(root) if s.job_id in target.jobs]
     again = f"; to continue: {shell_join(list(subs[0].command))}" if subs and subs[0].command else ""
-    before = ev.read(target.folder) if target.folder is not None else None
+    before = ev.read(folder) if folder is not None else None
     seen = len(before.events) if before is not None else 0
     # A pending job runs nothing (a requeued one waits too): cancelled, nothing to stop.
     started = before is not None and job in runs.jobs_of(before.events) and states[job].state != "PENDING"
-    if started and not now and target.folder is not None:
+    if started and not now:  # started: its ledger was read, so the run folder is known
         # Node 0's mgpu reads it when the stop comes: a stop to continue, recorded as stopped.
         with contextlib.suppress(OSError):
-            (Path(target.folder) / CANCEL).write_text(f"SLURM job {job}\n", encoding="utf-8")
+            (Path(folder) / CANCEL).write_text(f"SLURM job {job}\n", encoding="utf-8")
     slurmjobs.scancel(job, now=now)
     if not started or now:
         ended = slurmjobs.wait(lambda: _job_over(job), timeout_s)
@@ -828,7 +821,6 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
         else:
             report.note(f"cancelled SLURM job {job} hard (SIGKILL): no checkpoint at the stop{again}")
         return 0 if ended else _not_ended(job)
-    folder = target.folder
     end = slurmjobs.wait(lambda: _end_event(folder, seen), timeout_s)
     ended = slurmjobs.wait(lambda: _job_over(job), timeout_s)
     if end is None:
@@ -837,10 +829,10 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
             f"checkpoint at the stop is known ({shell_join([*_invoked(), 'runs', str(folder)])} tells what "
             f"was){again}"
         )
-    at = f" at iteration {end.iteration}" if getattr(end, "iteration", None) is not None else ""
-    saved = _checkpoint_at(folder, getattr(end, "iteration", None))
+    at = f" at iteration {end.iteration}" if end.iteration is not None else ""
+    saved = _checkpoint_at(folder, end.iteration)
     if isinstance(end, ev.Interrupted | ev.Requeue) and saved is None:
-        killed = getattr(end, "exit_code", None) == EXIT_KILLED_AFTER_GRACE
+        killed = isinstance(end, ev.Interrupted) and end.exit_code == EXIT_KILLED_AFTER_GRACE
         why = " (ranks SIGKILLed after mgpu's grace period)" if killed else ""
         raise MgpuError(
             f"SLURM job {job} stopped{at} without a checkpoint at the stop{why}; its newest checkpoint "
