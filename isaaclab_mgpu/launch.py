@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -239,7 +240,7 @@ def train(
         options = dataclasses.replace(options, on_stdout=view.feed)
     restart = RestartOptions(
         max_restarts=spec.max_restarts or 0,
-        requeue_signal=spec.requeue_signum,
+        requeue_signal=int(signal.Signals["SIG" + signal_name(spec.requeue_signal)]),
         checkpoints=spec.builtin_worker,  # a --script's restart runs it again from its beginning
     )
     place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
@@ -701,7 +702,13 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
             raise MgpuError(f"SLURM job {job} has not started the run yet; {again} waits for it")
         runs_line = shell_join([*_invoked(), "runs", root])
         report.note(f"waiting for SLURM job {job} to start the run ({runs_line} says why it waits)")
-        folder = _started_run(job, Path(root), target.submission)
+        while (folder := slurmjobs.run_of_job(job, Path(root))) is None:
+            state = _job_over(job)
+            if state is not None:
+                sub = target.submission
+                out = f"; its output: {sub.cwd}/{sub.name}-{job}.out" if sub is not None else ""
+                raise MgpuError(f"SLURM job {job} ended ({state}) before its run started{out}")
+            time.sleep(2.0)
     report.note(f"rank 0's console of {folder}")
     follower = slurmjobs.Follower(folder)
     probed = 0.0
@@ -769,20 +776,6 @@ def _invoked() -> tuple[str, ...]:
     """How the user started this mgpu (``uv run mgpu``, ``mgpu`` …), for the commands it prints."""
 
     return invocation(probe_machine())
-
-
-def _started_run(job: str, root, sub) -> object:
-    """The run folder SLURM job ``job`` starts (waiting for it); an error when the job ends first."""
-
-    while True:
-        folder = slurmjobs.run_of_job(job, root)
-        if folder is not None:
-            return folder
-        state = _job_over(job)
-        if state is not None:
-            out = f"; its output: {sub.cwd}/{sub.name}-{job}.out" if sub is not None else ""
-            raise MgpuError(f"SLURM job {job} ended ({state}) before its run started{out}")
-        time.sleep(2.0)
 
 
 def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:

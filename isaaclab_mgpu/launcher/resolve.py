@@ -408,11 +408,10 @@ def _rendezvous(
     """``(torchrun --standalone, JAX coordinator)``, each chosen where the options give none."""
     multi_node = spec.nnodes_max > 1
     if spec.uses_jax:
-        if spec.coordinator_address is not None:
-            host, port = split_host_port(
+        if spec.coordinator_address is not None:  # port_required: its port is an int
+            return False, split_host_port(
                 spec.coordinator_address, "--coordinator_address", port_required=True
             )
-            return False, (host, int(port or 0))
         if multi_node:
             raise UsageError(
                 "a multi-node skrl JAX launch needs --coordinator_address host:port (the address of node 0)"

@@ -497,13 +497,6 @@ class LaunchSpec:
         return self.worker.logger if self.worker is not None else None
 
     @property
-    def requeue_signum(self) -> int:
-        """``requeue_signal`` as a signal number."""
-        import signal
-
-        return int(signal.Signals["SIG" + signal_name(self.requeue_signal)])
-
-    @property
     def run_timestamp(self) -> str | None:
         """The built-in worker's ``--run_timestamp`` as given (it becomes the run's stamp), or None."""
         return self.worker.run_timestamp if self.worker is not None else None
@@ -594,7 +587,18 @@ def _validate(s: LaunchSpec) -> None:
             "program saves (and keeps) its own checkpoints"
         )
     if s.simulate_fault is not None:
-        _validate_fault(s)
+        fault = faults.parse(s.simulate_fault)
+        if not s.builtin_worker:
+            raise UsageError(
+                "--simulate_fault needs mgpu's worker (a --script/-m program reports no iterations)"
+            )
+        if fault.kind == "drift" and s.worker is not None and s.worker.drift_interval == 0:
+            raise UsageError("--simulate_fault drift with --drift_interval 0: no check would ever see it")
+        if fault.kind == "hang" and not s.stall_timeout:
+            raise UsageError(
+                "--simulate_fault hang with --stall_timeout 0: nothing would ever end the frozen rank; "
+                "give --stall_timeout SECONDS"
+            )
     if s.local_ranks_filter is not None:
         ranks = local_ranks(s.local_ranks_filter)
         if isinstance(nproc, int) and max(ranks) >= nproc:
@@ -604,19 +608,6 @@ def _validate(s: LaunchSpec) -> None:
             )
         if s.log_all_ranks:
             raise UsageError("--local_ranks_filter and --log_all_ranks both given; choose one")
-
-
-def _validate_fault(s: LaunchSpec) -> None:
-    fault = faults.parse(s.simulate_fault or "")
-    if not s.builtin_worker:
-        raise UsageError("--simulate_fault needs mgpu's worker (a --script/-m program reports no iterations)")
-    if fault.kind == "drift" and s.worker is not None and s.worker.drift_interval == 0:
-        raise UsageError("--simulate_fault drift with --drift_interval 0: no check would ever see it")
-    if fault.kind == "hang" and not s.stall_timeout:
-        raise UsageError(
-            "--simulate_fault hang with --stall_timeout 0: nothing would ever end the frozen rank; "
-            "give --stall_timeout SECONDS"
-        )
 
 
 #: Options mgpu reads itself and also forwards to a ``--script``/``-m`` program (both spellings).
