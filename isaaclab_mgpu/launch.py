@@ -187,15 +187,15 @@ def _submit_kubernetes(options: JobOptions, path: Path, where: str) -> int:
 
 def train(
     spec: LaunchSpec,
-    options: SuperviseOptions | None = None,
+    options: SuperviseOptions,
     *,
     preflight: bool = True,
     use_saved_workarounds: bool = True,
 ) -> int:
     """Launch and supervise ``spec`` through its attempts; 0, else raise the error with the exit code."""
+    # ``options`` come from mgpu train's command line: console output, no on_stdout of the caller's.
     from isaaclab_mgpu.launcher import continuation, ledger
     from isaaclab_mgpu.launcher.attempts import RestartOptions, run_attempts
-    from isaaclab_mgpu.launcher.supervise import SuperviseOptions
     from isaaclab_mgpu.report import supervise as progress
 
     check_isaac_task(spec)
@@ -221,10 +221,8 @@ def train(
     if placement.done:
         return 0
     resolved, cmd = own_log_folder(resolved)  # this launch's per-rank logs: never another's
-    options = options or SuperviseOptions()
-    if options.console:
-        folder = placement.place.run_dir
-        progress.starting(resolved.nproc, cmd.world_size, cmd.launcher, str(folder) if folder else None)
+    folder = placement.place.run_dir
+    progress.starting(resolved.nproc, cmd.world_size, cmd.launcher, str(folder) if folder else None)
     # The libraries' start-up printouts stay in the per-rank logs unless every rank's output or
     # everything (--debug) is asked for. Embedded tasks only: an Isaac Lab task's rank 0 shows the
     # library's own iteration log, which prints no [mgpu] iteration line to end the quiet.
@@ -232,7 +230,7 @@ def train(
     quiet = embedded and not (options.debug or spec.log_all_ranks or spec.local_ranks_filter)
     options = dataclasses.replace(options, stall=stall_options(spec, cmd), quiet_start=quiet)
     view = None
-    if options.console and options.on_stdout is None and sys.stdout.isatty():
+    if sys.stdout.isatty():
         # Only the launcher knows its stdout is a terminal; the ranks always print plain lines.
         from isaaclab_mgpu.report.bar import LiveProgress
 
@@ -272,8 +270,7 @@ def train(
             view.close()
         if alive is not None:
             alive.close()
-    if options.console:
-        progress.result(outcome.result)
+    progress.result(outcome.result)
     resolved, cmd = world.resolved, world.cmd  # the world the run ended in (after any shrink)
     try:
         return conclude(resolved, cmd, outcome, record)
@@ -477,7 +474,7 @@ def check_env(spec: LaunchSpec, *, as_json: bool, deep: bool) -> int:
     from isaaclab_mgpu.report import checkenv as shown
 
     check_isaac_task(spec)  # bad input for train is bad input here too (exit 2)
-    if spec.gpu_ids is not None and spec.device == "cuda":
+    if spec.gpu_ids is not None:  # never with --device cpu (the spec refuses it)
         # Ids naming no GPU here are bad input (exit 2, as for train), not a failed check.
         selected_devices(spec, probe_machine(gpu_uuids=True))
     result = check(spec, deep=deep)

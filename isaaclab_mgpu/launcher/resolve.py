@@ -185,9 +185,7 @@ class ResolvedSpec:
     @property
     def world_size(self) -> int | None:
         """Total ranks across nodes, when known."""
-        if not isinstance(self.nproc, int):
-            return None
-        return self.nproc * self.nnodes_max
+        return self.nproc * self.nnodes_max if isinstance(self.nproc, int) else None
 
     @property
     def nnodes_max(self) -> int:
