@@ -123,7 +123,6 @@ def plan(
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
     """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
-
     # A SLURM job runs this mgpu's interpreter: a uv environment's mgpu is not on the nodes' PATH.
     if options.kind == "sbatch" and sys.executable:
         options = dataclasses.replace(options, python=sys.executable)
@@ -442,7 +441,6 @@ def _continue_line(resolved: ResolvedSpec, folder: str | None) -> str | None:
 
 def _resubmit_line(resolved: ResolvedSpec) -> str | None:
     """In a SLURM batch job: the command that submits it again; None outside one or when SLURM is mute."""
-
     if not resolved.slurm_job_id:
         return None
     ask = ["scontrol", "show", "job", "-o", resolved.slurm_job_id]
@@ -686,7 +684,6 @@ def scale(spec: LaunchSpec, options: ScaleOptions) -> int:
 
 def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> int:
     """``mgpu logs``: rank 0's console of the run ``name`` names (``follow``: until it ends)."""
-
     kube = _kubernetes_job(name, Path(root))
     if kube is not None:
         return _kubernetes_logs(kube, follow=follow)
@@ -730,7 +727,6 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
 
 def _kubernetes_job(name: str, root):
     """The Kubernetes job recorded under ``root`` as ``name`` (None: none, or a run folder's name)."""
-
     if Path(name).is_dir():
         return None
     return next((job for job in kubectl.submitted(root) if job.name == name), None)
@@ -738,7 +734,6 @@ def _kubernetes_job(name: str, root):
 
 def _kubernetes_logs(job, *, follow: bool) -> int:
     """Node 0's console of a Kubernetes job: ``kubectl logs`` of its pod (``-f``: until it ends)."""
-
     argv = kubectl.logs_argv(job, follow=follow)
     report.note(f"node 0's console of {job.kind} {job.name} in {job.namespace}: {shell_join(argv)}")
     try:
@@ -749,7 +744,6 @@ def _kubernetes_logs(job, *, follow: bool) -> int:
 
 def _kubernetes_cancel(job, root, *, now: bool) -> int:
     """Delete a Kubernetes job: its pods save at the stop (``now``: force-deleted, no save)."""
-
     what = f"{job.kind} {job.name} in {job.namespace}"
     before = kubectl.job_state(job)
     if before.state == "gone":
@@ -771,13 +765,11 @@ def _kubernetes_cancel(job, root, *, now: bool) -> int:
 
 def _invoked() -> tuple[str, ...]:
     """How the user started this mgpu (``uv run mgpu``, ``mgpu`` …), for the commands it prints."""
-
     return invocation(probe_machine())
 
 
 def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
     """``mgpu cancel``: stop the run ``name`` names at a checkpoint through its job (``now``: SIGKILL)."""
-
     kube = _kubernetes_job(name, Path(root))
     if kube is not None:
         return _kubernetes_cancel(kube, Path(root), now=now)
@@ -835,7 +827,6 @@ def cancel(name: str, root: str, *, now: bool, timeout_s: float = 180.0) -> int:
 
 def _job_over(job: str) -> str | None:
     """The job's final state once SLURM no longer runs it (None while it does or SLURM does not say)."""
-
     states = slurmjobs.probe_jobs([job])
     if states is None or states[job].alive:
         return None
@@ -844,7 +835,6 @@ def _job_over(job: str) -> str | None:
 
 def _end_event(folder, seen: int):
     """The first event after the first ``seen`` that ends a launch (interrupted, requeue, finished …)."""
-
     ledger = ev.read(folder)
     new = ledger.events[seen:] if ledger is not None else ()
     ends = ev.Interrupted | ev.Requeue | ev.Finished | ev.Failed
@@ -860,7 +850,6 @@ _REQUEUE_EXPECTED = (
 
 def _checkpoint_at(folder, iteration: int | None) -> str | None:
     """The checkpoint at ``iteration`` (None: the newest) as the run folder or its ledger has it."""
-
     newest = resume.newest_whole(Path(folder)).checkpoint
     if newest is not None and (iteration is None or resume.saved_iteration(newest) == iteration):
         return str(newest)
