@@ -72,7 +72,6 @@ __all__ = [
     "follow_logs",
     "list_runs",
     "plan",
-    "prepare",
     "probe_nccl",
     "saved_workarounds",
     "scale",
@@ -277,13 +276,13 @@ def train(
         record.close()
 
 
+@dataclasses.dataclass
 class _Shrinking:
     """The launch's world now; before a restart it plans a shrink after a lost node (``--min_nodes``)."""
 
-    def __init__(self, resolved: ResolvedSpec, cmd: Command, record: RunLedger) -> None:
-        self.resolved = resolved
-        self.cmd = cmd
-        self.record = record
+    resolved: ResolvedSpec
+    cmd: Command
+    record: RunLedger
 
     def __call__(
         self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
