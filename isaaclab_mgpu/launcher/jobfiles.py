@@ -74,7 +74,7 @@ from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE, UsageError
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.options import check_options, flag_of, option, to_argv
-from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
+from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc
 
 KINDS = ("sbatch", "pytorchjob", "trainjob")
 KUBERNETES = ("pytorchjob", "trainjob")
@@ -105,8 +105,6 @@ TRAINER_JOB, TRAINER_CONTAINER = "node", "node"
 TRAINER_API = "trainer.kubeflow.org"
 TRAINER_STEP_LABEL = (f"{TRAINER_API}/trainjob-ancestor-step", "trainer")
 
-#: Spec fields the job file must not fix: they differ per node and come from the scheduler.
-_PER_NODE = ("node_rank",)
 #: The ``--help`` panel of the job options, and the ones ``submit`` takes too.
 JOBS = "Job files (dry-run --emit)"
 _SUBMIT = ("dry-run", "submit")
@@ -648,11 +646,9 @@ def _survival(spec: LaunchSpec, options: JobOptions) -> list[str]:
 
 
 def _refuse_per_node(spec: LaunchSpec, kind: str, setter: str) -> None:
-    for name in _PER_NODE:
-        if getattr(spec, name) is not None:
-            raise UsageError(
-                f"--emit {kind}: {spelling(name)} differs per node and {setter} sets it; leave it out"
-            )
+    """The job file must not fix ``--node_rank``: it differs per node and comes from the scheduler."""
+    if spec.node_rank is not None:
+        raise UsageError(f"--emit {kind}: --node_rank differs per node and {setter} sets it; leave it out")
 
 
 def _fixed_nodes(spec: LaunchSpec, kind: str) -> int:
