@@ -222,14 +222,6 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
     return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", pod_selector(job, node0=True), "--tail=-1"]
 
 
-def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
-    return RunRow(
-        folder=job.run_under or job.manifest, status=st.state, started=recorded, job_state=st.state,
-        job_reason=st.reason, job_name=job.name, job_kind=job.kind, job_namespace=job.namespace,
-        in_pods=not visible,
-    )  # fmt: skip
-
-
 def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
     """``rows`` (under ``root``) after a row per Kubernetes job submitted there, newest first."""
     jobs = submitted(root)
@@ -244,8 +236,12 @@ def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
         where = jobs_dir(root) / record_path(Path(job.manifest)).name
         recorded = where.stat().st_mtime if where.exists() else 0.0
         visible = bool(job.run_under) and Path(job.run_under).is_dir()
-        mine.append((recorded, _row(job, state, recorded, visible)))
-    return [row for _, row in sorted(mine, key=lambda item: item[0], reverse=True)] + list(rows)
+        mine.append(RunRow(
+            folder=job.run_under or job.manifest, status=state.state, started=recorded, job_state=state.state,
+            job_reason=state.reason, job_name=job.name, job_kind=job.kind, job_namespace=job.namespace,
+            in_pods=not visible,
+        ))  # fmt: skip
+    return sorted(mine, key=lambda row: row.started, reverse=True) + list(rows)
 
 
 class _NotFound(MgpuError):
