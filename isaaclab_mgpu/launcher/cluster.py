@@ -251,16 +251,13 @@ def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
     # The two rendezvous forms exclude each other; the environment's dynamic one wins over its
     # static one (torchrun ignores the master address then), and an explicit option over both.
     # (A given --master_port alone is the port of SLURM's endpoint, so it picks no form.)
+    drop: tuple[str, ...] = ()
     if spec.master_addr is not None:
         drop = _DYNAMIC
     elif spec.rdzv_endpoint is not None:
         drop = _STATIC
     elif "rdzv_endpoint" in by:
-        drop = _STATIC
-        for name in _STATIC:
-            by.pop(name, None)
-    else:
-        drop = ()
+        by = {name: offer for name, offer in by.items() if name not in _STATIC}
     nodes = spec.nnodes or (by["nnodes"].value if "nnodes" in by else None)
     single = nodes is None or _max_nodes(nodes, by.get("nnodes")) <= 1
     values: dict[str, str] = {}
@@ -272,7 +269,8 @@ def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
             given = len(spec.gpu_ids)  # the GPUs chosen set the rank count
         if option in drop and given is None:
             if offer.variable:
-                overridden.append(f"{offer.variable} not used: {_rendezvous_given(spec)} given")
+                form = "master_addr" if spec.master_addr is not None else "rdzv_endpoint"
+                overridden.append(f"{offer.variable} not used: {spelling(form)} given")
             continue
         if single and option != "nnodes" and option not in ("nproc_per_node", "max_restarts"):
             continue  # one node: no rendezvous to join (standalone), no node rank to name
@@ -349,10 +347,6 @@ def _max_nodes(value: str, offer: Offer | None) -> int:
     except UsageError as exc:
         where = f" (filled {offer.filled()})" if offer is not None and offer.value == value else ""
         raise UsageError(f"{exc}{where}") from None
-
-
-def _rendezvous_given(spec: LaunchSpec) -> str:
-    return spelling("master_addr" if spec.master_addr is not None else "rdzv_endpoint")
 
 
 def _shown(value: object) -> str:
