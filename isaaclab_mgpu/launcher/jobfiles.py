@@ -30,23 +30,12 @@ arguments prints inside the allocation or the pod.
   and container named and labelled as :data:`TRAINER_JOB`, :data:`TRAINER_CONTAINER` and
   :data:`TRAINER_STEP_LABEL` say (named otherwise: one pod, no variables).
 
-Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`):
-
-- the pod command continues the run (``--resume auto``, as above) with the image's ``mgpu``;
-- a failed or evicted pod is rerun: PyTorchJob ``restartPolicy: OnFailure`` with
-  ``runPolicy.backoffLimit`` (``--backoff_limit``) and ``cleanPodPolicy: Running`` (finished pods
-  kept for their logs); TrainJob: pods ``restartPolicy: Never`` in Jobs of ``backoffLimit: 0``, so
-  any failed pod fails its Job and the JobSet's ``failurePolicy.maxRestarts`` recreates every pod
-  of the job together;
-- the kubelet's SIGTERM reaches mgpu (the container's first process): the ranks save a checkpoint
-  at the next iteration and mgpu exits 130, or 124 when something had to be SIGKILLed; both are
-  failures to OnFailure and to a Job, so the pod is rerun and resumes.
-  ``terminationGracePeriodSeconds`` (``--termination_grace``) bounds the whole stop; the pod
-  command's ``--grace_period`` gives the ranks all of it but :data:`STOP_RESERVE_S`. SIGTERM to
-  one pod only (an eviction) stops every node's ranks at the same iteration (the stop flag of
-  their shared all-gather), rank 0 saves, and the pods not signalled exit 1;
-- ``--pvc NAME`` mounts that claim at the pods' log root (``logs/`` in ``--workdir``, or the
-  ``--log_root`` given); without one, checkpoints die with the pod and a rerun pod starts anew.
+Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`): a
+failed or evicted pod is rerun (``--backoff_limit``), the kubelet's SIGTERM makes the ranks save
+within ``--termination_grace`` (the pod command's ``--grace_period`` is all of it but
+:data:`STOP_RESERVE_S`), and the rerun pod's ``--resume auto`` continues the run from the log root
+on ``--pvc``; each step, and which part of the manifest makes it happen: docs/kubernetes.md, "The
+restart and resume contract".
 
 ``--requeue`` (SLURM's: every pod's ``mgpu train --requeue`` would exit 2) and ``--min_nodes`` (the
 operator replaces a lost pod) are refused for the Kubernetes kinds. An option that does not apply

@@ -19,20 +19,9 @@ namespace); mgpu talks to no API server itself.
   With ``now`` the delete does not wait and the pods are force-deleted (grace period 0): the job's
   own grace period would not reach its pods (the garbage collector deletes them with theirs).
 - :func:`job_state` runs ``kubectl get <resource> NAME -n NAMESPACE -o json`` and
-  :func:`state_of` (pure) maps the object's conditions to a run state:
-
-  ======================  ===================================  ======================
-  state                   TrainJob (Trainer v2)                PyTorchJob (v1)
-  ======================  ===================================  ======================
-  ``failed``              ``Failed`` true                      ``Failed`` true
-  ``finished``            ``Complete`` true                    ``Succeeded`` true
-  ``queued``              ``Suspended`` true, or no child Job  ``Suspended`` true, or
-                          ready yet (pods pending)             only ``Created``
-  ``running``             a child Job ready (``jobsStatus``)   ``Running`` or
-                                                               ``Restarting`` true
-  ======================  ===================================  ======================
-
-  A job ``kubectl`` no longer finds (deleted, or never applied) is ``gone``.
+  :func:`state_of` (pure) maps the object's conditions to a run state (the table of
+  docs/kubernetes.md, "Submit, follow, cancel"); a job ``kubectl`` no longer finds (deleted, or
+  never applied) is ``gone``.
 
 A failing ``kubectl`` raises :class:`~isaaclab_mgpu.contract.errors.MgpuError` with its own
 message; no ``kubectl`` on ``PATH`` is a :class:`~isaaclab_mgpu.contract.errors.UsageError`.
