@@ -10,16 +10,11 @@ goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the rendezvous
 scheduler tells it (:mod:`.cluster`), so a node runs exactly what ``mgpu dry-run`` with the same
 arguments prints inside the allocation or the pod.
 
-- **sbatch**: one mgpu task per node, which starts that node's ranks; ``--cpus-per-task`` covers all
-  of them (else a one-task step gets what the site gives one task, often one CPU). ``--requeue`` is
-  one option for both sides: ``#SBATCH --requeue`` in the header and ``--requeue`` on the train line
-  (node 0's mgpu requeues the job after the checkpoint of SLURM's time-limit warning, ``USR1`` 90 s
-  before; SLURM never requeues a time-out by itself). ``--min_nodes`` (shrink instead of stop) turns
-  ``srun --kill-on-bad-exit=1`` into ``--no-kill``, so a lost node leaves the others running. The
-  rendezvous port is ``--master_port``, else derived from the job id (two jobs sharing a first node
-  rarely collide). An ``EXIT`` trap makes the job not requeueable when mgpu exits 93, its "no
-  restart can mend this" code. The job runs the mgpu that wrote it (:attr:`JobOptions.python`: a
-  ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``), else ``mgpu`` from ``PATH``.
+- **sbatch**: one mgpu task per node, which starts that node's ranks; ``--requeue`` is one option
+  for both the header and the train line, ``--min_nodes`` makes ``srun --no-kill``, and an ``EXIT``
+  trap makes the job not requeueable when mgpu exits 93. Each line and why: docs/slurm.md, "The
+  batch script, emitted". The job runs the mgpu that wrote it (:attr:`JobOptions.python`), else
+  ``mgpu`` from ``PATH``.
 - **pytorchjob**: ``kubeflow.org/v1``, one ``Master`` replica (node 0) and ``--nnodes`` − 1
   ``Worker`` replicas; the operator sets ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``
   and the ``PET_*`` variables in each pod.
