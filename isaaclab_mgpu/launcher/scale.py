@@ -695,7 +695,7 @@ class Verdict:
     ranks: int
     """The world size to use: the fastest one at least :data:`WORTH_IT` efficient, else 1."""
 
-    best: Row | None
+    best: Row
     """The row the verdict names: the chosen world size's, or (none pays) the fastest multi-rank row."""
 
     cpu_bound: bool = False
@@ -711,14 +711,12 @@ def verdicts(rows: Sequence[Row]) -> list[Verdict]:
             groups.setdefault(r.point.num_envs, []).append(row)
     out = []
     for envs, measured in groups.items():
-        paying = [
-            row for row in measured if (row.efficiency or 0.0) >= WORTH_IT and (row.speedup or 0.0) > 1.0
-        ]
+        paying = [row for row in measured if row.efficiency >= WORTH_IT and row.speedup > 1.0]
         if paying:
-            best = max(paying, key=lambda row: row.speedup or 0.0)
+            best = max(paying, key=lambda row: row.speedup)
             out.append(Verdict(envs, best.result.point.world_size, best))
             continue
-        best = max(measured, key=lambda row: row.speedup or 0.0)
+        best = max(measured, key=lambda row: row.speedup)
         cpu = best.vs_ceiling is not None and best.vs_ceiling >= NEAR_CEILING
         out.append(Verdict(envs, 1, best, cpu_bound=cpu))
     return out
@@ -793,9 +791,9 @@ def write_json(
             {
                 "num_envs": v.num_envs,
                 "ranks": v.ranks,
-                "world_size_judged": v.best.result.point.world_size if v.best else None,
-                "speedup": v.best.speedup if v.best else None,
-                "efficiency": v.best.efficiency if v.best else None,
+                "world_size_judged": v.best.result.point.world_size,
+                "speedup": v.best.speedup,
+                "efficiency": v.best.efficiency,
                 "cpu_bound": v.cpu_bound,
             }
             for v in verdicts(rows)
