@@ -5,39 +5,20 @@ A node of a SLURM allocation or a pod of a Kubeflow job is told its part through
 :func:`fill` applies them to a :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`: an option left out
 takes the offered value, a given one wins and the variable it overrode is named. Both are pure.
 
-- **SLURM**, inside an allocation of several nodes: ``--nnodes`` from ``SLURM_NNODES``,
-  ``--node_rank`` from ``SLURM_NODEID``, ``--master_addr`` from the first host of
-  ``SLURM_JOB_NODELIST`` (SLURM's node 0; port: ``--master_port``, else 29500) and ``--rdzv_id``
-  from ``SLURM_JOB_ID``: the static rendezvous. An elastic ``--nnodes MIN:MAX`` (or a given
-  ``--rdzv_backend c10d``) gets ``--rdzv_endpoint FIRST_HOST:PORT`` and ``--rdzv_backend c10d``
-  instead. skrl JAX gets ``--coordinator_address FIRST_HOST:5000``.
-- **Rank 0 on node 0.** torch's c10d rendezvous numbers the nodes by sorting their descriptors
-  (host name, then pid), not by ``--node_rank``: SLURM's ``node[9-10]`` puts global rank 0 on
-  node10, while SLURM's node 0 (and mgpu's node 0, which keeps the run's record, requeues and
-  picks what ``--resume auto`` continues) is node9. The static rendezvous numbers nodes by
-  ``--node_rank``, so a job of a fixed size meets there, and global rank 0 runs on node 0. That
-  is why a fixed-size job's c10d endpoint from the environment (``PET_RDZV_ENDPOINT`` beside a
-  node rank) becomes ``--master_addr``/``--master_port`` with ``--rdzv_backend static``.
-- **Kubernetes** (the training operator's ``PyTorchJob``): torchrun's own ``PET_<OPTION>`` variables
-  (:data:`_PET_OPTIONS`) fill the option of the same name. Without an elastic policy the operator
-  sets ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and ``RANK`` (each pod's replica index:
-  the node rank); when all four are set in a pod (``KUBERNETES_SERVICE_HOST``, or beside
-  ``PET_*``; never in a SLURM job, where people export these names themselves) they fill
-  ``--master_addr``, ``--master_port``, ``--nnodes`` (``WORLD_SIZE``, read only without
-  ``PET_NNODES``: older operators count pods there, newer ones ranks) and ``--node_rank``. A
-  ``PET_RDZV_ENDPOINT`` (elastic, c10d) is preferred over the master address, as torchrun prefers
-  it. skrl JAX takes its coordinator from the same address. The rendezvous and node rank are
-  filled only for more than one node.
-- **Explicit options win**; the two rendezvous forms exclude each other: a given ``--master_addr``
-  overrides the environment's rendezvous endpoint, a given ``--rdzv_endpoint`` its master address.
+Which option comes from which variable: the tables of docs/slurm.md and docs/kubernetes.md, "What
+is filled from where". The why that shapes the code: torch's c10d rendezvous numbers the nodes by
+sorting their host names, not by ``--node_rank``, while mgpu's node 0 (SLURM's first host, replica
+0) keeps the run's record, requeues and picks what ``--resume auto`` continues. So a job of a fixed
+size meets on the static rendezvous, where global rank 0 runs on node 0: SLURM's first host as
+``--master_addr``, and a pod's c10d endpoint (``PET_RDZV_ENDPOINT`` beside a node rank) as
+``--master_addr``/``--master_port`` with ``--rdzv_backend static`` (:func:`_static_when_fixed`).
+Explicit options win; a given ``--master_addr`` sets the environment's endpoint aside, a given
+``--rdzv_endpoint`` its master address.
 
-torchrun reads every one of its flags from ``PET_<FLAG>`` when the flag is not on its command
-line, so a pod's variables act on torchrun even where mgpu decided otherwise (``--standalone`` on
-one node while ``PET_NNODES=2`` waits for a second node that never comes). Two rules keep the
-command mgpu prints the command that runs: the builder states on torchrun's command line every
-rendezvous flag the environment names (:data:`TORCHRUN_DEFAULTS`), and :func:`check_torchrun_env`
-refuses the flags that cannot be undone there (``PET_STANDALONE``, ``PET_MODULE``,
-``PET_NO_PYTHON``, ``PET_RUN_PATH``).
+torchrun reads each of its flags from ``PET_<FLAG>`` when the flag is not on its command line, so
+the builder states every rendezvous flag the environment names (:data:`TORCHRUN_DEFAULTS`), and
+:func:`check_torchrun_env` refuses the ones no option can undo (docs/kubernetes.md, "What torchrun
+itself reads").
 
 :func:`resubmit_command` reads, from what ``scontrol show job`` says of a batch job (the command
 layer asks), the one command that submits it again: the hint a stopped SLURM job prints.
@@ -251,16 +232,13 @@ def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
     # The two rendezvous forms exclude each other; the environment's dynamic one wins over its
     # static one (torchrun ignores the master address then), and an explicit option over both.
     # (A given --master_port alone is the port of SLURM's endpoint, so it picks no form.)
+    drop: tuple[str, ...] = ()
     if spec.master_addr is not None:
         drop = _DYNAMIC
     elif spec.rdzv_endpoint is not None:
         drop = _STATIC
     elif "rdzv_endpoint" in by:
-        drop = _STATIC
-        for name in _STATIC:
-            by.pop(name, None)
-    else:
-        drop = ()
+        by = {name: offer for name, offer in by.items() if name not in _STATIC}
     nodes = spec.nnodes or (by["nnodes"].value if "nnodes" in by else None)
     single = nodes is None or _max_nodes(nodes, by.get("nnodes")) <= 1
     values: dict[str, str] = {}
@@ -272,7 +250,8 @@ def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
             given = len(spec.gpu_ids)  # the GPUs chosen set the rank count
         if option in drop and given is None:
             if offer.variable:
-                overridden.append(f"{offer.variable} not used: {_rendezvous_given(spec)} given")
+                form = "master_addr" if spec.master_addr is not None else "rdzv_endpoint"
+                overridden.append(f"{offer.variable} not used: {spelling(form)} given")
             continue
         if single and option != "nnodes" and option not in ("nproc_per_node", "max_restarts"):
             continue  # one node: no rendezvous to join (standalone), no node rank to name
@@ -349,10 +328,6 @@ def _max_nodes(value: str, offer: Offer | None) -> int:
     except UsageError as exc:
         where = f" (filled {offer.filled()})" if offer is not None and offer.value == value else ""
         raise UsageError(f"{exc}{where}") from None
-
-
-def _rendezvous_given(spec: LaunchSpec) -> str:
-    return spelling("master_addr" if spec.master_addr is not None else "rdzv_endpoint")
 
 
 def _shown(value: object) -> str:

@@ -69,14 +69,14 @@ class _Rank:
     local: int
     rank: int
     folder: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes]
     handle: psutil.Process | None = None
     """The rank's process, held from its start (psutil refuses to signal a reused PID)."""
     pumps: list[threading.Thread] = field(default_factory=list)
 
     def running(self) -> bool:
         """True until the rank's exit status is collected (then it is never signalled again)."""
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc.poll() is None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -181,7 +181,7 @@ def _members() -> list[psutil.Process]:
 
 def _reap_adopted(ranks: list[_Rank]) -> None:
     """Collect the exit status of orphans re-parented to this launcher (a subreaper)."""
-    mine = {r.proc.pid for r in ranks if r.proc is not None}
+    mine = {r.proc.pid for r in ranks}
     try:
         children = {p.pid for p in psutil.Process().children()}
     except psutil.Error:
@@ -190,7 +190,7 @@ def _reap_adopted(ranks: list[_Rank]) -> None:
 
 
 def _summary(script: str, r: _Rank, code: int, host: str, record: elastic.ErrorRecord | None) -> str:
-    pid = r.proc.pid if r.proc else -1
+    pid = r.proc.pid
     tb = record.text() if record is not None else None
     if tb is None and code < 0:
         try:
@@ -242,23 +242,24 @@ def _start(a: argparse.Namespace, argv0: list[str], host: str, port: int) -> lis
     ranks = []
     for local in range(a.nproc_per_node):
         rank = a.node_rank * a.nproc_per_node + local
-        r = _Rank(local, rank, elastic.make_rank_dir(a.log_dir, rank))
-        r.proc = subprocess.Popen(
+        folder = elastic.make_rank_dir(a.log_dir, rank)
+        proc = subprocess.Popen(
             argv0,
-            env=rank_env(a, local, host, port, r.folder / elastic.ERROR_FILE),
+            env=rank_env(a, local, host, port, folder / elastic.ERROR_FILE),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
+        r = _Rank(local, rank, folder, proc)
         with contextlib.suppress(psutil.Error):
-            r.handle = psutil.Process(r.proc.pid)  # unreaped: the PID is still the rank's
+            r.handle = psutil.Process(proc.pid)  # unreaped: the PID is still the rank's
         ranks.append(r)
     # Pumps start after every fork: preexec_fn is only safe while this process has one thread.
     for r in ranks:
         mask = tee_streams(a.tee, r.local) if shown is None or r.local in shown else 0
         prefix = f"[default{r.local}]:".encode()
-        assert r.proc is not None and r.proc.stdout is not None and r.proc.stderr is not None
+        assert r.proc.stdout is not None and r.proc.stderr is not None
         for bit, src, name, console in (
             (1, r.proc.stdout, elastic.STDOUT, sys.stdout.buffer),
             (2, r.proc.stderr, elastic.STDERR, sys.stderr.buffer),
@@ -291,7 +292,6 @@ def _supervise(
             elif kind == "force":
                 shutdown.force()
         for r in ranks:
-            assert r.proc is not None
             rc = r.proc.poll()
             if rc not in (None, 0) and failure is None and not shutdown.requested:
                 failure = (r, rc)

@@ -10,16 +10,11 @@ goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the rendezvous
 scheduler tells it (:mod:`.cluster`), so a node runs exactly what ``mgpu dry-run`` with the same
 arguments prints inside the allocation or the pod.
 
-- **sbatch**: one mgpu task per node, which starts that node's ranks; ``--cpus-per-task`` covers all
-  of them (else a one-task step gets what the site gives one task, often one CPU). ``--requeue`` is
-  one option for both sides: ``#SBATCH --requeue`` in the header and ``--requeue`` on the train line
-  (node 0's mgpu requeues the job after the checkpoint of SLURM's time-limit warning, ``USR1`` 90 s
-  before; SLURM never requeues a time-out by itself). ``--min_nodes`` (shrink instead of stop) turns
-  ``srun --kill-on-bad-exit=1`` into ``--no-kill``, so a lost node leaves the others running. The
-  rendezvous port is ``--master_port``, else derived from the job id (two jobs sharing a first node
-  rarely collide). An ``EXIT`` trap makes the job not requeueable when mgpu exits 93, its "no
-  restart can mend this" code. The job runs the mgpu that wrote it (:attr:`JobOptions.python`: a
-  ``uv`` environment's ``mgpu`` is not on the nodes' ``PATH``), else ``mgpu`` from ``PATH``.
+- **sbatch**: one mgpu task per node, which starts that node's ranks; ``--requeue`` is one option
+  for both the header and the train line, ``--min_nodes`` makes ``srun --no-kill``, and an ``EXIT``
+  trap makes the job not requeueable when mgpu exits 93. Each line and why: docs/slurm.md, "The
+  batch script, emitted". The job runs the mgpu that wrote it (:attr:`JobOptions.python`), else
+  ``mgpu`` from ``PATH``.
 - **pytorchjob**: ``kubeflow.org/v1``, one ``Master`` replica (node 0) and ``--nnodes`` − 1
   ``Worker`` replicas; the operator sets ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``
   and the ``PET_*`` variables in each pod.
@@ -30,23 +25,12 @@ arguments prints inside the allocation or the pod.
   and container named and labelled as :data:`TRAINER_JOB`, :data:`TRAINER_CONTAINER` and
   :data:`TRAINER_STEP_LABEL` say (named otherwise: one pod, no variables).
 
-Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`):
-
-- the pod command continues the run (``--resume auto``, as above) with the image's ``mgpu``;
-- a failed or evicted pod is rerun: PyTorchJob ``restartPolicy: OnFailure`` with
-  ``runPolicy.backoffLimit`` (``--backoff_limit``) and ``cleanPodPolicy: Running`` (finished pods
-  kept for their logs); TrainJob: pods ``restartPolicy: Never`` in Jobs of ``backoffLimit: 0``, so
-  any failed pod fails its Job and the JobSet's ``failurePolicy.maxRestarts`` recreates every pod
-  of the job together;
-- the kubelet's SIGTERM reaches mgpu (the container's first process): the ranks save a checkpoint
-  at the next iteration and mgpu exits 130, or 124 when something had to be SIGKILLed; both are
-  failures to OnFailure and to a Job, so the pod is rerun and resumes.
-  ``terminationGracePeriodSeconds`` (``--termination_grace``) bounds the whole stop; the pod
-  command's ``--grace_period`` gives the ranks all of it but :data:`STOP_RESERVE_S`. SIGTERM to
-  one pod only (an eviction) stops every node's ranks at the same iteration (the stop flag of
-  their shared all-gather), rank 0 saves, and the pods not signalled exit 1;
-- ``--pvc NAME`` mounts that claim at the pods' log root (``logs/`` in ``--workdir``, or the
-  ``--log_root`` given); without one, checkpoints die with the pod and a rerun pod starts anew.
+Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`): a
+failed or evicted pod is rerun (``--backoff_limit``), the kubelet's SIGTERM makes the ranks save
+within ``--termination_grace`` (the pod command's ``--grace_period`` is all of it but
+:data:`STOP_RESERVE_S`), and the rerun pod's ``--resume auto`` continues the run from the log root
+on ``--pvc``; each step, and which part of the manifest makes it happen: docs/kubernetes.md, "The
+restart and resume contract".
 
 ``--requeue`` (SLURM's: every pod's ``mgpu train --requeue`` would exit 2) and ``--min_nodes`` (the
 operator replaces a lost pod) are refused for the Kubernetes kinds. An option that does not apply
@@ -74,7 +58,7 @@ from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract.errors import EXIT_NOT_RESTARTABLE, UsageError
 from isaaclab_mgpu.launcher.build import shell_join
 from isaaclab_mgpu.launcher.options import check_options, flag_of, option, to_argv
-from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc, spelling
+from isaaclab_mgpu.launcher.spec import LaunchSpec, parse_nproc
 
 KINDS = ("sbatch", "pytorchjob", "trainjob")
 KUBERNETES = ("pytorchjob", "trainjob")
@@ -105,8 +89,6 @@ TRAINER_JOB, TRAINER_CONTAINER = "node", "node"
 TRAINER_API = "trainer.kubeflow.org"
 TRAINER_STEP_LABEL = (f"{TRAINER_API}/trainjob-ancestor-step", "trainer")
 
-#: Spec fields the job file must not fix: they differ per node and come from the scheduler.
-_PER_NODE = ("node_rank",)
 #: The ``--help`` panel of the job options, and the ones ``submit`` takes too.
 JOBS = "Job files (dry-run --emit)"
 _SUBMIT = ("dry-run", "submit")
@@ -648,11 +630,9 @@ def _survival(spec: LaunchSpec, options: JobOptions) -> list[str]:
 
 
 def _refuse_per_node(spec: LaunchSpec, kind: str, setter: str) -> None:
-    for name in _PER_NODE:
-        if getattr(spec, name) is not None:
-            raise UsageError(
-                f"--emit {kind}: {spelling(name)} differs per node and {setter} sets it; leave it out"
-            )
+    """The job file must not fix ``--node_rank``: it differs per node and comes from the scheduler."""
+    if spec.node_rank is not None:
+        raise UsageError(f"--emit {kind}: --node_rank differs per node and {setter} sets it; leave it out")
 
 
 def _fixed_nodes(spec: LaunchSpec, kind: str) -> int:

@@ -19,20 +19,9 @@ namespace); mgpu talks to no API server itself.
   With ``now`` the delete does not wait and the pods are force-deleted (grace period 0): the job's
   own grace period would not reach its pods (the garbage collector deletes them with theirs).
 - :func:`job_state` runs ``kubectl get <resource> NAME -n NAMESPACE -o json`` and
-  :func:`state_of` (pure) maps the object's conditions to a run state:
-
-  ======================  ===================================  ======================
-  state                   TrainJob (Trainer v2)                PyTorchJob (v1)
-  ======================  ===================================  ======================
-  ``failed``              ``Failed`` true                      ``Failed`` true
-  ``finished``            ``Complete`` true                    ``Succeeded`` true
-  ``queued``              ``Suspended`` true, or no child Job  ``Suspended`` true, or
-                          ready yet (pods pending)             only ``Created``
-  ``running``             a child Job ready (``jobsStatus``)   ``Running`` or
-                                                               ``Restarting`` true
-  ======================  ===================================  ======================
-
-  A job ``kubectl`` no longer finds (deleted, or never applied) is ``gone``.
+  :func:`state_of` (pure) maps the object's conditions to a run state (the table of
+  docs/kubernetes.md, "Submit, follow, cancel"); a job ``kubectl`` no longer finds (deleted, or
+  never applied) is ``gone``.
 
 A failing ``kubectl`` raises :class:`~isaaclab_mgpu.contract.errors.MgpuError` with its own
 message; no ``kubectl`` on ``PATH`` is a :class:`~isaaclab_mgpu.contract.errors.UsageError`.
@@ -222,14 +211,6 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
     return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", pod_selector(job, node0=True), "--tail=-1"]
 
 
-def _row(job: KubeJob, st: JobState, recorded: float, visible: bool) -> RunRow:
-    return RunRow(
-        folder=job.run_under or job.manifest, status=st.state, started=recorded, job_state=st.state,
-        job_reason=st.reason, job_name=job.name, job_kind=job.kind, job_namespace=job.namespace,
-        in_pods=not visible,
-    )  # fmt: skip
-
-
 def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
     """``rows`` (under ``root``) after a row per Kubernetes job submitted there, newest first."""
     jobs = submitted(root)
@@ -244,8 +225,12 @@ def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
         where = jobs_dir(root) / record_path(Path(job.manifest)).name
         recorded = where.stat().st_mtime if where.exists() else 0.0
         visible = bool(job.run_under) and Path(job.run_under).is_dir()
-        mine.append((recorded, _row(job, state, recorded, visible)))
-    return [row for _, row in sorted(mine, key=lambda item: item[0], reverse=True)] + list(rows)
+        mine.append(RunRow(
+            folder=job.run_under or job.manifest, status=state.state, started=recorded, job_state=state.state,
+            job_reason=state.reason, job_name=job.name, job_kind=job.kind, job_namespace=job.namespace,
+            in_pods=not visible,
+        ))  # fmt: skip
+    return sorted(mine, key=lambda row: row.started, reverse=True) + list(rows)
 
 
 class _NotFound(MgpuError):

@@ -60,13 +60,12 @@ from isaaclab_mgpu.contract.env import RUN_STAMP
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.launcher import jobfiles, nvml
 from isaaclab_mgpu.launcher.notes import Note, Tell, silent
+from isaaclab_mgpu.launcher.probe.config import default_world_sizes as probe_world_sizes
 from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
 from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
 from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 
-#: World sizes on CPU ranks unless ``--world_sizes`` says otherwise.
-CPU_WORLD_SIZES = (1, 2)
 #: The JSON file and the picture in the output folder.
 JSON_NAME, PNG_NAME = "scale.json", "scale.png"
 #: The points' runs and saved consoles in the output folder: each child's ``./logs`` (it runs there).
@@ -144,20 +143,10 @@ class ScalePlan:
     node_rank: int = 0
     """This node's rank (several nodes: only node 0 finds the summaries)."""
 
-    @property
-    def ceiling(self) -> bool:
-        """True when the plan measures the CPU ceiling."""
-        return any(p.point.ceiling for p in self.points)
 
-
-def default_world_sizes(gpus: int, nnodes: int = 1) -> tuple[int, ...]:
-    """1, 2, 4, … up to ``gpus`` ranks per node (``gpus`` itself included), times the node count."""
-    per_node = [1]
-    while per_node[-1] * 2 <= gpus:
-        per_node.append(per_node[-1] * 2)
-    if gpus > per_node[-1]:
-        per_node.append(gpus)
-    return tuple(n * nnodes for n in per_node)
+def default_world_sizes(gpus: int, nnodes: int = 1, *, cpu: bool = False) -> tuple[int, ...]:
+    """``probe-nccl``'s world sizes per node (1, 2, 4, … and ``gpus``; CPU: 1, 2) times the node count."""
+    return tuple(n * nnodes for n in probe_world_sizes(gpus, cpu=cpu))
 
 
 def without_option(args: Sequence[str], name: str) -> list[str]:
@@ -230,12 +219,10 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
     machine = probe_machine(env, gpu_uuids=spec.device == "cuda")
     gpus = selected_devices(spec, machine) if spec.device == "cuda" else None
     world_sizes = options.world_sizes
-    if world_sizes is None and gpus is None:
-        world_sizes = tuple(n * nnodes for n in CPU_WORLD_SIZES)
-    elif world_sizes is None:
-        if gpus.count == 0:
-            raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
-        world_sizes = default_world_sizes(gpus.count, nnodes)
+    if world_sizes is None and gpus is not None and gpus.count == 0:
+        raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
+    if world_sizes is None:
+        world_sizes = default_world_sizes(gpus.count if gpus else 0, nnodes, cpu=gpus is None)
     for k in world_sizes:
         if gpus is not None and gpus.count and k // nnodes > gpus.count:
             shown = ",".join(map(str, world_sizes))
@@ -265,8 +252,7 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
             if ceiling and k > 1:
                 twin = Point(k, n, ceiling=True)
                 copies = tuple(point_spec(spec, twin, options.iterations, copy=j) for j in range(k))
-                for c in copies[:1]:
-                    prepare(c, strict=True, environ=env)
+                prepare(copies[0], strict=True, environ=env)
                 planned.append(Planned(twin, tuple(child_argv(c, machine.python) for c in copies)))
     extra = {"PYTHONUNBUFFERED": "1"}
     if spec.device == "cpu" and "OMP_NUM_THREADS" not in env:
@@ -559,7 +545,7 @@ def measure(
         env_steps_per_s=steady.env_steps_per_s,
         env_steps_per_s_iqr=(iqr[0], iqr[-1]) if iqr else None,
         s_per_iteration=steady.s_per_iteration,
-        measured_iterations=max(0, (first.iterations or 0) - steady.warmup_iterations),
+        measured_iterations=_measured(first, steady),
         warmup_s=steady.warmup_s,
         num_envs_per_rank=envs,
         last_mean_reward=first.last_mean_reward,
@@ -580,25 +566,26 @@ def measure(
 
 def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary], envs: int | None) -> PointResult:
     """The summed steady rates of independent trainings, and how many steady iterations overlapped."""
-    runs = [(s, s.steady) for s in found]
-    if any(p is None or not p.env_steps_per_s or not p.s_per_iteration for _, p in runs):
+    steady = [s.steady for s in found]
+    if any(p is None or not p.env_steps_per_s or not p.s_per_iteration for p in steady):
         return dataclasses.replace(base, status="failed", reason="a training measured no steady pace")
-    begins, ends, rates, paces, counts = [], [], [], [], []
-    for s, p in runs:
-        assert p is not None and p.env_steps_per_s and p.s_per_iteration
-        begins.append((s.started_at or 0.0) + (p.warmup_s or 0.0))
-        ends.append((s.started_at or 0.0) + (s.train_time_s or 0.0))
-        rates.append(p.env_steps_per_s)
-        paces.append(p.s_per_iteration)
-        counts.append(max(0, (s.iterations or 0) - p.warmup_iterations))
+    runs = list(zip(found, steady, strict=True))
+    begin = max((s.started_at or 0.0) + (p.warmup_s or 0.0) for s, p in runs)
+    end = min((s.started_at or 0.0) + (s.train_time_s or 0.0) for s, _ in runs)
+    paces = [p.s_per_iteration for p in steady]
     return dataclasses.replace(
         base,
-        env_steps_per_s=sum(rates),
+        env_steps_per_s=sum(p.env_steps_per_s for p in steady),
         s_per_iteration=statistics.median(paces),
-        measured_iterations=min(counts),
-        overlap_iterations=max(0, int((min(ends) - max(begins)) // max(paces))),
+        measured_iterations=min(_measured(s, p) for s, p in runs),
+        overlap_iterations=max(0, int((end - begin) // max(paces))),
         num_envs_per_rank=envs,
     )
+
+
+def _measured(s: summaries.Summary, steady: summaries.Steady) -> int:
+    """The iterations a summary's steady figures come from: all but the warm-up."""
+    return max(0, (s.iterations or 0) - steady.warmup_iterations)
 
 
 class _GpuSampler:
@@ -708,7 +695,7 @@ class Verdict:
     ranks: int
     """The world size to use: the fastest one at least :data:`WORTH_IT` efficient, else 1."""
 
-    best: Row | None
+    best: Row
     """The row the verdict names: the chosen world size's, or (none pays) the fastest multi-rank row."""
 
     cpu_bound: bool = False
@@ -724,14 +711,12 @@ def verdicts(rows: Sequence[Row]) -> list[Verdict]:
             groups.setdefault(r.point.num_envs, []).append(row)
     out = []
     for envs, measured in groups.items():
-        paying = [
-            row for row in measured if (row.efficiency or 0.0) >= WORTH_IT and (row.speedup or 0.0) > 1.0
-        ]
+        paying = [row for row in measured if row.efficiency >= WORTH_IT and row.speedup > 1.0]
         if paying:
-            best = max(paying, key=lambda row: row.speedup or 0.0)
+            best = max(paying, key=lambda row: row.speedup)
             out.append(Verdict(envs, best.result.point.world_size, best))
             continue
-        best = max(measured, key=lambda row: row.speedup or 0.0)
+        best = max(measured, key=lambda row: row.speedup)
         cpu = best.vs_ceiling is not None and best.vs_ceiling >= NEAR_CEILING
         out.append(Verdict(envs, 1, best, cpu_bound=cpu))
     return out
@@ -777,7 +762,7 @@ def write_json(
         "world_sizes": list(plan.world_sizes),
         "num_envs": list(plan.num_envs),
         "nnodes": spec.nnodes_max,
-        "ceiling": plan.ceiling,
+        "ceiling": any(p.point.ceiling for p in plan.points),
         "machine": {
             "hostname": os.uname().nodename,
             "cpus": os.cpu_count(),
@@ -806,9 +791,9 @@ def write_json(
             {
                 "num_envs": v.num_envs,
                 "ranks": v.ranks,
-                "world_size_judged": v.best.result.point.world_size if v.best else None,
-                "speedup": v.best.speedup if v.best else None,
-                "efficiency": v.best.efficiency if v.best else None,
+                "world_size_judged": v.best.result.point.world_size,
+                "speedup": v.best.speedup,
+                "efficiency": v.best.efficiency,
                 "cpu_bound": v.cpu_bound,
             }
             for v in verdicts(rows)

@@ -41,15 +41,13 @@ def draw(rows: Sequence[Row], path: Path, title: str) -> Path:
         xs = [r.result.point.world_size for r in line]
         drawn = rate_ax.plot(xs, [r.result.env_steps_per_s for r in line], "o-", label=label)[0]
         colour = drawn.get_color()
-        one = next((r for r in line if r.result.point.world_size == 1), None)
-        if one is not None and one.result.env_steps_per_s:
-            rate_ax.plot(
-                sizes, [one.result.env_steps_per_s * k for k in sizes], "--", color=colour, alpha=0.5
-            )
+        one = next((r.result.env_steps_per_s for r in line if r.result.point.world_size == 1), None)
+        if one:
+            rate_ax.plot(sizes, [one * k for k in sizes], "--", color=colour, alpha=0.5)
         ceil = [r for r in line if r.vs_ceiling is not None and r.ceiling_speedup is not None]
-        if ceil and one is not None and one.result.env_steps_per_s:
+        if ceil and one:
             cx = [r.result.point.world_size for r in ceil]
-            cy = [one.result.env_steps_per_s * (r.ceiling_speedup or 0) for r in ceil]
+            cy = [one * (r.ceiling_speedup or 0) for r in ceil]
             rate_ax.plot(cx, cy, ":", color=colour, alpha=0.8)
             eff_ax.plot(cx, [r.vs_ceiling for r in ceil], "s:", color=colour, label=f"{label}: vs ceiling")
         eff = [r for r in line if r.efficiency is not None]

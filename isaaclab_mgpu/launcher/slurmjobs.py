@@ -191,8 +191,11 @@ def with_jobs(
         st = states.get(sub.job_id)
         if sub.job_id in named or st is None or not st.alive:
             continue
-        status = "queued" if st.state == "PENDING" else "starting"
-        out.append(_queued_row(sub, st, status))
+        out.append(RunRow(
+            folder=sub.run_under, status="queued" if st.state == "PENDING" else "starting",
+            started=sub.submitted_at, jobs=(sub.job_id,), job_state=st.state, job_reason=st.reason,
+            job_name=sub.name,
+        ))  # fmt: skip
     for r in rows:
         st = states.get(r.jobs[-1]) if r.jobs else None
         if st is None:
@@ -202,13 +205,6 @@ def with_jobs(
         state = st.state or "unknown"
         out.append(dataclasses.replace(r, status=status, job_state=state, job_reason=st.reason))
     return out
-
-
-def _queued_row(sub: Submission, st: JobState, status: str) -> RunRow:
-    return RunRow(
-        folder=sub.run_under, status=status, started=sub.submitted_at, jobs=(sub.job_id,),
-        job_state=st.state, job_reason=st.reason, job_name=sub.name,
-    )  # fmt: skip
 
 
 def rows_with_jobs(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
