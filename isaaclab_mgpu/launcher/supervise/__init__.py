@@ -494,11 +494,14 @@ class Supervisor:
                 self._say(notes.StallFound(self._stall))
             lost, hosts = self._watch.peer_loss()  # what a shrink leaves out (launcher.shrink)
             folder = (self._watch.run_folder() or (None, None))[0]
-        stragglers = self._watch.stragglers.named if self._watch is not None else ()
-        if self._watch is not None and (drift := self._watch.drift(read=True)) is not None:
-            self._say(notes.DriftFound(drift))  # a rank that stopped on it reported it after the last look
-        found_drift = self._watch.drift_found if self._watch is not None else None
-        ended = self._watch.ended() if self._watch is not None else None
+        stragglers, found_drift, ended = (), None, None
+        if self._watch is not None:
+            # One last read, for both: a rank that stopped on a drift reported it after the last look.
+            self._watch.monitor.read()
+            if (drift := self._watch.drift()) is not None:
+                self._say(notes.DriftFound(drift))
+            stragglers, found_drift = self._watch.stragglers.named, self._watch.drift_found
+            ended = self._watch.ended()
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()

@@ -150,18 +150,19 @@ class HangWatch:
                 totals[r.rank] = RankTotals(r.rank, r.timed, r.busy_s, r.iteration, host)
         return self.stragglers.update(totals)
 
-    def drift(self, *, read: bool = False) -> Drift | None:
-        """The drift a local rank's report carries, the first time it is seen (``read``: read again now)."""
+    def drift(self) -> Drift | None:
+        """The drift a local rank's last read report carries, the first time it is seen."""
         if self.drift_found is not None:
             return None
-        reports = self.monitor.read() if read else self.monitor.read_already()
+        reports = self.monitor.read_already()
         found = next((r.drift for _, r in sorted(reports.items()) if r.drift is not None), None)
         self.drift_found = found
         return found
 
     def ended(self) -> str | None:
-        """How this node's ranks said their training ended (the lowest rank that said), read now."""
-        return next((r.ended for _, r in sorted(self.monitor.read().items()) if r.ended is not None), None)
+        """How this node's ranks said their training ended (the lowest rank that said), as last read."""
+        reports = self.monitor.read_already()
+        return next((r.ended for _, r in sorted(reports.items()) if r.ended is not None), None)
 
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
         """A local rank that died, and the tree's processes of the other local ranks; None while none died."""
