@@ -254,13 +254,11 @@ AUTO_MIN_TIMED = 2
 
 @dataclass
 class AutoBound:
-    """``--stall_timeout auto``: ``factor`` x the median steady iteration, within ``floor`` and ``cap``."""
+    """``--stall_timeout auto``: 20 x the median steady iteration, at least 30 s, at most ``cap``."""
 
     # Each read adds, per rank, the mean wall seconds of the iterations it timed since the last read.
 
     cap: float
-    floor: float = AUTO_FLOOR_S
-    factor: float = AUTO_FACTOR
     _seen: dict[int, tuple[int, float]] = field(default_factory=dict)
     _samples: deque[float] = field(default_factory=lambda: deque(maxlen=256))
 
@@ -285,14 +283,14 @@ class AutoBound:
     def bound(self) -> float:
         """The bound now."""
         steady = self.steady_s
-        return self.cap if steady is None else min(self.cap, max(self.floor, self.factor * steady))
+        return self.cap if steady is None else min(self.cap, max(AUTO_FLOOR_S, AUTO_FACTOR * steady))
 
     def describe(self) -> str:
         """``30 s (20x the 0.08 s steady iteration, floor 30 s)``."""
         steady = self.steady_s
         if steady is None:
             return f"{self.cap:g} s (no steady iteration yet)"
-        what = f"{self.factor:g}x the {steady:.3g} s steady iteration, floor {self.floor:g} s"
+        what = f"{AUTO_FACTOR:g}x the {steady:.3g} s steady iteration, floor {AUTO_FLOOR_S:g} s"
         return f"{self.bound():.3g} s ({what})"
 
 
