@@ -59,7 +59,7 @@ from typing import Any
 
 import psutil
 
-from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, RUN_DIR, RUN_ID
+from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, PROGRESS_DIR, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EnvironmentProblem, MgpuError, UsageError
 from isaaclab_mgpu.contract.summary import Straggler
 from isaaclab_mgpu.launcher import nvml
@@ -236,7 +236,7 @@ class Supervisor:
                 devices=self.cmd.rank_devices,
                 gpu_state=functools.partial(nvml.gpu_state, visible=visible),
             )
-            env.update(self._watch.env)
+            env[PROGRESS_DIR] = self._watch.monitor.folder  # so that every rank reports
         self._start_watchdog()
         assert self._watchdog is not None
         self._tree = proctree.RunTree(self.run_id, self._since, frozenset({os.getpid(), self._watchdog.pid}))
@@ -425,7 +425,7 @@ class Supervisor:
         if self._rc is None and self._launcher is not None:
             self._rc = self._launcher.poll()
             if self._rc is not None:
-                self._tree.root_reaped()
+                self._tree.root = None  # its exit status was collected: its PID may be anyone's now
         return self._rc
 
     def _owned(self) -> set[int]:
@@ -536,7 +536,7 @@ class Supervisor:
 
     def _start_watchdog(self) -> None:
         # The watchdog also removes the progress folder when mgpu dies without doing it itself.
-        folders = [self._watch.folder] if self._watch is not None else []
+        folders = [self._watch.monitor.folder] if self._watch is not None else []
         self._watchdog = subprocess.Popen(
             [sys.executable, _watchdog.__file__],
             stdin=subprocess.PIPE,

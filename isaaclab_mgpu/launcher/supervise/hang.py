@@ -17,7 +17,6 @@ from dataclasses import replace
 
 import psutil
 
-from isaaclab_mgpu.contract.env import PROGRESS_DIR
 from isaaclab_mgpu.contract.summary import Drift, Straggler
 from isaaclab_mgpu.launcher import peers
 from isaaclab_mgpu.launcher.build import Rendezvous
@@ -68,16 +67,6 @@ class HangWatch:
             self.monitor.saving_elsewhere = lambda: any(
                 r.stage in SAVE_STAGES for r, _ in sharer.ranks_elsewhere()
             )
-
-    @property
-    def folder(self) -> str:
-        """The progress folder the ranks write into."""
-        return self.monitor.folder
-
-    @property
-    def env(self) -> dict[str, str]:
-        """What the launcher's environment gets so that every rank reports."""
-        return {PROGRESS_DIR: self.monitor.folder}
 
     def due(self, now: float) -> bool:
         """True when it is time to look again (every :data:`POLL_S` seconds)."""

@@ -152,10 +152,6 @@ class RunTree:
         with contextlib.suppress(psutil.Error):
             self.root = psutil.Process(pid)
 
-    def root_reaped(self) -> None:
-        """The launcher's exit status was collected: its PID may be anyone's now."""
-        self.root = None
-
     def live(self) -> list[psutil.Process]:
         """Every live process of the tree (the root included while it runs)."""
         found: dict[int, psutil.Process] = {}
