@@ -260,7 +260,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
             for j in range(i + 1, len(entries)):
                 env = {"CUDA_VISIBLE_DEVICES": f"{entries[i]},{entries[j]}"}
                 pairs.append(Launch(f"pair {i},{j}", 2, 2, env))
-    if (opts.try_workarounds or opts.save_workaround) and backend != "nccl":
+    if opts.try_workarounds and backend != "nccl":
         raise UsageError("--try-workarounds tries NCCL variables; it needs --backend nccl on GPUs")
     return ProbePlan(backend, opts.sizes_for(spec.device), tuple(world), tuple(pairs))
 
@@ -527,7 +527,7 @@ def probe_nccl(
     summary = ProbeSummary(plan.backend, spec.device, str(root), world, pairs, applied)
 
     failing = next((launch for launch, r in zip(plan.world, world, strict=True) if not r.ok), None)
-    if (opts.try_workarounds or opts.save_workaround) and failing is not None:
+    if opts.try_workarounds and failing is not None:
         already = {*machine.environ, *applied}
         candidates = [c for c in workarounds.CANDIDATES if c.name not in already]
         skipped = tuple(c.assignment for c in workarounds.CANDIDATES if c not in candidates)
