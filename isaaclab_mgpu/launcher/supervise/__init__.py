@@ -286,11 +286,11 @@ class Supervisor:
 
     def reports(self) -> dict[int, Report]:
         """The local ranks' last progress reports, as the stall watch last read them (no file read)."""
-        return dict(self._watch.monitor.read_already()) if self._watch is not None else {}
+        return dict(self._watch.monitor.files.last) if self._watch is not None else {}
 
     def account(self) -> dict[str, Any] | None:
         """Rank 0's account of its attempt, when it is a local rank that gave one."""
-        return self._watch.monitor.account() if self._watch is not None else None
+        return self._watch.monitor.files.read_account() if self._watch is not None else None
 
     def stragglers(self) -> tuple[Straggler, ...]:
         """The ranks named as stragglers so far."""
@@ -458,7 +458,7 @@ class Supervisor:
         if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
             self._run_folder_said = True
             self._say(notes.RunFolder(*folder))
-        for path, why in self._watch.monitor.rejected():
+        for path, why in self._watch.monitor.files.rejected():
             self._say(notes.IgnoredReport(path, why))
         if stall is not None:
             self._stall = stall
@@ -497,7 +497,7 @@ class Supervisor:
         stragglers, found_drift, ended = (), None, None
         if self._watch is not None:
             # One last read, for both: a rank that stopped on a drift reported it after the last look.
-            self._watch.monitor.read()
+            self._watch.monitor.files.read()
             if (drift := self._watch.drift()) is not None:
                 self._say(notes.DriftFound(drift))
             stragglers, found_drift = self._watch.stragglers.named, self._watch.drift_found

@@ -130,7 +130,7 @@ class HangWatch:
     def straggler(self) -> Straggler | None:
         """A rank first named as the straggler, from the last reports and the other nodes'; else None."""
         seen: list[tuple[Report | peers.PeerRank, str | None]] = [
-            (r, r.host) for r in self.monitor.read_already().values()
+            (r, r.host) for r in self.monitor.files.last.values()
         ]
         seen += self.sharer.ranks_elsewhere() if self.sharer is not None else []
         totals: dict[int, RankTotals] = {}
@@ -143,14 +143,14 @@ class HangWatch:
         """The drift a local rank's last read report carries, the first time it is seen."""
         if self.drift_found is not None:
             return None
-        reports = self.monitor.read_already()
+        reports = self.monitor.files.last
         found = next((r.drift for _, r in sorted(reports.items()) if r.drift is not None), None)
         self.drift_found = found
         return found
 
     def ended(self) -> str | None:
         """How this node's ranks said their training ended (the lowest rank that said), as last read."""
-        reports = self.monitor.read_already()
+        reports = self.monitor.files.last
         return next((r.ended for _, r in sorted(reports.items()) if r.ended is not None), None)
 
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
@@ -161,7 +161,9 @@ class HangWatch:
         members = {p.pid: p for p in tree()}
         gone = {r.pid for r in dead}
         peers = [
-            members[r.pid] for r in self.monitor.read().values() if r.pid in members and r.pid not in gone
+            members[r.pid]
+            for r in self.monitor.files.read().values()
+            if r.pid in members and r.pid not in gone
         ]
         # The ranks alone: a child of theirs (W&B's service writing the run's offline file) is not
         # stuck, and ends by itself or with the rest of the tree once the launcher is gone.

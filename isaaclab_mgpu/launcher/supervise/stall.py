@@ -34,7 +34,8 @@ collective fails after waiting half the bound (:meth:`StallMonitor.after_failure
 story later: the peer's node stopped its stalled rank and the connection broke.
 
 Progress files are read as data, never trusted: a malformed one counts as absent, and
-:meth:`StallMonitor.rejected` names it once. Nothing here prints or signals (see :mod:`.hang`).
+:meth:`~isaaclab_mgpu.contract.progress.Reports.rejected` names it once. Nothing here prints or
+signals (see :mod:`.hang`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import psutil
 
@@ -446,14 +446,16 @@ class StallMonitor:
     saving_elsewhere: Callable[[], bool] = lambda: False
     """Multi-node: a rank on another node is writing a checkpoint (what its mgpu published)."""
 
+    files: Reports = field(init=False)
+    """The progress files as last read (:meth:`~isaaclab_mgpu.contract.progress.Reports.read`)."""
+
     _writes: dict[int, tuple[int, float]] = field(default_factory=dict)
-    _files: Reports = field(init=False)
     _auto: AutoBound | None = None
     _saved_at: float | None = None
     _bound_said = False
 
     def __post_init__(self) -> None:
-        self._files = Reports(self.folder)
+        self.files = Reports(self.folder)
         if self.options.auto:
             self._auto = AutoBound(cap=self.options.stall_timeout)
 
@@ -469,33 +471,17 @@ class StallMonitor:
         self._bound_said = True
         return self._auto.describe()
 
-    def read(self) -> dict[int, Report]:
-        """Every rank's last report in the folder (a malformed one skipped, named by :meth:`rejected`)."""
-        return self._files.read()
-
-    def account(self) -> dict[str, Any] | None:
-        """Rank 0's account of its attempt (:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`)."""
-        return self._files.read_account()
-
-    def read_already(self) -> dict[int, Report]:
-        """The reports the last :meth:`read` found (nothing read again)."""
-        return self._files.last
-
     def dead(self) -> tuple[Report, ...]:
         """Ranks of mgpu's worker whose process ended without their done report: they died."""
         # The worker reports done at every end, an interrupted one too; a process found gone has
         # its report read once more: it may have written done between the last read and its exit.
         if not self.options.reports_expected:
             return ()
-        ended = [r for r in self._files.last.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
+        ended = [r for r in self.files.last.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
         if not ended:
             return ()
-        last = self.read()
+        last = self.files.read()
         return tuple(r for r in ended if r.rank in last and last[r.rank].stage != DONE)
-
-    def rejected(self) -> list[tuple[str, str]]:
-        """Malformed progress files not named before, each with what is wrong (each named once)."""
-        return self._files.rejected()
 
     def check(
         self,
@@ -505,7 +491,7 @@ class StallMonitor:
     ) -> Stall | None:
         """Read the reports and judge; None while every rank progresses."""
         now = time.time() if now is None else now
-        reports = self.read()
+        reports = self.files.read()
         clocks: dict[int, float] = {r: rep.time for r, rep in reports.items()}
         for r, rep in reports.items():
             if rep.stage == "checkpoint" and rep.pid is not None:
@@ -529,7 +515,7 @@ class StallMonitor:
     def states(self, now: float | None = None) -> tuple[RankState, ...]:
         """Every local rank as its last report shows it (nothing judged): what this node shares."""
         now = time.time() if now is None else now
-        reports = self._files.last
+        reports = self.files.last
         quiet = {r: now - (reports[r].time if r in reports else self.started) for r in self.ranks}
         return tuple(
             _rank_state(r, reports.get(r), local, self.host, quiet[r], process_status, False)
@@ -557,7 +543,7 @@ class StallMonitor:
             return None
         bound = self.bound
         now = time.time() if now is None else now
-        reports = self._files.last or self.read()
+        reports = self.files.last or self.files.read()
         rep = next((r for r in reports.values() if r.local_rank == local_rank), None)
         if rep is None or rep.stage not in COLLECTIVE_STAGES or position(rep)[0] != 1:
             return None
@@ -573,7 +559,7 @@ class StallMonitor:
 
     def remove(self) -> None:
         """Delete the progress folder (rank 0's last account read first)."""
-        self._files.read_account()
+        self.files.read_account()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.folder)
 
