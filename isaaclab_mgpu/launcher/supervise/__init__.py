@@ -443,7 +443,10 @@ class Supervisor:
         stall = self._watch.check(self._tree_now, times)
         died = wandb = False
         if stall is None and self._peers_kill_at is None:
-            died, wandb = self._rank_died()
+            # A local rank died with peers waiting for it: kept for their SIGKILL.
+            if (dead := self._watch.died(self._tree_now)) is not None:
+                self._dead_rank, self._peers = dead
+                died, wandb = True, _has_wandb_service(self._peers)
         elif stall is None and not self._peers_stopped and time.monotonic() >= self._peers_kill_at:
             # decide() said when (Kind.PEERS): they wait for the dead rank in a collective that
             # cannot finish, where they cannot even run a SIGTERM handler, and can save nothing.
@@ -464,15 +467,6 @@ class Supervisor:
             self._stall = stall
             self._say(notes.StallFound(stall))
         return stall is not None, died, wandb
-
-    def _rank_died(self) -> tuple[bool, bool]:
-        """A local rank died with peers waiting for it (kept for their SIGKILL), and W&B among them."""
-        assert self._watch is not None
-        died = self._watch.died(self._tree_now)
-        if died is None:
-            return False, False
-        self._dead_rank, self._peers = died
-        return True, _has_wandb_service(self._peers)
 
     # -- logs and the end ----------------------------------------------------------------------
 
