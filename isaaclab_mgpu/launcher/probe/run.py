@@ -372,22 +372,7 @@ class Prober:
             self.tell(LaunchEnded(ended))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
             raise Interrupted(message, exit_code=outcome.exit_code)
-        result = self._result(launch, folder, reports.read(), ranks, env, outcome, timed_out, hung, elapsed)
-        self.tell(LaunchEnded(result))
-        return result
-
-    def _result(
-        self,
-        launch: Launch,
-        folder: Path,
-        beats: Mapping[int, Report],
-        ranks: tuple[int, ...],
-        env: Mapping[str, str],
-        outcome: RunResult,
-        timed_out: bool,
-        hung: tuple[HungRank, ...],
-        elapsed: float,
-    ) -> WorldResult:
+        beats = reports.read()
         per_rank = channel.read_results(folder)
         sizes = aggregate(per_rank, launch.world_size)
         error = None
@@ -401,7 +386,7 @@ class Prober:
             status, error = ERROR, "a rank reported fewer message sizes than asked"
         else:
             status = "wrong-result" if any(s.wrong for s in sizes) else OK
-        return WorldResult(
+        result = WorldResult(
             label=launch.label,
             world_size=launch.world_size,
             status=status,
@@ -415,6 +400,8 @@ class Prober:
             env=dict(env),
             survivors=tuple(outcome.survivors),
         )
+        self.tell(LaunchEnded(result))
+        return result
 
 
 def diagnose_hang(
