@@ -98,12 +98,12 @@ class HangWatch:
         """:meth:`StallMonitor.after_failure`, with what the other nodes published."""
         return self._elsewhere(self.monitor.after_failure(local_rank))
 
-    def explain_failure(self, wait_s: float = peers.GONE_S + 2 * peers.PUBLISH_S) -> str | None:
-        """After a rank failed on a multi-node run: what the other nodes show, waiting up to ``wait_s``."""
+    def explain_failure(self) -> str | None:
+        """After a rank failed on a multi-node run: what the other nodes show, waiting a little for it."""
         # A killed mgpu stops publishing; telling that from a slow publish takes peers.GONE_S.
         if self.sharer is None:
             return None
-        end = time.monotonic() + wait_s
+        end = time.monotonic() + peers.GONE_S + 2 * peers.PUBLISH_S
         while True:
             found = self.sharer.elsewhere(bound=float("inf"))
             if found is not None or time.monotonic() >= end:

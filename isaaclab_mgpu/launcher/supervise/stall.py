@@ -484,10 +484,7 @@ class StallMonitor:
         return tuple(r for r in ended if r.rank in last and last[r.rank].stage != DONE)
 
     def check(
-        self,
-        now: float | None = None,
-        output_times: Mapping[int, float] | None = None,
-        process: Callable[[int | None], str] | None = None,
+        self, now: float | None = None, output_times: Mapping[int, float] | None = None
     ) -> Stall | None:
         """Read the reports and judge; None while every rank progresses."""
         now = time.time() if now is None else now
@@ -508,13 +505,11 @@ class StallMonitor:
             if self._saved_at is not None:  # the ranks that waited for the save count from its end
                 clocks = {r: max(t, self._saved_at) for r, t in clocks.items()}
             options = replace(options, stall_timeout=bound)
-        return judge(
-            options, self.ranks, reports, clocks, now, self.started, process or process_status, self.host
-        )
+        return judge(options, self.ranks, reports, clocks, now, self.started, process_status, self.host)
 
-    def states(self, now: float | None = None) -> tuple[RankState, ...]:
-        """Every local rank as its last report shows it (nothing judged): what this node shares."""
-        now = time.time() if now is None else now
+    def states(self) -> tuple[RankState, ...]:
+        """Every local rank as its last report shows it now (nothing judged): what this node shares."""
+        now = time.time()
         reports = self.files.last
         quiet = {r: now - (reports[r].time if r in reports else self.started) for r in self.ranks}
         return tuple(
