@@ -12,15 +12,11 @@ Start
     with it are reaped, so a process using the supervisor in-process is left as it was.
 
 Stop — one decision, :func:`.stop.decide`, and one code path, :class:`.shutdown.Shutdown`
-    Each step of :meth:`Supervisor.wait` gathers what could stop the run (signals the recorder
-    got, :meth:`Supervisor.stop` and :meth:`Supervisor.kill`, the launcher's "failed" line, the
-    stall watch's verdict and a dead rank, the launcher's end) and does what :func:`.stop.decide`
-    says: every reason to stop and its timing is listed there, the phases that follow in
-    :mod:`.shutdown`. Signals are only recorded where they arrive (:class:`.shutdown.Interrupts`:
-    the caller installs the handlers and hands the recorder in, or calls
-    :meth:`Supervisor.interrupt`). SLURM's checkpoint signal (``--signal=USR1@90``) is recorded,
-    never a stop: ``mgpu train``'s attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`) turns it
-    into a checkpoint request to the ranks.
+    Each step of :meth:`Supervisor.wait` gathers what could stop the run and does what
+    :func:`.stop.decide` says: every reason to stop and its timing is listed there, the phases that
+    follow in :mod:`.shutdown`. Signals are only recorded where they arrive: the caller installs the
+    handlers and hands the recorder in (:class:`.shutdown.Interrupts`), or calls
+    :meth:`Supervisor.interrupt`; the checkpoint signal is never a stop (see :mod:`.shutdown`).
 
 Stall watch — :mod:`.hang` and :mod:`.stall`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
