@@ -27,11 +27,9 @@ probe on every node (:func:`ranks_per_node` is what it books).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +57,7 @@ from isaaclab_mgpu.launcher.probe.results import (
 from isaaclab_mgpu.launcher.resolve import Machine, probe_machine, selected_devices
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Supervisor, stacks
-from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, recording
+from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 
 WORKER_MODULE = "isaaclab_mgpu.rank.probe_worker"
 #: How often the parent looks at the launch and the ranks' reports.
@@ -348,15 +346,16 @@ class Prober:
 
         self.tell(LaunchBegun(launch.label, self.opts.timeout))
         start = time.monotonic()
-        sup = Supervisor(cmd, TEARDOWN)
+        signals = Interrupts()  # stop signals go to the supervisor, its one shutdown path
+        sup = Supervisor(cmd, TEARDOWN, signals=signals)
         hung: tuple[HungRank, ...] = ()
         timed_out = False
-        with _signals_to(sup) as interrupted:
+        with signals.installed():
             sup.start()
             # Polled up to the timeout itself, not the next POLL_S past it.
             left = lambda: max(0.01, self.opts.timeout - (time.monotonic() - start))  # noqa: E731
             while (outcome := sup.wait(timeout=min(POLL_S, left()))) is None:
-                if interrupted():
+                if signals.stop_asked:
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
                 self.tell(LaunchAt(launch.label, _position(reports.read(), ranks)))
                 if time.monotonic() - start >= self.opts.timeout:
@@ -367,7 +366,7 @@ class Prober:
                     timed_out = True
                     break
         elapsed = time.monotonic() - start
-        if interrupted():
+        if signals.stop_asked:
             ended = WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
             self.tell(LaunchEnded(ended))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
@@ -470,20 +469,6 @@ def _error_text(outcome: RunResult, folder: Path) -> str:
     if failure is not None and failure.signal:
         return f"a rank died of {failure.signal}"
     return f"the launch exited with {outcome.exit_code}"
-
-
-@contextlib.contextmanager
-def _signals_to(sup: Supervisor) -> Iterator[Callable[[], bool]]:
-    """While inside, stop signals are recorded and handed to ``sup`` (its one shutdown path)."""
-    seen = threading.Event()
-
-    def record(signum: int) -> None:
-        if signum in STOP_SIGNALS:
-            seen.set()
-        sup.interrupt(signum)
-
-    with recording(record):
-        yield seen.is_set
 
 
 def probe_nccl(
