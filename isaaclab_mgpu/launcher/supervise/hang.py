@@ -29,7 +29,6 @@ from isaaclab_mgpu.launcher.supervise.stall import (
     StallOptions,
     progress_folder,
     stack_tail,
-    with_stacks,
 )
 from isaaclab_mgpu.launcher.supervise.straggler import RankTotals, StragglerWatch
 from isaaclab_mgpu.launcher.supervise.tree import children
@@ -85,7 +84,8 @@ class HangWatch:
         if stall is None:
             return None
         dumped = stacks.of_ranks(tree(), (r for r in stall.ranks if r.process != "gone"))
-        return with_stacks(stall, {rank: stack_tail(text) for rank, text in dumped.items()})
+        tails = {rank: stack_tail(text) for rank, text in dumped.items()}
+        return replace(stall, ranks=tuple(replace(r, stack=tails.get(r.rank)) for r in stall.ranks))
 
     @staticmethod
     def hung(stall: Stall, tree: list[psutil.Process]) -> list[psutil.Process]:

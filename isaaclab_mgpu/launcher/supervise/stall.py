@@ -571,9 +571,3 @@ def process_status(pid: int | None) -> str:
         return str(psutil.Process(pid).status())
     except psutil.Error:
         return "gone"
-
-
-def with_stacks(stall: Stall, stacks: Mapping[int, str | None]) -> Stall:
-    """``stall`` with each rank's dumped stack tail filled in."""
-    ranks = tuple(replace(r, stack=stacks.get(r.rank)) for r in stall.ranks)
-    return replace(stall, ranks=ranks)
