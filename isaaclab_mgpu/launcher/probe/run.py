@@ -325,16 +325,12 @@ class Prober:
             spec = launch_spec(self.spec, launch, self.plan, self.opts, folder, module=self.module)
             prepare(spec, strict=True, extra_env={**self.base_env, **launch.env})
 
-    def folder_for(self, launch: Launch) -> Path:
-        """A new folder for the next run of ``launch`` (reruns get ``-2``, ``-3``, ...)."""
-        n = self._runs[launch.slug] = self._runs.get(launch.slug, 0) + 1
-        return self.root / (launch.slug if n == 1 else f"{launch.slug}-{n}")
-
     def run(self, launch: Launch, extra_env: Mapping[str, str] | None = None) -> WorldResult:
         """Run ``launch`` once with ``extra_env`` added; always returns with its tree gone."""
         from isaaclab_mgpu.launcher.pipeline import prepare
 
-        folder = self.folder_for(launch)
+        n = self._runs[launch.slug] = self._runs.get(launch.slug, 0) + 1
+        folder = self.root / (launch.slug if n == 1 else f"{launch.slug}-{n}")  # reruns: -2, -3, ...
         folder.mkdir(parents=True, exist_ok=True)
         env = {**self.base_env, **launch.env, **(extra_env or {})}
         spec = launch_spec(self.spec, launch, self.plan, self.opts, folder, module=self.module)

@@ -248,7 +248,8 @@ class Supervisor:
             self._release()
             raise MgpuError(f"could not start {self.cmd.launcher}: {exc}") from exc
         # Until its exit status is collected, the launcher's PID cannot be anyone else's.
-        self._tree.hold_root(self._launcher.pid)
+        with contextlib.suppress(psutil.Error):
+            self._tree.root = psutil.Process(self._launcher.pid)
         self._output.start(self._launcher)
 
     def interrupt(self, signum: int) -> None:

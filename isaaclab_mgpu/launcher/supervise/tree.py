@@ -144,11 +144,6 @@ class RunTree:
         self.sessions: set[int] = set()
         """Sessions the tree's processes were seen in (for :func:`adopted_zombies`)."""
 
-    def hold_root(self, pid: int) -> None:
-        """Take the just-started launcher (an unreaped child of this process) as the root."""
-        with contextlib.suppress(psutil.Error):
-            self.root = psutil.Process(pid)
-
     def live(self) -> list[psutil.Process]:
         """Every live process of the tree (the root included while it runs)."""
         found: dict[int, psutil.Process] = {}
