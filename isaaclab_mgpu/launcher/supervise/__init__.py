@@ -44,7 +44,6 @@ import contextlib
 import functools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -55,11 +54,10 @@ from typing import Any
 
 import psutil
 
-from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, PROGRESS_DIR, RUN_DIR, RUN_ID
+from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, PROGRESS_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EnvironmentProblem, MgpuError, UsageError
 from isaaclab_mgpu.contract.summary import Straggler
-from isaaclab_mgpu.launcher import nvml
-from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
+from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.notes import Tell, silent
 from isaaclab_mgpu.launcher.supervise import logs, notes
 from isaaclab_mgpu.launcher.supervise import tree as proctree
@@ -219,19 +217,7 @@ class Supervisor:
         env = {**os.environ, **self.cmd.env, RUN_ID: self.run_id, LAUNCHER_PID: str(os.getpid())}
         watch = self.options.stall
         if watch is not None:  # both bounds 0: no verdicts, but the reports still feed the ledger
-            ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()
-            run_dir = self.cmd.env.get(RUN_DIR)  # node 0's, published to the other nodes
-            visible = self.cmd.env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES))
-            self._watch = HangWatch(
-                watch,
-                ranks,
-                host,
-                self.cmd.rendezvous,
-                run_dir=run_dir,
-                alive_port=self.options.alive_port,
-                devices=self.cmd.rank_devices,
-                gpu_state=functools.partial(nvml.gpu_state, visible=visible),
-            )
+            self._watch = HangWatch(watch, self.cmd, self.options.alive_port)
             env[PROGRESS_DIR] = self._watch.monitor.folder  # so that every rank reports
         self._start_watchdog()
         assert self._watchdog is not None

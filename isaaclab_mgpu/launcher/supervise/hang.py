@@ -10,6 +10,8 @@ reports feed the straggler watch (:mod:`.straggler`) and name the drift the work
 
 from __future__ import annotations
 
+import functools
+import os
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -17,9 +19,10 @@ from dataclasses import replace
 
 import psutil
 
+from isaaclab_mgpu.contract.env import RUN_DIR
 from isaaclab_mgpu.contract.summary import Drift, Straggler
-from isaaclab_mgpu.launcher import peers
-from isaaclab_mgpu.launcher.build import Rendezvous
+from isaaclab_mgpu.launcher import nvml, peers
+from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command, Rendezvous
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
     SAVE_STAGES,
@@ -42,24 +45,19 @@ POLL_S = 0.5
 class HangWatch:
     """The stall watch of one run on this node (and, multi-node, what the other nodes publish)."""
 
-    def __init__(
-        self,
-        options: StallOptions,
-        ranks: tuple[int, ...],
-        host: str | None,
-        rendezvous: Rendezvous | None = None,
-        run_dir: str | None = None,
-        alive_port: int | None = None,
-        devices: Mapping[int, str] | None = None,
-        gpu_state: Callable[[str], str | None] | None = None,
-    ) -> None:
-        self.monitor = StallMonitor(options, progress_folder(), ranks, host=host)
-        self.stragglers = StragglerWatch(dict(devices or {}), gpu_state or (lambda device: None))
+    def __init__(self, options: StallOptions, cmd: Command, alive_port: int | None) -> None:
+        host = socket.gethostname()
+        self.monitor = StallMonitor(options, progress_folder(), tuple(sorted(cmd.rank_devices)), host=host)
+        visible = cmd.env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES))
+        gpu_state = functools.partial(nvml.gpu_state, visible=visible)
+        self.stragglers = StragglerWatch(dict(cmd.rank_devices), gpu_state)
         self._next = 0.0
         self.drift_found: Drift | None = None
         """The first drift a report carried (:meth:`drift`)."""
         self.sharer: peers.Sharer | None = None
+        rendezvous = cmd.rendezvous
         if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
+            run_dir = cmd.env.get(RUN_DIR)  # node 0's, published to the other nodes
             self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir, alive_port)
             self.sharer.start()
             sharer = self.sharer
