@@ -27,11 +27,9 @@ probe on every node (:func:`ranks_per_node` is what it books).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +57,7 @@ from isaaclab_mgpu.launcher.probe.results import (
 from isaaclab_mgpu.launcher.resolve import Machine, probe_machine, selected_devices
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 from isaaclab_mgpu.launcher.supervise import RunResult, SuperviseOptions, Supervisor, stacks
-from isaaclab_mgpu.launcher.supervise.shutdown import STOP_SIGNALS, recording
+from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts
 
 WORKER_MODULE = "isaaclab_mgpu.rank.probe_worker"
 #: How often the parent looks at the launch and the ranks' reports.
@@ -260,7 +258,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
             for j in range(i + 1, len(entries)):
                 env = {"CUDA_VISIBLE_DEVICES": f"{entries[i]},{entries[j]}"}
                 pairs.append(Launch(f"pair {i},{j}", 2, 2, env))
-    if (opts.try_workarounds or opts.save_workaround) and backend != "nccl":
+    if opts.try_workarounds and backend != "nccl":
         raise UsageError("--try-workarounds tries NCCL variables; it needs --backend nccl on GPUs")
     return ProbePlan(backend, opts.sizes_for(spec.device), tuple(world), tuple(pairs))
 
@@ -327,16 +325,12 @@ class Prober:
             spec = launch_spec(self.spec, launch, self.plan, self.opts, folder, module=self.module)
             prepare(spec, strict=True, extra_env={**self.base_env, **launch.env})
 
-    def folder_for(self, launch: Launch) -> Path:
-        """A new folder for the next run of ``launch`` (reruns get ``-2``, ``-3``, ...)."""
-        n = self._runs[launch.slug] = self._runs.get(launch.slug, 0) + 1
-        return self.root / (launch.slug if n == 1 else f"{launch.slug}-{n}")
-
     def run(self, launch: Launch, extra_env: Mapping[str, str] | None = None) -> WorldResult:
         """Run ``launch`` once with ``extra_env`` added; always returns with its tree gone."""
         from isaaclab_mgpu.launcher.pipeline import prepare
 
-        folder = self.folder_for(launch)
+        n = self._runs[launch.slug] = self._runs.get(launch.slug, 0) + 1
+        folder = self.root / (launch.slug if n == 1 else f"{launch.slug}-{n}")  # reruns: -2, -3, ...
         folder.mkdir(parents=True, exist_ok=True)
         env = {**self.base_env, **launch.env, **(extra_env or {})}
         spec = launch_spec(self.spec, launch, self.plan, self.opts, folder, module=self.module)
@@ -348,15 +342,16 @@ class Prober:
 
         self.tell(LaunchBegun(launch.label, self.opts.timeout))
         start = time.monotonic()
-        sup = Supervisor(cmd, TEARDOWN)
+        signals = Interrupts()  # stop signals go to the supervisor, its one shutdown path
+        sup = Supervisor(cmd, TEARDOWN, signals=signals)
         hung: tuple[HungRank, ...] = ()
         timed_out = False
-        with _signals_to(sup) as interrupted:
+        with signals.installed():
             sup.start()
             # Polled up to the timeout itself, not the next POLL_S past it.
             left = lambda: max(0.01, self.opts.timeout - (time.monotonic() - start))  # noqa: E731
             while (outcome := sup.wait(timeout=min(POLL_S, left()))) is None:
-                if interrupted():
+                if signals.stop_asked:
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
                 self.tell(LaunchAt(launch.label, _position(reports.read(), ranks)))
                 if time.monotonic() - start >= self.opts.timeout:
@@ -367,27 +362,12 @@ class Prober:
                     timed_out = True
                     break
         elapsed = time.monotonic() - start
-        if interrupted():
+        if signals.stop_asked:
             ended = WorldResult(launch.label, launch.world_size, "interrupted", elapsed, str(folder))
             self.tell(LaunchEnded(ended))
             message = "probe-nccl interrupted; every rank of the launch was stopped"
             raise Interrupted(message, exit_code=outcome.exit_code)
-        result = self._result(launch, folder, reports.read(), ranks, env, outcome, timed_out, hung, elapsed)
-        self.tell(LaunchEnded(result))
-        return result
-
-    def _result(
-        self,
-        launch: Launch,
-        folder: Path,
-        beats: Mapping[int, Report],
-        ranks: tuple[int, ...],
-        env: Mapping[str, str],
-        outcome: RunResult,
-        timed_out: bool,
-        hung: tuple[HungRank, ...],
-        elapsed: float,
-    ) -> WorldResult:
+        beats = reports.read()
         per_rank = channel.read_results(folder)
         sizes = aggregate(per_rank, launch.world_size)
         error = None
@@ -401,7 +381,7 @@ class Prober:
             status, error = ERROR, "a rank reported fewer message sizes than asked"
         else:
             status = "wrong-result" if any(s.wrong for s in sizes) else OK
-        return WorldResult(
+        result = WorldResult(
             label=launch.label,
             world_size=launch.world_size,
             status=status,
@@ -415,6 +395,8 @@ class Prober:
             env=dict(env),
             survivors=tuple(outcome.survivors),
         )
+        self.tell(LaunchEnded(result))
+        return result
 
 
 def diagnose_hang(
@@ -485,20 +467,6 @@ def _error_text(outcome: RunResult, folder: Path) -> str:
     return f"the launch exited with {outcome.exit_code}"
 
 
-@contextlib.contextmanager
-def _signals_to(sup: Supervisor) -> Iterator[Callable[[], bool]]:
-    """While inside, stop signals are recorded and handed to ``sup`` (its one shutdown path)."""
-    seen = threading.Event()
-
-    def record(signum: int) -> None:
-        if signum in STOP_SIGNALS:
-            seen.set()
-        sup.interrupt(signum)
-
-    with recording(record):
-        yield seen.is_set
-
-
 def probe_nccl(
     spec: LaunchSpec,
     opts: ProbeOptions,
@@ -527,7 +495,7 @@ def probe_nccl(
     summary = ProbeSummary(plan.backend, spec.device, str(root), world, pairs, applied)
 
     failing = next((launch for launch, r in zip(plan.world, world, strict=True) if not r.ok), None)
-    if (opts.try_workarounds or opts.save_workaround) and failing is not None:
+    if opts.try_workarounds and failing is not None:
         already = {*machine.environ, *applied}
         candidates = [c for c in workarounds.CANDIDATES if c.name not in already]
         skipped = tuple(c.assignment for c in workarounds.CANDIDATES if c not in candidates)

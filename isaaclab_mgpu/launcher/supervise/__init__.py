@@ -12,15 +12,11 @@ Start
     with it are reaped, so a process using the supervisor in-process is left as it was.
 
 Stop — one decision, :func:`.stop.decide`, and one code path, :class:`.shutdown.Shutdown`
-    Each step of :meth:`Supervisor.wait` gathers what could stop the run (signals the recorder
-    got, :meth:`Supervisor.stop` and :meth:`Supervisor.kill`, the launcher's "failed" line, the
-    stall watch's verdict and a dead rank, the launcher's end) and does what :func:`.stop.decide`
-    says: every reason to stop and its timing is listed there, the phases that follow in
-    :mod:`.shutdown`. Signals are only recorded where they arrive (:class:`.shutdown.Interrupts`:
-    the caller installs the handlers and hands the recorder in, or calls
-    :meth:`Supervisor.interrupt`). SLURM's checkpoint signal (``--signal=USR1@90``) is recorded,
-    never a stop: ``mgpu train``'s attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`) turns it
-    into a checkpoint request to the ranks.
+    Each step of :meth:`Supervisor.wait` gathers what could stop the run and does what
+    :func:`.stop.decide` says: every reason to stop and its timing is listed there, the phases that
+    follow in :mod:`.shutdown`. Signals are only recorded where they arrive: the caller installs the
+    handlers and hands the recorder in (:class:`.shutdown.Interrupts`), or calls
+    :meth:`Supervisor.interrupt`; the checkpoint signal is never a stop (see :mod:`.shutdown`).
 
 Stall watch — :mod:`.hang` and :mod:`.stall`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
@@ -48,7 +44,6 @@ import contextlib
 import functools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -59,11 +54,10 @@ from typing import Any
 
 import psutil
 
-from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, RUN_DIR, RUN_ID
+from isaaclab_mgpu.contract.env import ERROR_FILE, LAUNCHER_PID, PROGRESS_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, EnvironmentProblem, MgpuError, UsageError
 from isaaclab_mgpu.contract.summary import Straggler
-from isaaclab_mgpu.launcher import nvml
-from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command
+from isaaclab_mgpu.launcher.build import Command
 from isaaclab_mgpu.launcher.notes import Tell, silent
 from isaaclab_mgpu.launcher.supervise import logs, notes
 from isaaclab_mgpu.launcher.supervise import tree as proctree
@@ -223,20 +217,8 @@ class Supervisor:
         env = {**os.environ, **self.cmd.env, RUN_ID: self.run_id, LAUNCHER_PID: str(os.getpid())}
         watch = self.options.stall
         if watch is not None:  # both bounds 0: no verdicts, but the reports still feed the ledger
-            ranks, host = tuple(sorted(self.cmd.rank_devices)), socket.gethostname()
-            run_dir = self.cmd.env.get(RUN_DIR)  # node 0's, published to the other nodes
-            visible = self.cmd.env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES))
-            self._watch = HangWatch(
-                watch,
-                ranks,
-                host,
-                self.cmd.rendezvous,
-                run_dir=run_dir,
-                alive_port=self.options.alive_port,
-                devices=self.cmd.rank_devices,
-                gpu_state=functools.partial(nvml.gpu_state, visible=visible),
-            )
-            env.update(self._watch.env)
+            self._watch = HangWatch(watch, self.cmd, self.options.alive_port)
+            env[PROGRESS_DIR] = self._watch.monitor.folder  # so that every rank reports
         self._start_watchdog()
         assert self._watchdog is not None
         self._tree = proctree.RunTree(self.run_id, self._since, frozenset({os.getpid(), self._watchdog.pid}))
@@ -252,7 +234,8 @@ class Supervisor:
             self._release()
             raise MgpuError(f"could not start {self.cmd.launcher}: {exc}") from exc
         # Until its exit status is collected, the launcher's PID cannot be anyone else's.
-        self._tree.hold_root(self._launcher.pid)
+        with contextlib.suppress(psutil.Error):
+            self._tree.root = psutil.Process(self._launcher.pid)
         self._output.start(self._launcher)
 
     def interrupt(self, signum: int) -> None:
@@ -286,11 +269,11 @@ class Supervisor:
 
     def reports(self) -> dict[int, Report]:
         """The local ranks' last progress reports, as the stall watch last read them (no file read)."""
-        return dict(self._watch.monitor.read_already()) if self._watch is not None else {}
+        return dict(self._watch.monitor.files.last) if self._watch is not None else {}
 
     def account(self) -> dict[str, Any] | None:
         """Rank 0's account of its attempt, when it is a local rank that gave one."""
-        return self._watch.monitor.account() if self._watch is not None else None
+        return self._watch.monitor.files.read_account() if self._watch is not None else None
 
     def stragglers(self) -> tuple[Straggler, ...]:
         """The ranks named as stragglers so far."""
@@ -425,7 +408,7 @@ class Supervisor:
         if self._rc is None and self._launcher is not None:
             self._rc = self._launcher.poll()
             if self._rc is not None:
-                self._tree.root_reaped()
+                self._tree.root = None  # its exit status was collected: its PID may be anyone's now
         return self._rc
 
     def _owned(self) -> set[int]:
@@ -443,7 +426,10 @@ class Supervisor:
         stall = self._watch.check(self._tree_now, times)
         died = wandb = False
         if stall is None and self._peers_kill_at is None:
-            died, wandb = self._rank_died()
+            # A local rank died with peers waiting for it: kept for their SIGKILL.
+            if (dead := self._watch.died(self._tree_now)) is not None:
+                self._dead_rank, self._peers = dead
+                died, wandb = True, _has_wandb_service(self._peers)
         elif stall is None and not self._peers_stopped and time.monotonic() >= self._peers_kill_at:
             # decide() said when (Kind.PEERS): they wait for the dead rank in a collective that
             # cannot finish, where they cannot even run a SIGTERM handler, and can save nothing.
@@ -458,21 +444,12 @@ class Supervisor:
         if not self._run_folder_said and (folder := self._watch.run_folder()) is not None:
             self._run_folder_said = True
             self._say(notes.RunFolder(*folder))
-        for path, why in self._watch.monitor.rejected():
+        for path, why in self._watch.monitor.files.rejected():
             self._say(notes.IgnoredReport(path, why))
         if stall is not None:
             self._stall = stall
             self._say(notes.StallFound(stall))
         return stall is not None, died, wandb
-
-    def _rank_died(self) -> tuple[bool, bool]:
-        """A local rank died with peers waiting for it (kept for their SIGKILL), and W&B among them."""
-        assert self._watch is not None
-        died = self._watch.died(self._tree_now)
-        if died is None:
-            return False, False
-        self._dead_rank, self._peers = died
-        return True, _has_wandb_service(self._peers)
 
     # -- logs and the end ----------------------------------------------------------------------
 
@@ -494,11 +471,14 @@ class Supervisor:
                 self._say(notes.StallFound(self._stall))
             lost, hosts = self._watch.peer_loss()  # what a shrink leaves out (launcher.shrink)
             folder = (self._watch.run_folder() or (None, None))[0]
-        stragglers = self._watch.stragglers.named if self._watch is not None else ()
-        if self._watch is not None and (drift := self._watch.drift(read=True)) is not None:
-            self._say(notes.DriftFound(drift))  # a rank that stopped on it reported it after the last look
-        found_drift = self._watch.drift_found if self._watch is not None else None
-        ended = self._watch.ended() if self._watch is not None else None
+        stragglers, found_drift, ended = (), None, None
+        if self._watch is not None:
+            # One last read, for both: a rank that stopped on a drift reported it after the last look.
+            self._watch.monitor.files.read()
+            if (drift := self._watch.drift()) is not None:
+                self._say(notes.DriftFound(drift))
+            stragglers, found_drift = self._watch.stragglers.named, self._watch.drift_found
+            ended = self._watch.ended()
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
@@ -533,7 +513,7 @@ class Supervisor:
 
     def _start_watchdog(self) -> None:
         # The watchdog also removes the progress folder when mgpu dies without doing it itself.
-        folders = [self._watch.folder] if self._watch is not None else []
+        folders = [self._watch.monitor.folder] if self._watch is not None else []
         self._watchdog = subprocess.Popen(
             [sys.executable, _watchdog.__file__],
             stdin=subprocess.PIPE,

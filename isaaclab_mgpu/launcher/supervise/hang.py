@@ -10,6 +10,8 @@ reports feed the straggler watch (:mod:`.straggler`) and name the drift the work
 
 from __future__ import annotations
 
+import functools
+import os
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -17,10 +19,10 @@ from dataclasses import replace
 
 import psutil
 
-from isaaclab_mgpu.contract.env import PROGRESS_DIR
+from isaaclab_mgpu.contract.env import RUN_DIR
 from isaaclab_mgpu.contract.summary import Drift, Straggler
-from isaaclab_mgpu.launcher import peers
-from isaaclab_mgpu.launcher.build import Rendezvous
+from isaaclab_mgpu.launcher import nvml, peers
+from isaaclab_mgpu.launcher.build import CUDA_VISIBLE_DEVICES, Command, Rendezvous
 from isaaclab_mgpu.launcher.supervise import stacks
 from isaaclab_mgpu.launcher.supervise.stall import (
     SAVE_STAGES,
@@ -30,7 +32,6 @@ from isaaclab_mgpu.launcher.supervise.stall import (
     StallOptions,
     progress_folder,
     stack_tail,
-    with_stacks,
 )
 from isaaclab_mgpu.launcher.supervise.straggler import RankTotals, StragglerWatch
 from isaaclab_mgpu.launcher.supervise.tree import children
@@ -44,40 +45,25 @@ POLL_S = 0.5
 class HangWatch:
     """The stall watch of one run on this node (and, multi-node, what the other nodes publish)."""
 
-    def __init__(
-        self,
-        options: StallOptions,
-        ranks: tuple[int, ...],
-        host: str | None,
-        rendezvous: Rendezvous | None = None,
-        run_dir: str | None = None,
-        alive_port: int | None = None,
-        devices: Mapping[int, str] | None = None,
-        gpu_state: Callable[[str], str | None] | None = None,
-    ) -> None:
-        self.monitor = StallMonitor(options, progress_folder(), ranks, host=host)
-        self.stragglers = StragglerWatch(dict(devices or {}), gpu_state or (lambda device: None))
+    def __init__(self, options: StallOptions, cmd: Command, alive_port: int | None) -> None:
+        host = socket.gethostname()
+        self.monitor = StallMonitor(options, progress_folder(), tuple(sorted(cmd.rank_devices)), host=host)
+        visible = cmd.env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES))
+        gpu_state = functools.partial(nvml.gpu_state, visible=visible)
+        self.stragglers = StragglerWatch(dict(cmd.rank_devices), gpu_state)
         self._next = 0.0
         self.drift_found: Drift | None = None
         """The first drift a report carried (:meth:`drift`)."""
         self.sharer: peers.Sharer | None = None
+        rendezvous = cmd.rendezvous
         if rendezvous is not None and rendezvous.node_rank is not None and options.multi_node:
+            run_dir = cmd.env.get(RUN_DIR)  # node 0's, published to the other nodes
             self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir, alive_port)
             self.sharer.start()
             sharer = self.sharer
             self.monitor.saving_elsewhere = lambda: any(
                 r.stage in SAVE_STAGES for r, _ in sharer.ranks_elsewhere()
             )
-
-    @property
-    def folder(self) -> str:
-        """The progress folder the ranks write into."""
-        return self.monitor.folder
-
-    @property
-    def env(self) -> dict[str, str]:
-        """What the launcher's environment gets so that every rank reports."""
-        return {PROGRESS_DIR: self.monitor.folder}
 
     def due(self, now: float) -> bool:
         """True when it is time to look again (every :data:`POLL_S` seconds)."""
@@ -96,7 +82,8 @@ class HangWatch:
         if stall is None:
             return None
         dumped = stacks.of_ranks(tree(), (r for r in stall.ranks if r.process != "gone"))
-        return with_stacks(stall, {rank: stack_tail(text) for rank, text in dumped.items()})
+        tails = {rank: stack_tail(text) for rank, text in dumped.items()}
+        return replace(stall, ranks=tuple(replace(r, stack=tails.get(r.rank)) for r in stall.ranks))
 
     @staticmethod
     def hung(stall: Stall, tree: list[psutil.Process]) -> list[psutil.Process]:
@@ -109,12 +96,12 @@ class HangWatch:
         """:meth:`StallMonitor.after_failure`, with what the other nodes published."""
         return self._elsewhere(self.monitor.after_failure(local_rank))
 
-    def explain_failure(self, wait_s: float = peers.GONE_S + 2 * peers.PUBLISH_S) -> str | None:
-        """After a rank failed on a multi-node run: what the other nodes show, waiting up to ``wait_s``."""
+    def explain_failure(self) -> str | None:
+        """After a rank failed on a multi-node run: what the other nodes show, waiting a little for it."""
         # A killed mgpu stops publishing; telling that from a slow publish takes peers.GONE_S.
         if self.sharer is None:
             return None
-        end = time.monotonic() + wait_s
+        end = time.monotonic() + peers.GONE_S + 2 * peers.PUBLISH_S
         while True:
             found = self.sharer.elsewhere(bound=float("inf"))
             if found is not None or time.monotonic() >= end:
@@ -141,7 +128,7 @@ class HangWatch:
     def straggler(self) -> Straggler | None:
         """A rank first named as the straggler, from the last reports and the other nodes'; else None."""
         seen: list[tuple[Report | peers.PeerRank, str | None]] = [
-            (r, r.host) for r in self.monitor.read_already().values()
+            (r, r.host) for r in self.monitor.files.last.values()
         ]
         seen += self.sharer.ranks_elsewhere() if self.sharer is not None else []
         totals: dict[int, RankTotals] = {}
@@ -150,18 +137,19 @@ class HangWatch:
                 totals[r.rank] = RankTotals(r.rank, r.timed, r.busy_s, r.iteration, host)
         return self.stragglers.update(totals)
 
-    def drift(self, *, read: bool = False) -> Drift | None:
-        """The drift a local rank's report carries, the first time it is seen (``read``: read again now)."""
+    def drift(self) -> Drift | None:
+        """The drift a local rank's last read report carries, the first time it is seen."""
         if self.drift_found is not None:
             return None
-        reports = self.monitor.read() if read else self.monitor.read_already()
+        reports = self.monitor.files.last
         found = next((r.drift for _, r in sorted(reports.items()) if r.drift is not None), None)
         self.drift_found = found
         return found
 
     def ended(self) -> str | None:
-        """How this node's ranks said their training ended (the lowest rank that said), read now."""
-        return next((r.ended for _, r in sorted(self.monitor.read().items()) if r.ended is not None), None)
+        """How this node's ranks said their training ended (the lowest rank that said), as last read."""
+        reports = self.monitor.files.last
+        return next((r.ended for _, r in sorted(reports.items()) if r.ended is not None), None)
 
     def died(self, tree: Callable[[], list[psutil.Process]]) -> tuple[Report, list[psutil.Process]] | None:
         """A local rank that died, and the tree's processes of the other local ranks; None while none died."""
@@ -171,7 +159,9 @@ class HangWatch:
         members = {p.pid: p for p in tree()}
         gone = {r.pid for r in dead}
         peers = [
-            members[r.pid] for r in self.monitor.read().values() if r.pid in members and r.pid not in gone
+            members[r.pid]
+            for r in self.monitor.files.read().values()
+            if r.pid in members and r.pid not in gone
         ]
         # The ranks alone: a child of theirs (W&B's service writing the run's offline file) is not
         # stuck, and ends by itself or with the rest of the tree once the launcher is gone.

@@ -34,7 +34,8 @@ collective fails after waiting half the bound (:meth:`StallMonitor.after_failure
 story later: the peer's node stopped its stalled rank and the connection broke.
 
 Progress files are read as data, never trusted: a malformed one counts as absent, and
-:meth:`StallMonitor.rejected` names it once. Nothing here prints or signals (see :mod:`.hang`).
+:meth:`~isaaclab_mgpu.contract.progress.Reports.rejected` names it once. Nothing here prints or
+signals (see :mod:`.hang`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import psutil
 
@@ -254,13 +254,11 @@ AUTO_MIN_TIMED = 2
 
 @dataclass
 class AutoBound:
-    """``--stall_timeout auto``: ``factor`` x the median steady iteration, within ``floor`` and ``cap``."""
+    """``--stall_timeout auto``: 20 x the median steady iteration, at least 30 s, at most ``cap``."""
 
     # Each read adds, per rank, the mean wall seconds of the iterations it timed since the last read.
 
     cap: float
-    floor: float = AUTO_FLOOR_S
-    factor: float = AUTO_FACTOR
     _seen: dict[int, tuple[int, float]] = field(default_factory=dict)
     _samples: deque[float] = field(default_factory=lambda: deque(maxlen=256))
 
@@ -285,14 +283,14 @@ class AutoBound:
     def bound(self) -> float:
         """The bound now."""
         steady = self.steady_s
-        return self.cap if steady is None else min(self.cap, max(self.floor, self.factor * steady))
+        return self.cap if steady is None else min(self.cap, max(AUTO_FLOOR_S, AUTO_FACTOR * steady))
 
     def describe(self) -> str:
         """``30 s (20x the 0.08 s steady iteration, floor 30 s)``."""
         steady = self.steady_s
         if steady is None:
             return f"{self.cap:g} s (no steady iteration yet)"
-        what = f"{self.factor:g}x the {steady:.3g} s steady iteration, floor {self.floor:g} s"
+        what = f"{AUTO_FACTOR:g}x the {steady:.3g} s steady iteration, floor {AUTO_FLOOR_S:g} s"
         return f"{self.bound():.3g} s ({what})"
 
 
@@ -448,14 +446,16 @@ class StallMonitor:
     saving_elsewhere: Callable[[], bool] = lambda: False
     """Multi-node: a rank on another node is writing a checkpoint (what its mgpu published)."""
 
+    files: Reports = field(init=False)
+    """The progress files as last read (:meth:`~isaaclab_mgpu.contract.progress.Reports.read`)."""
+
     _writes: dict[int, tuple[int, float]] = field(default_factory=dict)
-    _files: Reports = field(init=False)
     _auto: AutoBound | None = None
     _saved_at: float | None = None
     _bound_said = False
 
     def __post_init__(self) -> None:
-        self._files = Reports(self.folder)
+        self.files = Reports(self.folder)
         if self.options.auto:
             self._auto = AutoBound(cap=self.options.stall_timeout)
 
@@ -471,43 +471,24 @@ class StallMonitor:
         self._bound_said = True
         return self._auto.describe()
 
-    def read(self) -> dict[int, Report]:
-        """Every rank's last report in the folder (a malformed one skipped, named by :meth:`rejected`)."""
-        return self._files.read()
-
-    def account(self) -> dict[str, Any] | None:
-        """Rank 0's account of its attempt (:meth:`~isaaclab_mgpu.contract.progress.Reporter.account`)."""
-        return self._files.read_account()
-
-    def read_already(self) -> dict[int, Report]:
-        """The reports the last :meth:`read` found (nothing read again)."""
-        return self._files.last
-
     def dead(self) -> tuple[Report, ...]:
         """Ranks of mgpu's worker whose process ended without their done report: they died."""
         # The worker reports done at every end, an interrupted one too; a process found gone has
         # its report read once more: it may have written done between the last read and its exit.
         if not self.options.reports_expected:
             return ()
-        ended = [r for r in self._files.last.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
+        ended = [r for r in self.files.last.values() if r.stage != DONE and process_status(r.pid) in _ENDED]
         if not ended:
             return ()
-        last = self.read()
+        last = self.files.read()
         return tuple(r for r in ended if r.rank in last and last[r.rank].stage != DONE)
 
-    def rejected(self) -> list[tuple[str, str]]:
-        """Malformed progress files not named before, each with what is wrong (each named once)."""
-        return self._files.rejected()
-
     def check(
-        self,
-        now: float | None = None,
-        output_times: Mapping[int, float] | None = None,
-        process: Callable[[int | None], str] | None = None,
+        self, now: float | None = None, output_times: Mapping[int, float] | None = None
     ) -> Stall | None:
         """Read the reports and judge; None while every rank progresses."""
         now = time.time() if now is None else now
-        reports = self.read()
+        reports = self.files.read()
         clocks: dict[int, float] = {r: rep.time for r, rep in reports.items()}
         for r, rep in reports.items():
             if rep.stage == "checkpoint" and rep.pid is not None:
@@ -524,14 +505,12 @@ class StallMonitor:
             if self._saved_at is not None:  # the ranks that waited for the save count from its end
                 clocks = {r: max(t, self._saved_at) for r, t in clocks.items()}
             options = replace(options, stall_timeout=bound)
-        return judge(
-            options, self.ranks, reports, clocks, now, self.started, process or process_status, self.host
-        )
+        return judge(options, self.ranks, reports, clocks, now, self.started, process_status, self.host)
 
-    def states(self, now: float | None = None) -> tuple[RankState, ...]:
-        """Every local rank as its last report shows it (nothing judged): what this node shares."""
-        now = time.time() if now is None else now
-        reports = self._files.last
+    def states(self) -> tuple[RankState, ...]:
+        """Every local rank as its last report shows it now (nothing judged): what this node shares."""
+        now = time.time()
+        reports = self.files.last
         quiet = {r: now - (reports[r].time if r in reports else self.started) for r in self.ranks}
         return tuple(
             _rank_state(r, reports.get(r), local, self.host, quiet[r], process_status, False)
@@ -559,7 +538,7 @@ class StallMonitor:
             return None
         bound = self.bound
         now = time.time() if now is None else now
-        reports = self._files.last or self.read()
+        reports = self.files.last or self.files.read()
         rep = next((r for r in reports.values() if r.local_rank == local_rank), None)
         if rep is None or rep.stage not in COLLECTIVE_STAGES or position(rep)[0] != 1:
             return None
@@ -575,7 +554,7 @@ class StallMonitor:
 
     def remove(self) -> None:
         """Delete the progress folder (rank 0's last account read first)."""
-        self._files.read_account()
+        self.files.read_account()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.folder)
 
@@ -592,9 +571,3 @@ def process_status(pid: int | None) -> str:
         return str(psutil.Process(pid).status())
     except psutil.Error:
         return "gone"
-
-
-def with_stacks(stall: Stall, stacks: Mapping[int, str | None]) -> Stall:
-    """``stall`` with each rank's dumped stack tail filled in."""
-    ranks = tuple(replace(r, stack=stacks.get(r.rank)) for r in stall.ranks)
-    return replace(stall, ranks=ranks)

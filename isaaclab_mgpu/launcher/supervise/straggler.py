@@ -68,10 +68,7 @@ class StragglerWatch:
     gpu_state: Callable[[str], str | None] = lambda device: None
     """The NVML line of a device of this node (clocks, throttle reasons, temperature, PCIe link)."""
 
-    window: int = WINDOW
-    threshold: float = THRESHOLD
     windows: int = WINDOWS
-    min_excess_s: float = MIN_EXCESS_S
 
     _start: dict[int, RankTotals] = field(default_factory=dict)
     _streak: dict[int, int] = field(default_factory=dict)
@@ -93,7 +90,7 @@ class StragglerWatch:
             self._streak.clear()
             return None
         done = {r: ranks[r].timed - self._start[r].timed for r in ranks}
-        if min(done.values()) < self.window:
+        if min(done.values()) < WINDOW:
             return None
         per_it = {r: (ranks[r].busy_s - self._start[r].busy_s) / done[r] for r in ranks}
         first = min(t.iteration or 0 for t in self._start.values())
@@ -102,7 +99,7 @@ class StragglerWatch:
         found = None
         for r, busy in per_it.items():
             others = statistics.median(v for k, v in per_it.items() if k != r)
-            slow = others > 0 and busy >= self.threshold * others and busy - others >= self.min_excess_s
+            slow = others > 0 and busy >= THRESHOLD * others and busy - others >= MIN_EXCESS_S
             self._streak[r] = self._streak.get(r, 0) + 1 if slow else 0
             if self._streak[r] >= self.windows and r not in self._named and found is None:
                 device = self.devices.get(r)

@@ -44,12 +44,9 @@ __all__ = [
     "adopted_zombies",
     "alive",
     "children",
-    "get_subreaper",
     "hold_subreaper",
-    "portable",
     "reap",
     "release_subreaper",
-    "set_subreaper",
     "signal_tree",
 ]
 
@@ -60,7 +57,7 @@ _host_setting: bool | None = None
 _lock = threading.Lock()
 
 
-def portable() -> bool:
+def _portable() -> bool:
     """True when the no-killpg path is in use (non-POSIX, or forced with ``MGPU_NO_KILLPG=1``)."""
     return not hasattr(os, "killpg") or os.environ.get(NO_KILLPG, "") not in ("", "0")
 
@@ -72,12 +69,12 @@ def _prctl(option: int, arg: object) -> bool:
         return False
 
 
-def set_subreaper(on: bool = True) -> bool:
+def _set_subreaper(on: bool) -> bool:
     """Make this process adopt its orphaned descendants, or stop (Linux); True when it took effect."""
-    return sys.platform.startswith("linux") and not portable() and _prctl(_PR_SET_CHILD_SUBREAPER, int(on))
+    return sys.platform.startswith("linux") and not _portable() and _prctl(_PR_SET_CHILD_SUBREAPER, int(on))
 
 
-def get_subreaper() -> bool | None:
+def _get_subreaper() -> bool | None:
     """This process's child-subreaper attribute; None where it cannot be read (not Linux)."""
     value = ctypes.c_int(0)
     if not sys.platform.startswith("linux") or not _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value)):
@@ -90,8 +87,8 @@ def hold_subreaper() -> bool:
     global _holders, _host_setting
     with _lock:
         if _holders == 0:
-            _host_setting = get_subreaper()
-            if not _host_setting and not set_subreaper(True):
+            _host_setting = _get_subreaper()
+            if not _host_setting and not _set_subreaper(True):
                 return False
         _holders += 1
         return True
@@ -105,7 +102,7 @@ def release_subreaper() -> None:
             return
         _holders -= 1
         if _holders == 0 and not _host_setting:
-            set_subreaper(False)
+            _set_subreaper(False)
 
 
 def adopted_zombies(sessions: set[int], exclude: set[int]) -> set[int]:
@@ -146,15 +143,6 @@ class RunTree:
         """Every process of the tree seen so far (the root aside), by PID."""
         self.sessions: set[int] = set()
         """Sessions the tree's processes were seen in (for :func:`adopted_zombies`)."""
-
-    def hold_root(self, pid: int) -> None:
-        """Take the just-started launcher (an unreaped child of this process) as the root."""
-        with contextlib.suppress(psutil.Error):
-            self.root = psutil.Process(pid)
-
-    def root_reaped(self) -> None:
-        """The launcher's exit status was collected: its PID may be anyone's now."""
-        self.root = None
 
     def live(self) -> list[psutil.Process]:
         """Every live process of the tree (the root included while it runs)."""
@@ -202,7 +190,7 @@ class RunTree:
 
 def signal_tree(procs: list[psutil.Process], sig: int) -> None:
     """Send ``sig`` to every process (and, with killpg, to the groups they lead)."""
-    if not portable():
+    if not _portable():
         own = os.getpgid(0)
         for proc in procs:
             with contextlib.suppress(OSError, psutil.Error):
