@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from isaaclab_mgpu.contract import elastic, events, resume
 from isaaclab_mgpu.contract import summary as summaries
@@ -221,12 +221,8 @@ class Reshape:
     """The fields of the ledger's ``shrink`` event, written after the attempt's fault."""
 
 
-class Reshaper(Protocol):
-    """What the loop asks before a restart: the smaller world when a node was lost, else None."""
-
-    def __call__(
-        self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
-    ) -> Reshape | None: ...
+#: What the loop asks before a restart: the smaller world when a node was lost, else None.
+Reshaper = Callable[[Attempt, RunResult, RunPlace, SuperviseOptions], Reshape | None]
 
 
 @dataclass(frozen=True)
@@ -296,11 +292,8 @@ def run_attempts(
                 watch = ledger.watcher(number, this, started, place.run_dir, place.named_by_rank)
                 result, sup = _one(this, options, notes, requests, restart, installed, request_file, watch)
                 named = place.named_by_rank and place.run_dir is None
-                if named:
+                if named:  # the watcher reads the same report: the ledger is open in that folder
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
-                    if place.run_dir is not None:
-                        ledger.open(place.run_dir)
-                        watch = ledger.watcher(number, this, started, place.run_dir, True)
                 watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
                 if named:  # where rank 0's account (folded just now) says it started
                     started = _started_here(place, number) if place.run_dir is not None else None
@@ -370,15 +363,13 @@ def _one(
 
 def _tell(ledger: RunLedger, attempt: Attempt, result: RunResult) -> None:
     """The attempt's end in the ledger: its stall verdict, and its fault when it failed or hung."""
-    f = result.failure
-    if attempt.outcome == "failed" and f is not None:
-        reason = f.why() or attempt.how
-        code, sig = f.exit_code, f.signal
-    else:
-        reason, code, sig = attempt.how, (attempt.exit_code if attempt.outcome == "failed" else None), None
-    v = attempt.verdict
+    failed = attempt.outcome == "failed"
+    f = result.failure if failed else None
+    code = f.exit_code if f is not None else (attempt.exit_code if failed else None)
+    sig = f.signal if f is not None else None
+    v = attempt.verdict  # every failed attempt's (_classified): its reason is the fault's
     fault = {"outcome": attempt.outcome, "rank": attempt.rank, "rank_host": attempt.host, "exit_code": code,
-             "signal": sig, "reason": v.reason if v is not None else reason, "iteration": attempt.reached,
+             "signal": sig, "reason": v.reason if v else attempt.how, "iteration": attempt.reached,
              "checkpoint": attempt.checkpoint, "lost": attempt.lost}  # fmt: skip
     if v is not None:
         fault.update(failure_class=v.kind, restartable=v.restart, fix=v.fix)
