@@ -323,16 +323,13 @@ def gpu_state(device: str, visible: str | None) -> str | None:
         return None
     local = int(device.split(":", 1)[1])
     entries = [e.strip() for e in visible.split(",")] if visible else None
+    entry = str(local) if entries is None else (entries[local] if local < len(entries) else "")
     try:
         with nvml() as nv:
-            if entries is None:
-                handle = nv.nvmlDeviceGetHandleByIndex(local)
-            elif local >= len(entries):
-                return None
-            elif entries[local].isdigit():
-                handle = nv.nvmlDeviceGetHandleByIndex(int(entries[local]))
-            elif entries[local].startswith("GPU-"):
-                handle = nv.nvmlDeviceGetHandleByUUID(entries[local])
+            if entry.isdigit():
+                handle = nv.nvmlDeviceGetHandleByIndex(int(entry))
+            elif entry.startswith("GPU-"):
+                handle = nv.nvmlDeviceGetHandleByUUID(entry)
             else:
                 return None
             return _state_line(nv, handle)
