@@ -154,9 +154,6 @@ class RestartOptions:
     requeue_signal: int = int(signal.SIGUSR1)
     """The signal that asks for a checkpoint and a clean stop (``--requeue_signal``)."""
 
-    stop_window: float = STOP_WINDOW
-    """Seconds between the checkpoint request and a stop as on SIGTERM."""
-
     checkpoints: bool = True
     """The program writes checkpoints mgpu knows; False: a ``--script``, restarted from its beginning."""
 
@@ -351,8 +348,8 @@ def _one(
             if requests.checkpoint_at is not None and asked_at is None:
                 Path(request_file).touch()
                 asked_at = time.monotonic()
-                notes(CheckpointRequested(signal.Signals(restart.requeue_signal).name, restart.stop_window))
-            if asked_at is not None and time.monotonic() - asked_at > restart.stop_window:
+                notes(CheckpointRequested(signal.Signals(restart.requeue_signal).name, STOP_WINDOW))
+            if asked_at is not None and time.monotonic() - asked_at > STOP_WINDOW:
                 sup.interrupt(signal.SIGTERM)  # the one shutdown path: the ranks save on SIGTERM too
                 asked_at = float("inf")
     finally:
