@@ -261,9 +261,7 @@ class RunLedger:
         paces = tuple(p for r in sorted(reports) if (p := w.pace(reports[r])) is not None)
         lead = min(reports)
         s_it = w.s_per_iteration(reports[lead], iteration, now)
-        rate = reward = None
-        if s is not None:
-            rate, reward = s.env_steps_rate, s.last_mean_reward
+        rate, reward = (s.env_steps_rate, s.last_mean_reward) if s is not None else (None, None)
         w.iteration, w.at = iteration, now
         w.totals = {r: (rep.timed, rep.busy_s, rep.wait_s, rep.wall_s) for r, rep in reports.items()}
         self.write(
