@@ -310,12 +310,6 @@ THROTTLE_REASONS = (
 )
 
 
-def throttle_text(mask: int) -> str:
-    """NVML's throttle-reason bit mask in words (``none`` for 0)."""
-    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
-    return ", ".join(names) if names else "none"
-
-
 def gpu_state(device: str, visible: str | None) -> str | None:
     """One line on GPU ``cuda:N`` of ``visible`` (CUDA_VISIBLE_DEVICES): clocks, throttle, heat, PCIe."""
     # None without NVML, or when the device matches none NVML lists (a MIG slice).
@@ -346,7 +340,9 @@ def _state_line(nv, handle) -> str:  # nv: the pynvml module
     with contextlib.suppress(nv.NVMLError, AttributeError):
         reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
         reasons = reasons or nv.nvmlDeviceGetCurrentClocksThrottleReasons
-        parts.append(f"throttle: {throttle_text(int(reasons(handle)))}")
+        mask = int(reasons(handle))
+        names = ", ".join(name for bit, name in THROTTLE_REASONS if mask & bit)
+        parts.append(f"throttle: {names or 'none'}")
     with contextlib.suppress(nv.NVMLError):
         parts.append(f"{nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)} °C")
     with contextlib.suppress(nv.NVMLError):
