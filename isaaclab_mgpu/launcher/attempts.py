@@ -241,7 +241,7 @@ class CheckpointRequested(Note):
 
 
 def attempt_env(
-    cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
+    cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str
 ) -> dict[str, str]:
     """The variables attempt ``number`` adds to ``cmd``'s environment, its launcher's error file included."""
     env = {ATTEMPT: str(number), CHECKPOINT_REQUEST: request_file}
@@ -249,7 +249,7 @@ def attempt_env(
     # share it, so the launcher's own file is named by this mgpu (torchrun's folders are unique).
     owner = f"{socket.gethostname()}.{os.getpid()}"
     env[ERROR_FILE] = str(elastic.launcher_error_file(cmd.log_dir, owner))
-    if place.named_by_rank and report_file is not None:
+    if place.named_by_rank:
         env[RUN_DIR_REPORT] = report_file
     if place.run_dir is not None:
         env[RUN_DIR] = str(place.run_dir)
