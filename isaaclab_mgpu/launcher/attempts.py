@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from isaaclab_mgpu.contract import elastic, events, resume
 from isaaclab_mgpu.contract import summary as summaries
@@ -154,9 +154,6 @@ class RestartOptions:
     requeue_signal: int = int(signal.SIGUSR1)
     """The signal that asks for a checkpoint and a clean stop (``--requeue_signal``)."""
 
-    stop_window: float = STOP_WINDOW
-    """Seconds between the checkpoint request and a stop as on SIGTERM."""
-
     checkpoints: bool = True
     """The program writes checkpoints mgpu knows; False: a ``--script``, restarted from its beginning."""
 
@@ -221,12 +218,8 @@ class Reshape:
     """The fields of the ledger's ``shrink`` event, written after the attempt's fault."""
 
 
-class Reshaper(Protocol):
-    """What the loop asks before a restart: the smaller world when a node was lost, else None."""
-
-    def __call__(
-        self, attempt: Attempt, result: RunResult, place: RunPlace, options: SuperviseOptions
-    ) -> Reshape | None: ...
+#: What the loop asks before a restart: the smaller world when a node was lost, else None.
+Reshaper = Callable[[Attempt, RunResult, RunPlace, SuperviseOptions], Reshape | None]
 
 
 @dataclass(frozen=True)
@@ -248,7 +241,7 @@ class CheckpointRequested(Note):
 
 
 def attempt_env(
-    cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str | None = None
+    cmd: Command, place: RunPlace, number: int, request_file: str, report_file: str
 ) -> dict[str, str]:
     """The variables attempt ``number`` adds to ``cmd``'s environment, its launcher's error file included."""
     env = {ATTEMPT: str(number), CHECKPOINT_REQUEST: request_file}
@@ -256,7 +249,7 @@ def attempt_env(
     # share it, so the launcher's own file is named by this mgpu (torchrun's folders are unique).
     owner = f"{socket.gethostname()}.{os.getpid()}"
     env[ERROR_FILE] = str(elastic.launcher_error_file(cmd.log_dir, owner))
-    if place.named_by_rank and report_file is not None:
+    if place.named_by_rank:
         env[RUN_DIR_REPORT] = report_file
     if place.run_dir is not None:
         env[RUN_DIR] = str(place.run_dir)
@@ -296,11 +289,8 @@ def run_attempts(
                 watch = ledger.watcher(number, this, started, place.run_dir, place.named_by_rank)
                 result, sup = _one(this, options, notes, requests, restart, installed, request_file, watch)
                 named = place.named_by_rank and place.run_dir is None
-                if named:
+                if named:  # the watcher reads the same report: the ledger is open in that folder
                     place = dataclasses.replace(place, run_dir=resume.reported_run_dir(report_file))
-                    if place.run_dir is not None:
-                        ledger.open(place.run_dir)
-                        watch = ledger.watcher(number, this, started, place.run_dir, True)
                 watch(sup, False, final=True)  # the last progress, with the folder an Isaac Lab run named
                 if named:  # where rank 0's account (folded just now) says it started
                     started = _started_here(place, number) if place.run_dir is not None else None
@@ -358,8 +348,8 @@ def _one(
             if requests.checkpoint_at is not None and asked_at is None:
                 Path(request_file).touch()
                 asked_at = time.monotonic()
-                notes(CheckpointRequested(signal.Signals(restart.requeue_signal).name, restart.stop_window))
-            if asked_at is not None and time.monotonic() - asked_at > restart.stop_window:
+                notes(CheckpointRequested(signal.Signals(restart.requeue_signal).name, STOP_WINDOW))
+            if asked_at is not None and time.monotonic() - asked_at > STOP_WINDOW:
                 sup.interrupt(signal.SIGTERM)  # the one shutdown path: the ranks save on SIGTERM too
                 asked_at = float("inf")
     finally:
@@ -370,15 +360,13 @@ def _one(
 
 def _tell(ledger: RunLedger, attempt: Attempt, result: RunResult) -> None:
     """The attempt's end in the ledger: its stall verdict, and its fault when it failed or hung."""
-    f = result.failure
-    if attempt.outcome == "failed" and f is not None:
-        reason = f.why() or attempt.how
-        code, sig = f.exit_code, f.signal
-    else:
-        reason, code, sig = attempt.how, (attempt.exit_code if attempt.outcome == "failed" else None), None
-    v = attempt.verdict
+    failed = attempt.outcome == "failed"
+    f = result.failure if failed else None
+    code = f.exit_code if f is not None else (attempt.exit_code if failed else None)
+    sig = f.signal if f is not None else None
+    v = attempt.verdict  # every failed attempt's (_classified): its reason is the fault's
     fault = {"outcome": attempt.outcome, "rank": attempt.rank, "rank_host": attempt.host, "exit_code": code,
-             "signal": sig, "reason": v.reason if v is not None else reason, "iteration": attempt.reached,
+             "signal": sig, "reason": v.reason if v else attempt.how, "iteration": attempt.reached,
              "checkpoint": attempt.checkpoint, "lost": attempt.lost}  # fmt: skip
     if v is not None:
         fault.update(failure_class=v.kind, restartable=v.restart, fix=v.fix)

@@ -53,10 +53,6 @@ class Identity:
     run_name: str | None
     total: int | None
 
-    def matches(self, meta: resume.CheckpointMeta) -> bool:
-        """True when ``meta`` was written by a run of this library, framework and task."""
-        return meta.identity() == (self.library, self.framework, self.task)
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -256,7 +252,7 @@ def _check(checkpoint: Path, ident: Identity, world_size: int | None, notes: lis
             f"--resume {checkpoint}: no readable {resume.meta_path(checkpoint).name} beside it; "
             "not a checkpoint of mgpu's built-in worker"
         )
-    if not ident.matches(meta):
+    if meta.identity() != (ident.library, ident.framework, ident.task):
         raise UsageError(
             f"--resume {checkpoint}: written by {meta.library}/{meta.framework} on {meta.task}, "
             f"not {ident.library}/{ident.framework} on {ident.task}; resume it with those options"

@@ -39,7 +39,6 @@ from isaaclab_mgpu.contract.progress import DONE
 
 if TYPE_CHECKING:
     from isaaclab_mgpu.contract.progress import Report
-    from isaaclab_mgpu.contract.summary import Straggler
     from isaaclab_mgpu.launcher.build import Command
     from isaaclab_mgpu.launcher.resolve import ResolvedSpec
     from isaaclab_mgpu.launcher.supervise import Supervisor
@@ -199,23 +198,15 @@ class RunLedger:
                            log_dir=cmd.log_dir)  # fmt: skip
                 self._window = _Window(set(ranks), resumes_at)
             else:
-                self.look(sup.reports(), sup.stragglers(), sup.log_dir, run_dir, named_by_rank,
-                          final=final, account=sup.account())  # fmt: skip
+                self.look(sup, run_dir, named_by_rank, final=final)
 
         return watch
 
     def look(
-        self,
-        reports: Mapping[int, Report],
-        stragglers: tuple[Straggler, ...],
-        logs: str | None,
-        run_dir: Path | None,
-        named_by_rank: bool,
-        *,
-        final: bool = False,
-        account: Mapping[str, Any] | None = None,
+        self, sup: Supervisor, run_dir: Path | None, named_by_rank: bool, *, final: bool = False
     ) -> None:
         """What the attempt's supervisor read since the last look as events (``final``: the last progress)."""
+        reports, account = sup.reports(), sup.account()  # every poll, as ever (the account's file is cached)
         w = self._window
         if not self.enabled or w is None:
             return
@@ -225,8 +216,8 @@ class RunLedger:
             if not w.up and w.ranks and w.ranks <= set(reports):
                 w.up = True
                 pids = {str(r): rep.pid for r, rep in sorted(reports.items()) if rep.pid is not None}
-                self.write(ev.RanksUp, pids=pids, logs=logs)
-            for s in stragglers:
+                self.write(ev.RanksUp, pids=pids, logs=sup.log_dir)
+            for s in sup.stragglers():
                 if s.rank not in w.stragglers:
                     w.stragglers.add(s.rank)
                     last = s.iterations[-1] if s.iterations else None
@@ -270,9 +261,7 @@ class RunLedger:
         paces = tuple(p for r in sorted(reports) if (p := w.pace(reports[r])) is not None)
         lead = min(reports)
         s_it = w.s_per_iteration(reports[lead], iteration, now)
-        rate = reward = None
-        if s is not None:
-            rate, reward = s.env_steps_rate, s.last_mean_reward
+        rate, reward = (s.env_steps_rate, s.last_mean_reward) if s is not None else (None, None)
         w.iteration, w.at = iteration, now
         w.totals = {r: (rep.timed, rep.busy_s, rep.wait_s, rep.wall_s) for r, rep in reports.items()}
         self.write(

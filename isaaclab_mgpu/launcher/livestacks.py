@@ -3,7 +3,7 @@
 A rank under ``mgpu train`` registers :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL` with
 faulthandler at its first progress call, writing into ``stack.txt`` beside its torchrun logs. This
 module finds those ranks on this machine and asks them for their stacks through the stall watch's
-collector (:func:`isaaclab_mgpu.launcher.supervise.stacks.of_ranks`): the ranks write, the run goes on.
+collector (:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`): the ranks write, the run goes on.
 
 Which processes: this user's processes that carry mgpu's run marker (``MGPU_RUN_ID``) and a rank
 number, whose ``/proc/<pid>/status`` shows the stack signal *caught*: the signal's default action
@@ -51,11 +51,6 @@ class LiveRank:
 
     ready: bool
     """The rank has the stack handler installed (a rank still starting has not)."""
-
-    @property
-    def pid(self) -> int:
-        """The process's PID."""
-        return self.process.pid
 
 
 @dataclass(frozen=True)
@@ -171,4 +166,4 @@ def _launched(folder: str) -> events.Launched | None:
 
 def dump(run: LiveRun, wait: float = stacks.WAIT_S) -> dict[int, str]:
     """Every ready rank's stack, by global rank (a rank that wrote nothing in ``wait`` s is absent)."""
-    return stacks.of_ranks([r.process for r in run.ranks if r.ready], run.ranks, wait=wait)
+    return stacks.collect({r.rank: (r.process, r.stack_file) for r in run.ranks if r.ready}, wait=wait)

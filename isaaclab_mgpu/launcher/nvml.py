@@ -310,12 +310,6 @@ THROTTLE_REASONS = (
 )
 
 
-def throttle_text(mask: int) -> str:
-    """NVML's throttle-reason bit mask in words (``none`` for 0)."""
-    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
-    return ", ".join(names) if names else "none"
-
-
 def gpu_state(device: str, visible: str | None) -> str | None:
     """One line on GPU ``cuda:N`` of ``visible`` (CUDA_VISIBLE_DEVICES): clocks, throttle, heat, PCIe."""
     # None without NVML, or when the device matches none NVML lists (a MIG slice).
@@ -323,16 +317,13 @@ def gpu_state(device: str, visible: str | None) -> str | None:
         return None
     local = int(device.split(":", 1)[1])
     entries = [e.strip() for e in visible.split(",")] if visible else None
+    entry = str(local) if entries is None else (entries[local] if local < len(entries) else "")
     try:
         with nvml() as nv:
-            if entries is None:
-                handle = nv.nvmlDeviceGetHandleByIndex(local)
-            elif local >= len(entries):
-                return None
-            elif entries[local].isdigit():
-                handle = nv.nvmlDeviceGetHandleByIndex(int(entries[local]))
-            elif entries[local].startswith("GPU-"):
-                handle = nv.nvmlDeviceGetHandleByUUID(entries[local])
+            if entry.isdigit():
+                handle = nv.nvmlDeviceGetHandleByIndex(int(entry))
+            elif entry.startswith("GPU-"):
+                handle = nv.nvmlDeviceGetHandleByUUID(entry)
             else:
                 return None
             return _state_line(nv, handle)
@@ -349,7 +340,9 @@ def _state_line(nv, handle) -> str:  # nv: the pynvml module
     with contextlib.suppress(nv.NVMLError, AttributeError):
         reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
         reasons = reasons or nv.nvmlDeviceGetCurrentClocksThrottleReasons
-        parts.append(f"throttle: {throttle_text(int(reasons(handle)))}")
+        mask = int(reasons(handle))
+        names = ", ".join(name for bit, name in THROTTLE_REASONS if mask & bit)
+        parts.append(f"throttle: {names or 'none'}")
     with contextlib.suppress(nv.NVMLError):
         parts.append(f"{nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)} °C")
     with contextlib.suppress(nv.NVMLError):

@@ -265,19 +265,26 @@ class Peers:
             return
         self._silent_since = None
         for node, report in reports.items():
+            if node == self.node_rank:  # never our own: what follows reads only the others
+                continue
             seen = self._seen.get(node)
             if seen is None or report.seq != seen.report.seq:
                 self._seen[node] = _Seen(report, now)
             else:
                 seen.report = report
 
+    def _store_silent(self, now: float) -> float | None:
+        """Seconds the store has not answered, once past STORE_TIMEOUT_S (never when we may serve it)."""
+        if self._silent_since is None or self.serves_store or now - self._silent_since < STORE_TIMEOUT_S:
+            return None
+        return now - self._silent_since
+
     def elsewhere(self, now: float, bound: float) -> str | None:
         """The culprit on another node, as one sentence; None when the others look well."""
-        silent = self._silent_since is not None and not self.serves_store
-        if silent and self._silent_since is not None and now - self._silent_since >= STORE_TIMEOUT_S:
+        if (silent := self._store_silent(now)) is not None:
             host = f"node {self.store_node}" if self.store_node is not None else "its host"
             return (
-                f"the rendezvous store at {self.store} stopped answering {now - self._silent_since:.0f} s "
+                f"the rendezvous store at {self.store} stopped answering {silent:.0f} s "
                 f"ago: {host}, which serves it, is gone (its torchrun or its machine)"
             )
         found: list[str] = []
@@ -309,8 +316,7 @@ class Peers:
 
     def lost_nodes(self, now: float) -> tuple[int, ...]:
         """The other nodes that look gone (their mgpu silent, or the silent store's host): for a shrink."""
-        silent = self._silent_since is not None and not self.serves_store
-        if silent and self._silent_since is not None and now - self._silent_since >= STORE_TIMEOUT_S:
+        if self._store_silent(now) is not None:
             host = self._seen.get(self.store_node) if self.store_node is not None else None
             # Its last report showed its mgpu alive and its own rank failed: not lost.
             alive = host is not None and (host.report.ended or any(
@@ -321,30 +327,21 @@ class Peers:
         return tuple(
             node
             for node, seen in sorted(self._seen.items())
-            if node != self.node_rank and not seen.report.ended and now - seen.moved >= GONE_S
+            if not seen.report.ended and now - seen.moved >= GONE_S
         )
 
     def hosts(self) -> dict[int, tuple[str, int | None]]:
         """Each node's host and liveness port as it last published them (this node's excluded)."""
-        return {
-            node: (seen.report.host, seen.report.alive_port)
-            for node, seen in self._seen.items()
-            if node != self.node_rank
-        }
+        return {node: (seen.report.host, seen.report.alive_port) for node, seen in self._seen.items()}
 
     def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
         """Every other node's ranks as last published, each with its node's host."""
-        return [
-            (r, seen.report.host)
-            for node, seen in sorted(self._seen.items())
-            if node != self.node_rank
-            for r in seen.report.ranks
-        ]
+        return [(r, seen.report.host) for _, seen in sorted(self._seen.items()) for r in seen.report.ranks]
 
     def run_folder(self) -> tuple[str, str] | None:
         """The run folder node 0 published and node 0's host, once seen (None before, and on node 0)."""
-        seen = self._seen.get(0)
-        if self.node_rank == 0 or seen is None or seen.report.run_dir is None:
+        seen = self._seen.get(0)  # never ours: on node 0, None
+        if seen is None or seen.report.run_dir is None:
             return None
         return seen.report.run_dir, seen.report.host
 
@@ -352,8 +349,7 @@ class Peers:
         """True when another node's last report carries its own hang verdict or a stopped rank."""
         return any(
             seen.report.verdict is not None or any(r.process == "stopped" for r in seen.report.ranks)
-            for node, seen in self._seen.items()
-            if node != self.node_rank
+            for seen in self._seen.values()
         )
 
 
@@ -375,17 +371,9 @@ def _name(r: PeerRank, report: NodeReport) -> str:
 
 
 def states_from(ranks: Any) -> tuple[PeerRank, ...]:
-    """PeerRanks from the stall watch's rank states (anything with the same attribute names)."""
+    """PeerRanks from the stall watch's rank states (:class:`~.supervise.stall.RankState`)."""
     return tuple(
-        PeerRank(
-            s.rank,
-            s.stage,
-            s.iteration,
-            round(float(s.quiet_s), 1),
-            str(s.process),
-            getattr(s, "timed", None),
-            getattr(s, "busy_s", None),
-        )
+        PeerRank(s.rank, s.stage, s.iteration, round(s.quiet_s, 1), s.process, s.timed, s.busy_s)
         for s in ranks
     )
 
@@ -403,7 +391,6 @@ class Sharer:
         host: str,
         states: Callable[[], tuple[PeerRank, ...]],
         peers: Peers,
-        clock: Callable[[], float] | None = None,
         run_dir: str | None = None,
         alive_port: int | None = None,
     ) -> None:
@@ -413,7 +400,6 @@ class Sharer:
         self.alive_port = alive_port
         self._states = states
         self._peers = peers
-        self._clock = clock or time.monotonic
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._seq = 0
@@ -431,7 +417,7 @@ class Sharer:
     def elsewhere(self, bound: float) -> str | None:
         """What the other nodes' reports name now (see :meth:`Peers.elsewhere`)."""
         with self._lock:
-            return self._peers.elsewhere(self._clock(), bound)
+            return self._peers.elsewhere(time.monotonic(), bound)
 
     def run_folder(self) -> tuple[str, str] | None:
         """See :meth:`Peers.run_folder`."""
@@ -441,7 +427,7 @@ class Sharer:
     def lost_nodes(self) -> tuple[int, ...]:
         """See :meth:`Peers.lost_nodes`."""
         with self._lock:
-            return self._peers.lost_nodes(self._clock())
+            return self._peers.lost_nodes(time.monotonic())
 
     def hosts(self) -> dict[int, tuple[str, int | None]]:
         """See :meth:`Peers.hosts`."""
@@ -497,5 +483,5 @@ class Sharer:
                 break
             reports = self.board.read()
             with self._lock:
-                self._peers.update(reports, self._clock())
+                self._peers.update(reports, time.monotonic())
             self._stop.wait(PUBLISH_S)

@@ -408,8 +408,6 @@ def find_runs(root: Path, limit: int = 0) -> list[RunRow]:
                 known[_key(folder)] = found
         elif ledger is not None:
             rows.append(ledger_row(folder, ledger))
-        else:
-            continue
         if limit and len(rows) >= limit:
             break
     return linked(rows, known)

@@ -3,24 +3,9 @@
 mgpu restarts a failed attempt (``--max_restarts``) from the run's newest checkpoint. That helps a
 transient fault (a killed rank, a broken connection, memory another process held for a while) and
 never a deterministic one. :func:`classify` judges a failure from what mgpu already reads of it
-(:class:`Failure`) and the verdict on the attempt before, into one of :data:`KINDS`:
-
-- ``disk_full``: the rank's exit 74 (:data:`~isaaclab_mgpu.contract.errors.EXIT_NO_SPACE`); never
-  restarted, ``train`` exits 74;
-- ``config``: a rank's bad-input exit 2, or a ``ValueError``/``KeyError``/``TypeError`` (or a
-  Hydra/OmegaConf configuration error) before the attempt's first iteration: never restarted;
-- ``cuda_oom``: "CUDA out of memory" (``torch.OutOfMemoryError``, JAX's ``RESOURCE_EXHAUSTED``): the
-  first is restarted (another process may have held the memory; the verdict names the GPUs' other
-  processes), a second in a row is not;
-- ``host_oom``: a rank SIGKILLed while the cgroup's OOM killer recorded a kill (:func:`oom_kills`);
-  as ``cuda_oom``, the first is restarted;
-- ``transport``: gloo or NCCL lost a connection, a peer process went away: always restarted (the
-  fault is the peer's, and transient);
-- ``deterministic``: any other failure whose exception type and message (numbers, hex addresses and
-  sizes masked: :func:`signature`) are the attempt before's, at the same iteration or, in both,
-  before the attempt's first iteration. A failure with no message (a signal) is never judged
-  deterministic; in a ``--script`` run (iterations unknown) the same message twice is enough;
-- ``other``: anything else, restarted as ever.
+(:class:`Failure`) and the verdict on the attempt before, into one of :data:`KINDS`. What each class
+is, whether it is restarted and its fix: the table in docs/supervision.md ("Which failures are
+restarted"). A failure with no message (a signal) is never judged ``deterministic``.
 
 :func:`classify` is pure; :func:`oom_kills` and :func:`gpu_holders` are the two reads it is given,
 both answering "none" where they cannot (no cgroup file, no GPU). :mod:`.attempts` restarts only on
