@@ -264,17 +264,13 @@ class Facts:
     """Free space where the run writes (the built-in worker and Isaac Lab tasks; None: a user script)."""
 
 
-def is_image_label(name: str) -> bool:
-    """True for a variable an image sets to describe itself (``NCCL_VERSION``), not to configure NCCL."""
-    # No NCCL parameter names a version: an NCCL_* or TORCH_NCCL_* name ending in _VERSION is a label.
-    return name.endswith("_VERSION")
-
-
 def nccl_env(environ: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
     """The ``NCCL_*``/``TORCH_NCCL_*`` settings in ``environ``, and the image labels among them."""
     named = sorted((k, v) for k, v in environ.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
-    settings = tuple((k, v) for k, v in named if not is_image_label(k))
-    labels = tuple((k, v) for k, v in named if is_image_label(k))
+    # An image labels itself with NCCL_VERSION; no NCCL parameter names a version, so a name ending
+    # in _VERSION is a label, not a setting.
+    settings = tuple((k, v) for k, v in named if not k.endswith("_VERSION"))
+    labels = tuple((k, v) for k, v in named if k.endswith("_VERSION"))
     return settings, labels
 
 
