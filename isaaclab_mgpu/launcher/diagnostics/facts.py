@@ -274,15 +274,9 @@ def nccl_env(environ: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], t
     return settings, labels
 
 
-def collect(
-    spec: LaunchSpec,
-    environ: Mapping[str, str] | None = None,
-    *,
-    deep: bool = False,
-    resolved: object | None = None,
-) -> Facts:
+def collect(spec: LaunchSpec, *, deep: bool = False, resolved: object | None = None) -> Facts:
     """Gather every fact ``check-env`` judges for launching ``spec`` from this machine."""
-    env = dict(os.environ if environ is None else environ)
+    env = dict(os.environ)
     gpu = gpu_facts()
     hostname = socket.gethostname()
     store = workarounds.store_path(env)
