@@ -228,7 +228,7 @@ def _headline(st: Story) -> str:
     tallies = ((f.restarts, "restart"), (f.shrinks, "shrink"), (f.requeues, "requeue"))
     counts = [_plural(n, w) for n, w in tallies if n]
     if f.launches > 1:
-        counts.insert(0, _plural(f.launches, "launch").replace("launchs", "launches"))
+        counts.insert(0, f"{f.launches} launches")
     if f.lost:
         counts.append(f"{_plural(f.lost, 'iteration')} lost")
     tail = f" ({', '.join(counts)})" if counts else ""

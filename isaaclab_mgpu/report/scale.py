@@ -114,9 +114,8 @@ def sentence(row: Row) -> str | None:
         return f"{_what(r)}: {r.status} ({r.reason})" if r.status != "not run" else None
     if k == 1 or row.speedup is None:
         return None
-    text = f"{k} ranks: {row.speedup:.1f}× the env-steps/s of one, {row.efficiency * 100:.0f} % efficient"
-    if r.point.num_envs is not None:
-        text = f"{k} ranks × {r.point.num_envs} envs: " + text.split(": ", 1)[1]
+    who = f"{k} ranks" if r.point.num_envs is None else f"{k} ranks × {r.point.num_envs} envs"
+    text = f"{who}: {row.speedup:.1f}× the env-steps/s of one, {row.efficiency * 100:.0f} % efficient"
     if row.vs_ceiling is not None and row.ceiling_speedup is not None:
         text += (
             f"; this box's ceiling ({k} independent runs side by side) is {row.ceiling_speedup:.1f}× one, "

@@ -34,12 +34,6 @@ def golden_stage() -> Path:
     return path
 
 
-def _stage_metadata(layer: object) -> None:
-    layer.pseudoRoot.SetInfo("metersPerUnit", 1.0)  # type: ignore[attr-defined]
-    layer.pseudoRoot.SetInfo("kilogramsPerUnit", 1.0)  # type: ignore[attr-defined]
-    layer.pseudoRoot.SetInfo("upAxis", "Z")  # type: ignore[attr-defined]
-
-
 def build_robot(root: Path, golden: Path) -> Path:
     """Write the cartpole robot USD under ``root`` from ``golden``; return its path."""
     from pxr import Sdf
@@ -49,7 +43,9 @@ def build_robot(root: Path, golden: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     dst = Sdf.Layer.CreateNew(str(out))
-    _stage_metadata(dst)
+    dst.pseudoRoot.SetInfo("metersPerUnit", 1.0)
+    dst.pseudoRoot.SetInfo("kilogramsPerUnit", 1.0)
+    dst.pseudoRoot.SetInfo("upAxis", "Z")
     # The instanceable visuals/collisions reference these root prototypes inside the same layer.
     for prim in src.rootPrims:
         if prim.name.startswith("Flattened_Prototype"):

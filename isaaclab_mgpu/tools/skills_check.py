@@ -96,16 +96,12 @@ def markdown_files(root: Path) -> list[Path]:
     return [readme, *found] if readme.is_file() else found
 
 
-def split_front_matter(text: str) -> tuple[str | None, str, int]:
-    """Return (front matter, body, line number where the body starts)."""
-    if not text.startswith("---\n"):
-        return None, text, 1
-    end = text.find("\n---", 4)
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """Return (front matter, body)."""
+    end = text.find("\n---", 4) if text.startswith("---\n") else -1
     if end < 0:
-        return None, text, 1
-    head = text[4:end]
-    body_start = text.find("\n", end + 4) + 1
-    return head, text[body_start:], text[:body_start].count("\n") + 1
+        return None, text
+    return text[4:end], text[text.find("\n", end + 4) + 1 :]
 
 
 def check_skill(folder: Path, root: Path) -> list[Problem]:
@@ -118,7 +114,7 @@ def check_skill(folder: Path, root: Path) -> list[Problem]:
     def bad(message: str, line: int | None = None) -> None:
         out.append(Problem(rel, line, message))
 
-    head, body, _ = split_front_matter((folder / "SKILL.md").read_text())
+    head, body = split_front_matter((folder / "SKILL.md").read_text())
     if head is None:
         bad("no YAML front matter; start the file with --- name/description/... ---")
         return out

@@ -11,7 +11,6 @@ the same fast checks (never ``--deep``) through :func:`preflight` and refuses to
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import EXIT_FAILED_CHECK, EXIT_OK, EnvironmentProblem
@@ -56,15 +55,9 @@ class CheckResult:
         return EXIT_OK if self.ok else EXIT_FAILED_CHECK
 
 
-def check(
-    spec: LaunchSpec,
-    *,
-    deep: bool = False,
-    environ: Mapping[str, str] | None = None,
-    resolved: object | None = None,
-) -> CheckResult:
+def check(spec: LaunchSpec, *, deep: bool = False, resolved: object | None = None) -> CheckResult:
     """Collect the facts for launching ``spec`` here and judge them."""
-    facts = collect(spec, environ, deep=deep, resolved=resolved)
+    facts = collect(spec, deep=deep, resolved=resolved)
     return CheckResult(facts, evaluate(facts))
 
 

@@ -123,13 +123,11 @@ def run_probes(
             )
             continue
         seconds = time.monotonic() - started
-        lines = out.strip().splitlines()
         try:
-            values = json.loads(lines[-1]) if lines else {}
-        except json.JSONDecodeError:
-            values = {}
-        if not isinstance(values, dict):
-            values = {}
+            values = json.loads(out.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            values = None
+        values = values if isinstance(values, dict) else {}
         error = values.pop("error", None)
         if not values and error is None:
             tail = (err.strip().splitlines() or ["no output"])[-1]

@@ -19,10 +19,9 @@ import resource
 import socket
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from isaaclab_mgpu.contract.errors import MgpuError
 from isaaclab_mgpu.launcher import workarounds
@@ -48,8 +47,6 @@ SLURM_VARS = (
 #: How long a name lookup or the TCP probe may take before it counts as failed.
 NET_TIMEOUT = 1.0
 UNLIMITED = -1
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -267,29 +264,19 @@ class Facts:
     """Free space where the run writes (the built-in worker and Isaac Lab tasks; None: a user script)."""
 
 
-def is_image_label(name: str) -> bool:
-    """True for a variable an image sets to describe itself (``NCCL_VERSION``), not to configure NCCL."""
-    # No NCCL parameter names a version: an NCCL_* or TORCH_NCCL_* name ending in _VERSION is a label.
-    return name.endswith("_VERSION")
-
-
 def nccl_env(environ: Mapping[str, str]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
     """The ``NCCL_*``/``TORCH_NCCL_*`` settings in ``environ``, and the image labels among them."""
     named = sorted((k, v) for k, v in environ.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
-    settings = tuple((k, v) for k, v in named if not is_image_label(k))
-    labels = tuple((k, v) for k, v in named if is_image_label(k))
+    # An image labels itself with NCCL_VERSION; no NCCL parameter names a version, so a name ending
+    # in _VERSION is a label, not a setting.
+    settings = tuple((k, v) for k, v in named if not k.endswith("_VERSION"))
+    labels = tuple((k, v) for k, v in named if k.endswith("_VERSION"))
     return settings, labels
 
 
-def collect(
-    spec: LaunchSpec,
-    environ: Mapping[str, str] | None = None,
-    *,
-    deep: bool = False,
-    resolved: object | None = None,
-) -> Facts:
+def collect(spec: LaunchSpec, *, deep: bool = False, resolved: object | None = None) -> Facts:
     """Gather every fact ``check-env`` judges for launching ``spec`` from this machine."""
-    env = dict(os.environ if environ is None else environ)
+    env = dict(os.environ)
     gpu = gpu_facts()
     hostname = socket.gethostname()
     store = workarounds.store_path(env)
@@ -417,13 +404,12 @@ def limits(environ: Mapping[str, str]) -> Limits:
         shm = st.f_frsize * st.f_blocks
     except OSError:
         shm = None
-    mem_soft, mem_hard = _limit(resource.RLIMIT_MEMLOCK)
-    nf_soft, nf_hard = _limit(resource.RLIMIT_NOFILE)
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return Limits(shm, mem_soft, mem_hard, nf_soft, nf_hard, cpus, environ.get("OMP_NUM_THREADS"))
+    memlock, nofile = _limit(resource.RLIMIT_MEMLOCK), _limit(resource.RLIMIT_NOFILE)
+    return Limits(shm, *memlock, *nofile, cpus, environ.get("OMP_NUM_THREADS"))
 
 
 def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object | None = None) -> Plan:
@@ -460,30 +446,26 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
     )
 
 
-def _within(fn: Callable[[], T], timeout: float) -> tuple[T | None, str | None]:
-    """Run ``fn`` in a daemon thread; give up after ``timeout`` (a hung resolver must not hang us)."""
-    box: dict[str, object] = {}
+def lookup(host: str, timeout: float = NET_TIMEOUT) -> tuple[str | None, str | None]:
+    """Resolve ``host`` to an IPv4/IPv6 address within ``timeout``: (address, error)."""
+    found: list[str] = []
+    failed: list[str] = []
 
-    def target() -> None:
+    def resolve() -> None:
+        # In a daemon thread, given up after ``timeout``: a hung resolver must not hang us.
         try:
-            box["value"] = fn()
+            found.extend(str(a[4][0]) for a in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
         except Exception as exc:
-            box["error"] = f"{type(exc).__name__}: {exc}"
+            failed.append(f"{type(exc).__name__}: {exc}")
 
-    t = threading.Thread(target=target, daemon=True)
+    t = threading.Thread(target=resolve, daemon=True)
     t.start()
     t.join(timeout)
     if t.is_alive():
         return None, f"no answer within {timeout:g} s"
-    return box.get("value"), box.get("error")  # type: ignore[return-value]
-
-
-def lookup(host: str, timeout: float = NET_TIMEOUT) -> tuple[str | None, str | None]:
-    """Resolve ``host`` to an IPv4/IPv6 address within ``timeout``: (address, error)."""
-    value, error = _within(lambda: socket.getaddrinfo(host, None, type=socket.SOCK_STREAM), timeout)
-    if error or not value:
-        return None, error or "no address"
-    return str(value[0][4][0]), None
+    if failed or not found:
+        return None, failed[0] if failed else "no address"
+    return found[0], None
 
 
 def tcp_probe(host: str, port: int, timeout: float = NET_TIMEOUT) -> str:

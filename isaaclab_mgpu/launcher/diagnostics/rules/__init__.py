@@ -4,9 +4,7 @@ Launcher side: runs in the ``mgpu`` process. Every rule is a function of the fac
 I/O, no environment, no clock), so tests describe any machine — eight GPUs without NVLink, a 64 MB
 ``/dev/shm``, a GPU held by a stale run — and assert what ``check-env`` says about it.
 
-``fail`` means the launch as planned will not work (``check-env`` exits 1, ``train`` refuses to
-start); ``warn`` means it may work but is a known trap or leaves performance on the table.
-See ``docs/check-env.md`` for the table of checks.
+What ``fail`` and ``warn`` mean, and the table of checks: ``docs/check-env.md``.
 
 The areas, in report order, each a module with its ``RULES``: :mod:`.system`, :mod:`.gpu`,
 :mod:`.topology`, :mod:`.nccl`, :mod:`.launch`, :mod:`.libraries`; :mod:`.base` holds
@@ -23,7 +21,7 @@ from isaaclab_mgpu.launcher.diagnostics.rules.base import AREAS, FAIL, PASS, STA
 
 __all__ = ["AREAS", "FAIL", "PASS", "RULES", "STATUSES", "WARN", "Finding", "evaluate", "failures"]
 
-#: Every rule, area by area.
+#: Every rule, area by area in :data:`AREAS` order (each module's rules judge its own area).
 RULES: tuple[Callable[[Facts], list[Finding]], ...] = (
     *system.RULES,
     *gpu.RULES,
@@ -36,9 +34,7 @@ RULES: tuple[Callable[[Facts], list[Finding]], ...] = (
 
 def evaluate(facts: Facts) -> tuple[Finding, ...]:
     """Judge ``facts`` with every rule; findings ordered by area, then rule order."""
-    found = [finding for rule in RULES for finding in rule(facts)]
-    order = {a: i for i, a in enumerate(AREAS)}
-    return tuple(sorted(found, key=lambda x: order[x.area]))
+    return tuple(finding for rule in RULES for finding in rule(facts))
 
 
 def failures(findings: Iterable[Finding]) -> tuple[Finding, ...]:

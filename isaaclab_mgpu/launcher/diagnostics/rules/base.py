@@ -72,22 +72,13 @@ def uses_gpus(facts: Facts) -> bool:
 
 def used_gpus(facts: Facts) -> tuple[Gpu, ...]:
     """The NVML GPUs this node's ranks would run on (all of them when that cannot be told)."""
-    gpus = facts.gpu.gpus
+    gpus, entries = facts.gpu.gpus, facts.plan.visible_entries
     if not uses_gpus(facts):
         return ()
-    entries = facts.plan.visible_entries
     if not entries and facts.cuda_visible_devices is not None and facts.plan.error is None:
         return ()  # CUDA_VISIBLE_DEVICES hides every GPU
     if entries:
-        matched = (_match(gpus, e) for e in entries)
-        chosen = list(dict.fromkeys(g for g in matched if g is not None))
-    else:
-        chosen = list(gpus)
-    if facts.plan.nproc is not None:
-        chosen = chosen[: facts.plan.nproc]
-    return tuple(chosen)
-
-
-def _match(gpus: tuple[Gpu, ...], entry: str) -> Gpu | None:
-    key = identity(entry, tuple(g.uuid for g in gpus))
-    return next((g for g in gpus if g.uuid == key), None)
+        uuids = tuple(g.uuid for g in gpus)
+        keys = dict.fromkeys(identity(e, uuids) for e in entries)
+        gpus = tuple(g for key in keys for g in gpus if g.uuid == key)
+    return gpus[: facts.plan.nproc]

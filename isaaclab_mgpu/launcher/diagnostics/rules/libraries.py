@@ -31,7 +31,7 @@ def torch_rule(f: Facts) -> list[Finding]:
     build = p.cuda if p.cuda not in (None, "none") else None
     observed = f"{p.version} ({'CUDA ' + build + ' build' if build else 'CPU build'})"
     driver = _cuda_major_of_driver(f)
-    if uses_gpus(f) and needed and build is None and p.cuda == "none":
+    if uses_gpus(f) and needed and p.cuda == "none":
         fix = "install a CUDA build of torch (uv pip install torch from the matching CUDA index)"
         found = finding("libraries", "torch", FAIL, observed + ": cannot use GPUs", fix)
     elif build and driver is not None and major(build) is not None and major(build) > driver:
@@ -57,8 +57,7 @@ def _torch_deep(f: Facts) -> list[Finding]:
         f"NCCL {v.get('nccl') or 'none'} "
         f"({t.seconds:.1f} s)"
     )
-    visible = len(used_gpus(f)) if f.gpu.nvml else 0
-    if uses_gpus(f) and visible and not v.get("cuda_available"):
+    if used_gpus(f) and not v.get("cuda_available"):
         observed += ": torch cannot use the GPUs NVML shows"
         fix = "match torch's CUDA build to the driver; check CUDA_VISIBLE_DEVICES and LD_LIBRARY_PATH"
         return [finding("libraries", "torch_runtime", FAIL, observed, fix)]

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 from isaaclab_mgpu.launcher.diagnostics.facts import Facts
 from isaaclab_mgpu.launcher.diagnostics.rules.base import PASS, WARN, Finding, finding
+from isaaclab_mgpu.launcher.workarounds import CANDIDATES
 
-#: NCCL variables that are workarounds from the troubleshooting table: left set, they change every run.
+#: NCCL variables that are workarounds: the documented candidates probe-nccl tries, and three more
+#: settings from the troubleshooting table. Left set, they change every run.
 WORKAROUND_VARS = frozenset(
-    {
-        "NCCL_P2P_DISABLE",
-        "NCCL_P2P_LEVEL",
-        "NCCL_SHM_DISABLE",
-        "NCCL_CUMEM_HOST_ENABLE",
-        "NCCL_CUMEM_ENABLE",
-        "NCCL_IB_DISABLE",
-        "NCCL_ALGO",
-        "NCCL_PROTO",
-        "NCCL_NVLS_ENABLE",
-        "NCCL_NET_GDR_LEVEL",
-        "NCCL_BUFFSIZE",
-    }
+    {c.name for c in CANDIDATES} | {"NCCL_PROTO", "NCCL_NET_GDR_LEVEL", "NCCL_BUFFSIZE"}
 )
 
 
