@@ -79,6 +79,7 @@ from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import drift, localcomm
 from isaaclab_mgpu.rank.patches.base import (
     Observer,
+    Proxy,
     StopTraining,
     all_moments,
     durable_saves,
@@ -381,27 +382,24 @@ class _TimedPsum:
         return result
 
 
-class _CachedPmapJax:
+class _CachedPmapJax(Proxy):
     """``jax`` as seen by skrl.agents.jax.ppo.ppo, with ``pmap`` memoised per lambda code (fix 3)."""
 
     def __init__(self, jax: Any) -> None:
-        self._jax = jax
+        super().__init__(jax)
         self._cache: dict[tuple[Any, ...], Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._jax, name)
 
     def pmap(self, fun: Any, *args: Any, **kwargs: Any) -> Any:
         code = getattr(fun, "__code__", None)
         if code is None or fun.__closure__ or fun.__defaults__ or args:
-            return self._jax.pmap(fun, *args, **kwargs)
+            return self._wrapped.pmap(fun, *args, **kwargs)
         channel = localcomm.current()
         is_psum = kwargs == {"axis_name": "i"} and _same_code(code, _PSUM.__code__)
         if channel is not None and is_psum:
             return _HostSum(channel)  # fix 5: PPO.update's KL sum through shared memory
         key = (code, tuple(sorted(kwargs.items())))
         if key not in self._cache:
-            compiled = self._jax.pmap(fun, **kwargs)
+            compiled = self._wrapped.pmap(fun, **kwargs)
             self._cache[key] = _TimedPsum(compiled) if is_psum else compiled
         return self._cache[key]
 
