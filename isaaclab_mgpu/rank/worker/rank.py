@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from isaaclab_mgpu.contract import env, layout, progress, resume
-from isaaclab_mgpu.contract.layout import rank_folder as rank_folder
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
 
@@ -60,11 +59,6 @@ class RankContext:
     def is_cuda(self) -> bool:
         """True when this rank computes on a GPU."""
         return self.device.startswith("cuda")
-
-    @property
-    def torch_backend(self) -> str:
-        """The torch.distributed backend for this device: NCCL on CUDA, gloo on CPU."""
-        return "nccl" if self.is_cuda else "gloo"
 
 
 def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: bool) -> RankContext:
@@ -208,7 +202,8 @@ def init_torch_group(ctx: RankContext) -> bool:
         # start-up bound plus a margin (shortened to the stall bound once training starts).
         timeout = progress.process_group_timeout(startup=True)
         extra = {"timeout": timeout} if timeout is not None else {}
-        dist.init_process_group(backend=ctx.torch_backend, rank=ctx.rank, world_size=ctx.world_size, **extra)
+        backend = "nccl" if ctx.is_cuda else "gloo"
+        dist.init_process_group(backend=backend, rank=ctx.rank, world_size=ctx.world_size, **extra)
         if ctx.shared_memory:
             channel = open_local_channel(ctx, "torch")
             if channel is not None:
