@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from isaaclab_mgpu.contract import env, layout, progress, resume
+from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
 
@@ -61,8 +62,11 @@ class RankContext:
         return self.device.startswith("cuda")
 
 
-def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: bool) -> RankContext:
-    """Read rank, world size and device for ``args`` from the launcher's environment."""
+def rank_context(args: WorkerArgs, environ: Mapping[str, str]) -> RankContext:
+    """Read rank, world size and device for ``args`` from the launcher's environment; refuse a missing GPU."""
+    import torch
+
+    cuda_available = torch.cuda.is_available()
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
     if args.distributed:
         prefix = "JAX_" if jax and "JAX_WORLD_SIZE" in environ else ""
@@ -74,6 +78,8 @@ def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: b
     device = args.device or ("cuda" if cuda_available else "cpu")
     if device == "cuda":
         device = f"cuda:{local}"
+    if device.startswith("cuda") and not cuda_available:
+        raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
     local_world = environ.get(env.LOCAL_WORLD_SIZE)  # torchrun and our jaxrun set it
     shared = localcomm.usable(world, int(local_world) if local_world else None, device == "cpu", environ)
     return RankContext(

@@ -49,7 +49,7 @@ from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.contract.layout import SUMMARY, rank_folder
 from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
-from isaaclab_mgpu.contract.worker_args import WorkerArgs
+from isaaclab_mgpu.contract.worker_args import WorkerArgs, is_isaac_task
 from isaaclab_mgpu.rank import drift, localcomm
 from isaaclab_mgpu.rank.console import TrainingConsole
 from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
@@ -73,8 +73,6 @@ def run(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Train one rank as ``args`` asks, telling ``console_for(rank)``; return its exit code (0, or 130)."""
-    from isaaclab_mgpu.contract.worker_args import is_isaac_task
-
     if is_isaac_task(args.task):  # Isaac Lab's own training code path (isaaclab_mgpu.rank.isaac)
         from isaaclab_mgpu.rank.isaac import run as run_isaac
 
@@ -82,10 +80,7 @@ def run(
     import torch
 
     env_vars = os.environ if environ is None else environ
-    cuda = torch.cuda.is_available()
-    ctx = rank_context(args, env_vars, cuda)
-    if ctx.is_cuda and not cuda:
-        raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
+    ctx = rank_context(args, env_vars)
     console = console_for(ctx.rank)
     run_dir = run_dir_of(args, env_vars)
     my_dir = rank_folder(run_dir, ctx.rank)
