@@ -351,35 +351,33 @@ def _same_code(a: Any, b: Any) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in ("co_code", "co_names", "co_consts", "co_argcount"))
 
 
-class _HostSum:
+def _host_sum(channel: localcomm.LocalChannel) -> Callable[[Any], np.ndarray]:
     """``pmap(psum)`` of one array per process, summed through the shared-memory channel (float32, as JAX)."""
 
-    def __init__(self, channel: localcomm.LocalChannel) -> None:
-        self._channel = channel
-
-    def __call__(self, x: Any) -> np.ndarray:
+    def host_sum(x: Any) -> np.ndarray:
         host = np.array(x, dtype=np.float32)  # waits for x: the clock times the sum alone
         t0 = time.perf_counter()
-        self._channel.all_reduce_(host)
+        channel.all_reduce_(host)
         progress.waited(time.perf_counter() - t0)
         return host
 
+    return host_sum
 
-class _TimedPsum:
+
+def _timed_psum(function: Any) -> Callable[[Any], Any]:
     """PPO.update's compiled ``pmap(psum)`` with its wait added to the rank's (see :mod:`.timing`)."""
 
-    def __init__(self, function: Any) -> None:
-        self._function = function
-
-    def __call__(self, x: Any) -> Any:
+    def timed_psum(x: Any) -> Any:
         if hasattr(x, "block_until_ready"):
             x.block_until_ready()
         t0 = time.perf_counter()
-        result = self._function(x)
+        result = function(x)
         if hasattr(result, "block_until_ready"):
             result.block_until_ready()
         progress.waited(time.perf_counter() - t0)
         return result
+
+    return timed_psum
 
 
 class _CachedPmapJax(Proxy):
@@ -396,11 +394,11 @@ class _CachedPmapJax(Proxy):
         channel = localcomm.current()
         is_psum = kwargs == {"axis_name": "i"} and _same_code(code, _PSUM.__code__)
         if channel is not None and is_psum:
-            return _HostSum(channel)  # fix 5: PPO.update's KL sum through shared memory
+            return _host_sum(channel)  # fix 5: PPO.update's KL sum through shared memory
         key = (code, tuple(sorted(kwargs.items())))
         if key not in self._cache:
             compiled = self._wrapped.pmap(fun, **kwargs)
-            self._cache[key] = _TimedPsum(compiled) if is_psum else compiled
+            self._cache[key] = _timed_psum(compiled) if is_psum else compiled
         return self._cache[key]
 
 
