@@ -17,10 +17,8 @@ every rank, to be continued) and, under ``--on_drift stop``, a drift (``drifted`
 **Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
 (``MGPU_RESUME``: a checkpoint, or a run folder's newest one) or, run by hand, from ``--resume``.
 Rank 0 alone reads the file; its bytes reach the other ranks over the process group
-(:mod:`.checkpoint`). A resume restores the back-end's state (models, optimizer, normalisers,
-skrl's timestep) and the iteration counter, and marks the restart in the event file, so
-TensorBoard shows one curve with no step twice. Not restored: the environments (episodes start
-afresh) and the random generators.
+(:mod:`.checkpoint`). What a resume restores (the restart marked in the event file: one
+TensorBoard curve) and what not: ``docs/training.md``, "Resume, restarts, requeue".
 
 Rank 0 writes ``model_<N>.pt`` (and ``model_<N>.json``) every ``--save_interval`` iterations, at
 the end and when stopped, and hands ``mgpu train`` its account of the attempt
