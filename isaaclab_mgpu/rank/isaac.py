@@ -47,6 +47,7 @@ from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
 from isaaclab_mgpu.rank.patches import isaaclab as compat
+from isaaclab_mgpu.rank.patches import timing
 from isaaclab_mgpu.rank.worker.checkpoint import disk_full_is_one_line
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
@@ -423,8 +424,6 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
         if ctx.rank == 0 and localcomm.current() is not None:
             TrainingConsole(0).note(localcomm.NOTE)
     elif ctx.distributed and not jax:  # the library creates the group (NCCL): its collectives, timed
-        from isaaclab_mgpu.rank.patches import timing
-
         timing.install()
     from isaaclab_rl.entrypoints.dispatch import run_train_cli
 

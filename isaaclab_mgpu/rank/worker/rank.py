@@ -27,6 +27,7 @@ from isaaclab_mgpu.contract import env, layout, progress, resume
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
+from isaaclab_mgpu.rank.patches import gloo, timing
 
 
 @dataclass(frozen=True)
@@ -210,14 +211,9 @@ def init_torch_group(ctx: RankContext) -> bool:
         extra = {"timeout": timeout} if timeout is not None else {}
         backend = "nccl" if ctx.is_cuda else "gloo"
         dist.init_process_group(backend=backend, rank=ctx.rank, world_size=ctx.world_size, **extra)
-        if ctx.shared_memory:
-            channel = open_local_channel(ctx, "torch")
-            if channel is not None:
-                from isaaclab_mgpu.rank.patches import gloo
-
-                gloo.install(channel)
-        from isaaclab_mgpu.rank.patches import timing
-
+        channel = open_local_channel(ctx, "torch")  # None unless every rank is a CPU rank of this node
+        if channel is not None:
+            gloo.install(channel)
         timing.install()  # after gloo's shared-memory path, so that path is timed as well
         return True
     return False
@@ -240,8 +236,6 @@ def open_local_channel(ctx: RankContext, kind: str) -> localcomm.LocalChannel | 
 
 def close_local_channel() -> None:
     """Put gloo's collectives back and close the channel (idempotent; after the last collective)."""
-    from isaaclab_mgpu.rank.patches import gloo, timing
-
     timing.uninstall()  # first: what it put back is gloo's path, which gloo.uninstall then removes
     gloo.uninstall()
     localcomm.close_channel()
