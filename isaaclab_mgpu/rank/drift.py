@@ -66,13 +66,9 @@ def hashes(components: Mapping[str, Iterable[Any]]) -> dict[str, str]:
 
 def words(found: Mapping[str, str] | None) -> np.ndarray:
     """This rank's part of the row: 1 and each hash as 16-bit words; zeros when ``found`` is None."""
-    out = np.zeros(WIDTH, dtype=np.float64)
     if found is None:
-        return out
-    out[0] = 1.0
-    for i, name in enumerate(COMPONENTS):
-        out[1 + i * WORDS : 1 + (i + 1) * WORDS] = checksum_words(found[name])
-    return out
+        return np.zeros(WIDTH, dtype=np.float64)
+    return np.concatenate([[1.0], *(checksum_words(found[name]) for name in COMPONENTS)], dtype=np.float64)
 
 
 def compare(gathered: np.ndarray, since: int, at: int) -> Drift | None:
@@ -80,20 +76,13 @@ def compare(gathered: np.ndarray, since: int, at: int) -> Drift | None:
     g = np.asarray(gathered, dtype=np.float64)
     if g.shape[0] < 2 or not (g[:, 0] > 0).all():
         return None
-    differing: list[str] = []
-    culprit: int | None = None
-    for i, name in enumerate(COMPONENTS):
-        cols = g[:, 1 + i * WORDS : 1 + (i + 1) * WORDS].astype(np.int64)
-        keys = [tuple(row) for row in cols.tolist()]
-        if len(set(keys)) == 1:
-            continue
-        differing.append(name)
-        if culprit is None:
-            culprit = _odd_one(keys)
-    if culprit is None:
+    per_rank = g[:, 1:].astype(np.int64).reshape(len(g), len(COMPONENTS), WORDS).tolist()
+    keys = {name: [tuple(row[i]) for row in per_rank] for i, name in enumerate(COMPONENTS)}
+    differing = [name for name in COMPONENTS if len(set(keys[name])) > 1]
+    if not differing:
         return None
-    return Drift(rank=culprit, component=differing[0], since_iteration=since, found_at=at,
-                 components=tuple(differing))  # fmt: skip
+    return Drift(rank=_odd_one(keys[differing[0]]), component=differing[0], since_iteration=since,
+                 found_at=at, components=tuple(differing))  # fmt: skip
 
 
 def _odd_one(keys: list[tuple[int, ...]]) -> int:

@@ -42,17 +42,20 @@ from isaaclab_mgpu.contract.isaaclab_version import check_version
 from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
-from isaaclab_mgpu.rank import drift, isaac_drift, isaac_resume
+from isaaclab_mgpu.rank import drift, isaac_drift, isaac_resume, localcomm
 from isaaclab_mgpu.rank.backends.base import checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
 from isaaclab_mgpu.rank.patches import isaaclab as compat
+from isaaclab_mgpu.rank.patches import timing
 from isaaclab_mgpu.rank.worker.checkpoint import disk_full_is_one_line
 from isaaclab_mgpu.rank.worker.rank import (
     Comm,
     RankContext,
+    close_local_channel,
     gather_floats,
     identity,
+    init_torch_group,
     rank_context,
     run_stamp,
 )
@@ -410,27 +413,17 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     """Train one rank of an Isaac Lab task on Isaac Lab's own code path; return its exit code."""
     check_version()
     check_request(args)
-    import torch
-
     env_vars = os.environ if environ is None else environ
-    ctx = rank_context(args, env_vars, torch.cuda.is_available())
-    if ctx.is_cuda and not torch.cuda.is_available():
-        raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
+    ctx = rank_context(args, env_vars)
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
     cpu = not ctx.is_cuda
     own_group = False
     progress.beat("init")
     if cpu and ctx.distributed and not jax:
-        from isaaclab_mgpu.rank.worker.rank import init_torch_group
-
         own_group = init_torch_group(ctx)
-        from isaaclab_mgpu.rank import localcomm
-
         if ctx.rank == 0 and localcomm.current() is not None:
             TrainingConsole(0).note(localcomm.NOTE)
     elif ctx.distributed and not jax:  # the library creates the group (NCCL): its collectives, timed
-        from isaaclab_mgpu.rank.patches import timing
-
         timing.install()
     from isaaclab_rl.entrypoints.dispatch import run_train_cli
 
@@ -463,10 +456,7 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     if own_group:
         import torch.distributed as dist
 
-        from isaaclab_mgpu.rank.worker.rank import close_local_channel
-
         close_local_channel()
-
         if dist.is_initialized():  # Isaac Lab destroys the group after a finished run
             dist.destroy_process_group()
     if book.gathered is None and code == 0:  # e.g. Isaac Lab swallowed a KeyboardInterrupt

@@ -65,25 +65,15 @@ class Rank:
         self.rank = int(os.environ.get("RANK", "0"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        self.host = socket.gethostname()
         self.channel = progress.Channel(progress.progress_path(folder, self.rank))
         self.results: dict[str, Any] = {
             "rank": self.rank,
             "local_rank": self.local_rank,
             "world_size": self.world_size,
-            "host": self.host,
+            "host": socket.gethostname(),
             "pid": os.getpid(),
             "sizes": [],
         }
-
-    def open(self, stack_file: str | None) -> None:
-        """Start the progress report, naming ``stack_file`` (where the stack-dump signal writes)."""
-        self.channel.open()
-        self.channel.identify(self.rank, self.local_rank, stack_file)
-
-    def beat(self, stage: str, **where: Any) -> None:
-        """Report the stage this rank is entering (in a collective: index, size, mode, phase)."""
-        self.channel.report(stage, **where)
 
     def save(self) -> None:
         """Publish the results so far."""
@@ -98,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     name_this_rank("isaaclab_mgpu.probe_worker")
     folder = Path(args.results)
     me = Rank(folder)
-    me.open(stacks.register(stack_path(folder, me.rank), fatal=True, truncate=True))
+    stack_file = stacks.register(stack_path(folder, me.rank), fatal=True, truncate=True)
+    me.channel.open()  # the progress report names where the stack-dump signal writes
+    me.channel.identify(me.rank, me.local_rank, stack_file)
     progress.record_stop_requests()
-    me.beat("import")
+    me.channel.report("import")
 
     from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -121,7 +113,7 @@ def probe(args: argparse.Namespace, me: Rank) -> int:
     if args.backend == "nccl":
         me.results["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
 
-    me.beat("init")
+    me.channel.report("init")
     start = time.perf_counter()
     if args.backend == "nccl":
         dist.init_process_group("nccl", device_id=device)
@@ -130,7 +122,7 @@ def probe(args: argparse.Namespace, me: Rank) -> int:
     me.results["init_s"] = time.perf_counter() - start
     me.save()
 
-    me.beat("barrier")
+    me.channel.report("barrier")
     start = time.perf_counter()
     if args.backend == "nccl":
         dist.barrier(device_ids=[me.local_rank])
@@ -149,9 +141,9 @@ def probe(args: argparse.Namespace, me: Rank) -> int:
         me.results["sizes"].append(entry)
         me.save()
 
-    me.beat("teardown")
+    me.channel.report("teardown")
     dist.destroy_process_group()
-    me.beat("done")
+    me.channel.report("done")
     return 0
 
 
@@ -175,19 +167,19 @@ def measure(
         dist.all_reduce(recv)
 
     where = {"index": index, "size": nbytes, "mode": mode}
-    me.beat("collective", phase="warmup", **where)
+    me.channel.report("collective", phase="warmup", **where)
     for _ in range(warmup):
         once()
     _sync(torch, device)
 
-    me.beat("collective", phase="timed", **where)
+    me.channel.report("collective", phase="timed", **where)
     start = time.perf_counter()
     for _ in range(iters):
         once()
     _sync(torch, device)
     elapsed = (time.perf_counter() - start) / iters
 
-    me.beat("collective", phase="check", **where)
+    me.channel.report("collective", phase="check", **where)
     send.copy_(mine)  # in place, the timed loop overwrote the input with repeated sums
     once()
     _sync(torch, device)

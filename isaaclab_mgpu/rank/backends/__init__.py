@@ -9,14 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from isaaclab_mgpu.rank.backends.base import (
-    DEFAULTS,
-    FALLBACK,
-    PPOSettings,
-    TaskDefaults,
-    Trainer,
-    settings_with,
-)
+# The PPO settings and per-task defaults live with the other override targets (stdlib only).
+from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
+from isaaclab_mgpu.rank.backends.base import Trainer
 
 __all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "create", "settings_with"]
 
@@ -32,13 +27,9 @@ def create(
 ) -> Trainer:
     """The trainer for ``library``/``framework`` on ``env``; rank 0's ``logger`` writes into ``directory``."""
     if library == "rsl_rl":
-        from isaaclab_mgpu.rank.backends.rsl_rl import RslRlTrainer
-
-        return RslRlTrainer(env, ppo, ctx, log_dir=directory, logger=logger)
-    if framework == "jax":
-        from isaaclab_mgpu.rank.backends.skrl_jax import SkrlJaxTrainer
-
-        return SkrlJaxTrainer(env, ppo, ctx, directory, logger)
-    from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer
-
-    return SkrlTorchTrainer(env, ppo, ctx, directory, logger)
+        from isaaclab_mgpu.rank.backends.rsl_rl import RslRlTrainer as trainer
+    elif framework == "jax":
+        from isaaclab_mgpu.rank.backends.skrl_jax import SkrlJaxTrainer as trainer
+    else:
+        from isaaclab_mgpu.rank.backends.skrl_torch import SkrlTorchTrainer as trainer
+    return trainer(env, ppo, ctx, directory, logger)

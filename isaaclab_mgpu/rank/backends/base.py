@@ -17,10 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-# The PPO settings and per-task defaults live with the other override targets (stdlib only).
-from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
-
-__all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "checksum", "settings_with"]
+from isaaclab_mgpu.contract.settings import PPOSettings
 
 #: Isaac Lab's rsl-rl ``train.py`` values, set by the rsl-rl back-end; ``train_in_process`` restores them.
 TORCH_FLAGS = {

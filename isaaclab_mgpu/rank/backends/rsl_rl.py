@@ -138,20 +138,14 @@ class RslRlTrainer:
     comm_kind = "torch"
 
     def __init__(
-        self,
-        env: Any,
-        ppo: PPOSettings,
-        ctx: RankContext,
-        *,
-        log_dir: str | None = None,
-        logger: str = "none",
+        self, env: Any, ppo: PPOSettings, ctx: RankContext, directory: str, logger: str = "none"
     ) -> None:
         self.env = TaskVecEnv(env)
         cfg = train_cfg(ppo)
-        writes = logger != "none" and log_dir is not None and ctx.rank == 0
+        writes = logger != "none" and ctx.rank == 0
         if writes:
             cfg["logger"] = logger_cfg(logger, cfg)
-        self.runner = MgpuRunner(self.env, cfg, ctx, log_dir if writes else None)
+        self.runner = MgpuRunner(self.env, cfg, ctx, directory if writes else None)
         self.log = self.runner.logger
         if writes:
             self.log.init_logging_writer()

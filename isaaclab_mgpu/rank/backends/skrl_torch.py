@@ -175,7 +175,6 @@ class SkrlTorchTrainer(SkrlAgentSteps):
         self, task: VecTask, ppo: PPOSettings, ctx: RankContext, directory: str, logger: str = "none"
     ) -> None:
         import_skrl(torch_distributed=ctx.distributed, jax_distributed=False, cpu=not ctx.is_cuda)
-        self.device = ctx.device
         self._build(task, ppo, ctx.device, directory, logger)
         self.obs = task.obs
 

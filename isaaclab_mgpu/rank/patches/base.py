@@ -1,6 +1,6 @@
 """What the patch modules share: the :class:`Observer` they report to, a scoped attribute swap
-(:func:`replaced`), :class:`StopTraining`, running normalizer statistics over every rank
-(:func:`all_moments`, :func:`pool_statistics`), and durable checkpoint writes.
+(:func:`replaced`), a module seen through a :class:`Proxy`, :class:`StopTraining`, running normalizer
+statistics over every rank (:func:`all_moments`, :func:`pool_statistics`), and durable checkpoint writes.
 
 **Durable saves.** The libraries write their checkpoints in place (``torch.save(obj, path)``,
 ``open(path, "wb")``, ``pickle.dump``): a crash while saving leaves a torn newest checkpoint. While
@@ -107,20 +107,24 @@ def pool_statistics(mean: Any, var: Any) -> None:
         var.copy_((packed[m.numel() :] - pooled**2).clamp_min(0).reshape(var.shape).to(var.dtype))
 
 
-class DurableTorch:
-    """``torch`` inside :func:`durable_saves`: ``save`` to a path is atomic and fsynced."""
+class Proxy:
+    """A module seen through a patch: what the subclass does not define is the module's own."""
 
-    def __init__(self, torch: Any) -> None:
-        self._torch = torch
+    def __init__(self, wrapped: Any) -> None:
+        self._wrapped = wrapped
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._torch, name)
+        return getattr(self._wrapped, name)
+
+
+class DurableTorch(Proxy):
+    """``torch`` inside :func:`durable_saves`: ``save`` to a path is atomic and fsynced."""
 
     def save(self, obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
         if not isinstance(f, (str, os.PathLike)):
-            return self._torch.save(obj, f, *args, **kwargs)
+            return self._wrapped.save(obj, f, *args, **kwargs)
         buffer = io.BytesIO()  # serialised first: a full disk then fails in a write naming the file
-        self._torch.save(obj, buffer, *args, **kwargs)
+        self._wrapped.save(obj, buffer, *args, **kwargs)
         with files.atomic_open(f, "wb", durable=True) as out:
             out.write(buffer.getbuffer())
         return None

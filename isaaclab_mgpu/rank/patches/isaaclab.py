@@ -39,6 +39,7 @@ rank 0 opens the W&B run under that id.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -50,12 +51,6 @@ from isaaclab_mgpu.rank.worker import wandb_run
 __all__ = ["Observer", "patched"]
 
 
-def _backend(library: str) -> Any:
-    import importlib
-
-    return importlib.import_module(f"isaaclab_rl.entrypoints.backends.train_{library}")
-
-
 @contextlib.contextmanager
 def patched(library: str, framework: str, *, cpu: bool, observer: Observer) -> Iterator[None]:
     """Apply this rank's patches for the duration of Isaac Lab's training call."""
@@ -64,13 +59,13 @@ def patched(library: str, framework: str, *, cpu: bool, observer: Observer) -> I
             skrl.import_for_isaaclab(
                 framework, cpu=cpu, distributed=int(os.environ.get("WORLD_SIZE", "1")) > 1
             )
-        backend = _backend(library)
+        backend = importlib.import_module(f"isaaclab_rl.entrypoints.backends.train_{library}")
         stack.enter_context(replaced(backend, "dump_train_configs", _observe_folder(backend, observer)))
         if cpu:
             stack.enter_context(replaced(backend, "validate_distributed_device", _cpu_device_ok))
             stack.enter_context(_cpu_sim_device())
         if library == "rsl_rl":
-            stack.enter_context(_rsl_rl(backend, cpu=cpu, observer=observer))
+            _rsl_rl(stack, backend, cpu=cpu, observer=observer)
         elif library == "skrl":
             stack.enter_context(_skrl(backend, observer=observer))
         elif library == "rl_games":
@@ -94,8 +89,7 @@ def _cpu_device_ok(args_cli: Any) -> None:
     return None
 
 
-@contextlib.contextmanager
-def _cpu_sim_device() -> Iterator[None]:
+def _cpu_sim_device() -> contextlib.AbstractContextManager[None]:
     from isaaclab.app import sim_launcher
 
     original = sim_launcher._resolve_distributed_device
@@ -109,15 +103,13 @@ def _cpu_sim_device() -> Iterator[None]:
         args["device"] = "cpu"
         return None
 
-    with replaced(sim_launcher, "_resolve_distributed_device", resolve_cpu):
-        yield
+    return replaced(sim_launcher, "_resolve_distributed_device", resolve_cpu)
 
 
 # --- the RL libraries' runners, as Isaac Lab's backends build them ----------------------------
 
 
-@contextlib.contextmanager
-def _rsl_rl(backend: Any, *, cpu: bool, observer: Observer) -> Iterator[None]:
+def _rsl_rl(stack: contextlib.ExitStack, backend: Any, *, cpu: bool, observer: Observer) -> None:
     original_create = backend.create_rsl_rl_runner
 
     def create_rsl_rl_runner(env: Any, agent_cfg: Any, log_dir: str | None = None) -> Any:
@@ -127,13 +119,11 @@ def _rsl_rl(backend: Any, *, cpu: bool, observer: Observer) -> Iterator[None]:
         rsl_rl.observe(runner, observer)
         return runner
 
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(replaced(backend, "create_rsl_rl_runner", create_rsl_rl_runner))
-        if hasattr(backend, "announce_new_run"):
-            stack.enter_context(replaced(backend, "announce_new_run", _with_run_id(backend.announce_new_run)))
-        if cpu:
-            stack.enter_context(rsl_rl.gloo_ranks())
-        yield
+    stack.enter_context(replaced(backend, "create_rsl_rl_runner", create_rsl_rl_runner))
+    if hasattr(backend, "announce_new_run"):
+        stack.enter_context(replaced(backend, "announce_new_run", _with_run_id(backend.announce_new_run)))
+    if cpu:
+        stack.enter_context(rsl_rl.gloo_ranks())
 
 
 def _with_run_id(original: Callable[..., None]) -> Callable[..., None]:
@@ -146,8 +136,7 @@ def _with_run_id(original: Callable[..., None]) -> Callable[..., None]:
     return announce_new_run
 
 
-@contextlib.contextmanager
-def _skrl(backend: Any, *, observer: Observer) -> Iterator[None]:
+def _skrl(backend: Any, *, observer: Observer) -> contextlib.AbstractContextManager[None]:
     original = backend.import_skrl_runner
 
     def import_skrl_runner(ml_framework: str) -> Any:
@@ -165,5 +154,4 @@ def _skrl(backend: Any, *, observer: Observer) -> Iterator[None]:
 
         return build
 
-    with replaced(backend, "import_skrl_runner", import_skrl_runner):
-        yield
+    return replaced(backend, "import_skrl_runner", import_skrl_runner)

@@ -32,27 +32,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from isaaclab_mgpu.rank import drift
-from isaaclab_mgpu.rank.patches.base import Observer, durable_saves, pool_statistics, replaced
+from isaaclab_mgpu.rank.patches.base import Observer, Proxy, durable_saves, pool_statistics, replaced
 
 
-class _CpuTorch:
+class _CpuTorch(Proxy):
     """``torch`` as rl_games.common.a2c_common sees it on CPU ranks: ``cuda.set_device`` does nothing."""
 
     def __init__(self, torch: Any) -> None:
-        self._torch = torch
+        super().__init__(torch)
         self.cuda = _CpuCuda(torch.cuda)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._torch, name)
 
-
-class _CpuCuda:
-    def __init__(self, cuda: Any) -> None:
-        self._cuda = cuda
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cuda, name)
-
+class _CpuCuda(Proxy):
     def set_device(self, device: Any) -> None:
         # A2CBase.train / train_epoch pin cuda:LOCAL_RANK; a CPU rank has no CUDA device (CPU ranks).
         return None
@@ -67,18 +58,12 @@ class _KeepCpuDevice(dict):
         super().__setitem__(key, value)
 
 
-class _JoinedGroup:
+class _JoinedGroup(Proxy):
     """``torch.distributed`` as rl_games.common.a2c_common sees it on CPU ranks (CPU ranks)."""
-
-    def __init__(self, dist: Any) -> None:
-        self._dist = dist
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._dist, name)
 
     def init_process_group(self, *args: Any, **kwargs: Any) -> None:
         # A2CBase.__init__ calls init_process_group("nccl"); the worker's gloo group already exists.
-        if not self._dist.is_initialized():
+        if not self._wrapped.is_initialized():
             raise RuntimeError("mgpu's CPU rank has no gloo process group before rl-games starts")
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from isaaclab_mgpu.rank import drift
@@ -53,13 +53,11 @@ def set_rank_fields(runner: Any, world_size: int, rank: int, local_rank: int) ->
     )
 
 
-@contextlib.contextmanager
-def gloo_ranks() -> Iterator[None]:
+def gloo_ranks() -> contextlib.AbstractContextManager[None]:
     """``OnPolicyRunner._configure_multi_gpu`` for CPU ranks whose gloo group already exists."""
     from rsl_rl.runners import OnPolicyRunner
 
-    with replaced(OnPolicyRunner, "_configure_multi_gpu", _configure_multi_gpu_gloo):
-        yield
+    return replaced(OnPolicyRunner, "_configure_multi_gpu", _configure_multi_gpu_gloo)
 
 
 def _configure_multi_gpu_gloo(self: Any) -> None:

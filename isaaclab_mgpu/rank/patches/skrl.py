@@ -79,6 +79,7 @@ from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.rank import drift, localcomm
 from isaaclab_mgpu.rank.patches.base import (
     Observer,
+    Proxy,
     StopTraining,
     all_moments,
     durable_saves,
@@ -350,59 +351,54 @@ def _same_code(a: Any, b: Any) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in ("co_code", "co_names", "co_consts", "co_argcount"))
 
 
-class _HostSum:
+def _host_sum(channel: localcomm.LocalChannel) -> Callable[[Any], np.ndarray]:
     """``pmap(psum)`` of one array per process, summed through the shared-memory channel (float32, as JAX)."""
 
-    def __init__(self, channel: localcomm.LocalChannel) -> None:
-        self._channel = channel
-
-    def __call__(self, x: Any) -> np.ndarray:
+    def host_sum(x: Any) -> np.ndarray:
         host = np.array(x, dtype=np.float32)  # waits for x: the clock times the sum alone
         t0 = time.perf_counter()
-        self._channel.all_reduce_(host)
+        channel.all_reduce_(host)
         progress.waited(time.perf_counter() - t0)
         return host
 
+    return host_sum
 
-class _TimedPsum:
+
+def _timed_psum(function: Any) -> Callable[[Any], Any]:
     """PPO.update's compiled ``pmap(psum)`` with its wait added to the rank's (see :mod:`.timing`)."""
 
-    def __init__(self, function: Any) -> None:
-        self._function = function
-
-    def __call__(self, x: Any) -> Any:
+    def timed_psum(x: Any) -> Any:
         if hasattr(x, "block_until_ready"):
             x.block_until_ready()
         t0 = time.perf_counter()
-        result = self._function(x)
+        result = function(x)
         if hasattr(result, "block_until_ready"):
             result.block_until_ready()
         progress.waited(time.perf_counter() - t0)
         return result
 
+    return timed_psum
 
-class _CachedPmapJax:
+
+class _CachedPmapJax(Proxy):
     """``jax`` as seen by skrl.agents.jax.ppo.ppo, with ``pmap`` memoised per lambda code (fix 3)."""
 
     def __init__(self, jax: Any) -> None:
-        self._jax = jax
+        super().__init__(jax)
         self._cache: dict[tuple[Any, ...], Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._jax, name)
 
     def pmap(self, fun: Any, *args: Any, **kwargs: Any) -> Any:
         code = getattr(fun, "__code__", None)
         if code is None or fun.__closure__ or fun.__defaults__ or args:
-            return self._jax.pmap(fun, *args, **kwargs)
+            return self._wrapped.pmap(fun, *args, **kwargs)
         channel = localcomm.current()
         is_psum = kwargs == {"axis_name": "i"} and _same_code(code, _PSUM.__code__)
         if channel is not None and is_psum:
-            return _HostSum(channel)  # fix 5: PPO.update's KL sum through shared memory
+            return _host_sum(channel)  # fix 5: PPO.update's KL sum through shared memory
         key = (code, tuple(sorted(kwargs.items())))
         if key not in self._cache:
-            compiled = self._jax.pmap(fun, **kwargs)
-            self._cache[key] = _TimedPsum(compiled) if is_psum else compiled
+            compiled = self._wrapped.pmap(fun, **kwargs)
+            self._cache[key] = _timed_psum(compiled) if is_psum else compiled
         return self._cache[key]
 
 

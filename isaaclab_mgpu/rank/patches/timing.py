@@ -23,28 +23,6 @@ NAMES = ("all_reduce", "broadcast", "broadcast_object_list")
 _saved: dict[str, Any] = {}
 
 
-class _GpuWaits:
-    """CUDA event pairs of this iteration's collectives, resolved into seconds when it ends."""
-
-    def __init__(self, torch: Any) -> None:
-        self._torch = torch
-        self.pending: list[tuple[Any, Any]] = []
-
-    def bracket(self) -> tuple[Any, Any]:
-        start = self._torch.cuda.Event(enable_timing=True)
-        end = self._torch.cuda.Event(enable_timing=True)
-        self.pending.append((start, end))
-        return start, end
-
-    def flush(self) -> float:
-        total = 0.0
-        for start, end in self.pending:
-            end.synchronize()
-            total += start.elapsed_time(end) / 1000.0
-        self.pending.clear()
-        return total
-
-
 def install() -> None:
     """Time ``torch.distributed``'s all-reduce and broadcasts into this rank's progress report."""
     import torch
@@ -53,9 +31,20 @@ def install() -> None:
     if _saved and all(getattr(getattr(dist, n), "_mgpu_timed", False) for n in NAMES):
         return
     reporter = progress.reporter()
-    gpu = _GpuWaits(torch) if torch.cuda.is_available() else None
-    if gpu is not None:
-        reporter.on_iteration_end(gpu.flush)
+    gpu = torch.cuda.is_available()
+    pending: list[tuple[Any, Any]] = []  # CUDA event pairs of this iteration's collectives
+
+    def flush() -> float:
+        # The iteration ended: its collectives' stream seconds.
+        total = 0.0
+        for start, end in pending:
+            end.synchronize()
+            total += start.elapsed_time(end) / 1000.0
+        pending.clear()
+        return total
+
+    if gpu:
+        reporter.on_iteration_end(flush)
     clock, waited = time.perf_counter, reporter.waited
 
     def timed(function: Any) -> Any:
@@ -63,8 +52,10 @@ def install() -> None:
             # torch.distributed.<name> as rsl-rl and skrl call it, with its wall time (CPU) or its
             # stream time (GPU, CUDA events) added to the rank's wait.
             tensor = args[0] if args else kwargs.get("tensor")
-            if gpu is not None and isinstance(tensor, torch.Tensor) and tensor.is_cuda:
-                start, end = gpu.bracket()
+            if gpu and isinstance(tensor, torch.Tensor) and tensor.is_cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                pending.append((start, end))
                 start.record()
                 result = function(*args, **kwargs)
                 end.record()

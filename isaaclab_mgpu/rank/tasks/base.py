@@ -38,7 +38,7 @@ class EpisodeStats:
 
 
 class VecTask:
-    """A vectorized task with a Gymnasium-like batched ``reset`` / ``step`` interface."""
+    """A vectorized task with a Gymnasium-like batched ``step`` interface that resets finished episodes."""
 
     name: str = "task"
     num_obs: int = 0
@@ -82,14 +82,6 @@ class VecTask:
         """``(n, dim)`` samples from ``U(low, high)`` drawn from the task's generator."""
         u = torch.rand((n, dim), generator=self.generator, device=self.device)
         return low + (high - low) * u
-
-    def reset(self) -> torch.Tensor:
-        """Reset every environment; return the observations."""
-        self.state = self._reset_state(self.num_envs)
-        self.episode_length_buf.zero_()
-        self._returns.zero_()
-        self.obs = self._observe()
-        return self.obs
 
     def step(
         self, actions: torch.Tensor

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 
-def disable_warp_backward() -> bool:
-    """Set ``warp.config.enable_backward = False``; return False when Warp is not installed."""
+def disable_warp_backward() -> None:
+    """Set ``warp.config.enable_backward = False`` (nothing to set when Warp is not installed)."""
     # Adjoint kernels roughly double first-compile time, and the flag only affects modules built
     # after it is set; RL training never differentiates through Warp.
     try:
         import warp
     except ImportError:
-        return False
+        return
     warp.config.enable_backward = False
-    return True
 
 
 #: What Warp's native library prints on stderr when it finds no CUDA driver: on a CPU rank there is

@@ -26,10 +26,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import files, resume, space
+from isaaclab_mgpu.contract import resume, space
 from isaaclab_mgpu.contract.errors import DiskFull, UsageError
-
-FORMAT = resume.FORMAT
+from isaaclab_mgpu.rank.patches.base import DurableTorch
 
 
 class TornCheckpoint(UsageError):
@@ -45,10 +44,7 @@ def save(path: Path, payload: dict[str, Any], meta: resume.CheckpointMeta) -> Pa
     """Write ``payload`` to ``path`` and its metadata beside it, each atomically and durably."""
     import torch
 
-    buffer = io.BytesIO()
-    torch.save({"format": FORMAT, **payload}, buffer)
-    with files.atomic_open(path, "wb", durable=True) as f:
-        f.write(buffer.getbuffer())
+    DurableTorch(torch).save({"format": resume.FORMAT, **payload}, path)
     resume.write_meta(path, meta)
     return path
 
@@ -78,7 +74,7 @@ def load_bytes(data: bytes, name: str | Path) -> dict[str, Any]:
     except (RuntimeError, EOFError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TornCheckpoint(name, f"not a readable torch file: {reason}", " is ") from None
-    if not isinstance(loaded, dict) or loaded.get("format") != FORMAT:
+    if not isinstance(loaded, dict) or loaded.get("format") != resume.FORMAT:
         raise UsageError(f"checkpoint {name}: not an isaaclab-mgpu checkpoint (model_<N>.pt of a run folder)")
     return loaded
 

@@ -64,11 +64,8 @@ class IterationStats:
 
 def row(stop: int, stats: Any, steps_per_s: float, digest: str) -> np.ndarray:
     """This rank's contribution to the iteration's all-gather."""
-    returns, episodes, lengths = (
-        (stats.return_sum, stats.episodes, stats.length_sum) if stats is not None else (0.0, 0, 0.0)
-    )
-    words = checksum_words(digest)
-    return np.array([float(stop), returns, episodes, lengths, steps_per_s, *words], dtype=np.float64)
+    counts = [float(stop), stats.return_sum, stats.episodes, stats.length_sum, steps_per_s]
+    return np.array([*counts, *checksum_words(digest)], dtype=np.float64)
 
 
 def summarize(gathered: np.ndarray) -> IterationStats:

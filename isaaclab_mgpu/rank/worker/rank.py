@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from isaaclab_mgpu.contract import env, layout, progress, resume
-from isaaclab_mgpu.contract.layout import rank_folder as rank_folder
+from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import localcomm
+from isaaclab_mgpu.rank.patches import gloo, timing
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,12 @@ class RankContext:
         """True when this rank computes on a GPU."""
         return self.device.startswith("cuda")
 
-    @property
-    def torch_backend(self) -> str:
-        """The torch.distributed backend for this device: NCCL on CUDA, gloo on CPU."""
-        return "nccl" if self.is_cuda else "gloo"
 
+def rank_context(args: WorkerArgs, environ: Mapping[str, str]) -> RankContext:
+    """Read rank, world size and device for ``args`` from the launcher's environment; refuse a missing GPU."""
+    import torch
 
-def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: bool) -> RankContext:
-    """Read rank, world size and device for ``args`` from the launcher's environment."""
+    cuda_available = torch.cuda.is_available()
     jax = args.rl_library == "skrl" and args.ml_framework == "jax"
     if args.distributed:
         prefix = "JAX_" if jax and "JAX_WORLD_SIZE" in environ else ""
@@ -80,6 +79,8 @@ def rank_context(args: WorkerArgs, environ: Mapping[str, str], cuda_available: b
     device = args.device or ("cuda" if cuda_available else "cpu")
     if device == "cuda":
         device = f"cuda:{local}"
+    if device.startswith("cuda") and not cuda_available:
+        raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
     local_world = environ.get(env.LOCAL_WORLD_SIZE)  # torchrun and our jaxrun set it
     shared = localcomm.usable(world, int(local_world) if local_world else None, device == "cpu", environ)
     return RankContext(
@@ -208,15 +209,11 @@ def init_torch_group(ctx: RankContext) -> bool:
         # start-up bound plus a margin (shortened to the stall bound once training starts).
         timeout = progress.process_group_timeout(startup=True)
         extra = {"timeout": timeout} if timeout is not None else {}
-        dist.init_process_group(backend=ctx.torch_backend, rank=ctx.rank, world_size=ctx.world_size, **extra)
-        if ctx.shared_memory:
-            channel = open_local_channel(ctx, "torch")
-            if channel is not None:
-                from isaaclab_mgpu.rank.patches import gloo
-
-                gloo.install(channel)
-        from isaaclab_mgpu.rank.patches import timing
-
+        backend = "nccl" if ctx.is_cuda else "gloo"
+        dist.init_process_group(backend=backend, rank=ctx.rank, world_size=ctx.world_size, **extra)
+        channel = open_local_channel(ctx, "torch")  # None unless every rank is a CPU rank of this node
+        if channel is not None:
+            gloo.install(channel)
         timing.install()  # after gloo's shared-memory path, so that path is timed as well
         return True
     return False
@@ -239,8 +236,6 @@ def open_local_channel(ctx: RankContext, kind: str) -> localcomm.LocalChannel | 
 
 def close_local_channel() -> None:
     """Put gloo's collectives back and close the channel (idempotent; after the last collective)."""
-    from isaaclab_mgpu.rank.patches import gloo, timing
-
     timing.uninstall()  # first: what it put back is gloo's path, which gloo.uninstall then removes
     gloo.uninstall()
     localcomm.close_channel()

@@ -17,10 +17,8 @@ every rank, to be continued) and, under ``--on_drift stop``, a drift (``drifted`
 **Resume.** ``--max_iterations`` is the run's total. What to continue from comes from mgpu
 (``MGPU_RESUME``: a checkpoint, or a run folder's newest one) or, run by hand, from ``--resume``.
 Rank 0 alone reads the file; its bytes reach the other ranks over the process group
-(:mod:`.checkpoint`). A resume restores the back-end's state (models, optimizer, normalisers,
-skrl's timestep) and the iteration counter, and marks the restart in the event file, so
-TensorBoard shows one curve with no step twice. Not restored: the environments (episodes start
-afresh) and the random generators.
+(:mod:`.checkpoint`). What a resume restores (the restart marked in the event file: one
+TensorBoard curve) and what not: ``docs/training.md``, "Resume, restarts, requeue".
 
 Rank 0 writes ``model_<N>.pt`` (and ``model_<N>.json``) every ``--save_interval`` iterations, at
 the end and when stopped, and hands ``mgpu train`` its account of the attempt
@@ -46,9 +44,10 @@ from isaaclab_mgpu.contract import faults, progress, resume, signals
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import ATTEMPT, RESUME, RUN_DIR, RUN_ID
 from isaaclab_mgpu.contract.errors import EXIT_INTERRUPTED, UsageError
-from isaaclab_mgpu.contract.layout import SUMMARY
+from isaaclab_mgpu.contract.layout import SUMMARY, rank_folder
+from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
-from isaaclab_mgpu.contract.worker_args import WorkerArgs
+from isaaclab_mgpu.contract.worker_args import WorkerArgs, is_isaac_task
 from isaaclab_mgpu.rank import drift, localcomm
 from isaaclab_mgpu.rank.console import TrainingConsole
 from isaaclab_mgpu.rank.worker import checkpoint, metrics, wandb_run
@@ -62,7 +61,6 @@ from isaaclab_mgpu.rank.worker.rank import (
     leave_torch_group,
     open_local_channel,
     rank_context,
-    rank_folder,
     run_dir_of,
 )
 
@@ -73,8 +71,6 @@ def run(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Train one rank as ``args`` asks, telling ``console_for(rank)``; return its exit code (0, or 130)."""
-    from isaaclab_mgpu.contract.worker_args import is_isaac_task
-
     if is_isaac_task(args.task):  # Isaac Lab's own training code path (isaaclab_mgpu.rank.isaac)
         from isaaclab_mgpu.rank.isaac import run as run_isaac
 
@@ -82,10 +78,7 @@ def run(
     import torch
 
     env_vars = os.environ if environ is None else environ
-    cuda = torch.cuda.is_available()
-    ctx = rank_context(args, env_vars, cuda)
-    if ctx.is_cuda and not cuda:
-        raise UsageError(f"--device {args.device or 'cuda'}: no CUDA device here; use --device cpu")
+    ctx = rank_context(args, env_vars)
     console = console_for(ctx.rank)
     run_dir = run_dir_of(args, env_vars)
     my_dir = rank_folder(run_dir, ctx.rank)
@@ -99,49 +92,29 @@ def run(
         # a requeue, --resume), so its curves go on in the same W&B run; else a new one.
         earlier = (summaries.read(run_dir) if ctx.rank == 0 else None) or Summary()
         wandb_id = wandb_run.run_id(args.logger, ctx.rank, env_vars, earlier.wandb_run_id)
-        return _run_rank(args, ctx, run_dir, my_dir, console, env_vars, earlier, wandb_id)
+        defaults = DEFAULTS.get(args.task, FALLBACK)
+        try:
+            ppo = settings_with(defaults.ppo, args.overrides_for("agent"))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
+        random.seed(ctx.seed)
+        np.random.seed(ctx.seed)
+        torch.manual_seed(ctx.seed)
+        if args.rl_library == "rsl_rl":
+            from isaaclab_mgpu.rank.backends.rsl_rl import set_torch_flags
 
-def _run_rank(
-    args: WorkerArgs,
-    ctx: RankContext,
-    run_dir: Path,
-    my_dir: Path,
-    console: TrainingConsole,
-    env_vars: Mapping[str, str],
-    earlier: Summary,
-    wandb_id: str | None,
-) -> int:
-    """The rank's run once its folder is known (a full disk inside it: one line, exit 74)."""
-    import torch
-
-    from isaaclab_mgpu.rank import backends
-
-    defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
-    try:
-        ppo = backends.settings_with(defaults.ppo, args.overrides_for("agent"))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-    random.seed(ctx.seed)
-    np.random.seed(ctx.seed)
-    torch.manual_seed(ctx.seed)
-    if args.rl_library == "rsl_rl":
-        from isaaclab_mgpu.rank.backends.rsl_rl import set_torch_flags
-
-        set_torch_flags()
-    jax = args.rl_library == "skrl" and args.ml_framework == "jax"
-    progress.beat("init")
-    own_group = ctx.distributed and not jax and init_torch_group(ctx)
-    with contextlib.ExitStack() as cleanup:  # closes the trainer's writers however _train ends
-        cleanup.enter_context(
-            wandb_run.environment(wandb_id, resume=wandb_id is not None and wandb_id == earlier.wandb_run_id)
-        )
-        code = _train(args, ctx, run_dir, my_dir, ppo, console, cleanup, env_vars, wandb_id)
-    if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
-        leave_torch_group()
-    progress.beat(progress.DONE)
-    return code
+            set_torch_flags()
+        jax = args.rl_library == "skrl" and args.ml_framework == "jax"
+        progress.beat("init")
+        own_group = ctx.distributed and not jax and init_torch_group(ctx)
+        with contextlib.ExitStack() as cleanup:  # closes the trainer's writers however _train ends
+            cleanup.enter_context(wandb_run.environment(wandb_id, resume=wandb_id == earlier.wandb_run_id))
+            code = _train(args, ctx, run_dir, my_dir, defaults, ppo, console, cleanup, env_vars, wandb_id)
+        if own_group:  # only after a clean finish: a failed rank must not wait in a barrier
+            leave_torch_group()
+        progress.beat(progress.DONE)
+        return code
 
 
 @dataclass
@@ -153,16 +126,15 @@ class _Loop:
     done: int
     rewards: list[float | None] = field(default_factory=list)
     last_saved: Path | None = None
-    interrupted: bool = False
-    checkpoint_stop: bool = False
+    status: str = "finished"
+    """How the loop ended: ``finished``, ``interrupted`` (a stop signal), ``stopped`` (mgpu's checkpoint
+    request) or ``drifted`` (``--on_drift stop``)."""
     steps_local: int = 0
     train_time: float = 0.0
     steps_per_iteration: int = 0
     """Environment steps of one iteration, all ranks together (for the steady pace)."""
     iteration_s: list[float] = field(default_factory=list)
     """Rank 0's wall seconds of each iteration of this attempt, for the steady pace."""
-    drift_stop: bool = False
-    """Stopped because the ranks drifted apart (``--on_drift stop``)."""
     began: float = 0.0
     """When this attempt's loop began (seconds since the epoch): names its segment of the run."""
     who: dict[str, Any] = field(default_factory=dict)
@@ -174,7 +146,8 @@ def _train(
     ctx: RankContext,
     run_dir: Path,
     my_dir: Path,
-    ppo: Any,
+    defaults: TaskDefaults,
+    ppo: PPOSettings,
     console: TrainingConsole,
     cleanup: contextlib.ExitStack,
     environ: Mapping[str, str],
@@ -182,7 +155,6 @@ def _train(
 ) -> int:
     from isaaclab_mgpu.rank import backends, tasks
 
-    defaults = backends.DEFAULTS.get(args.task, backends.FALLBACK)
     progress.beat("environment")
     try:  # an embedded task (Isaac Lab tasks took isaaclab_mgpu.rank.isaac)
         n = args.num_envs or defaults.num_envs
@@ -222,7 +194,7 @@ def _train(
     # between the loop's stop and the checkpoint it saves at the stop.
     with signals.recording():
         loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who)
-        progress.reporter().ended(_status(loop))  # every rank: another node's mgpu has no summary
+        progress.reporter().ended(loop.status)  # every rank: another node's mgpu has no summary
         progress.beat("finish")
         end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
         rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
@@ -233,11 +205,11 @@ def _train(
         if ctx.rank == 0 and (loop.last_saved is None or loop.last_saved.name != f"model_{loop.done}.pt"):
             progress.beat("checkpoint")
             loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
-        code = EXIT_INTERRUPTED if loop.interrupted else 0
+        code = EXIT_INTERRUPTED if loop.status == "interrupted" else 0
         if ctx.rank == 0:
             final = _account(
                 loop,
-                status=_status(loop),
+                status=loop.status,
                 train_time_s=round(loop.train_time, 4),
                 env_steps_per_s=Rates(
                     total=float(rates[:, 0].sum()), per_rank=tuple(float(v) for v in rates[:, 0])
@@ -245,7 +217,7 @@ def _train(
                 checksums=Checksums(start=tuple(start_sums), end=tuple(end_sums)),
                 checksums_equal=len(set(start_sums)) == 1 and len(set(end_sums)) == 1,
                 timing=summaries.timing_of(rates[:, 1:4].tolist()),
-                interrupted=loop.interrupted,
+                interrupted=code == EXIT_INTERRUPTED,
                 exit_status=code,
             )
             # What node 0's mgpu folds into the run's summary.json, merged here the same way to tell it.
@@ -253,14 +225,6 @@ def _train(
             told = summaries.absorb(summaries.read(run_dir) or Summary(), final, given, loop.start)
             console.summary(told.to_json(), str(run_dir / SUMMARY))
         return code
-
-
-def _status(loop: _Loop) -> str:
-    if loop.interrupted:
-        return "interrupted"
-    if loop.drift_stop:
-        return "drifted"
-    return "stopped" if loop.checkpoint_stop else "finished"
 
 
 def _resume(
@@ -374,7 +338,7 @@ def _loop(
                 fault = None
             trainer.iterate()
             loop.steps_local += trainer.steps_per_iteration
-            stats = env.pop_stats() if hasattr(env, "pop_stats") else None
+            stats = env.pop_stats()
             own_rate = trainer.steps_per_iteration / max(time.perf_counter() - t_it, 1e-9)
             # A checkpoint request: mgpu's file, or SLURM's SIGUSR1 reaching this rank directly
             # (none counts in the last iteration: the run ends finished).
@@ -400,8 +364,7 @@ def _loop(
             trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds, warmup=warm))
             halt = found is not None and args.on_drift == "stop"
             if m.stop or m.checkpoint or halt:
-                loop.interrupted, loop.checkpoint_stop = m.stop, m.checkpoint and not m.stop
-                loop.drift_stop = halt and not m.stop
+                loop.status = "interrupted" if m.stop else "drifted" if halt else "stopped"
                 break
             if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
                 progress.beat("checkpoint")
