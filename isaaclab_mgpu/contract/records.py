@@ -166,13 +166,11 @@ class _Field:
 class _Spec:
     fields: tuple[_Field, ...]
     names: frozenset[str]
-    extra: bool
-    invalid: bool
 
 
 @functools.cache
 def _spec(cls: type) -> _Spec:
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = _hints(cls)
     fields = []
     for f in dataclasses.fields(cls):
         if f.name in (EXTRA, INVALID):
@@ -182,8 +180,7 @@ def _spec(cls: type) -> _Spec:
         fields.append(
             _Field(f.name, _checker(hints[f.name]), not (defaulted or nullable), nullable and not defaulted)
         )
-    names = frozenset(f.name for f in dataclasses.fields(cls))
-    return _Spec(tuple(fields), names, EXTRA in names, INVALID in names)
+    return _Spec(tuple(fields), frozenset(f.name for f in dataclasses.fields(cls)))
 
 
 def _checker(tp: Any) -> Check:
@@ -361,9 +358,9 @@ def _fields(spec: _Spec, data: Mapping[str, Any], prefix: str = "") -> tuple[dic
 def _build(
     cls: type, spec: _Spec, values: dict[str, Any], extra: dict[str, Any], invalid: tuple[str, ...]
 ) -> Any:
-    if spec.extra:
+    if EXTRA in spec.names:
         values[EXTRA] = extra
-    if spec.invalid:
+    if INVALID in spec.names:
         values[INVALID] = invalid
     return cls(**values)
 
