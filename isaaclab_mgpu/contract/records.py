@@ -387,8 +387,6 @@ def strict(cls: type[T], data: object) -> T:
 
 def plain(value: Any) -> Any:
     """``value`` (a record, or anything in one) as strict-JSON-ready data."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain_record(value, row=False)
     return _plain(value, Any)
 
 
@@ -409,10 +407,9 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _plain(value: Any, tp: Any) -> Any:
-    kind = type(value)
-    if kind is float:
+    if isinstance(value, float):  # numpy's float64 too
         return value if math.isfinite(value) else None
-    if value is None or kind in (int, str, bool):
+    if value is None or type(value) in (int, str, bool):
         return value
     row = False
     if get_origin(tp) is Annotated:
@@ -430,6 +427,4 @@ def _plain(value: Any, tp: Any) -> Any:
         return [_plain(v, element) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _plain(v, Any) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
     return value
