@@ -153,8 +153,8 @@ def test_an_isaac_lab_option_with_no_value_is_refused(task, after):
 
 
 def test_an_isaac_lab_option_value_may_look_like_a_number_or_hold_options():
-    args = parse(["--task", "Isaac-X-v0", "--sigma", "-1", "--kit_args", "--a --b", "--logger", "wandb"])
-    assert args.isaac_args == ("--sigma", "-1", "--kit_args", "--a --b") and args.logger == "wandb"
+    args = parse(["--task", "Isaac-X-v0", "--sigma", "-.5", "--kit_args", "--a --b", "--logger", "wandb"])
+    assert args.isaac_args == ("--sigma", "-.5", "--kit_args", "--a --b") and args.logger == "wandb"
 
 
 def test_embedded_task_names_match_the_task_registry():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import re
 import time
 from dataclasses import dataclass
 
@@ -39,6 +40,8 @@ DRIFT_ACTIONS = ("warn", "stop")
 EMBEDDED_TASKS = tuple(TASK_CONFIGS)
 #: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
 ISAAC_PREFIX = "Isaac-"
+#: A negative number, which argparse reads as a value (its own ``_negative_number_matcher``).
+_NEGATIVE = re.compile(r"-\d+|-\d*\.\d+")
 
 #: Options of Isaac Lab 3.0's ``train`` (rsl_rl, skrl, rl_games back-ends and the simulation launcher)
 #: that the worker forwards verbatim for Isaac Lab tasks, with how many values each takes (``"?"``:
@@ -267,8 +270,8 @@ def option_strings() -> frozenset[str]:
 
 
 def _is_option(item: str) -> bool:
-    """Whether argparse reads ``item`` as an option (``-``, ``-1`` and ``"-a -b"`` are values)."""
-    return item.startswith("-") and item != "-" and not item[1].isdigit() and " " not in item
+    """Whether argparse reads ``item`` as an option (``-``, ``-1``, ``-.5`` and ``"-a -b"`` are values)."""
+    return item.startswith("-") and item != "-" and " " not in item and not _NEGATIVE.fullmatch(item)
 
 
 def _split_isaac(rest: list[str], parser: argparse.ArgumentParser) -> tuple[str, list[str], list[str]]:
