@@ -145,6 +145,18 @@ def test_check_unit_parts():
     assert info.value.unknown == "--num_gpu"
 
 
+@pytest.mark.parametrize("task", ["Isaac-Cartpole-Direct-v0", "cartpole"])
+@pytest.mark.parametrize("after", [[], ["--logger"], ["--logger=x"], ["--video"], ["--seed", "3"]])
+def test_an_isaac_lab_option_with_no_value_is_refused(task, after):
+    with pytest.raises(WorkerArgsError, match=r"^--checkpoint needs a value$"):
+        parse(["--task", task, "--checkpoint", *after])
+
+
+def test_an_isaac_lab_option_value_may_look_like_a_number_or_hold_options():
+    args = parse(["--task", "Isaac-X-v0", "--sigma", "-.5", "--kit_args", "--a --b", "--logger", "wandb"])
+    assert args.isaac_args == ("--sigma", "-.5", "--kit_args", "--a --b") and args.logger == "wandb"
+
+
 def test_embedded_task_names_match_the_task_registry():
     from isaaclab_mgpu.contract.settings import TASK_CONFIGS
     from isaaclab_mgpu.rank.tasks import TASKS

@@ -6,12 +6,9 @@ object per line. Every event carries the schema version ``v`` (:data:`VERSION`),
 the first attempt and after the last), then the fields of its kind: each kind is one dataclass
 below (:data:`KINDS`), read and written by :mod:`.records`.
 
-**One writer.** A run's ledger has one writer, node 0's ``mgpu`` (the node hosting global rank 0;
-:mod:`isaaclab_mgpu.launcher.ledger`); the ranks report through the progress channel
-(:mod:`.progress`) they already have. :class:`Appender` writes each event with one ``os.write`` of
-one line on a file opened ``O_APPEND``: a reader sees whole lines, and at most the last one torn
-(the writer killed mid-write). On a shared file system, appends from two hosts would interleave
-unpredictably: hence one writer.
+**One writer**, node 0's ``mgpu`` (:mod:`isaaclab_mgpu.launcher.ledger`; why: ``docs/ledger.md``,
+"Who writes it"). :class:`Appender` writes each event with one ``os.write`` of one line on a file
+opened ``O_APPEND``: a reader sees whole lines, and at most the last one torn.
 
 **Reading.** :func:`read` skips what it cannot use and counts it (:class:`Ledger`): a torn or
 non-JSON line, an unknown ``kind``, a newer ``v`` (a later mgpu's kinds are not guessed at), an
@@ -588,7 +585,7 @@ def fold(events: Iterable[Event]) -> Fold:
     for e in events:
         changes: dict[str, Any] = {}
         it = getattr(e, "iteration", None)
-        if isinstance(it, int) and not isinstance(e, StragglerNamed | Fault):
+        if isinstance(it, int) and not isinstance(e, StragglerNamed):
             changes["iteration"] = max(it, f.iteration or 0)
         if isinstance(e, Launched):
             ess = e.essentials
@@ -607,8 +604,6 @@ def fold(events: Iterable[Event]) -> Fold:
                 changes["world_size"] = e.world_size
         elif isinstance(e, Fault):
             faults.append(e)
-            if e.iteration is not None:
-                changes["iteration"] = max(e.iteration, f.iteration or 0)
         elif isinstance(e, Restart):
             changes.update(restarts=f.restarts + 1, lost=f.lost + (e.lost or 0))
         elif isinstance(e, Shrink):

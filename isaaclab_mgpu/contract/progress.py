@@ -463,7 +463,7 @@ def waited(seconds: float) -> None:
 
 def _seconds(name: str, environ: Any) -> float:
     try:
-        return max(0.0, float((environ if environ is not None else os.environ).get(name, "0")))
+        return max(0.0, float(environ.get(name, "0")))
     except ValueError:
         return 0.0
 
@@ -472,9 +472,9 @@ def process_group_timeout(*, startup: bool = False, environ: Any = None) -> time
     """mgpu's start-up or stall bound (``auto``: :func:`auto_cap`) plus :data:`MARGIN_S`; None: off."""
     values = environ if environ is not None else os.environ
     if not startup and values.get(env.STALL_TIMEOUT, "").strip() == AUTO:
-        bound = auto_cap(_seconds(env.STARTUP_TIMEOUT, environ))
+        bound = auto_cap(_seconds(env.STARTUP_TIMEOUT, values))
     else:
-        bound = _seconds(env.STARTUP_TIMEOUT if startup else env.STALL_TIMEOUT, environ)
+        bound = _seconds(env.STARTUP_TIMEOUT if startup else env.STALL_TIMEOUT, values)
     return timedelta(seconds=bound + MARGIN_S) if bound > 0 else None
 
 

@@ -166,13 +166,11 @@ class _Field:
 class _Spec:
     fields: tuple[_Field, ...]
     names: frozenset[str]
-    extra: bool
-    invalid: bool
 
 
 @functools.cache
 def _spec(cls: type) -> _Spec:
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = _hints(cls)
     fields = []
     for f in dataclasses.fields(cls):
         if f.name in (EXTRA, INVALID):
@@ -182,8 +180,7 @@ def _spec(cls: type) -> _Spec:
         fields.append(
             _Field(f.name, _checker(hints[f.name]), not (defaulted or nullable), nullable and not defaulted)
         )
-    names = frozenset(f.name for f in dataclasses.fields(cls))
-    return _Spec(tuple(fields), names, EXTRA in names, INVALID in names)
+    return _Spec(tuple(fields), frozenset(f.name for f in dataclasses.fields(cls)))
 
 
 def _checker(tp: Any) -> Check:
@@ -361,9 +358,9 @@ def _fields(spec: _Spec, data: Mapping[str, Any], prefix: str = "") -> tuple[dic
 def _build(
     cls: type, spec: _Spec, values: dict[str, Any], extra: dict[str, Any], invalid: tuple[str, ...]
 ) -> Any:
-    if spec.extra:
+    if EXTRA in spec.names:
         values[EXTRA] = extra
-    if spec.invalid:
+    if INVALID in spec.names:
         values[INVALID] = invalid
     return cls(**values)
 
@@ -390,8 +387,6 @@ def strict(cls: type[T], data: object) -> T:
 
 def plain(value: Any) -> Any:
     """``value`` (a record, or anything in one) as strict-JSON-ready data."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain_record(value, row=False)
     return _plain(value, Any)
 
 
@@ -412,10 +407,9 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _plain(value: Any, tp: Any) -> Any:
-    kind = type(value)
-    if kind is float:
+    if isinstance(value, float):  # numpy's float64 too
         return value if math.isfinite(value) else None
-    if value is None or kind in (int, str, bool):
+    if value is None or type(value) in (int, str, bool):
         return value
     row = False
     if get_origin(tp) is Annotated:
@@ -433,6 +427,4 @@ def _plain(value: Any, tp: Any) -> Any:
         return [_plain(v, element) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _plain(v, Any) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
     return value

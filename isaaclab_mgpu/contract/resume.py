@@ -286,16 +286,12 @@ def own_run_folders(parent: Path, root: Path) -> list[Path]:
     try:
         root_real = Path(root).resolve(strict=True)
         parent_real = Path(parent).resolve(strict=True)
+        inside = parent_real == root_real or root_real in parent_real.parents
+        entries = list(os.scandir(parent_real)) if inside else []
     except OSError:
-        return []
-    if parent_real != root_real and root_real not in parent_real.parents:
         return []
     uid = os.getuid()
     found = []
-    try:
-        entries = list(os.scandir(parent_real))
-    except OSError:
-        return []
     for e in entries:
         with contextlib.suppress(OSError):
             info = e.stat(follow_symlinks=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import re
 import time
 from dataclasses import dataclass
 
@@ -39,6 +40,8 @@ DRIFT_ACTIONS = ("warn", "stop")
 EMBEDDED_TASKS = tuple(TASK_CONFIGS)
 #: Task ids with this prefix are Isaac Lab's and train on Isaac Lab's own code path.
 ISAAC_PREFIX = "Isaac-"
+#: A negative number, which argparse reads as a value (its own ``_negative_number_matcher``).
+_NEGATIVE = re.compile(r"-\d+|-\d*\.\d+")
 
 #: Options of Isaac Lab 3.0's ``train`` (rsl_rl, skrl, rl_games back-ends and the simulation launcher)
 #: that the worker forwards verbatim for Isaac Lab tasks, with how many values each takes (``"?"``:
@@ -266,32 +269,35 @@ def option_strings() -> frozenset[str]:
     return own | frozenset(ISAAC_TRAIN_OPTIONS)
 
 
-def _split_isaac(rest: list[str], parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
-    """Take Isaac Lab's options (with their values) out of ``rest``; return them and what is left."""
-    isaac: list[str] = []
-    left: list[str] = []
+def _is_option(item: str) -> bool:
+    """Whether argparse reads ``item`` as an option (``-``, ``-1``, ``-.5`` and ``"-a -b"`` are values)."""
+    return item.startswith("-") and item != "-" and " " not in item and not _NEGATIVE.fullmatch(item)
+
+
+def _split_isaac(rest: list[str], parser: argparse.ArgumentParser) -> tuple[str, list[str], list[str]]:
+    """Take Isaac Lab's options out of ``rest``: the ``--logger`` value, the others, what is left."""
+    logger, isaac, left = "tensorboard", [], []
     i = 0
     while i < len(rest):
-        item = rest[i]
-        flag = item.split("=", 1)[0] if item.startswith("-") else None
-        arity = ISAAC_TRAIN_OPTIONS.get(flag) if flag else None
-        if arity is None:
-            left.append(item)
-            i += 1
-            continue
-        isaac.append(item)
-        i += 1
-        if "=" in item:
-            continue
-        if arity == 1:
-            if i >= len(rest):
+        flag, sep, value = rest[i].partition("=")
+        arity = ISAAC_TRAIN_OPTIONS.get(flag)
+        after = rest[i + 1] if i + 1 < len(rest) else None
+        if sep or arity in (None, 0):
+            n = 1
+        elif arity == 1:
+            if after is None or _is_option(after):
                 parser.error(f"{flag} needs a value")
-            isaac.append(rest[i])
-            i += 1
-        elif arity == "?" and i < len(rest) and not rest[i].startswith("-") and "=" not in rest[i]:
-            isaac.append(rest[i])
-            i += 1
-    return isaac, left
+            n = 2
+        else:  # "?": the next item is its value unless it is an option or an override
+            n = 1 if after is None or after.startswith("-") or "=" in after else 2
+        if arity is None:
+            left.append(rest[i])
+        elif flag == "--logger":
+            logger = rest[i + 1] if n == 2 else value
+        else:
+            isaac.extend(rest[i : i + n])
+        i += n
+    return logger, isaac, left
 
 
 def check_task(task: str) -> None:
@@ -308,30 +314,13 @@ def check_task(task: str) -> None:
     )
 
 
-def _take_logger(
-    isaac: list[str], parser: argparse.ArgumentParser, *, embedded: bool
-) -> tuple[str, list[str]]:
-    """The ``--logger`` value (default tensorboard) and the Isaac Lab options without it."""
-    value, rest, i = "tensorboard", [], 0
-    while i < len(isaac):
-        flag, sep, given = isaac[i].partition("=")
-        if flag != "--logger":
-            rest.append(isaac[i])
-            i += 1
-            continue
-        value = given if sep else isaac[i + 1]
-        i += 1 if sep else 2
-    if embedded and value not in LOGGERS:
-        parser.error(f"--logger {value!r} is unknown; choose tensorboard, wandb or none")
-    return value, rest
-
-
 def parse(argv: list[str], *, add_help: bool = True) -> WorkerArgs:
     """Parse ``argv``; raise :class:`WorkerArgsError` on any bad or unknown argument."""
     parser = _parser(add_help=add_help)
     ns, rest = parser.parse_known_args(argv)
-    isaac, rest = _split_isaac(rest, parser)
-    logger, isaac = _take_logger(isaac, parser, embedded=not is_isaac_task(ns.task))
+    logger, isaac, rest = _split_isaac(rest, parser)
+    if logger not in LOGGERS and not is_isaac_task(ns.task):
+        parser.error(f"--logger {logger!r} is unknown; choose tensorboard, wandb or none")
     if isaac and not is_isaac_task(ns.task):
         parser.error(f"{isaac[0].split('=')[0]} is an Isaac Lab option; it applies to Isaac Lab tasks only")
     if ns.rl_library not in EMBEDDED_LIBRARIES and not is_isaac_task(ns.task):
