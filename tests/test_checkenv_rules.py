@@ -278,12 +278,16 @@ def test_owner_marker_and_orphan_are_read_from_a_real_process():
     from isaaclab_mgpu.launcher import nvml
 
     env = {**os.environ, "MGPU_RUN_ID": "feedfacecafe"}
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    # The child says when it runs: right after a vfork'd exec its argv and environment read as empty
+    # until the kernel has set them up (measured: 155 of 200 probes under load).
+    ready = "import time; print('up', flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", ready], env=env, stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout.readline() == "up\n"
         seen = nvml._process(child.pid, 12)
     finally:
         child.kill()
-        child.wait()
+        child.communicate()
     assert (seen.pid, seen.used_mib, seen.mine, seen.run_id) == (child.pid, 12, True, "feedfacecafe")
     assert seen.user == getpass.getuser()
     assert seen.orphan  # pytest is no launcher: nothing above it would stop it
