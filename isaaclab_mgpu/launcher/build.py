@@ -279,15 +279,13 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
     opts.update(
         nnodes=r.nnodes,
         node_rank=r.node_rank,
-        rdzv_backend=r.rdzv_backend,
         rdzv_endpoint=r.rdzv_endpoint,
-        rdzv_id=r.rdzv_id,
     )
     opts["log_dir"] = elastic.attempt_log_dir(log_root(r), run_name(r), r.log_launch or r.run_stamp, 0)
     multi_node = r.nnodes_max > 1
-    if r.rdzv_id is None and multi_node and not s.uses_jax:
+    if s.rdzv_id is None and multi_node and not s.uses_jax:
         opts["rdzv_id"] = _rendezvous_id(r)
-    elif r.rdzv_id is None and not r.standalone and not s.uses_jax:
+    elif s.rdzv_id is None and not r.standalone and not s.uses_jax:
         # torchrun's default id, "none", would be every rank's TORCHELASTIC_RUN_ID: a one-node
         # SLURM job on a fixed port (the emitted script's) is named by its job id, any other
         # launch on a fixed port by its address.
