@@ -122,9 +122,6 @@ def plan(
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
     """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
-    # A SLURM job runs this mgpu's interpreter: a uv environment's mgpu is not on the nodes' PATH.
-    if options.kind == "sbatch" and sys.executable:
-        options = dataclasses.replace(options, python=sys.executable)
     report.out(emit(spec, options).rstrip("\n"))
     return 0
 
@@ -141,8 +138,6 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
             "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
             "node, or print the job file with mgpu dry-run … --emit sbatch"
         )
-    if not kube:
-        options = dataclasses.replace(options, python=sys.executable or None)
     path = jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(emit(spec, options))
@@ -495,9 +490,7 @@ def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *,
     """``mgpu probe-nccl --emit sbatch``: print the job file whose step runs the probe on every node."""
     from isaaclab_mgpu.launcher.probe.run import ranks_per_node
 
-    options = dataclasses.replace(
-        options, job_name=options.job_name or "mgpu-probe", python=sys.executable or options.python
-    )
+    options = dataclasses.replace(options, job_name=options.job_name or "mgpu-probe")
     shown = ["--json"] if as_json else []
     pairs = None
     if opts.pairs and spec.nnodes_max > 1:  # across nodes: one step per pair of nodes
