@@ -545,14 +545,14 @@ def probe_command(spec: LaunchSpec, world_size: int | None) -> str:
     return shell_join(argv)
 
 
-def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -> int:
+def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec) -> int:
     """Map a run's result to 0, or raise the :mod:`errors` exception that carries its exit code."""
     if result.stall is not None:
         where = ""
-        if result.stall.phase == "rendezvous" and spec is not None and spec.nnodes:
+        if result.stall.phase == "rendezvous" and spec.nnodes:
             at = spec.rdzv_endpoint or ":".join(str(v) for v in (spec.master_addr, spec.master_port) if v)
             where = f" (--nnodes {spec.nnodes}{f' at {at}' if at else ''})"
-        nxt = f"; check communication with: {probe_command(spec, cmd.world_size)}" if spec else ""
+        nxt = f"; check communication with: {probe_command(spec, cmd.world_size)}"
         raise Hang(f"hang: {result.stall.headline()}{where}{nxt}", exit_code=result.exit_code)
     if result.interrupted:
         if result.killed_after_grace:
