@@ -251,7 +251,6 @@ def train(
             restart,
             options,
             progress.tell if view is None else view.telling(progress.tell),
-            on_attempt_end=record.record_attempts,  # once the run folder is known (node 0)
             ledger=record,
             reshape=world if spec.node_floor is not None else None,
         )
