@@ -303,8 +303,7 @@ class _Shrinking:
         if plan.node_rank == 0:
             place = dataclasses.replace(place, run_dir=folder)
             self.record.adopt(folder)
-        found = newest_checkpoint(place.run_dir, place.named_by_rank)
-        at = found[0] if found is not None else None
+        at, _ = newest_checkpoint(place.run_dir, place.named_by_rank)
         report.warn(f"{plan.describe()}; restarting from {f'checkpoint {at}' if at else 'the beginning'}")
         stall = dataclasses.replace(options.stall, multi_node=_multi_node(self.cmd))
         return Reshape(self.cmd, place, dataclasses.replace(options, stall=stall), plan.event(at))

@@ -436,8 +436,7 @@ def _reached(place: RunPlace) -> int | None:
 
 def _checkpoint_now(place: RunPlace) -> int | None:
     """The newest checkpoint's iteration in the run folder (0: none yet); None off node 0."""
-    found = newest_checkpoint(place.run_dir, place.named_by_rank)  # what a restart resumes from
-    return found[0] if found is not None else None
+    return newest_checkpoint(place.run_dir, place.named_by_rank)[0]  # what a restart resumes from
 
 
 def _started_here(place: RunPlace, number: int) -> int | None:
