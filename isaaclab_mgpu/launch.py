@@ -103,10 +103,7 @@ def plan(
     if preflight:
         from isaaclab_mgpu.launcher.diagnostics import refusals
 
-        refused += [
-            f"train would refuse: preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}"
-            for f in refusals(spec, resolved)
-        ]
+        refused += [f"train would refuse: {f.line()}" for f in refusals(spec, resolved)]
     from isaaclab_mgpu.launcher import continuation
 
     resumes = continuation.preview(resolved, cmd.world_size)  # read only: nothing is created
@@ -196,12 +193,12 @@ def train(
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
         from isaaclab_mgpu.launcher import diagnostics
-        from isaaclab_mgpu.report.checkenv import preflight_failures
 
-        found = diagnostics.preflight_findings(spec, resolved)
+        found = diagnostics.check(spec, resolved=resolved).findings
         failed = diagnostics.failures(found)
         if failed:
-            preflight_failures(failed[1:])
+            for f in failed[1:]:  # the first becomes the error line
+                report.note(f.line())
             raise diagnostics.preflight_error(failed)
         for f in diagnostics.train_warnings(found):  # e.g. little free disk space: said, never refused
             report.warn(f"preflight {f.area}/{f.name}: {f.observed}; {f.fix}")
