@@ -103,10 +103,7 @@ def plan(
     if preflight:
         from isaaclab_mgpu.launcher.diagnostics import refusals
 
-        refused += [
-            f"train would refuse: preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}"
-            for f in refusals(spec, resolved)
-        ]
+        refused += [f"train would refuse: {f.line()}" for f in refusals(spec, resolved)]
     from isaaclab_mgpu.launcher import continuation
 
     resumes = continuation.preview(resolved, cmd.world_size)  # read only: nothing is created
@@ -122,9 +119,6 @@ def plan(
 
 def emit_job(spec: LaunchSpec, options: JobOptions) -> int:
     """Print the job file ``options`` asks for (``dry-run --emit``); every node runs ``spec``'s train."""
-    # A SLURM job runs this mgpu's interpreter: a uv environment's mgpu is not on the nodes' PATH.
-    if options.kind == "sbatch" and sys.executable:
-        options = dataclasses.replace(options, python=sys.executable)
     report.out(emit(spec, options).rstrip("\n"))
     return 0
 
@@ -141,8 +135,6 @@ def submit(spec: LaunchSpec, options: JobOptions) -> int:
             "mgpu submit needs SLURM's sbatch, which is not on PATH here; run it on the cluster's login "
             "node, or print the job file with mgpu dry-run … --emit sbatch"
         )
-    if not kube:
-        options = dataclasses.replace(options, python=sys.executable or None)
     path = jobs_dir(spec.log_root) / f"{options.name}{'.yaml' if kube else '.sbatch'}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(emit(spec, options))
@@ -201,12 +193,12 @@ def train(
     resolved, cmd = prepare(spec, strict=True, extra_env=extra)
     if preflight:
         from isaaclab_mgpu.launcher import diagnostics
-        from isaaclab_mgpu.report.checkenv import preflight_failures
 
-        found = diagnostics.preflight_findings(spec, resolved)
+        found = diagnostics.check(spec, resolved=resolved).findings
         failed = diagnostics.failures(found)
         if failed:
-            preflight_failures(failed[1:])
+            for f in failed[1:]:  # the first becomes the error line
+                report.note(f.line())
             raise diagnostics.preflight_error(failed)
         for f in diagnostics.train_warnings(found):  # e.g. little free disk space: said, never refused
             report.warn(f"preflight {f.area}/{f.name}: {f.observed}; {f.fix}")
@@ -256,7 +248,6 @@ def train(
             restart,
             options,
             progress.tell if view is None else view.telling(progress.tell),
-            on_attempt_end=record.record_attempts,  # once the run folder is known (node 0)
             ledger=record,
             reshape=world if spec.node_floor is not None else None,
         )
@@ -309,8 +300,7 @@ class _Shrinking:
         if plan.node_rank == 0:
             place = dataclasses.replace(place, run_dir=folder)
             self.record.adopt(folder)
-        found = newest_checkpoint(place.run_dir, place.named_by_rank)
-        at = found[0] if found is not None else None
+        at, _ = newest_checkpoint(place.run_dir, place.named_by_rank)
         report.warn(f"{plan.describe()}; restarting from {f'checkpoint {at}' if at else 'the beginning'}")
         stall = dataclasses.replace(options.stall, multi_node=_multi_node(self.cmd))
         return Reshape(self.cmd, place, dataclasses.replace(options, stall=stall), plan.event(at))
@@ -495,9 +485,7 @@ def emit_probe_job(spec: LaunchSpec, opts: ProbeOptions, options: JobOptions, *,
     """``mgpu probe-nccl --emit sbatch``: print the job file whose step runs the probe on every node."""
     from isaaclab_mgpu.launcher.probe.run import ranks_per_node
 
-    options = dataclasses.replace(
-        options, job_name=options.job_name or "mgpu-probe", python=sys.executable or options.python
-    )
+    options = dataclasses.replace(options, job_name=options.job_name or "mgpu-probe")
     shown = ["--json"] if as_json else []
     pairs = None
     if opts.pairs and spec.nnodes_max > 1:  # across nodes: one step per pair of nodes
@@ -552,14 +540,14 @@ def probe_command(spec: LaunchSpec, world_size: int | None) -> str:
     return shell_join(argv)
 
 
-def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec | None = None) -> int:
+def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec) -> int:
     """Map a run's result to 0, or raise the :mod:`errors` exception that carries its exit code."""
     if result.stall is not None:
         where = ""
-        if result.stall.phase == "rendezvous" and spec is not None and spec.nnodes:
+        if result.stall.phase == "rendezvous" and spec.nnodes:
             at = spec.rdzv_endpoint or ":".join(str(v) for v in (spec.master_addr, spec.master_port) if v)
             where = f" (--nnodes {spec.nnodes}{f' at {at}' if at else ''})"
-        nxt = f"; check communication with: {probe_command(spec, cmd.world_size)}" if spec else ""
+        nxt = f"; check communication with: {probe_command(spec, cmd.world_size)}"
         raise Hang(f"hang: {result.stall.headline()}{where}{nxt}", exit_code=result.exit_code)
     if result.interrupted:
         if result.killed_after_grace:

@@ -15,7 +15,7 @@ import pytest
 
 from isaaclab_mgpu.cli import main
 from isaaclab_mgpu.contract.errors import EnvironmentProblem
-from isaaclab_mgpu.launcher.diagnostics import check, preflight, preflight_error
+from isaaclab_mgpu.launcher.diagnostics import check, failures, preflight_error
 from isaaclab_mgpu.launcher.diagnostics.deep import collect_deep, run_probes
 from isaaclab_mgpu.launcher.diagnostics.rules import AREAS, STATUSES
 from isaaclab_mgpu.launcher.resolve import probe_machine, resolve
@@ -270,7 +270,7 @@ def spawned(monkeypatch, tmp_path):
 def test_preflight_refuses_a_busy_port_through_the_rules(busy_port):
     spec = LaunchSpec(device="cpu", nproc_per_node="2", master_port=busy_port)
     tolerant = resolve(spec, probe_machine(), strict=False)  # what a launch would carry past resolve
-    failed = preflight(spec, tolerant)
+    failed = failures(check(spec, resolved=tolerant).findings)
     assert [f"{f.area}/{f.name}" for f in failed] == ["launch/port:master"]
     error = preflight_error(failed)
     assert isinstance(error, EnvironmentProblem) and error.exit_code == 2

@@ -373,7 +373,6 @@ def test_a_restart_of_an_isaac_run_is_recorded_in_the_folder_its_rank_0_named(tm
             grace_period=2, kill_after=2, console=False, stall=StallOptions(600, startup_timeout=600)
         ),
         said.append,
-        on_attempt_end=record.record_attempts,
         ledger=record,
     )
     record.close()

@@ -232,7 +232,7 @@ def test_job_file_refusals(capsys, no_spawn, argv, fragment):
     assert (code, out) == (2, "") and fragment in err, err
 
 
-def test_every_job_file_runs_one_command_and_the_sbatch_names_its_interpreter():
+def test_every_job_file_runs_one_command_and_the_sbatch_names_its_interpreter(monkeypatch):
     from isaaclab_mgpu.launcher.jobfiles import TERMINATION_GRACE, JobOptions, emit, job_command, stop_grace
     from isaaclab_mgpu.launcher.spec import LaunchSpec
 
@@ -241,13 +241,15 @@ def test_every_job_file_runs_one_command_and_the_sbatch_names_its_interpreter():
     pod = yaml.safe_load(emit(spec, JobOptions(kind="pytorchjob", pvc="logs")))
     container = pod["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     assert container["command"] == job_command(spec, stop_grace(TERMINATION_GRACE))  # a pod's grace too
-    named = emit(spec, JobOptions(kind="sbatch", python="/opt/env/bin/python"))
-    assert named == emit(spec, JobOptions(kind="sbatch", python="/opt/env/bin/python"))  # deterministic
+    monkeypatch.setattr(sys, "executable", "/opt/env/bin/python")
+    named = emit(spec, JobOptions(kind="sbatch"))
+    assert named == emit(spec, JobOptions(kind="sbatch"))  # deterministic
     (srun,) = [line for line in named.splitlines() if line.startswith("srun ")]
     tail = shlex.split(srun)[shlex.split(srun).index("/opt/env/bin/python") :]
     assert tail[:4] == ["/opt/env/bin/python", "-m", "isaaclab_mgpu", "train"]
     assert [t for t in tail[4:] if t != "$MGPU_PORT" and t != "--master_port"] == job_command(spec)[2:]
-    # No interpreter handed in (a builder called from code): mgpu from PATH, and the file says so.
+    # No interpreter known (an empty sys.executable): mgpu from PATH, and the file says so.
+    monkeypatch.setattr(sys, "executable", "")
     plain = emit(spec, JobOptions(kind="sbatch"))
     assert " mgpu train " in plain and "mgpu must be on PATH on every node" in plain
     # A --resume given is kept as given; a program of the user's continues by itself.
@@ -255,7 +257,7 @@ def test_every_job_file_runs_one_command_and_the_sbatch_names_its_interpreter():
     assert job_command(given)[-2:] == ["--resume", "logs/r"] and job_command(given).count("--resume") == 1
     script = LaunchSpec(script="train.py", device="cpu", nnodes="2")
     assert "--resume" not in job_command(script)
-    assert "Submitting it again" not in emit(script, JobOptions(kind="sbatch", python="p"))
+    assert "Submitting it again" not in emit(script, JobOptions(kind="sbatch"))
 
 
 def test_a_requeue_job_file_announces_srun_s_exit_75_lines():
@@ -263,7 +265,7 @@ def test_a_requeue_job_file_announces_srun_s_exit_75_lines():
     from isaaclab_mgpu.launcher.spec import LaunchSpec
 
     spec = LaunchSpec(device="cpu", nnodes="2", requeue=True)
-    text = emit(spec, JobOptions(kind="sbatch", python="p"))
+    text = emit(spec, JobOptions(kind="sbatch"))
     assert "Exited with exit code 75" in text and "CANCELLED" in text
     assert "Exited with exit code 75" not in emit(
         LaunchSpec(device="cpu", nnodes="2"), JobOptions(kind="sbatch")

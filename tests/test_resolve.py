@@ -113,7 +113,8 @@ SLURM = {
 def test_slurm_fills_a_static_rendezvous_on_slurms_first_node():
     # The static rendezvous numbers nodes by --node_rank: SLURM's node 0 (the first host) hosts rank 0.
     r = res(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM))
-    assert (r.nnodes, r.node_rank, r.rdzv_backend, r.rdzv_endpoint, r.rdzv_id) == ("2", 1, None, None, "4242")
+    rendezvous = (r.nnodes, r.node_rank, r.spec.rdzv_backend, r.rdzv_endpoint, r.spec.rdzv_id)
+    assert rendezvous == ("2", 1, None, None, "4242")
     assert (r.spec.master_addr, r.spec.master_port) == ("gpu07", 29500)
     assert not r.standalone and len(r.filled) == 5 and r.world_size == 8
     cmd = argv(LaunchSpec(nproc_per_node="4"), machine(4, **SLURM))
@@ -124,7 +125,7 @@ def test_slurm_fills_a_static_rendezvous_on_slurms_first_node():
 def test_slurm_node_order_not_host_name_order_keeps_slurms_node_0():
     # node[9-10]: SLURM's node 0 is node9, though "node10" sorts first (where c10d would put rank 0).
     r = res(LaunchSpec(nproc_per_node="2"), machine(4, **{**SLURM, "SLURM_JOB_NODELIST": "node[9-10]"}))
-    assert r.spec.master_addr == "node9" and r.rdzv_backend is None
+    assert r.spec.master_addr == "node9" and r.spec.rdzv_backend is None
 
 
 @pytest.mark.parametrize(
@@ -134,13 +135,13 @@ def test_slurm_node_order_not_host_name_order_keeps_slurms_node_0():
 )
 def test_slurm_elastic_or_c10d_asked_keeps_the_c10d_endpoint(spec):
     r = res(spec, machine(4, **SLURM))
-    assert (r.rdzv_backend, r.rdzv_endpoint, r.spec.master_addr) == ("c10d", "gpu07:29500", None)
+    assert (r.spec.rdzv_backend, r.rdzv_endpoint, r.spec.master_addr) == ("c10d", "gpu07:29500", None)
 
 
 def test_explicit_options_beat_slurm():
     spec = LaunchSpec(nproc_per_node="4", nnodes="2", node_rank=0, rdzv_endpoint="head:1234", rdzv_id="mine")
     r = res(spec, machine(4, **SLURM))
-    assert (r.nnodes, r.node_rank, r.rdzv_endpoint, r.rdzv_id) == ("2", 0, "head:1234", "mine")
+    assert (r.nnodes, r.node_rank, r.rdzv_endpoint, r.spec.rdzv_id) == ("2", 0, "head:1234", "mine")
     assert r.filled == ("--rdzv_backend c10d for the SLURM rendezvous",)
 
 
@@ -294,7 +295,7 @@ def test_kubernetes_non_elastic_fill_gives_the_explicit_command(env):
 def test_explicit_options_beat_kubernetes_and_are_named():
     spec = LaunchSpec(nnodes="2", node_rank=0, nproc_per_node="2", rdzv_endpoint="head:1234")
     r = res(spec, machine(4, **PET))
-    assert (r.node_rank, r.nproc, r.rdzv_endpoint, r.rdzv_id) == (0, 2, "head:1234", "job")
+    assert (r.node_rank, r.nproc, r.rdzv_endpoint, r.spec.rdzv_id) == (0, 2, "head:1234", "job")
     assert r.overridden == (
         "--node_rank 0 (given) overrides PET_NODE_RANK=1",
         "--nproc_per_node 2 (given) overrides PET_NPROC_PER_NODE=4",

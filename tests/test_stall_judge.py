@@ -164,20 +164,22 @@ def test_a_stop_from_another_node_is_not_called_a_failure_of_the_local_rank():
 
     from isaaclab_mgpu.contract.errors import WorkerFailure
     from isaaclab_mgpu.launch import exit_code
+    from isaaclab_mgpu.launcher.spec import LaunchSpec
     from isaaclab_mgpu.launcher.supervise import RankFailure
 
+    spec = LaunchSpec(device="cpu", nnodes="2")
     failure = RankFailure(0, 0, "node0", 130, None, None)
     with pytest.raises(WorkerFailure) as multi:
-        exit_code(_result(failure=failure), _command(2, [0]))
+        exit_code(_result(failure=failure), _command(2, [0]), spec)
     assert multi.value.exit_code == 130 and "stopped on another node" in str(multi.value)
     with pytest.raises(WorkerFailure) as single:
-        exit_code(_result(failure=failure), _command(2, [0, 1]))
+        exit_code(_result(failure=failure), _command(2, [0, 1]), spec)
     assert "rank 0 on node0 failed with exit code 130" in str(single.value)
     reset = RankFailure(
         0, 0, "node0", 1, None, "RuntimeError: [pair.cc:538] Read error: Connection reset by peer"
     )
     with pytest.raises(WorkerFailure) as broke:
-        exit_code(_result(failure=reset, exit_code=1), _command(2, [0]))
+        exit_code(_result(failure=reset, exit_code=1), _command(2, [0]), spec)
     assert "connection to a rank on another node broke" in str(broke.value)
 
 

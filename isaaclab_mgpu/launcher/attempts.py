@@ -20,7 +20,7 @@ jaxrun:
   and a node that became node 0 takes over the run folder and its record.
 - Each attempt is recorded (:class:`Attempt`) and its life goes into the run's ledger (:mod:`.ledger`):
   every attempt's supervisor is handed to :meth:`~.ledger.RunLedger.watcher`, and the loop writes the
-  stall verdict, the fault and the restart as the attempt ends.
+  stall verdict, the fault, the restart and the summary's attempts so far as the attempt ends.
 - An Isaac Lab run's folder is named by its rank 0 (:attr:`RunPlace.named_by_rank`), which reports it
   (:func:`isaaclab_mgpu.contract.resume.report_run_dir`); from the end of the attempt that named it
   the loop treats the folder as its own. Its checkpoints are the library's, so the newest one's
@@ -265,12 +265,10 @@ def run_attempts(
     restart: RestartOptions,
     options: SuperviseOptions,
     notes: Tell,
-    on_attempt_end: Callable[[tuple[Attempt, ...], bool], None] | None = None,
-    ledger: RunLedger | None = None,
+    ledger: RunLedger,
     reshape: Reshaper | None = None,
 ) -> Outcome:
     """Run ``cmd`` until it finishes, is stopped, or has failed ``max_restarts + 1`` times."""
-    ledger = ledger if ledger is not None else RunLedger(enabled=False)
     requests = Interrupts(checkpoint_signal=restart.requeue_signal)  # what the signal handlers record
     request_dir = tempfile.mkdtemp(prefix="mgpu-requests-")
     request_file = str(Path(request_dir) / "checkpoint")
@@ -311,8 +309,8 @@ def run_attempts(
                 _tell(ledger, attempt, result)
                 if new is not None:
                     ledger.write(events.Shrink, **new.record)
-                if on_attempt_end is not None and place.run_dir is not None:
-                    on_attempt_end(tuple(attempts), again)
+                if place.run_dir is not None:  # once the run folder is known (node 0)
+                    ledger.record_attempts(tuple(attempts), again)
                 if not again:
                     return Outcome(tuple(attempts), result, place.run_dir)
                 number += 1
@@ -438,8 +436,7 @@ def _reached(place: RunPlace) -> int | None:
 
 def _checkpoint_now(place: RunPlace) -> int | None:
     """The newest checkpoint's iteration in the run folder (0: none yet); None off node 0."""
-    found = newest_checkpoint(place.run_dir, place.named_by_rank)  # what a restart resumes from
-    return found[0] if found is not None else None
+    return newest_checkpoint(place.run_dir, place.named_by_rank)[0]  # what a restart resumes from
 
 
 def _started_here(place: RunPlace, number: int) -> int | None:

@@ -46,7 +46,7 @@ from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import DEFAULT_MASTER_PORT, TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec
-from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, signal_name
+from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, signal_name, split_endpoint
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
 #: torchrun's port for a c10d endpoint given without one.
@@ -240,8 +240,8 @@ def _meeting(r: ResolvedSpec, opts: dict[str, object]) -> Rendezvous | None:
     if static:
         host, port = r.spec.master_addr or "127.0.0.1", r.spec.master_port or DEFAULT_MASTER_PORT
     else:
-        head, _, tail = str(opts["rdzv_endpoint"]).rpartition(":")
-        host, port = (head, int(tail)) if head and tail.isdigit() else (str(opts["rdzv_endpoint"]), C10D_PORT)
+        host, given = split_endpoint(str(opts["rdzv_endpoint"]))
+        port = int(given or C10D_PORT)
     return Rendezvous(host.strip("[]"), port, str(opts["rdzv_id"]), r.node_rank, r.nnodes_max, static)
 
 
@@ -279,15 +279,13 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
     opts.update(
         nnodes=r.nnodes,
         node_rank=r.node_rank,
-        rdzv_backend=r.rdzv_backend,
         rdzv_endpoint=r.rdzv_endpoint,
-        rdzv_id=r.rdzv_id,
     )
     opts["log_dir"] = elastic.attempt_log_dir(log_root(r), run_name(r), r.log_launch or r.run_stamp, 0)
     multi_node = r.nnodes_max > 1
-    if r.rdzv_id is None and multi_node and not s.uses_jax:
+    if s.rdzv_id is None and multi_node and not s.uses_jax:
         opts["rdzv_id"] = _rendezvous_id(r)
-    elif r.rdzv_id is None and not r.standalone and not s.uses_jax:
+    elif s.rdzv_id is None and not r.standalone and not s.uses_jax:
         # torchrun's default id, "none", would be every rank's TORCHELASTIC_RUN_ID: a one-node
         # SLURM job on a fixed port (the emitted script's) is named by its job id, any other
         # launch on a fixed port by its address.
@@ -325,8 +323,8 @@ def _rendezvous_id(r: ResolvedSpec) -> str:
     s = r.spec
     host, port = s.master_addr or "127.0.0.1", str(s.master_port or DEFAULT_MASTER_PORT)
     if r.rdzv_endpoint:
-        head, _, tail = r.rdzv_endpoint.rpartition(":")
-        host, port = (head, tail) if head and tail.isdigit() else (r.rdzv_endpoint, port)
+        host, given = split_endpoint(r.rdzv_endpoint)
+        port = given or port
     host = re.sub(r"[^A-Za-z0-9.-]+", "-", host.strip("[]"))
     return f"mgpu_{host}_{port}"
 

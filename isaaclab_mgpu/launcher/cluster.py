@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.launcher.spec import LaunchSpec, coerce_option, node_counts, spelling
+from isaaclab_mgpu.launcher.spec import LaunchSpec, coerce_option, node_counts, spelling, split_endpoint
 
 #: Default rendezvous port for a SLURM fill (torchrun's ``--master_port`` default).
 DEFAULT_MASTER_PORT = 29500
@@ -178,10 +178,10 @@ def _static_when_fixed(out: dict[str, Offer], spec: LaunchSpec) -> dict[str, Off
     endpoint, nodes = out.get("rdzv_endpoint"), out.get("nnodes")
     if endpoint is None or spec.master_addr is not None:
         return out  # a given --master_addr sets the endpoint aside in fill(), and says so
-    host, _, port = endpoint.value.rpartition(":")
+    host, port = split_endpoint(endpoint.value)
     ranked = "node_rank" in out or spec.node_rank is not None
     count = spec.nnodes or (nodes.value if nodes is not None else None)
-    if not (host and _ascii_int(port) and ranked and _fixed(count) and _may_be_static(spec)):
+    if not (port is not None and port.isascii() and ranked and _fixed(count) and _may_be_static(spec)):
         return out
     out = {k: v for k, v in out.items() if k not in ("rdzv_endpoint", "master_addr", "master_port")}
     out["master_addr"] = dataclasses.replace(endpoint, option="master_addr", value=host)

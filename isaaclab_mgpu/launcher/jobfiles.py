@@ -13,8 +13,8 @@ arguments prints inside the allocation or the pod.
 - **sbatch**: one mgpu task per node, which starts that node's ranks; ``--requeue`` is one option
   for both the header and the train line, ``--min_nodes`` makes ``srun --no-kill``, and an ``EXIT``
   trap makes the job not requeueable when mgpu exits 93. Each line and why: docs/slurm.md, "The
-  batch script, emitted". The job runs the mgpu that wrote it (:attr:`JobOptions.python`), else
-  ``mgpu`` from ``PATH``.
+  batch script, emitted". The job runs the mgpu that wrote it (:func:`_program`), else ``mgpu``
+  from ``PATH``.
 - **pytorchjob**: ``kubeflow.org/v1``, one ``Master`` replica (node 0) and ``--nnodes`` − 1
   ``Worker`` replicas; the operator sets ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``
   and the ``PET_*`` variables in each pod.
@@ -52,6 +52,7 @@ import copy
 import dataclasses
 import posixpath
 import re
+import sys
 from dataclasses import dataclass
 
 from isaaclab_mgpu.contract import resume
@@ -168,9 +169,6 @@ class JobOptions:
         metavar="SECONDS", panel=JOBS, commands=_SUBMIT,
     )  # fmt: skip
 
-    python: str | None = None
-    """sbatch: the interpreter that runs mgpu in the job (the command layer's own); None: ``mgpu``."""
-
     def __post_init__(self) -> None:
         check_options(self)
         if self.kind is not None and self.kind not in KINDS:
@@ -183,7 +181,7 @@ class JobOptions:
                 "the train line; give --requeue"
             )
         for f in dataclasses.fields(self):
-            if f.name in ("kind", "job_requeue", "python") or getattr(self, f.name) is None:
+            if f.name in ("kind", "job_requeue") or getattr(self, f.name) is None:
                 continue
             kinds = APPLIES[f.name]
             if self.kind is None:
@@ -289,6 +287,12 @@ def emit(spec: LaunchSpec, options: JobOptions) -> str:
     return pytorchjob(spec, options) if options.kind == "pytorchjob" else trainjob(spec, options)
 
 
+def _program() -> list[str]:
+    """How a SLURM job starts mgpu: this mgpu's interpreter, else ``mgpu`` from ``PATH``."""
+    # A uv environment's mgpu is not on the nodes' PATH.
+    return [sys.executable, "-m", "isaaclab_mgpu"] if sys.executable else ["mgpu"]
+
+
 def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = None) -> str:
     """A batch script: one ``srun mgpu train`` task per node (``command``: another, ``mgpu`` left out)."""
     nodes = (spec.nnodes or "1").replace(":", "-")
@@ -296,7 +300,7 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
     cpus = ranks * (options.cpus_per_rank or CPUS_PER_RANK[spec.device])
     signal, seconds = SLURM_WARNING
     name = options.name
-    program = [options.python, "-m", "isaaclab_mgpu"] if options.python else ["mgpu"]
+    program = _program()
     argv = job_command(spec) if command is None else ["mgpu", *command]
     writer = "dry-run" if argv[1] == "train" else argv[1]
     lines = [
@@ -325,7 +329,7 @@ def sbatch(spec: LaunchSpec, options: JobOptions, command: list[str] | None = No
         "# One mgpu per node (--ntasks-per-node=1); it starts that node's ranks and supervises them,",
         f"# with {cpus} CPUs ({ranks} ranks x {cpus // ranks}).",
     ]
-    if options.python:
+    if sys.executable:
         lines += [
             "# The mgpu that wrote this file runs it: its environment's interpreter, which every node",
             "# must see at this path (python -m isaaclab_mgpu is mgpu).",
@@ -421,7 +425,7 @@ def probe_sbatch(
         *train_argv(dataclasses.replace(spec, nnodes="2", master_port=None))[2:],
         *pair_args,
     ]
-    program = [options.python, "-m", "isaaclab_mgpu"] if options.python else ["mgpu"]
+    program = _program()
     out = f"{options.name}-%j-pair-${{NODES[i]}}-${{NODES[j]}}-%N.out"
     srun = (
         f'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="${{NODES[i]}},${{NODES[j]}}" '

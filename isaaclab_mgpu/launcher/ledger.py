@@ -76,10 +76,10 @@ def script_folder(cmd: Command) -> Path:
     return Path(os.path.dirname(cmd.log_dir))
 
 
-def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int, Path | None] | None:
-    """The newest checkpoint's iteration (0: none) and file (None: a library's own); None off node 0."""
+def newest_checkpoint(run_dir: Path | None, named_by_rank: bool) -> tuple[int | None, Path | None]:
+    """The newest checkpoint's iteration (0: none; None off node 0) and file (None: a library's own)."""
     if run_dir is None:
-        return None
+        return None, None
     if named_by_rank:  # the library's own checkpoints: rank 0's account gave the newest one's iteration
         found = summaries.read(run_dir)
         return (found.checkpoint_iteration if found is not None else None) or 0, None
@@ -229,11 +229,11 @@ class RunLedger:
             w.next_look = now + _LOOK_S
             if account is not None and account != w.account:
                 self._account(w, account)
-            found = newest_checkpoint(run_dir, named_by_rank)
-            if found is not None and found[0] > 0 and found[0] != w.checkpoint:
-                w.checkpoint, path = found
+            iteration, path = newest_checkpoint(run_dir, named_by_rank)
+            if iteration is not None and iteration > 0 and iteration != w.checkpoint:
+                w.checkpoint = iteration
                 self.write(
-                    ev.Checkpoint, iteration=w.checkpoint, path=str(path) if path else None, bytes=_size(path)
+                    ev.Checkpoint, iteration=iteration, path=str(path) if path else None, bytes=_size(path)
                 )
             if final or now >= w.next_progress:
                 self._progress(w, reports, run_dir, now)
@@ -369,7 +369,7 @@ def for_launch(
         except OSError:
             return RunLedger(enabled=False)  # no ledger where none can be made; the run goes on
     ledger = RunLedger(folder, summarized=spec.builtin_worker)
-    at = newest_checkpoint(run_dir, named_by_rank) if continued else None
+    at, _ = newest_checkpoint(run_dir, named_by_rank) if continued else (None, None)
     ledger.write(
         ev.Launched,
         argv=spec.command_line,
@@ -377,7 +377,7 @@ def for_launch(
         job_id=resolved.slurm_job_id,
         job_restart=resolved.slurm_restart_count if resolved.slurm_job_id else None,
         run_dir=str(folder) if folder is not None else None,
-        continued_from=at[0] if at is not None else None,
+        continued_from=at,
         pid=os.getpid(),
         pid_started=psutil.Process().create_time(),
     )

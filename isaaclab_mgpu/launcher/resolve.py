@@ -133,14 +133,8 @@ class ResolvedSpec:
     standalone: bool = False
     """Use torchrun ``--standalone`` (single node, free port picked by the store)."""
 
-    rdzv_backend: str | None = None
-    """Rendezvous backend to pass on."""
-
     rdzv_endpoint: str | None = None
     """Rendezvous endpoint to pass on."""
-
-    rdzv_id: str | None = None
-    """Rendezvous id to pass on."""
 
     coordinator: tuple[str, int] | None = None
     """JAX coordinator host and port (skrl JAX only)."""
@@ -364,9 +358,7 @@ def resolve(
         nnodes=spec.nnodes,
         node_rank=spec.node_rank,
         standalone=standalone,
-        rdzv_backend=spec.rdzv_backend,
         rdzv_endpoint=spec.rdzv_endpoint,
-        rdzv_id=spec.rdzv_id,
         coordinator=coordinator,
         run_stamp=spec.run_timestamp or machine.run_stamp,  # a given stamp names the run on every node
         filled=filled.filled,

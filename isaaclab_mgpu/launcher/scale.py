@@ -60,7 +60,7 @@ from isaaclab_mgpu.contract.env import RUN_STAMP
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
 from isaaclab_mgpu.launcher import jobfiles, nvml
 from isaaclab_mgpu.launcher.notes import Note, Tell, silent
-from isaaclab_mgpu.launcher.probe.config import default_world_sizes as probe_world_sizes
+from isaaclab_mgpu.launcher.probe.config import default_world_sizes
 from isaaclab_mgpu.launcher.resolve import probe_machine, selected_devices
 from isaaclab_mgpu.launcher.scale_options import ScaleOptions
 from isaaclab_mgpu.launcher.spec import RENDEZVOUS_OPTIONS, LaunchSpec
@@ -142,11 +142,6 @@ class ScalePlan:
 
     node_rank: int = 0
     """This node's rank (several nodes: only node 0 finds the summaries)."""
-
-
-def default_world_sizes(gpus: int, nnodes: int = 1, *, cpu: bool = False) -> tuple[int, ...]:
-    """``probe-nccl``'s world sizes per node (1, 2, 4, … and ``gpus``; CPU: 1, 2) times the node count."""
-    return tuple(n * nnodes for n in probe_world_sizes(gpus, cpu=cpu))
 
 
 def without_option(args: Sequence[str], name: str) -> list[str]:

@@ -37,6 +37,7 @@ from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK
 from isaaclab_mgpu.contract.worker_args import is_isaac_task
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec
 from isaaclab_mgpu.launcher.scale import without_option
+from isaaclab_mgpu.launcher.spec import split_endpoint
 
 #: The store's host when one node is left: its own torchrun serves it.
 ALONE = "127.0.0.1"
@@ -174,8 +175,8 @@ def reshaped(r: ResolvedSpec, s: Shrink) -> ResolvedSpec:
                                     str(s.envs_after))  # fmt: skip
     endpoint = r.rdzv_endpoint
     if endpoint is not None:
-        _, _, port = endpoint.rpartition(":")
-        endpoint = f"{s.master}:{port}" if port.isdigit() and ":" in endpoint else s.master
+        port = split_endpoint(endpoint)[1]
+        endpoint = f"{s.master}:{port}" if port else s.master
     return dataclasses.replace(
         r,
         spec=dataclasses.replace(spec, **changes),
@@ -229,5 +230,5 @@ def answers(host: str, port: int, tries: int = 2, timeout: float = 1.0) -> bool:
 def _endpoint_host(endpoint: str | None) -> str | None:
     if not endpoint:
         return None
-    head, _, tail = endpoint.rpartition(":")
-    return head.strip("[]") if head and tail.isdigit() else endpoint
+    host, port = split_endpoint(endpoint)
+    return host.strip("[]") if port else endpoint

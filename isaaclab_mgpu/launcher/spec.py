@@ -124,6 +124,12 @@ def split_host_port(value: str, option: str, *, port_required: bool) -> tuple[st
     return m.group("host"), check_port(port, option)
 
 
+def split_endpoint(endpoint: str) -> tuple[str, str | None]:
+    """``host:digits`` as ``(host, port)`` (brackets kept), else ``(endpoint, None)``; never refuses."""
+    head, _, tail = endpoint.rpartition(":")
+    return (head, tail) if head and tail.isdigit() else (endpoint, None)
+
+
 def check_port(value: object, option: str) -> int:
     """Return ``value`` as a TCP port, or raise a UsageError naming ``option``."""
     text = str(value).strip()

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from isaaclab_mgpu.report import note, out
+from isaaclab_mgpu.report import out
 from isaaclab_mgpu.report.text import cell, printable
 
 if TYPE_CHECKING:
@@ -99,9 +99,3 @@ def table(result: CheckResult) -> None:
         out(plan.command)
     else:
         out(f"would launch: nothing, the command cannot be built: {printable(plan.error)}")
-
-
-def preflight_failures(failed: Iterable[Finding]) -> None:
-    """One stderr line per failing check beyond the first (the first becomes the error line)."""
-    for f in failed:
-        note(f"preflight {f.area}/{f.name}: {f.observed}; fix: {f.fix}")

@@ -6,7 +6,7 @@ Facts flow one way: :mod:`.facts` and :mod:`.deep` gather them, :mod:`.rules` ju
 This package returns data and never prints: the command layer (:mod:`isaaclab_mgpu.launch`) hands
 a :class:`CheckResult` to :mod:`isaaclab_mgpu.report.checkenv`. ``check-env`` exits 0 without
 failures and 1 (:data:`~isaaclab_mgpu.contract.errors.EXIT_FAILED_CHECK`) with any; ``train`` runs
-the same fast checks (never ``--deep``) through :func:`preflight` and refuses to start on a failure.
+the same fast checks (never ``--deep``) through :func:`check` and refuses to start on a failure.
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ __all__ = [
     "collect",
     "evaluate",
     "failures",
-    "preflight",
     "preflight_error",
-    "preflight_findings",
     "refusals",
     "train_warnings",
 ]
@@ -61,16 +59,6 @@ def check(spec: LaunchSpec, *, deep: bool = False, resolved: object | None = Non
     return CheckResult(facts, evaluate(facts))
 
 
-def preflight(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
-    """The fast checks before ``train`` spawns anything: the failing findings, in order."""
-    return failures(preflight_findings(spec, resolved))
-
-
-def preflight_findings(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
-    """Every finding of the fast checks ``train`` runs before it spawns anything."""
-    return check(spec, resolved=resolved).findings
-
-
 #: Warnings ``train``'s preflight says (it refuses only on failures): the ones a run meets later.
 TRAIN_WARNINGS = ("disk_space",)
 
@@ -87,7 +75,7 @@ def refusals(spec: LaunchSpec, resolved: object) -> tuple[Finding, ...]:
     port_warned = any("--master_port" in w for w in warned)
     return tuple(
         f
-        for f in preflight(spec, resolved)
+        for f in failures(check(spec, resolved=resolved).findings)
         if f.name != "plan" and not (f.name == "port:master" and port_warned)
     )
 
@@ -97,6 +85,5 @@ def preflight_error(failed: tuple[Finding, ...]) -> EnvironmentProblem:
     first = failed[0]
     more = f" ({len(failed) - 1} more above)" if len(failed) > 1 else ""
     return EnvironmentProblem(
-        f"preflight {first.area}/{first.name}: {first.observed}; fix: {first.fix}{more} "
-        "[mgpu check-env shows every check; --no_preflight skips them]"
+        f"{first.line()}{more} [mgpu check-env shows every check; --no_preflight skips them]"
     )

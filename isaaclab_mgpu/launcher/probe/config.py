@@ -154,11 +154,12 @@ def parse_world_sizes(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def default_world_sizes(devices: int, *, cpu: bool) -> tuple[int, ...]:
-    """1, 2, then powers of two up to ``devices``, and ``devices`` itself (CPU ranks: 1, 2)."""
+def default_world_sizes(devices: int, nnodes: int = 1, *, cpu: bool = False) -> tuple[int, ...]:
+    """Per node 1, 2, then powers of two up to ``devices``, and ``devices`` (CPU: 1, 2); times ``nnodes``."""
     if cpu:
-        return (1, 2)
-    sizes = [1 << k for k in range(max(1, devices.bit_length()))]
-    if devices > 1 and devices not in sizes:
-        sizes.append(devices)
-    return tuple(sizes)
+        sizes = [1, 2]
+    else:
+        sizes = [1 << k for k in range(max(1, devices.bit_length()))]
+        if devices > 1 and devices not in sizes:
+            sizes.append(devices)
+    return tuple(n * nnodes for n in sizes)

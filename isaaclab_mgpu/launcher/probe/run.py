@@ -211,7 +211,7 @@ def ranks_per_node(spec: LaunchSpec, opts: ProbeOptions) -> int:
         raise UsageError(
             "--emit: give the world sizes to probe (--world-sizes 8,16): the GPUs each node books"
         )
-    sizes = opts.world_sizes or tuple(n * nnodes for n in default_world_sizes(0, cpu=True))
+    sizes = opts.world_sizes or default_world_sizes(0, nnodes, cpu=True)
     return max(_per_node(ws, nnodes) for ws in sizes)
 
 
@@ -235,7 +235,7 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
         raise EnvironmentProblem(
             "no GPU is visible here; use --device cpu to probe gloo on CPU ranks, or run on a GPU node"
         )
-    world_sizes = opts.world_sizes or tuple(n * nnodes for n in default_world_sizes(gpus, cpu=cpu))
+    world_sizes = opts.world_sizes or default_world_sizes(gpus, nnodes, cpu=cpu)
     world = []
     for ws in world_sizes:
         nproc = _per_node(ws, nnodes)

@@ -37,6 +37,10 @@ class Finding:
     fix: str | None = None
     """One line saying what to do; None when nothing is."""
 
+    def line(self) -> str:
+        """``preflight AREA/NAME: OBSERVED; fix: FIX``: how train and dry-run name a failing check."""
+        return f"preflight {self.area}/{self.name}: {self.observed}; fix: {self.fix}"
+
 
 def finding(area: str, name: str, status: str, observed: str, fix: str | None = None) -> Finding:
     """A :class:`Finding`; the fix is dropped when the check passed."""
