@@ -201,17 +201,16 @@ class Shutdown:
 
     def begin(
         self, requested: bool = True, *, grace: float | None = None, kill_after: float | None = None
-    ) -> bool:
-        """Start the sequence (once), with ``grace`` and ``kill_after`` if given; True if it started now."""
+    ) -> None:
+        """Start the sequence (once), with ``grace`` and ``kill_after`` if given."""
         self.requested = self.requested or requested
         if self._steps is not None:
-            return False
+            return
         self.grace = self.grace if grace is None else grace
         self.kill_after = self.kill_after if kill_after is None else kill_after
         self.started_at = self.clock()
         self.phase = Phase.STOPPING
         self._steps = self.sequence()
-        return True
 
     def force(self) -> None:
         """Kill the whole tree now (a second interrupt)."""
