@@ -186,9 +186,12 @@ def test_the_shutdown_takes_its_timings_when_it_begins_and_keeps_them():
     shutdown = Shutdown(
         members=list, first_alive=lambda: True, grace=10.0, kill_after=5.0, clock=lambda: now[0]
     )
-    assert shutdown.begin(grace=FAILURE_GRACE, kill_after=1.0)
-    # Under way, it keeps the timings it began with.
-    assert not shutdown.begin(grace=HANG_GRACE, kill_after=HANG_KILL_AFTER)
+    shutdown.begin(grace=FAILURE_GRACE, kill_after=1.0)
+    assert (shutdown.phase, shutdown.started_at) == (Phase.STOPPING, 0.0)  # it started now
+    # Under way, it keeps the timings it began with, and does not start again.
+    now[0] = 1.0
+    shutdown.begin(grace=HANG_GRACE, kill_after=HANG_KILL_AFTER)
+    assert shutdown.started_at == 0.0
     assert (shutdown.grace, shutdown.kill_after, shutdown.requested) == (FAILURE_GRACE, 1.0, True)
     now[0] = FAILURE_GRACE - 0.1
     assert shutdown.step() is Phase.STOPPING

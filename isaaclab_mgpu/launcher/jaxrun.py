@@ -57,7 +57,7 @@ from isaaclab_mgpu.contract import elastic
 from isaaclab_mgpu.contract import env as env_names
 from isaaclab_mgpu.launcher.supervise import tree as proctree
 from isaaclab_mgpu.launcher.supervise.result import exit_code
-from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, Phase, Shutdown, recording
+from isaaclab_mgpu.launcher.supervise.shutdown import Interrupts, Phase, Shutdown
 
 _POLL = 0.05
 _PR_SET_PDEATHSIG = 1
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupts = Interrupts()
     subreaper = proctree.hold_subreaper()
     try:
-        with recording(interrupts.record):
+        with interrupts.installed():
             ranks = _start(a, argv0, host, port)
             failure, signalled, shutdown = _supervise(a, ranks, interrupts)
     finally:

@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol
 
@@ -414,35 +414,11 @@ class Sharer:
         """This node's own verdict, published from now on."""
         self._verdict = text
 
-    def elsewhere(self, bound: float) -> str | None:
-        """What the other nodes' reports name now (see :meth:`Peers.elsewhere`)."""
+    @contextlib.contextmanager
+    def view(self) -> Iterator[Peers]:
+        """The other nodes' reports as last read, held still (under the lock) while the block runs."""
         with self._lock:
-            return self._peers.elsewhere(time.monotonic(), bound)
-
-    def run_folder(self) -> tuple[str, str] | None:
-        """See :meth:`Peers.run_folder`."""
-        with self._lock:
-            return self._peers.run_folder()
-
-    def lost_nodes(self) -> tuple[int, ...]:
-        """See :meth:`Peers.lost_nodes`."""
-        with self._lock:
-            return self._peers.lost_nodes(time.monotonic())
-
-    def hosts(self) -> dict[int, tuple[str, int | None]]:
-        """See :meth:`Peers.hosts`."""
-        with self._lock:
-            return self._peers.hosts()
-
-    def ranks_elsewhere(self) -> list[tuple[PeerRank, str]]:
-        """See :meth:`Peers.ranks_elsewhere`."""
-        with self._lock:
-            return self._peers.ranks_elsewhere()
-
-    def hung_elsewhere(self) -> bool:
-        """See :meth:`Peers.hung_elsewhere`."""
-        with self._lock:
-            return self._peers.hung_elsewhere()
+            yield self._peers
 
     def stop(self) -> None:
         """Publish that this node ends on purpose, and stop the thread."""

@@ -61,9 +61,12 @@ class HangWatch:
             self.sharer = _sharer(self.monitor, rendezvous, host or "localhost", run_dir, alive_port)
             self.sharer.start()
             sharer = self.sharer
-            self.monitor.saving_elsewhere = lambda: any(
-                r.stage in SAVE_STAGES for r, _ in sharer.ranks_elsewhere()
-            )
+
+            def saving_elsewhere() -> bool:
+                with sharer.view() as view:
+                    return any(r.stage in SAVE_STAGES for r, _ in view.ranks_elsewhere())
+
+            self.monitor.saving_elsewhere = saving_elsewhere
 
     def due(self, now: float) -> bool:
         """True when it is time to look again (every :data:`POLL_S` seconds)."""
@@ -103,7 +106,8 @@ class HangWatch:
             return None
         end = time.monotonic() + peers.GONE_S + 2 * peers.PUBLISH_S
         while True:
-            found = self.sharer.elsewhere(bound=float("inf"))
+            with self.sharer.view() as view:
+                found = view.elsewhere(time.monotonic(), bound=float("inf"))
             if found is not None or time.monotonic() >= end:
                 return found
             time.sleep(peers.PUBLISH_S / 2)
@@ -112,8 +116,11 @@ class HangWatch:
         """The peer stall of a local rank whose connection broke because another node found a hang."""
         # That node's mgpu published its verdict before it stopped its ranks, which broke ours at
         # once, however long ours had waited.
-        if self.sharer is None or local_rank is None or not self.sharer.hung_elsewhere():
+        if self.sharer is None or local_rank is None:
             return None
+        with self.sharer.view() as view:
+            if not view.hung_elsewhere():
+                return None
         stall = self.monitor.after_failure(local_rank, min_wait_s=0.0)
         return None if stall is None else replace(stall, elsewhere=elsewhere or stall.elsewhere)
 
@@ -121,7 +128,8 @@ class HangWatch:
         if stall is None or self.sharer is None:
             return stall
         if stall.cause == "peer":
-            stall = replace(stall, elsewhere=self.sharer.elsewhere(stall.timeout_s))
+            with self.sharer.view() as view:
+                stall = replace(stall, elsewhere=view.elsewhere(time.monotonic(), stall.timeout_s))
         self.sharer.verdict(stall.headline())
         return stall
 
@@ -130,7 +138,9 @@ class HangWatch:
         seen: list[tuple[Report | peers.PeerRank, str | None]] = [
             (r, r.host) for r in self.monitor.files.last.values()
         ]
-        seen += self.sharer.ranks_elsewhere() if self.sharer is not None else []
+        if self.sharer is not None:
+            with self.sharer.view() as view:
+                seen += view.ranks_elsewhere()
         totals: dict[int, RankTotals] = {}
         for r, host in seen:
             if r.timed is not None and r.busy_s is not None and r.rank not in totals:
@@ -171,7 +181,10 @@ class HangWatch:
         """Multi-node: the other nodes counted as gone, and each other node's host and liveness port."""
         if self.sharer is None:
             return (), ()
-        return self.sharer.lost_nodes(), tuple(sorted((n, h, p) for n, (h, p) in self.sharer.hosts().items()))
+        with self.sharer.view() as view:
+            return view.lost_nodes(time.monotonic()), tuple(
+                sorted((n, h, p) for n, (h, p) in view.hosts().items())
+            )
 
     def run_folder(self) -> tuple[str, str] | None:
         """Multi-node: the run folder and the host of node 0, which keeps its record, once known."""
@@ -179,7 +192,8 @@ class HangWatch:
             return None
         if self.sharer.board.node_rank == 0:
             return (self.sharer.run_dir, self.sharer.host) if self.sharer.run_dir else None
-        return self.sharer.run_folder()
+        with self.sharer.view() as view:
+            return view.run_folder()
 
     def remove(self) -> None:
         """Stop publishing (saying this node ends on purpose) and delete the progress folder."""

@@ -27,11 +27,16 @@ class RunFolder(Note):
     host: str
 
 
-@dataclass(frozen=True)
-class Stopping(Note):
-    """The first stop request (``reason``): ``launcher`` stops the ranks, then SIGTERM and SIGKILL follow."""
+class StoppingNote(Note):
+    """A note that means the run is stopping (:attr:`Note.stopping`)."""
 
     stopping: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class Stopping(StoppingNote):
+    """The first stop request (``reason``): ``launcher`` stops the ranks, then SIGTERM and SIGKILL follow."""
+
     reason: str
     launcher: str
     grace: float
@@ -39,20 +44,18 @@ class Stopping(Note):
 
 
 @dataclass(frozen=True)
-class StoppingAfterFailure(Note):
+class StoppingAfterFailure(StoppingNote):
     """A rank failed: its peers can save nothing, so ``launcher`` stops them at once."""
 
-    stopping: ClassVar[bool] = True
     launcher: str
     grace: float
     kill_after: float
 
 
 @dataclass(frozen=True)
-class RankDied(Note):
+class RankDied(StoppingNote):
     """A local rank died mid-run: this node's ``peers`` other ranks get SIGKILL in ``wait`` seconds."""
 
-    stopping: ClassVar[bool] = True
     rank: int
     host: str | None
     iteration: int | None
@@ -62,44 +65,39 @@ class RankDied(Note):
 
 
 @dataclass(frozen=True)
-class Forcing(Note):
+class Forcing(StoppingNote):
     """A second interrupt: the tree's ``count`` processes are killed now."""
 
-    stopping: ClassVar[bool] = True
     count: int
 
 
 @dataclass(frozen=True)
-class Escalating(Note):
+class Escalating(StoppingNote):
     """``count`` processes outlived the ``grace`` period: SIGTERM."""
 
-    stopping: ClassVar[bool] = True
     count: int
     grace: float
 
 
 @dataclass(frozen=True)
-class Killing(Note):
+class Killing(StoppingNote):
     """``count`` processes ignored SIGTERM: SIGKILL."""
 
-    stopping: ClassVar[bool] = True
     count: int
 
 
 @dataclass(frozen=True)
-class Outlived(Note):
+class Outlived(StoppingNote):
     """``count`` processes outlived ``launcher`` (orphaned grandchildren, setsid escapees): stopped."""
 
-    stopping: ClassVar[bool] = True
     count: int
     launcher: str
 
 
 @dataclass(frozen=True)
-class StallFound(Note):
+class StallFound(StoppingNote):
     """The stall watch's verdict, as soon as it is found: who, where, their stacks, who still moves."""
 
-    stopping: ClassVar[bool] = True
     stall: Stall
 
 

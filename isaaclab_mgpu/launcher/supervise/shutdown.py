@@ -18,14 +18,14 @@ killing
 A second interrupt (:meth:`Shutdown.force`) jumps to killing from wherever the sequence is. The
 caller drives the sequence with :meth:`Shutdown.step` from its own loop, so nothing here blocks.
 
-Signals are only recorded where they arrive: :func:`recording` installs handlers that only record,
-into the launch's one :class:`Interrupts` (``mgpu train``'s attempts loop keeps one for all its
-attempts). :meth:`Interrupts.take` tells the first stop signal from the same Ctrl-C delivered twice
-(within :data:`SAME_INTERRUPT` seconds: the terminal signals the whole foreground group and
-wrappers such as ``uv run`` forward it once more) and from a second, deliberate one. The checkpoint
-signal (``--requeue_signal``, SIGUSR1 by default, what SLURM's ``--signal`` sends before the time
-limit) is never a stop: it is only recorded (:attr:`Interrupts.checkpoint_at`) for the attempts
-loop (:mod:`isaaclab_mgpu.launcher.attempts`); elsewhere mgpu merely survives it.
+Signals are only recorded where they arrive: :meth:`Interrupts.installed` installs handlers that
+only record, into the launch's one :class:`Interrupts` (``mgpu train``'s attempts loop keeps one for
+all its attempts). :meth:`Interrupts.take` tells the first stop signal from the same Ctrl-C
+delivered twice (within :data:`SAME_INTERRUPT` seconds: the terminal signals the whole foreground
+group and wrappers such as ``uv run`` forward it once more) and from a second, deliberate one. The
+checkpoint signal (``--requeue_signal``, SIGUSR1 by default, what SLURM's ``--signal`` sends before
+the time limit) is never a stop: it is only recorded (:attr:`Interrupts.checkpoint_at`) for the
+attempts loop (:mod:`isaaclab_mgpu.launcher.attempts`); elsewhere mgpu merely survives it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import enum
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import psutil
@@ -51,7 +51,6 @@ __all__ = [
     "Phase",
     "Shutdown",
     "ignored",
-    "recording",
 ]
 
 #: Signals that start a stop; a second one of any of them kills the tree at once.
@@ -125,25 +124,21 @@ class Interrupts:
             elif self._first_at is None or at - self._first_at >= SAME_INTERRUPT:
                 yield "force", sig
 
-    def installed(self) -> contextlib.AbstractContextManager[bool]:
-        """:func:`recording` into this recorder, for :attr:`signals`."""
-        return recording(self.record, self.signals)
-
-
-@contextlib.contextmanager
-def recording(record: Callable[[int], None], signals: Iterable[int] | None = None) -> Iterator[bool]:
-    """While inside, ``signals`` only call ``record(signum)``; yields whether the handlers are in."""
-    # Handlers can only be installed from the main thread. The default: stop signals and SIGUSR1.
-    if threading.current_thread() is not threading.main_thread():
-        yield False
-        return
-    wanted = Interrupts().signals if signals is None else tuple(signals)
-    previous = {sig: signal.signal(sig, lambda signum, _frame: record(signum)) for sig in wanted}
-    try:
-        yield True
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[bool]:
+        """While inside, :attr:`signals` only call :meth:`record`; yields whether the handlers are in."""
+        # Handlers can only be installed from the main thread.
+        if threading.current_thread() is not threading.main_thread():
+            yield False
+            return
+        previous = {
+            sig: signal.signal(sig, lambda signum, _frame: self.record(signum)) for sig in self.signals
+        }
+        try:
+            yield True
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -201,17 +196,16 @@ class Shutdown:
 
     def begin(
         self, requested: bool = True, *, grace: float | None = None, kill_after: float | None = None
-    ) -> bool:
-        """Start the sequence (once), with ``grace`` and ``kill_after`` if given; True if it started now."""
+    ) -> None:
+        """Start the sequence (once), with ``grace`` and ``kill_after`` if given."""
         self.requested = self.requested or requested
         if self._steps is not None:
-            return False
+            return
         self.grace = self.grace if grace is None else grace
         self.kill_after = self.kill_after if kill_after is None else kill_after
         self.started_at = self.clock()
         self.phase = Phase.STOPPING
         self._steps = self.sequence()
-        return True
 
     def force(self) -> None:
         """Kill the whole tree now (a second interrupt)."""

@@ -1,13 +1,14 @@
 """Collecting the Python stacks of hung ranks: the launcher's half of :mod:`isaaclab_mgpu.contract.stacks`.
 
-:func:`collect` is the one way mgpu asks ranks for their stacks (``train``'s stall watch,
-``probe-nccl``'s hang report and ``mgpu stacks`` through :func:`of_ranks`). It takes processes of
-the supervised tree only, as psutil objects (psutil refuses to signal a PID that was reused), each
-with the file the rank registered. Each gets :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL`; a
-stopped one (SIGSTOP, a debugger) also gets SIGCONT, which delivers the pending signal, and is
-stopped again once its stack is written, so the verdict still sees it as it was found. faulthandler
-writes a dump in one go: a file that grew and then kept its size is done. What was written after the
-signal is returned; a rank that wrote nothing within ``wait`` seconds is missing from the result.
+:func:`collect` is the one way mgpu asks ranks for their stacks: ``mgpu stacks`` calls it directly,
+``train``'s stall watch and ``probe-nccl``'s hang report through :func:`of_ranks`, which takes only
+the processes of the supervised tree that their progress reports name by PID. Each process comes as
+a psutil object (psutil refuses to signal a PID that was reused), with the file the rank registered,
+and gets :data:`~isaaclab_mgpu.contract.stacks.STACK_SIGNAL`; a stopped one (SIGSTOP, a debugger)
+also gets SIGCONT, which delivers the pending signal, and is stopped again once its stack is
+written, so the verdict still sees it as it was found. faulthandler writes a dump in one go: a file
+that grew and then kept its size is done. What was written after the signal is returned; a rank that
+wrote nothing within ``wait`` seconds is missing from the result.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psutil
 
@@ -28,8 +29,6 @@ __all__ = ["WAIT_S", "collect", "of_ranks"]
 #: How long to wait for the dumped stacks.
 WAIT_S = 3.0
 _POLL = 0.02
-
-K = TypeVar("K", bound=Hashable)
 
 
 def _size(path: Path) -> int:
@@ -48,11 +47,11 @@ def _read_from(path: Path, offset: int) -> str:
         return ""
 
 
-def collect(targets: Mapping[K, tuple[psutil.Process, str | Path]], wait: float = WAIT_S) -> dict[K, str]:
-    """Have each process dump its stack into its file; return, by key, the text each one wrote."""
+def collect(targets: Mapping[int, tuple[psutil.Process, str | Path]], wait: float = WAIT_S) -> dict[int, str]:
+    """Have each rank's process dump its stack into its file; return, by rank, the text each one wrote."""
     if STACK_SIGNAL is None:
         return {}
-    pending: dict[K, tuple[psutil.Process, Path, int, bool]] = {}
+    pending: dict[int, tuple[psutil.Process, Path, int, bool]] = {}
     for key, (proc, name) in targets.items():
         path = Path(name)
         try:
@@ -64,8 +63,8 @@ def collect(targets: Mapping[K, tuple[psutil.Process, str | Path]], wait: float 
         except (psutil.Error, OSError):
             continue
         pending[key] = (proc, path, before, stopped)
-    stacks: dict[K, str] = {}
-    last: dict[K, int] = {}
+    stacks: dict[int, str] = {}
+    last: dict[int, int] = {}
     deadline = time.monotonic() + wait
     while pending and time.monotonic() < deadline:
         for key, (proc, path, before, stopped) in list(pending.items()):
