@@ -231,13 +231,9 @@ class RslRlTrainer:
         ]
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
-    def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (the models' buffers hold rsl-rl's empirical normalizer)."""
-        return dict(drift.rsl_rl_source(self.alg).components())
-
-    def perturb(self) -> str:
-        """``--simulate_fault drift``: nudge this rank's normalizer, else a policy parameter."""
-        return drift.rsl_rl_source(self.alg).perturb()
+    def drift_source(self) -> drift.Source:
+        """The models (their buffers hold rsl-rl's empirical normalizer) and the optimizer."""
+        return drift.rsl_rl_source(self.alg)
 
     def state_dict(self) -> dict[str, Any]:
         return self.alg.save()

@@ -334,7 +334,7 @@ def _loop(
             progress.beat("rollout", it + 1)  # the back-end reports "update" itself
             if fault is not None and it + 1 == fault.iteration:  # --simulate_fault drift@IT
                 faults.fire(fault, environ)
-                trainer.perturb()
+                trainer.drift_source().perturb()
                 fault = None
             trainer.iterate()
             loop.steps_local += trainer.steps_per_iteration
@@ -345,7 +345,7 @@ def _loop(
             asked = resume.stop_at_checkpoint(it + 1, total, environ)
             flags = (metrics.STOP if stop.signal is not None else 0) | (metrics.CHECKPOINT if asked else 0)
             checking = check.due(it + 1, ctx.world_size)
-            hashed = drift.hashes(trainer.component_arrays()) if checking else None
+            hashed = drift.hashes(trainer.drift_source().components()) if checking else None
             mine = metrics.row(flags, stats, own_rate, trainer.checksum())
             row = np.concatenate([mine, drift.words(hashed)])
             progress.beat("sync")
