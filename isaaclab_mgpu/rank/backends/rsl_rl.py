@@ -92,11 +92,10 @@ class MgpuRunner(OnPolicyRunner):
         init_torch_group(ctx)
 
 
-def logger_cfg(logger: str, cfg: Mapping[str, Any]) -> Any:
+def logger_cfg(logger: str) -> Any:
     """rsl-rl 5.5's ``cfg["logger"]`` for ``--logger``: the plain ``"tensorboard"`` or W&B's dict form."""
     if logger == "wandb":
-        project = cfg.get("wandb_project") or cfg.get("experiment_name") or "isaaclab-mgpu"
-        return {"class_name": "WandbLogWriter", "project_name": project}
+        return {"class_name": "WandbLogWriter", "project_name": "isaaclab-mgpu"}
     return "tensorboard"
 
 
@@ -144,7 +143,7 @@ class RslRlTrainer:
         cfg = train_cfg(ppo)
         writes = logger != "none" and ctx.rank == 0
         if writes:
-            cfg["logger"] = logger_cfg(logger, cfg)
+            cfg["logger"] = logger_cfg(logger)
         self.runner = MgpuRunner(self.env, cfg, ctx, directory if writes else None)
         self.log = self.runner.logger
         if writes:
