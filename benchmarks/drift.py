@@ -32,12 +32,13 @@ BACKENDS = (("rsl_rl", "torch"), ("skrl", "torch"))
 
 def _trainer(library: str, framework: str, folder: str) -> Any:
     """One single-rank trainer on cartpole after one iteration (the optimizer holds its moments)."""
+    from isaaclab_mgpu.contract.settings import DEFAULTS
     from isaaclab_mgpu.rank import backends, tasks
     from isaaclab_mgpu.rank.worker.rank import RankContext
 
     ctx = RankContext(rank=0, local_rank=0, world_size=1, device="cpu", seed=42)
     env = tasks.make("cartpole", ENVS, "cpu", 42, {})
-    ppo = backends.DEFAULTS["cartpole"].ppo
+    ppo = DEFAULTS["cartpole"].ppo
     trainer = backends.create(library, framework, env, ppo, ctx, folder, "none")
     trainer.iterate()
     return trainer
@@ -50,7 +51,7 @@ def check_cost(trainer: Any) -> float:
     times = []
     for _ in range(CALLS):
         start = time.perf_counter()
-        drift.words(drift.hashes(trainer.component_arrays()))
+        drift.words(drift.hashes(trainer.drift_source().components()))
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from isaaclab_mgpu.rank.backends import DEFAULTS
+from isaaclab_mgpu.contract.settings import DEFAULTS
 
 from .common import MGPU, Figure, device, ranks, save, stream
 

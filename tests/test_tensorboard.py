@@ -22,11 +22,8 @@ def test_logger_choice_reaches_skrl_writer():
 def test_rsl_rl_logger_cfg():
     from isaaclab_mgpu.rank.backends.rsl_rl import logger_cfg
 
-    assert logger_cfg("tensorboard", {}) == "tensorboard"
-    assert logger_cfg("wandb", {"experiment_name": "cartpole"}) == {
-        "class_name": "WandbLogWriter",
-        "project_name": "cartpole",
-    }
+    assert logger_cfg("tensorboard") == "tensorboard"
+    assert logger_cfg("wandb") == {"class_name": "WandbLogWriter", "project_name": "isaaclab-mgpu"}
 
 
 @pytest.mark.parametrize(

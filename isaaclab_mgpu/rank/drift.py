@@ -5,7 +5,7 @@ Data-parallel PPO keeps every rank's copy identical only while everything that s
 parameters, the optimizer's state and the statistics of any observation normalizer (which each
 library must synchronise itself). A rank that drifts trains a different policy silently. The check:
 
-- each back-end's ``component_arrays()`` gives its state as three :data:`COMPONENTS`: ``policy``
+- each back-end's ``drift_source()`` gives its state as three :data:`COMPONENTS`: ``policy``
   (policy and value parameters), ``optimizer`` (moments, step counts, learning rates),
   ``normalizer`` (running statistics, any model buffer; none where the back-end keeps none);
 - :func:`hashes` reduces each to 16 hex digits and :func:`words` to 16-bit words, exact in JAX's

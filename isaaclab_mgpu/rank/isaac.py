@@ -9,7 +9,7 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
 - a resume continuing the run in its own folder, at its iteration counter (:mod:`.isaac_resume`);
 - on CPU ranks, a gloo process group joined first; the patches of :mod:`.patches` on every rank;
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksums
-  after rank 0's broadcast and at the end, each iteration (:meth:`Bookkeeper.on_iteration`, with
+  after rank 0's broadcast and at the end, each iteration (:meth:`Bookkeeper.iteration`, with
   the progress heartbeat) and each checkpoint; on rank 0 its account of the attempt, with the keys
   of an embedded run, handed to mgpu (:meth:`isaaclab_mgpu.contract.progress.Reporter.account`) as
   soon as Isaac Lab names the folder and kept up to date (a checkpoint of another run loaded into a
@@ -222,11 +222,8 @@ class Bookkeeper(compat.Observer):
         self.began = time.time()
 
     def iteration(self, steps: int, reward: float | None) -> bool:
-        """The library finished one iteration on this rank; True: stop here (see :meth:`on_iteration`)."""
-        return self.on_iteration(self.start + len(self.rewards) + 1, steps, reward)
-
-    def on_iteration(self, iteration: int, steps: int, reward: float | None) -> bool:
-        """Per-iteration bookkeeping, heartbeat and rank 0's account; True: every rank stops here."""
+        """One iteration ended on this rank: bookkeeping, heartbeat, rank 0's account; True: all stop here."""
+        iteration = self.start + len(self.rewards) + 1
         self.steps += steps
         self.last_steps = steps
         now = time.perf_counter()

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-# The PPO settings and per-task defaults live with the other override targets (stdlib only).
-from isaaclab_mgpu.contract.settings import DEFAULTS, FALLBACK, PPOSettings, TaskDefaults, settings_with
+from isaaclab_mgpu.contract.settings import PPOSettings
 from isaaclab_mgpu.rank.backends.base import Trainer
 
-__all__ = ["DEFAULTS", "FALLBACK", "PPOSettings", "TaskDefaults", "Trainer", "create", "settings_with"]
+__all__ = ["Trainer", "create"]
 
 
 def create(

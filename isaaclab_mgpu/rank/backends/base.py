@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from isaaclab_mgpu.contract.settings import PPOSettings
+from isaaclab_mgpu.rank.drift import Source
 
 #: Isaac Lab's rsl-rl ``train.py`` values, set by the rsl-rl back-end; ``train_in_process`` restores them.
 TORCH_FLAGS = {
@@ -59,11 +60,8 @@ class Trainer(Protocol):
     def checksum(self) -> str:
         """Fingerprint of the trained parameters (equal on every rank when synchronised)."""
 
-    def component_arrays(self) -> dict[str, list[Any]]:
-        """The state the drift check hashes, as arrays per component (:mod:`isaaclab_mgpu.rank.drift`)."""
-
-    def perturb(self) -> str:
-        """``--simulate_fault drift``: put this rank's state out of step; return the component."""
+    def drift_source(self) -> Source:
+        """Where this rank's state is: what the drift check hashes, what ``--simulate_fault drift`` nudges."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume (picklable; torch tensors or bytes)."""

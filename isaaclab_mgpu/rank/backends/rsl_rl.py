@@ -92,11 +92,10 @@ class MgpuRunner(OnPolicyRunner):
         init_torch_group(ctx)
 
 
-def logger_cfg(logger: str, cfg: Mapping[str, Any]) -> Any:
+def logger_cfg(logger: str) -> Any:
     """rsl-rl 5.5's ``cfg["logger"]`` for ``--logger``: the plain ``"tensorboard"`` or W&B's dict form."""
     if logger == "wandb":
-        project = cfg.get("wandb_project") or cfg.get("experiment_name") or "isaaclab-mgpu"
-        return {"class_name": "WandbLogWriter", "project_name": project}
+        return {"class_name": "WandbLogWriter", "project_name": "isaaclab-mgpu"}
     return "tensorboard"
 
 
@@ -144,7 +143,7 @@ class RslRlTrainer:
         cfg = train_cfg(ppo)
         writes = logger != "none" and ctx.rank == 0
         if writes:
-            cfg["logger"] = logger_cfg(logger, cfg)
+            cfg["logger"] = logger_cfg(logger)
         self.runner = MgpuRunner(self.env, cfg, ctx, directory if writes else None)
         self.log = self.runner.logger
         if writes:
@@ -231,13 +230,9 @@ class RslRlTrainer:
         ]
         return checksum(t.detach().float().cpu().numpy() for t in tensors)
 
-    def component_arrays(self) -> dict[str, list]:
-        """The drift check's components (the models' buffers hold rsl-rl's empirical normalizer)."""
-        return dict(drift.rsl_rl_source(self.alg).components())
-
-    def perturb(self) -> str:
-        """``--simulate_fault drift``: nudge this rank's normalizer, else a policy parameter."""
-        return drift.rsl_rl_source(self.alg).perturb()
+    def drift_source(self) -> drift.Source:
+        """The models (their buffers hold rsl-rl's empirical normalizer) and the optimizer."""
+        return drift.rsl_rl_source(self.alg)
 
     def state_dict(self) -> dict[str, Any]:
         return self.alg.save()

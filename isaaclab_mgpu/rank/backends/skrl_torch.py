@@ -126,17 +126,10 @@ class SkrlAgentSteps:
         self.steps_per_iteration = task.num_envs * ppo.rollout
         self.timestep = 0
 
-    def _drift_source(self) -> drift.Source:
+    def drift_source(self) -> drift.Source:
+        """The models, optimizer state and running standard scalers (:mod:`isaaclab_mgpu.rank.drift`)."""
         source = drift.skrl_jax_source if self.framework == "jax" else drift.skrl_torch_source
         return source(self.agent)
-
-    def component_arrays(self) -> dict[str, list]:
-        """The drift check's components: the models, optimizer state and running standard scalers."""
-        return dict(self._drift_source().components())
-
-    def perturb(self) -> str:
-        """``--simulate_fault drift``: nudge this rank's state (:mod:`isaaclab_mgpu.rank.drift`)."""
-        return self._drift_source().perturb()
 
     def sync(self) -> None:
         """Parameters were broadcast by skrl's PPO constructor; nothing left to do."""

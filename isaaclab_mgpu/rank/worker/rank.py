@@ -143,29 +143,25 @@ class Comm:
         # Only rank 0's bytes count: every other rank receives into a buffer of rank 0's size.
         # (A collective whose buffers differ in shape across ranks never completes on JAX.)
         mine = (data or b"") if self.ctx.rank == 0 else b""
+        size = np.array([len(mine)], dtype=np.int32 if self.kind == "jax" else np.int64)  # JAX: no int64
+        n = int(self._from_rank0(size)[0])
+        if n == 0:
+            return b""
+        buf = np.frombuffer(bytearray(mine), dtype=np.uint8) if self.ctx.rank == 0 else np.zeros(n, np.uint8)
+        return self._from_rank0(buf).tobytes()
+
+    def _from_rank0(self, values: np.ndarray) -> np.ndarray:
+        """Rank 0's ``values`` on every rank, in their dtype (each passes a writable array of that shape)."""
         if self.kind == "jax":
             from jax.experimental import multihost_utils
 
-            size = np.array([len(mine)], dtype=np.int32)
-            n = int(np.asarray(multihost_utils.broadcast_one_to_all(size))[0])
-            if n == 0:
-                return b""
-            buf = np.frombuffer(mine, dtype=np.uint8) if self.ctx.rank == 0 else np.zeros(n, dtype=np.uint8)
-            return np.asarray(multihost_utils.broadcast_one_to_all(buf), dtype=np.uint8).tobytes()
+            return np.asarray(multihost_utils.broadcast_one_to_all(values), dtype=values.dtype)
         import torch
         import torch.distributed as dist
 
-        device = self.ctx.device if self.ctx.is_cuda else "cpu"  # NCCL moves GPU tensors only
-        size = torch.tensor([len(mine)], dtype=torch.int64, device=device)
-        dist.broadcast(size, src=0)
-        if int(size.item()) == 0:
-            return b""
-        if self.ctx.rank == 0:
-            buf = torch.frombuffer(bytearray(mine), dtype=torch.uint8).to(device)
-        else:
-            buf = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
-        dist.broadcast(buf, src=0)
-        return buf.cpu().numpy().tobytes()
+        tensor = torch.from_numpy(values).to(self.ctx.device if self.ctx.is_cuda else "cpu")  # NCCL: GPU only
+        dist.broadcast(tensor, src=0)
+        return tensor.cpu().numpy()
 
     def any(self, flag: bool) -> bool:
         """True on every rank when ``flag`` is true on any rank."""

@@ -141,6 +141,24 @@ class _Loop:
     """What the attempt is (library, task, ranks…): the fields every account repeats."""
 
 
+@dataclass(frozen=True)
+class _Rank:
+    """What stays fixed for one rank once its trainer is built: the resume, the loop and the saves read it."""
+
+    args: WorkerArgs
+    ctx: RankContext
+    env: Any
+    """The embedded task's environments."""
+    trainer: Any
+    """The back-end's :class:`isaaclab_mgpu.rank.backends.base.Trainer`."""
+    comm: Comm
+    run_dir: Path
+    total: int
+    """The run's total iterations (``--max_iterations``, else the task's default)."""
+    console: TrainingConsole
+    environ: Mapping[str, str]
+
+
 def _train(
     args: WorkerArgs,
     ctx: RankContext,
@@ -173,7 +191,8 @@ def _train(
     if ctx.rank == 0 and localcomm.current() is not None:
         console.note(localcomm.NOTE)
 
-    start, resumed_from = _resume(args, ctx, comm, trainer, run_dir, environ, total, console)
+    r = _Rank(args, ctx, env, trainer, comm, run_dir, total, console, environ)
+    start, resumed_from = _resume(r)
     who = {
         **identity(args, ctx, environ),
         "num_envs_per_rank": int(env.num_envs),
@@ -193,7 +212,7 @@ def _train(
     # every rank directly and torchrun signals it again, and the second must not kill rank 0
     # between the loop's stop and the checkpoint it saves at the stop.
     with signals.recording():
-        loop = _loop(args, ctx, env, trainer, comm, run_dir, start, total, console, environ, who)
+        loop = _loop(r, start, who)
         progress.reporter().ended(loop.status)  # every rank: another node's mgpu has no summary
         progress.beat("finish")
         end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
@@ -204,7 +223,7 @@ def _train(
         rates = comm.gather(mine)
         if ctx.rank == 0 and (loop.last_saved is None or loop.last_saved.name != f"model_{loop.done}.pt"):
             progress.beat("checkpoint")
-            loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
+            loop.last_saved = _save(r, loop.done)
         code = EXIT_INTERRUPTED if loop.status == "interrupted" else 0
         if ctx.rank == 0:
             final = _account(
@@ -227,42 +246,33 @@ def _train(
         return code
 
 
-def _resume(
-    args: WorkerArgs,
-    ctx: RankContext,
-    comm: Comm,
-    trainer: Any,
-    run_dir: Path,
-    environ: Mapping[str, str],
-    total: int,
-    console: TrainingConsole,
-) -> tuple[int, str | None]:
+def _resume(r: _Rank) -> tuple[int, str | None]:
     """Load rank 0's checkpoint on every rank, if any; return the start iteration and its path."""
     path, data, loaded = (
-        _rank0_checkpoint(args, run_dir, environ, console) if ctx.rank == 0 else (None, b"", None)
+        _rank0_checkpoint(r.args, r.run_dir, r.environ, r.console) if r.ctx.rank == 0 else (None, b"", None)
     )
-    if ctx.distributed:
+    if r.ctx.distributed:
         progress.beat("broadcast")
-        data = comm.broadcast_bytes(data)
+        data = r.comm.broadcast_bytes(data)
     if not data:
         return 0, None
     if loaded is None:
         loaded = checkpoint.load_bytes(data, path or "from rank 0")
     made_by = (loaded["library"], loaded["framework"], loaded["task"])
-    if ctx.rank == 0 and made_by != (args.rl_library, args.ml_framework, args.task):
+    if r.ctx.rank == 0 and made_by != (r.args.rl_library, r.args.ml_framework, r.args.task):
         # the launcher checked the metadata beside it; this is the file itself
         raise UsageError(
             f"--resume {path}: written by {loaded['library']}/{loaded['framework']} on {loaded['task']}, "
-            f"not {args.rl_library}/{args.ml_framework} on {args.task}"
+            f"not {r.args.rl_library}/{r.args.ml_framework} on {r.args.task}"
         )
-    trainer.load_state_dict(loaded["state"])
+    r.trainer.load_state_dict(loaded["state"])
     start = int(loaded["iteration"])
-    trainer.resumed_at(start)
+    r.trainer.resumed_at(start)
     saved_world = loaded.get("world_size")
     other = ""
-    if saved_world not in (None, ctx.world_size):
-        other = f" (saved by {saved_world} ranks, now {ctx.world_size})"
-    console.note(f"resuming at iteration {start} of {total} from {path or 'rank 0'}{other}")
+    if saved_world not in (None, r.ctx.world_size):
+        other = f" (saved by {saved_world} ranks, now {r.ctx.world_size})"
+    r.console.note(f"resuming at iteration {start} of {r.total} from {path or 'rank 0'}{other}")
     return start, str(path) if path is not None else None
 
 
@@ -303,78 +313,66 @@ def _rank0_checkpoint(
     return found, *read[found]
 
 
-def _loop(
-    args: WorkerArgs,
-    ctx: RankContext,
-    env: Any,
-    trainer: Any,
-    comm: Comm,
-    run_dir: Path,
-    start: int,
-    total: int,
-    console: TrainingConsole,
-    environ: Mapping[str, str],
-    who: dict[str, Any],
-) -> _Loop:
+def _loop(r: _Rank, start: int, who: dict[str, Any]) -> _Loop:
     """Iterate from ``start`` to ``total``, saving every ``--save_interval``, until done or asked to stop."""
-    loop = _Loop(start=start, total=total, done=start, who=who)
-    loop.steps_per_iteration = trainer.steps_per_iteration * ctx.world_size
+    loop = _Loop(start=start, total=r.total, done=start, who=who)
+    loop.steps_per_iteration = r.trainer.steps_per_iteration * r.ctx.world_size
     refreshed, refresh_cost = 0.0, 0.0
-    check = drift.Check(args.drift_interval, agreed=start)
-    fault = faults.for_this_rank(environ) if RUN_ID in environ else None
+    check = drift.Check(r.args.drift_interval, agreed=start)
+    fault = faults.for_this_rank(r.environ) if RUN_ID in r.environ else None
     fault = fault if fault is not None and fault.kind == "drift" else None
     with signals.recording() as stop:
         # A resumed run shows its last known mean reward until this segment's first episodes end.
-        known = summaries.read(run_dir) if start and ctx.rank == 0 else None
+        known = summaries.read(r.run_dir) if start and r.ctx.rank == 0 else None
         last = known.last_mean_reward if known is not None else None
-        console.start(f"{args.rl_library}/{args.ml_framework} on {args.task}", start, total, last)
+        r.console.start(f"{r.args.rl_library}/{r.args.ml_framework} on {r.args.task}", start, r.total, last)
         t0, loop.began = time.perf_counter(), time.time()
-        for it in range(start, total):
+        for it in range(start, r.total):
             t_it = time.perf_counter()
             progress.beat("rollout", it + 1)  # the back-end reports "update" itself
             if fault is not None and it + 1 == fault.iteration:  # --simulate_fault drift@IT
-                faults.fire(fault, environ)
-                trainer.perturb()
+                faults.fire(fault, r.environ)
+                r.trainer.drift_source().perturb()
                 fault = None
-            trainer.iterate()
-            loop.steps_local += trainer.steps_per_iteration
-            stats = env.pop_stats()
-            own_rate = trainer.steps_per_iteration / max(time.perf_counter() - t_it, 1e-9)
+            r.trainer.iterate()
+            loop.steps_local += r.trainer.steps_per_iteration
+            stats = r.env.pop_stats()
+            own_rate = r.trainer.steps_per_iteration / max(time.perf_counter() - t_it, 1e-9)
             # A checkpoint request: mgpu's file, or SLURM's SIGUSR1 reaching this rank directly
             # (none counts in the last iteration: the run ends finished).
-            asked = resume.stop_at_checkpoint(it + 1, total, environ)
+            asked = resume.stop_at_checkpoint(it + 1, r.total, r.environ)
             flags = (metrics.STOP if stop.signal is not None else 0) | (metrics.CHECKPOINT if asked else 0)
-            checking = check.due(it + 1, ctx.world_size)
-            hashed = drift.hashes(trainer.component_arrays()) if checking else None
-            mine = metrics.row(flags, stats, own_rate, trainer.checksum())
+            checking = check.due(it + 1, r.ctx.world_size)
+            hashed = drift.hashes(r.trainer.drift_source().components()) if checking else None
+            mine = metrics.row(flags, stats, own_rate, r.trainer.checksum())
             row = np.concatenate([mine, drift.words(hashed)])
             progress.beat("sync")
-            gathered = gather_floats(comm, row)
+            gathered = gather_floats(r.comm, row)
             m = metrics.summarize(gathered[:, : metrics.WIDTH])
             found = check.judge(gathered[:, metrics.WIDTH :], it + 1) if checking else None
-            if found is not None and ctx.rank == 0:
-                drift.tell(found, console.note)
+            if found is not None and r.ctx.rank == 0:
+                drift.tell(found, r.console.note)
             loop.done = it + 1
             loop.rewards.append(m.mean_reward)
             seconds = time.perf_counter() - t_it
-            rate = trainer.steps_per_iteration * ctx.world_size / seconds
+            rate = r.trainer.steps_per_iteration * r.ctx.world_size / seconds
             loop.iteration_s.append(seconds)
-            console.iteration(loop.done, total, m.mean_reward, rate, seconds)
+            r.console.iteration(loop.done, r.total, m.mean_reward, rate, seconds)
             warm = len(loop.iteration_s) <= summaries.WARMUP_ITERATIONS
-            trainer.log_iteration(it, start, total, metrics.scalars(m, rate, seconds, warmup=warm))
-            halt = found is not None and args.on_drift == "stop"
+            r.trainer.log_iteration(it, start, r.total, metrics.scalars(m, rate, seconds, warmup=warm))
+            halt = found is not None and r.args.on_drift == "stop"
             if m.stop or m.checkpoint or halt:
                 loop.status = "interrupted" if m.stop else "drifted" if halt else "stopped"
                 break
-            if ctx.rank == 0 and args.save_interval and loop.done % args.save_interval == 0:
+            if r.ctx.rank == 0 and r.args.save_interval and loop.done % r.args.save_interval == 0:
                 progress.beat("checkpoint")
-                loop.last_saved = _save(trainer, args, ctx, run_dir, loop.done, total, console, environ)
-            if ctx.rank == 0 and time.perf_counter() - refreshed >= summaries.REFRESH_BUDGET * refresh_cost:
+                loop.last_saved = _save(r, loop.done)
+            if r.ctx.rank == 0 and time.perf_counter() - refreshed >= summaries.REFRESH_BUDGET * refresh_cost:
                 loop.train_time, refreshed = time.perf_counter() - t0, time.perf_counter()
                 _account(loop)
                 refresh_cost = time.perf_counter() - refreshed
         loop.train_time = time.perf_counter() - t0
-        console.stop()
+        r.console.stop()
     return loop
 
 
@@ -386,24 +384,15 @@ def _gather_checksums(comm: Comm, digest: str, console: TrainingConsole, when: s
     return sums
 
 
-def _save(
-    trainer: Any,
-    args: WorkerArgs,
-    ctx: RankContext,
-    run_dir: Path,
-    iteration: int,
-    total: int,
-    console: TrainingConsole,
-    environ: Mapping[str, str],
-) -> Path:
-    made = {"iteration": iteration, "library": args.rl_library, "framework": args.ml_framework}
-    made |= {"task": args.task, "world_size": ctx.world_size}  # the checkpoint's keys, in its order
-    meta = resume.CheckpointMeta(**made, total=total)
-    payload = {**made, "state": trainer.state_dict()}
-    path = checkpoint.save(resume.checkpoint_path(run_dir, iteration), payload, meta)
-    console.checkpoint(str(path))
+def _save(r: _Rank, iteration: int) -> Path:
+    made = {"iteration": iteration, "library": r.args.rl_library, "framework": r.args.ml_framework}
+    made |= {"task": r.args.task, "world_size": r.ctx.world_size}  # the checkpoint's keys, in its order
+    meta = resume.CheckpointMeta(**made, total=r.total)
+    payload = {**made, "state": r.trainer.state_dict()}
+    path = checkpoint.save(resume.checkpoint_path(r.run_dir, iteration), payload, meta)
+    r.console.checkpoint(str(path))
     # --keep_checkpoints: the older ones go only now that this one is whole on disk.
-    resume.prune(resume.checkpoints(run_dir), path, resume.keep_checkpoints(environ))
+    resume.prune(resume.checkpoints(r.run_dir), path, resume.keep_checkpoints(r.environ))
     return path
 
 
