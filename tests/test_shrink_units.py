@@ -67,6 +67,28 @@ def test_losing_node_0_makes_the_next_survivor_node_0_with_its_host_as_the_store
     assert first is not None and (first.node_rank, first.master) == (0, "node1")
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "master"),
+    [("[fd00::1]", "fd00::1"), ("[fd00::1]:29400", "fd00::1"), ("node0", "node0"), ("node0:29400", "node0")],
+)
+def test_node_0_keeps_the_store_on_the_rendezvous_host_written_as_an_address(endpoint, master):
+    spec = LaunchSpec(
+        device="cpu",
+        nproc_per_node="2",
+        rdzv_backend="c10d",
+        rdzv_endpoint=endpoint,
+        rdzv_id="x",
+        nnodes="3",
+        node_rank=0,
+        min_nodes=1,
+        training_args=("--rl_library", "rsl_rl"),
+    )
+    r = resolve(spec, machine(0), strict=False, port_free=lambda p: True, free_port=lambda: 45678)
+    plan = shrink.plan(r, (2,), {1: "node1", 2: "node2"}, "node0")
+    # --master_addr takes an address: an IPv6 one without its brackets, with or without a port given.
+    assert plan is not None and plan.master == master
+
+
 def test_no_shrink_without_a_floor_below_it_or_for_a_lost_node_itself():
     assert shrink.plan(_resolved(nnodes="2", node_rank=0), (1,), {}, "h") is None
     assert shrink.plan(_resolved(nnodes="3", node_rank=0, min_nodes=2), (1, 2), {}, "h") is None

@@ -230,5 +230,4 @@ def answers(host: str, port: int, tries: int = 2, timeout: float = 1.0) -> bool:
 def _endpoint_host(endpoint: str | None) -> str | None:
     if not endpoint:
         return None
-    host, port = split_endpoint(endpoint)
-    return host.strip("[]") if port else endpoint
+    return split_endpoint(endpoint)[0].strip("[]")
