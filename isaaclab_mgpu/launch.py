@@ -201,7 +201,7 @@ def train(
                 report.note(f.line())
             raise diagnostics.preflight_error(failed)
         for f in diagnostics.train_warnings(found):  # e.g. little free disk space: said, never refused
-            report.warn(f"preflight {f.area}/{f.name}: {f.observed}; {f.fix}")
+            report.warn(f.line())
     placement = continuation.place(resolved, cmd.world_size)  # bad --resume: exit 2, nothing spawned
     report.resolve_notes(resolved)
     for line in placement.notes:
