@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import files
+from isaaclab_mgpu.contract import files, records
 from isaaclab_mgpu.contract import summary as summaries
 from isaaclab_mgpu.contract.env import RUN_STAMP
 from isaaclab_mgpu.contract.errors import EXIT_HANG, EXIT_INTERRUPTED, UsageError
@@ -765,7 +765,7 @@ def write_json(
             "load_1m_after": load[1],
             "python": sys.version.split()[0],
         },
-        "points": [_plain(dataclasses.asdict(r)) for r in results],
+        "points": [records.plain(r) for r in results],
         "rows": [
             {
                 "world_size": row.result.point.world_size,
@@ -798,13 +798,3 @@ def write_json(
     plan.out.mkdir(parents=True, exist_ok=True)
     files.write_json(path, doc)
     return path
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN
-        return None
-    return value
