@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -228,7 +227,7 @@ def train(
         options = dataclasses.replace(options, on_stdout=view.feed)
     restart = RestartOptions(
         max_restarts=spec.max_restarts or 0,
-        requeue_signal=int(signal.Signals["SIG" + signal_name(spec.requeue_signal)]),
+        requeue_signal=spec.requeue_signum,
         checkpoints=spec.builtin_worker,  # a --script's restart runs it again from its beginning
     )
     place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None

@@ -503,6 +503,13 @@ class LaunchSpec:
         return self.worker.logger if self.worker is not None else None
 
     @property
+    def requeue_signum(self) -> int:
+        """``requeue_signal`` as a signal number."""
+        import signal
+
+        return int(signal.Signals["SIG" + signal_name(self.requeue_signal)])
+
+    @property
     def run_timestamp(self) -> str | None:
         """The built-in worker's ``--run_timestamp`` as given (it becomes the run's stamp), or None."""
         return self.worker.run_timestamp if self.worker is not None else None
