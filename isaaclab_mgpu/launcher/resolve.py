@@ -317,12 +317,11 @@ def resolve(
     port_free: Callable[[int], bool] = port_is_free,
     free_port: Callable[[], int] = pick_free_port,
     extra_env: Mapping[str, str] | None = None,
-    installed: Callable[[str], bool] | None = None,
 ) -> ResolvedSpec:
     """Make every machine-dependent choice for ``spec``; raise or warn per ``strict``."""
     filled = cluster.fill(spec, machine.environ)
     spec = filled.spec
-    if spec.logger == "wandb" and not (installed or module_installed)("wandb"):
+    if spec.logger == "wandb" and not module_installed("wandb"):
         raise UsageError(
             "--logger wandb: wandb is not installed for this Python; install it (uv add wandb) or "
             "use --logger tensorboard"
