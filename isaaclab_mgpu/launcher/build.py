@@ -15,15 +15,13 @@ skrl JAX path: the same shape through :mod:`isaaclab_mgpu.jaxrun` (:mod:`.jaxrun
     PYTHON -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M --node_rank R]
         --coordinator_address HOST:PORT --tee 3 --log_dir DIR --local_ranks_filter 0 WORKER...
 
-Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not passed on (mgpu
-restarts each attempt itself, resuming: :mod:`.attempts`); a single node with no address given
-uses ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
-``<log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/`` (:mod:`.logspecs`,
-:func:`run_name`; ``<launch>`` is the resolved ``log_launch``, else the run stamp, so a dry-run
-creates nothing) and are tee'd to the console, so a filtered rank's output is never lost. The
-command says attempt 0; :func:`for_attempt` gives it for a later attempt. A torchrun launch that
-is not ``--standalone`` and has no ``--rdzv_id`` gets ``--rdzv_id mgpu_<host>_<port>`` (a one-node
-SLURM job: its job id), the same on every node: the static rendezvous prefixes its store keys with it.
+Differences from Isaac Lab's launcher, on purpose: docs/migration.md, "What changes on purpose"
+(``--max_restarts`` is not passed on: mgpu restarts each attempt itself, :mod:`.attempts`). In the
+per-rank logs' ``<log root>/<run name>/<launch>/attempt_<k>/`` (:mod:`.logspecs`, :func:`run_name`),
+``<launch>`` is the resolved ``log_launch``, else the run stamp, so a dry-run creates nothing; the
+command says attempt 0, :func:`for_attempt` gives it for a later attempt. The ``--rdzv_id`` mgpu
+gives (a one-node SLURM job: its job id) is the same on every node: the static rendezvous prefixes
+its store keys with it.
 
 Where the environment sets a ``PET_<FLAG>`` the command leaves out, the command states torchrun's
 own default for it (why: :mod:`.cluster`).
