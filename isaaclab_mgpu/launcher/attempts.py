@@ -18,22 +18,17 @@ jaxrun:
 - Before a restart the loop asks ``reshape`` (``--min_nodes``, :mod:`.shrink`) whether a node was
   lost: then the restart and every later attempt run the smaller world's command (:class:`Reshape`),
   and a node that became node 0 takes over the run folder and its record.
-- Each attempt is recorded (:class:`Attempt`) and its life goes into the run's ledger (:mod:`.ledger`):
-  every attempt's supervisor is handed to :meth:`~.ledger.RunLedger.watcher`, and the loop writes the
-  stall verdict, the fault, the restart and the summary's attempts so far as the attempt ends.
+- Each attempt is recorded (:class:`Attempt`) and its life goes into the run's ledger (:mod:`.ledger`).
 - An Isaac Lab run's folder is named by its rank 0 (:attr:`RunPlace.named_by_rank`), which reports it
   (:func:`isaaclab_mgpu.contract.resume.report_run_dir`); from the end of the attempt that named it
   the loop treats the folder as its own. Its checkpoints are the library's, so the newest one's
   iteration is what rank 0's account gave (``checkpoint_iteration``).
 
-The requeue signal (``--requeue_signal``, default SIGUSR1, what ``#SBATCH --signal=USR1@90``
-sends) and the stop signals are only recorded, by one :class:`~.supervise.shutdown.Interrupts` for
-all the attempts; each attempt's supervisor acts on the stop signals, so one between two attempts
-ends the run all the same. On the requeue signal the loop creates the checkpoint-request file (all
-ranks save and stop at the same iteration boundary: :mod:`isaaclab_mgpu.contract.resume`); if the
-ranks have not stopped :data:`STOP_WINDOW` seconds later, the run is stopped as on SIGTERM. SLURM
-may send the signal to every process of the job step: the launcher and its helpers start with it
-ignored (``SIG_IGN`` is inherited across ``exec``).
+The requeue signal (``--requeue_signal``) and the stop signals are only recorded, by one
+:class:`~.supervise.shutdown.Interrupts` for all the attempts; each attempt's supervisor acts on the
+stop signals, so one between two attempts ends the run all the same. What the requeue signal does
+(the checkpoint request, :data:`STOP_WINDOW`, the launcher started with it ignored): docs/supervision.md,
+"Restarts and the requeue signal".
 """
 
 from __future__ import annotations

@@ -15,15 +15,13 @@ skrl JAX path: the same shape through :mod:`isaaclab_mgpu.jaxrun` (:mod:`.jaxrun
     PYTHON -m isaaclab_mgpu.jaxrun --nproc_per_node N [--nnodes M --node_rank R]
         --coordinator_address HOST:PORT --tee 3 --log_dir DIR --local_ranks_filter 0 WORKER...
 
-Differences from Isaac Lab's launcher, on purpose: ``--max_restarts`` is not passed on (mgpu
-restarts each attempt itself, resuming: :mod:`.attempts`); a single node with no address given
-uses ``--standalone`` (free port, concurrent runs never collide); per-rank logs always go to
-``<log root>/<run name>/<launch>/attempt_<k>/rank_<global rank>/`` (:mod:`.logspecs`,
-:func:`run_name`; ``<launch>`` is the resolved ``log_launch``, else the run stamp, so a dry-run
-creates nothing) and are tee'd to the console, so a filtered rank's output is never lost. The
-command says attempt 0; :func:`for_attempt` gives it for a later attempt. A torchrun launch that
-is not ``--standalone`` and has no ``--rdzv_id`` gets ``--rdzv_id mgpu_<host>_<port>`` (a one-node
-SLURM job: its job id), the same on every node: the static rendezvous prefixes its store keys with it.
+Differences from Isaac Lab's launcher, on purpose: docs/migration.md, "What changes on purpose"
+(``--max_restarts`` is not passed on: mgpu restarts each attempt itself, :mod:`.attempts`). In the
+per-rank logs' ``<log root>/<run name>/<launch>/attempt_<k>/`` (:mod:`.logspecs`, :func:`run_name`),
+``<launch>`` is the resolved ``log_launch``, else the run stamp, so a dry-run creates nothing; the
+command says attempt 0, :func:`for_attempt` gives it for a later attempt. The ``--rdzv_id`` mgpu
+gives (a one-node SLURM job: its job id) is the same on every node: the static rendezvous prefixes
+its store keys with it.
 
 Where the environment sets a ``PET_<FLAG>`` the command leaves out, the command states torchrun's
 own default for it (why: :mod:`.cluster`).
@@ -46,7 +44,7 @@ from isaaclab_mgpu.contract.progress import AUTO
 from isaaclab_mgpu.contract.text import UNPRINTABLE, escaped, printable
 from isaaclab_mgpu.launcher.cluster import DEFAULT_MASTER_PORT, TORCHRUN_DEFAULTS
 from isaaclab_mgpu.launcher.resolve import ResolvedSpec
-from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, signal_name, split_endpoint
+from isaaclab_mgpu.launcher.spec import TORCHRUN_OPTIONS, LaunchSpec, signal_name, split_endpoint
 
 WORKER_MODULE = "isaaclab_mgpu.worker"
 #: torchrun's port for a c10d endpoint given without one.
@@ -144,31 +142,26 @@ def build(r: ResolvedSpec) -> Command:
     opts = _launcher_options(r)
     if s.uses_jax:
         head = [r.python, "-m", JAXRUN_MODULE, "--nproc_per_node", str(r.nproc)]
-        for name in ("nnodes", "node_rank"):
-            if opts.get(name) is not None:
-                head += [f"--{name}", str(opts[name])]
+        head += _flags(opts, ("nnodes", "node_rank"))
         host, port = r.coordinator or ("127.0.0.1", 0)
         head += ["--coordinator_address", f"{host}:{port}"]
-        for name in ("tee", "local_ranks_filter", "log_dir"):
-            head += [f"--{name}", str(opts[name])] if opts.get(name) is not None else []
-        head += _default_filter(opts)
+        head += _flags(opts, ("tee", "local_ranks_filter", "log_dir"))
+        head += _default_filter(s)
         launcher = "jaxrun"
     else:
         head = [r.python, "-m", "torch.distributed.run", "--nproc_per_node", str(r.nproc)]
         if r.standalone:
             head.append("--standalone")
-        for name in TORCHRUN_OPTIONS:
-            if opts.get(name) is not None:
-                head += [f"--{name}", _arg(opts[name])]
+        head += _flags(opts, TORCHRUN_OPTIONS)
         # Each rank's files go straight into the attempt folder, named by its global rank
         # (isaaclab_mgpu.launcher.logspecs, registered as a torchrun.logs_specs entry point).
         head += ["--logs_specs", LOGS_SPECS]
-        head += _default_filter(opts)
+        head += _default_filter(s)
         if s.virtual_local_rank:
             head.append("--virtual_local_rank")
         launcher = "torchrun"
 
-    argv = [*head, *worker_tail(r)]
+    argv = [*head, *worker_tail(s)]
     # Every rank reads the stall bounds (isaaclab_mgpu.progress): its process group's timeout follows.
     env = {
         env_names.RUN_STAMP: r.run_stamp,
@@ -245,9 +238,8 @@ def _meeting(r: ResolvedSpec, opts: dict[str, object]) -> Rendezvous | None:
     return Rendezvous(host.strip("[]"), port, str(opts["rdzv_id"]), r.node_rank, r.nnodes_max, static)
 
 
-def worker_tail(r: ResolvedSpec) -> list[str]:
+def worker_tail(s: LaunchSpec) -> list[str]:
     """The per-rank program and its arguments, ``--distributed`` last where it applies."""
-    s = r.spec
     if s.script is not None:
         tail = [s.script]
     elif s.module is not None:
@@ -258,7 +250,7 @@ def worker_tail(r: ResolvedSpec) -> list[str]:
             tail += ["--ml_framework", s.framework]
         if s.device == "cpu":
             tail += ["--device", "cpu"]
-    if s.script is not None or s.module is not None:
+    if not s.builtin_worker:
         # Where the user wrote them after the program, the CLI left them in place (spec.in_user_order).
         if s.rl_library is not None and not _given(s.training_args, "--rl_library", "--rl-library"):
             tail += ["--rl_library", s.rl_library]
@@ -292,8 +284,6 @@ def _launcher_options(r: ResolvedSpec) -> dict[str, object]:
         opts["rdzv_id"] = r.slurm_job_id or _rendezvous_id(r)
     if s.tee is None and s.redirects is None:
         opts["tee"] = "3"
-    if s.local_ranks_filter is None and not s.log_all_ranks:
-        opts["default_ranks_filter"] = "0"
     if not s.uses_jax:
         opts.update(_environment_pins(r, opts))
     return opts
@@ -312,7 +302,7 @@ def _environment_pins(r: ResolvedSpec, opts: dict[str, object]) -> dict[str, str
             continue
         if not static and flag in ("master_addr", "master_port", "node_rank"):
             continue
-        if flag == "local_ranks_filter" and opts.get("default_ranks_filter") is not None:
+        if flag == "local_ranks_filter" and _default_filter(r.spec):
             continue
         pins[flag] = default
     return pins
@@ -334,10 +324,19 @@ def _given(args: tuple[str, ...], *names: str) -> bool:
     return any(a.split("=", 1)[0] in names for a in args)
 
 
-def _default_filter(opts: dict[str, object]) -> list[str]:
+def _flags(opts: dict[str, object], names: tuple[str, ...]) -> list[str]:
+    """``--name value`` for each of ``names`` that ``opts`` sets, in that order."""
+    words: list[str] = []
+    for name in names:
+        if opts.get(name) is not None:
+            words += [f"--{name}", _arg(opts[name])]
+    return words
+
+
+def _default_filter(s: LaunchSpec) -> list[str]:
     # Isaac Lab's launcher appends its console filter after every forwarded option.
-    default = opts.get("default_ranks_filter")
-    return [] if default is None else ["--local_ranks_filter", str(default)]
+    shown = s.local_ranks_filter is not None or s.log_all_ranks
+    return [] if shown else ["--local_ranks_filter", "0"]
 
 
 def _arg(value: object) -> str:

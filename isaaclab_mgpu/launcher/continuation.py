@@ -1,15 +1,11 @@
 """Which run a launch belongs to: a new run folder, or the run it continues. Decided before spawning.
 
 Node 0's launcher decides, for the built-in worker, once per ``mgpu train`` (restarts reuse it):
-
-- a SLURM job requeued by SLURM (``SLURM_RESTART_COUNT`` > 0) continues the run whose recorded
-  SLURM job id is this job's (the batch script runs the same ``mgpu train`` again);
-- ``--resume PATH`` continues that run in its own folder: PATH is a run folder (the checkpoint
-  :func:`isaaclab_mgpu.contract.resume.newest_whole` picks, as rank 0 does) or one of its
-  ``model_<N>.pt``;
-- ``--resume auto`` and ``--resume`` with no path: as :data:`isaaclab_mgpu.contract.resume.AUTO`
-  and :data:`~isaaclab_mgpu.contract.resume.LATEST` say (unfinished: :data:`~.runs.UNFINISHED`);
-- otherwise a new folder, created exclusively (two runs started in the same second get two).
+a SLURM job requeued by SLURM (``SLURM_RESTART_COUNT`` > 0) continues the run whose recorded
+SLURM job id is this job's (the batch script runs the same ``mgpu train`` again); ``--resume``
+continues the run docs/training.md names ("Resume, restarts, requeue": which run a resume takes;
+a folder's checkpoint is :func:`isaaclab_mgpu.contract.resume.newest_whole`'s, as rank 0 picks
+it); otherwise a new folder, created exclusively (two runs started in the same second get two).
 
 :func:`choose` makes that choice without writing anything (``dry-run`` says what it would take,
 :func:`preview`); :func:`place` acts on it.
@@ -20,9 +16,7 @@ folder to rank 0 (``MGPU_RESUME``); ``--resume PATH`` and ``--resume`` are resol
 (:mod:`isaaclab_mgpu.rank.isaac_resume`).
 
 Candidates are only run folders inside the log root that this user owns, never reached through a
-symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). A checkpoint is checked against
-its metadata file before anything starts: another task, library or framework is bad input (exit
-2); another world size is allowed and said. Nothing here writes ``summary.json``.
+symlink (:func:`isaaclab_mgpu.contract.resume.own_run_folders`). Nothing here writes ``summary.json``.
 """
 
 from __future__ import annotations

@@ -21,14 +21,12 @@ from collections.abc import Iterable
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.worker_args import WorkerArgsError, option_strings, parse
 from isaaclab_mgpu.launcher.build import WORKER_MODULE, worker_tail
-from isaaclab_mgpu.launcher.resolve import ResolvedSpec, VisibleDevices
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 
 def worker_argv(spec: LaunchSpec) -> list[str]:
     """The arguments every rank's built-in worker receives for ``spec`` (after ``-m MODULE``)."""
-    # worker_tail reads only the spec; the machine-dependent fields do not reach the worker's argv.
-    tail = worker_tail(ResolvedSpec(spec=spec, python="python", nproc=1, visible=VisibleDevices(0, "none")))
+    tail = worker_tail(spec)
     assert tail[:2] == ["-m", WORKER_MODULE], tail
     return tail[2:]
 

@@ -7,32 +7,22 @@ the other ranks when one fails, and keeps no logs. Same environment contract, to
         --coordinator_address HOST:PORT [--tee T] [--local_ranks_filter F] [--log_dir D]
         [--grace_period S] [--kill_after S] (-m MODULE | SCRIPT) ARGS...
 
-Each rank gets skrl's ``JAX_*`` variables and torch's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
-``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and ``TORCHELASTIC_ERROR_FILE`` (:func:`rank_env`);
-``OMP_NUM_THREADS=1`` with several ranks and ``PYTHONUNBUFFERED=1`` unless already set. Port 0
-picks a free port (single node only).
+Its contract (each rank's variables, fail-fast, the shutdown on SIGINT/SIGTERM/SIGHUP, the exit
+codes, SIGUSR1 ignored, the child subreaper): docs/supervision.md, "skrl JAX". What the page
+leaves to the code:
 
-Logs follow mgpu's layout (:mod:`isaaclab_mgpu.contract.elastic`, as torchrun's under
-``--logs_specs mgpu``): every rank's output always goes to its files; ``--tee`` (0 none, 1 stdout,
-2 stderr, 3 both, or per local rank ``0:3,1:1``; default 3) selects the streams also shown on the
-console, for the local ranks in ``--local_ranks_filter`` (default: all), each line prefixed
-``[default<local_rank>]:`` as torchrun does.
-
-Fail-fast: when a rank exits non-zero or dies of a signal, the launcher logs torchrun's
-``failed (exitcode: N)`` line, sends SIGTERM to the other ranks, and stops the run through mgpu's
-one shutdown path (:mod:`isaaclab_mgpu.launcher.supervise.shutdown`; ``--grace_period`` default 10,
-``--kill_after`` default 5, ``--stop_timeout`` the old name of ``--grace_period``). It then prints
-torchrun's failure summary (so ``mgpu`` reads both launchers alike), copies the failed rank's
-error file to its own ``TORCHELASTIC_ERROR_FILE`` when set, as torchrun does, and exits with that
-rank's code, or 128+N when it died of signal N.
-
-SIGINT, SIGTERM and SIGHUP are forwarded to every rank (and its process group) and start the
-same shutdown; a second one at least half a second later SIGKILLs everything at once. The
-launcher then exits 130, or 124 when a process had to be SIGKILLed after the grace period.
-SIGUSR1 (SLURM's time-limit warning, which reaches the ranks directly) is recorded and ignored.
-As a child subreaper on Linux, the launcher gets a rank's orphaned children back, and they die
-with the run; it never signals a rank it has already reaped, nor that rank's group. It never
-exits 0 unless every rank did.
+- each rank's environment is :func:`rank_env`'s, with ``OMP_NUM_THREADS=1`` for several ranks and
+  ``PYTHONUNBUFFERED=1`` unless already set; port 0 picks a free port (single node only);
+- logs follow mgpu's layout (:mod:`isaaclab_mgpu.contract.elastic`, as torchrun's under
+  ``--logs_specs mgpu``): every rank's output always goes to its files; ``--tee`` (0 none, 1 stdout,
+  2 stderr, 3 both, or per local rank ``0:3,1:1``; default 3) selects the streams also shown on the
+  console, for the local ranks in ``--local_ranks_filter`` (default: all), each line prefixed
+  ``[default<local_rank>]:`` as torchrun does;
+- a failed rank gets torchrun's ``failed (exitcode: N)`` line and failure summary (so ``mgpu`` reads
+  both launchers alike), and its error file is copied to jaxrun's own ``TORCHELASTIC_ERROR_FILE``
+  when set, as torchrun does;
+- it never signals a rank it has already reaped, nor that rank's group, and never exits 0 unless
+  every rank did.
 """
 
 from __future__ import annotations

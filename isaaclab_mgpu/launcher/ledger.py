@@ -8,14 +8,10 @@ events from what its supervisor already reads (the ranks' progress reports and r
 each ``account`` event with only the rewards not sent before): no second channel. ``progress``
 comes every :data:`PROGRESS_S` seconds while the iteration moves, and once as an attempt ends.
 
-summary.json is the ledger's fold (:func:`~isaaclab_mgpu.contract.events.summary_of`):
-:func:`write_summary`, the package's one writer of the file, replaces it after each event that
-changes it. A summary older than its folder's ledger becomes the ledger's first event.
-
-Where the ledger goes: the run folder. An Isaac Lab run's is named by its rank 0 while the first
-attempt starts, so the events wait in memory until then (:meth:`RunLedger.open`). A ``--script``
-run keeps it in the launch's own folder of per-rank logs (:func:`script_folder`), where ``mgpu runs``
-lists it. Other nodes' ledgers are off.
+Where the ledger goes and how summary.json folds it: docs/ledger.md ("Where it is", "summary.json
+is the ledger's fold"); here :func:`write_summary` is the package's one writer of the file,
+:meth:`RunLedger.open` the place where events waiting for an Isaac Lab run's folder are written,
+and :func:`script_folder` a ``--script`` run's folder. Other nodes' ledgers are off.
 """
 
 from __future__ import annotations

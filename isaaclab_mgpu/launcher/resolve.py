@@ -8,15 +8,11 @@ What resolve decides:
 
 - **Visible devices** without importing torch: ``CUDA_VISIBLE_DEVICES`` when set, read as CUDA
   reads it (:mod:`isaaclab_mgpu.contract.devices`), else the NVML device count (:mod:`.nvml`), else 0.
-- **GPU selection** (``--gpu_ids 0,2`` / ``--gpus``): each id must name a GPU visible here, once,
-  and the launch gets ``CUDA_VISIBLE_DEVICES`` naming them. Indices count within an existing
-  ``CUDA_VISIBLE_DEVICES``, as CUDA's device numbers do: with ``CUDA_VISIBLE_DEVICES=4,5,6,7``,
-  ``--gpu_ids 1,3`` launches with ``CUDA_VISIBLE_DEVICES=5,7``.
+- **GPU selection** (``--gpu_ids``, :func:`selected_devices`): as docs/commands.md says ("GPU
+  selection"), indices counted within an existing ``CUDA_VISIBLE_DEVICES``.
 - **Logger**: ``--logger wandb`` for the built-in worker needs wandb importable by the ranks.
-- **Ranks per node**: ``gpu``/``auto``/default → the visible GPU count (``--device cpu``: default 1,
-  ``cpu``/``auto`` → the CPU count, as torchrun does). More CUDA ranks than visible GPUs is a
-  problem; so are more CPU ranks than :data:`CPU_RANKS_PER_CORE` per logical CPU, unless
-  ``--oversubscribe_cpu`` says it is meant.
+- **Ranks per node**: ``--num_gpus`` against the visible GPUs and CPUs (docs/commands.md, "Launch
+  options").
 - **SLURM and Kubernetes**: first of all, the options left out are filled from the scheduler's
   variables (:mod:`.cluster`).
 - **Rendezvous**: one node and no address or port given → torchrun ``--standalone`` (a free port
@@ -317,12 +313,11 @@ def resolve(
     port_free: Callable[[int], bool] = port_is_free,
     free_port: Callable[[], int] = pick_free_port,
     extra_env: Mapping[str, str] | None = None,
-    installed: Callable[[str], bool] | None = None,
 ) -> ResolvedSpec:
     """Make every machine-dependent choice for ``spec``; raise or warn per ``strict``."""
     filled = cluster.fill(spec, machine.environ)
     spec = filled.spec
-    if spec.logger == "wandb" and not (installed or module_installed)("wandb"):
+    if spec.logger == "wandb" and not module_installed("wandb"):
         raise UsageError(
             "--logger wandb: wandb is not installed for this Python; install it (uv add wandb) or "
             "use --logger tensorboard"

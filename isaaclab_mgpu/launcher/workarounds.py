@@ -1,20 +1,16 @@
 """NCCL workarounds: the documented candidates, and the ones saved for this machine.
 
 :data:`CANDIDATES` is Isaac Lab's documented list of NCCL variables (one at a time,
-machine-specific). ``probe-nccl --try-workarounds`` tries them against a failing world size and
-``--save-workaround`` stores one it confirmed; ``train`` (and ``probe-nccl``) apply the variables
-saved for this machine with a visible notice unless ``--no_saved_workarounds``. A variable the
-user already set in the environment always wins over a saved one.
+machine-specific). How ``probe-nccl --try-workarounds`` confirms one, where ``--save-workaround``
+stores it and which saved ones a launch applies (a variable set in the environment wins):
+docs/probe-nccl.md, "Workarounds".
 
-The store is ``$XDG_CONFIG_HOME/isaaclab-mgpu/workarounds.json`` (``~/.config/...`` when unset
-or relative), never the project: a JSON object ``{machine_key: {VAR: VALUE, ...}}``. The machine
-key names the host and its GPU topology (count and model), so a variable confirmed on one box
-never leaks to another, nor to the same host after its GPUs changed.
-
-Anyone with the user's config folder may have edited the store, so a launch takes from it only
-what ``--save-workaround`` itself writes (:data:`SAVABLE`). Anything else for this machine
-(``LD_PRELOAD``, ``NCCL_ALGO=Tree``, a number) is left out and named in one line, as is a store
-that cannot be read; those lines are data (:class:`Saved`), the command layer prints them.
+The store (:func:`store_path`, never the project) is a JSON object ``{machine_key: {VAR: VALUE,
+...}}``; the key names the host and its GPU topology (:func:`machine_key`), so a variable confirmed
+on one box never leaks to another, nor to the same host after its GPUs changed. Anyone with the
+user's config folder may have edited the store, so a launch takes only :data:`SAVABLE` pairs from
+it; what it leaves out, and a store that cannot be read, are lines of data (:class:`Saved`), which
+the command layer prints.
 """
 
 from __future__ import annotations
