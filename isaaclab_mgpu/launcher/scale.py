@@ -148,14 +148,12 @@ def without_option(args: Sequence[str], name: str) -> list[str]:
     """``args`` without training option ``--name`` and its value (either spelling, ``=`` or not)."""
     spellings = {f"--{name}", f"--{name.replace('_', '-')}"}
     out: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
+    items = iter(args)
+    for arg in items:
         flag, sep, _ = arg.partition("=")
         if flag in spellings:
-            skip = not sep
+            if not sep:
+                next(items, None)  # its value
             continue
         out.append(arg)
     return out
