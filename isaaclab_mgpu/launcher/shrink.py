@@ -137,7 +137,8 @@ def plan(r: ResolvedSpec, lost: tuple[int, ...], hosts: Mapping[int, str], host:
     if after == 1:
         master = ALONE
     elif first == 0:
-        master = r.spec.master_addr or _endpoint_host(r.rdzv_endpoint) or ALONE
+        endpoint_host = split_endpoint(r.rdzv_endpoint or "")[0].strip("[]")  # an address: no brackets
+        master = r.spec.master_addr or endpoint_host or ALONE
     else:
         master = host if first == me else hosts.get(first, "")
         if not master:
@@ -225,9 +226,3 @@ def answers(host: str, port: int, tries: int = 2, timeout: float = 1.0) -> bool:
             if attempt + 1 < tries:
                 time.sleep(0.2)
     return False
-
-
-def _endpoint_host(endpoint: str | None) -> str | None:
-    if not endpoint:
-        return None
-    return split_endpoint(endpoint)[0].strip("[]")
