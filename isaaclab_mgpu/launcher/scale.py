@@ -22,20 +22,10 @@ process owns one supervised tree at a time (its signal handlers, subreaper and w
 4. :func:`compare` gives each point its speedup and efficiency (speedup ÷ ranks) against the
    one-rank point of the same environment count.
 
-The CPU ceiling: on CPU ranks, two ranks on a 2-core box cannot step twice the environments of one
-whatever the collectives cost, so the "ideal" of a world size ``k`` is measured: the same point
-also runs as ``k`` independent one-rank trainings side by side, and their summed steady rate is the
-box's ceiling for ``k`` ranks (``overlap_iterations``: how many steady iterations all ``k`` ran at
-once). Efficiency is given against both: one rank × k, and the ceiling. Every CPU point runs with
-``OMP_NUM_THREADS=1`` unless it is set (a lone rank would otherwise take every core and the
-comparison would measure threads, not distribution).
-
-Each child runs in the output folder, so its run folder is
-``<out>/logs/<library>/<experiment>/<stamp>_<run name>`` (:data:`POINTS`; the user's ``--log_root``
-is dropped), beside the saved consoles ``<out>/logs/<point>.log``. The default output folder,
-``<log root>/scale/<stamp>``, puts them deeper than ``mgpu runs`` looks, so they are not listed as
-ordinary runs; ``mgpu runs <out>/logs`` lists them. :func:`write_json` and :mod:`.scale_plot` write
-the results there.
+On CPU ranks two ranks on a 2-core box cannot step twice the environments of one whatever the
+collectives cost, so a world size ``k`` is also run as ``k`` independent one-rank trainings side by
+side, its measured ideal: docs/scaling.md, "The CPU ceiling" (and ``OMP_NUM_THREADS=1``). Each child
+runs in the output folder, so its run lands under its :data:`POINTS`: docs/scaling.md, "Output".
 """
 
 from __future__ import annotations
