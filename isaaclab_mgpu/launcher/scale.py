@@ -68,7 +68,6 @@ _OWNED = {
     "num_envs": "use --num_envs",
     "resume": "a point always starts afresh: leave it out",
 }
-_STATUS_OK = "ok"
 
 
 @dataclass(frozen=True)
@@ -363,7 +362,7 @@ class PointResult:
     @property
     def ok(self) -> bool:
         """True when the point measured a rate."""
-        return self.status == _STATUS_OK and self.env_steps_per_s is not None
+        return self.status == "ok" and self.env_steps_per_s is not None
 
 
 @dataclass(frozen=True)
@@ -455,7 +454,7 @@ def _run_point(
         run_dirs=tuple(str(f.absolute()) for f, _ in found if f is not None),
         logs=tuple(str(c.log) for c in children),
     )
-    if status != _STATUS_OK:
+    if status != "ok":
         return base
     if plan.node_rank != 0:
         return dataclasses.replace(base, reason="measured on node 0 (its summary.json)")
@@ -475,7 +474,7 @@ def _status(
     codes: Sequence[int], children: Sequence[_Child], timed_out: bool, stopped: bool, limit: float
 ) -> tuple[str, str | None]:
     if all(c == 0 for c in codes) and not timed_out:
-        return _STATUS_OK, None
+        return "ok", None
     if timed_out:
         return "timed out", f"stopped after --point_timeout {limit:g} s"
     if stopped or any(c == EXIT_INTERRUPTED for c in codes):
