@@ -129,9 +129,6 @@ class ScalePlan:
     env: tuple[tuple[str, str], ...]
     """Variables every child gets on top of this environment."""
 
-    node_rank: int = 0
-    """This node's rank (several nodes: only node 0 finds the summaries)."""
-
 
 def without_option(args: Sequence[str], name: str) -> list[str]:
     """``args`` without training option ``--name`` and its value (either spelling, ``=`` or not)."""
@@ -247,7 +244,6 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
         points=tuple(planned),
         out=out,
         env=tuple(extra.items()),
-        node_rank=spec.node_rank or 0,
     )
 
 
@@ -441,7 +437,8 @@ def _run_point(
         time.sleep(0.1)
     wall = time.monotonic() - t0
     codes = tuple(int(c.proc.returncode) for c in children)
-    found = [_run_of(plan, c) for c in children] if plan.node_rank == 0 else []
+    node0 = (plan.spec.node_rank or 0) == 0  # several nodes: only node 0 finds the summaries
+    found = [_run_of(plan, c) for c in children] if node0 else []
     began = [s.started_at for _, s in found if s is not None and s.started_at is not None]
     status, reason = _status(codes, children, timed_out, interrupts.stop_asked, plan.options.point_timeout)
     base = PointResult(
@@ -456,7 +453,7 @@ def _run_point(
     )
     if status != "ok":
         return base
-    if plan.node_rank != 0:
+    if not node0:
         return dataclasses.replace(base, reason="measured on node 0 (its summary.json)")
     summaries_found = [s for _, s in found]
     if any(s is None for s in summaries_found):
