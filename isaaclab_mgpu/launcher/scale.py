@@ -198,9 +198,9 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
     machine = probe_machine(env, gpu_uuids=spec.device == "cuda")
     gpus = selected_devices(spec, machine) if spec.device == "cuda" else None
     world_sizes = options.world_sizes
-    if world_sizes is None and gpus is not None and gpus.count == 0:
-        raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
     if world_sizes is None:
+        if gpus is not None and gpus.count == 0:
+            raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
         world_sizes = default_world_sizes(gpus.count if gpus else 0, nnodes, cpu=gpus is None)
     for k in world_sizes:
         if gpus is not None and gpus.count and k // nnodes > gpus.count:
@@ -226,8 +226,8 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
                 resolved, _ = prepare(ps, strict=True, environ=env)  # what train would refuse
             except UsageError as exc:
                 raise type(exc)(f"scale point {point.label}: {exc}") from None
-            gpus = _nvml_indices(resolved, machine) if spec.device == "cuda" else ()
-            planned.append(Planned(point, (child_argv(ps, machine.python),), gpus))
+            indices = _nvml_indices(resolved, machine) if spec.device == "cuda" else ()
+            planned.append(Planned(point, (child_argv(ps, machine.python),), indices))
             if ceiling and k > 1:
                 twin = Point(k, n, ceiling=True)
                 copies = tuple(point_spec(spec, twin, options.iterations, copy=j) for j in range(k))
