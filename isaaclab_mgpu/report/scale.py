@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isaaclab_mgpu.contract.summary import WARMUP_ITERATIONS
 from isaaclab_mgpu.launcher.notes import Note
 from isaaclab_mgpu.launcher.scale import PointDone, PointStarted
 from isaaclab_mgpu.report import StderrProgress, note, out
@@ -213,8 +214,6 @@ def _to_target(r: PointResult) -> str:
 
 
 def title(plan: ScalePlan) -> str:
-    from isaaclab_mgpu.contract.summary import WARMUP_ITERATIONS
-
     spec = plan.spec
     lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
     return (
