@@ -685,9 +685,8 @@ def verdicts(rows: Sequence[Row]) -> list[Verdict]:
     """One verdict per environment count that has a measured multi-rank row, in the rows' order (pure)."""
     groups: dict[int | None, list[Row]] = {}
     for row in rows:
-        r = row.result
-        if r.ok and r.point.world_size > 1 and row.speedup is not None and row.efficiency is not None:
-            groups.setdefault(r.point.num_envs, []).append(row)
+        if row.speedup is not None and row.result.point.world_size > 1:  # a speedup: both points measured
+            groups.setdefault(row.result.point.num_envs, []).append(row)
     out = []
     for envs, measured in groups.items():
         paying = [row for row in measured if row.efficiency >= WORTH_IT and row.speedup > 1.0]
