@@ -513,11 +513,10 @@ def measure(
     base: PointResult, found: Sequence[summaries.Summary], target: float | None, spawned: float | None = None
 ) -> PointResult:
     """Fill ``base`` from its children's summaries (pure); the time to ``target`` counts from ``spawned``."""
+    if base.point.ceiling:
+        return _measure_ceiling(base, found)
     first = found[0]
     steady = first.steady or summaries.Steady()
-    envs = first.num_envs_per_rank
-    if base.point.ceiling:
-        return _measure_ceiling(base, found, envs)
     iqr = steady.env_steps_per_s_iqr
     result = dataclasses.replace(
         base,
@@ -526,7 +525,7 @@ def measure(
         s_per_iteration=steady.s_per_iteration,
         measured_iterations=_measured(first, steady),
         warmup_s=steady.warmup_s,
-        num_envs_per_rank=envs,
+        num_envs_per_rank=first.num_envs_per_rank,
         last_mean_reward=first.last_mean_reward,
     )
     if target is None or not steady.s_per_iteration:
@@ -543,7 +542,7 @@ def measure(
     return result
 
 
-def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary], envs: int | None) -> PointResult:
+def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary]) -> PointResult:
     """The summed steady rates of independent trainings, and how many steady iterations overlapped."""
     steady = [s.steady for s in found]
     if any(p is None or not p.env_steps_per_s or not p.s_per_iteration for p in steady):
@@ -558,7 +557,7 @@ def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary], envs
         s_per_iteration=statistics.median(paces),
         measured_iterations=min(_measured(s, p) for s, p in runs),
         overlap_iterations=max(0, int((end - begin) // max(paces))),
-        num_envs_per_rank=envs,
+        num_envs_per_rank=found[0].num_envs_per_rank,
     )
 
 
