@@ -1,9 +1,8 @@
 """Everything ``mgpu scale`` prints: a progress bar over the points, the table, one sentence a row.
 
 Progress goes to stderr (a Rich bar on a terminal, one ``mgpu:`` line per point otherwise); the
-table, the sentences and where the results are go to stdout. A rate's spread is ± half the
-interquartile range of the per-iteration rates after the warm-up, as a share of the median; the
-ceiling is independent one-rank trainings side by side.
+table, the sentences and where the results are go to stdout. What each column means:
+docs/scaling.md, "Reading the table".
 """
 
 from __future__ import annotations
