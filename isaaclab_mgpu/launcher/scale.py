@@ -22,20 +22,10 @@ process owns one supervised tree at a time (its signal handlers, subreaper and w
 4. :func:`compare` gives each point its speedup and efficiency (speedup ÷ ranks) against the
    one-rank point of the same environment count.
 
-The CPU ceiling: on CPU ranks, two ranks on a 2-core box cannot step twice the environments of one
-whatever the collectives cost, so the "ideal" of a world size ``k`` is measured: the same point
-also runs as ``k`` independent one-rank trainings side by side, and their summed steady rate is the
-box's ceiling for ``k`` ranks (``overlap_iterations``: how many steady iterations all ``k`` ran at
-once). Efficiency is given against both: one rank × k, and the ceiling. Every CPU point runs with
-``OMP_NUM_THREADS=1`` unless it is set (a lone rank would otherwise take every core and the
-comparison would measure threads, not distribution).
-
-Each child runs in the output folder, so its run folder is
-``<out>/logs/<library>/<experiment>/<stamp>_<run name>`` (:data:`POINTS`; the user's ``--log_root``
-is dropped), beside the saved consoles ``<out>/logs/<point>.log``. The default output folder,
-``<log root>/scale/<stamp>``, puts them deeper than ``mgpu runs`` looks, so they are not listed as
-ordinary runs; ``mgpu runs <out>/logs`` lists them. :func:`write_json` and :mod:`.scale_plot` write
-the results there.
+On CPU ranks two ranks on a 2-core box cannot step twice the environments of one whatever the
+collectives cost, so a world size ``k`` is also run as ``k`` independent one-rank trainings side by
+side, its measured ideal: docs/scaling.md, "The CPU ceiling" (and ``OMP_NUM_THREADS=1``). Each child
+runs in the output folder, so its run lands under its :data:`POINTS`: docs/scaling.md, "Output".
 """
 
 from __future__ import annotations
@@ -78,7 +68,6 @@ _OWNED = {
     "num_envs": "use --num_envs",
     "resume": "a point always starts afresh: leave it out",
 }
-_STATUS_OK = "ok"
 
 
 @dataclass(frozen=True)
@@ -140,22 +129,17 @@ class ScalePlan:
     env: tuple[tuple[str, str], ...]
     """Variables every child gets on top of this environment."""
 
-    node_rank: int = 0
-    """This node's rank (several nodes: only node 0 finds the summaries)."""
-
 
 def without_option(args: Sequence[str], name: str) -> list[str]:
     """``args`` without training option ``--name`` and its value (either spelling, ``=`` or not)."""
     spellings = {f"--{name}", f"--{name.replace('_', '-')}"}
     out: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
+    items = iter(args)
+    for arg in items:
         flag, sep, _ = arg.partition("=")
         if flag in spellings:
-            skip = not sep
+            if not sep:
+                next(items, None)  # its value
             continue
         out.append(arg)
     return out
@@ -214,9 +198,9 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
     machine = probe_machine(env, gpu_uuids=spec.device == "cuda")
     gpus = selected_devices(spec, machine) if spec.device == "cuda" else None
     world_sizes = options.world_sizes
-    if world_sizes is None and gpus is not None and gpus.count == 0:
-        raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
     if world_sizes is None:
+        if gpus is not None and gpus.count == 0:
+            raise UsageError("no GPU is visible here; run mgpu scale --device cpu, or name --world_sizes")
         world_sizes = default_world_sizes(gpus.count if gpus else 0, nnodes, cpu=gpus is None)
     for k in world_sizes:
         if gpus is not None and gpus.count and k // nnodes > gpus.count:
@@ -242,8 +226,8 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
                 resolved, _ = prepare(ps, strict=True, environ=env)  # what train would refuse
             except UsageError as exc:
                 raise type(exc)(f"scale point {point.label}: {exc}") from None
-            gpus = _nvml_indices(resolved, machine) if spec.device == "cuda" else ()
-            planned.append(Planned(point, (child_argv(ps, machine.python),), gpus))
+            indices = _nvml_indices(resolved, machine) if spec.device == "cuda" else ()
+            planned.append(Planned(point, (child_argv(ps, machine.python),), indices))
             if ceiling and k > 1:
                 twin = Point(k, n, ceiling=True)
                 copies = tuple(point_spec(spec, twin, options.iterations, copy=j) for j in range(k))
@@ -260,7 +244,6 @@ def plan(spec: LaunchSpec, options: ScaleOptions, environ: Mapping[str, str] | N
         points=tuple(planned),
         out=out,
         env=tuple(extra.items()),
-        node_rank=spec.node_rank or 0,
     )
 
 
@@ -375,7 +358,7 @@ class PointResult:
     @property
     def ok(self) -> bool:
         """True when the point measured a rate."""
-        return self.status == _STATUS_OK and self.env_steps_per_s is not None
+        return self.status == "ok" and self.env_steps_per_s is not None
 
 
 @dataclass(frozen=True)
@@ -454,7 +437,8 @@ def _run_point(
         time.sleep(0.1)
     wall = time.monotonic() - t0
     codes = tuple(int(c.proc.returncode) for c in children)
-    found = [_run_of(plan, c) for c in children] if plan.node_rank == 0 else []
+    node0 = (plan.spec.node_rank or 0) == 0  # several nodes: only node 0 finds the summaries
+    found = [_run_of(plan, c) for c in children] if node0 else []
     began = [s.started_at for _, s in found if s is not None and s.started_at is not None]
     status, reason = _status(codes, children, timed_out, interrupts.stop_asked, plan.options.point_timeout)
     base = PointResult(
@@ -467,9 +451,9 @@ def _run_point(
         run_dirs=tuple(str(f.absolute()) for f, _ in found if f is not None),
         logs=tuple(str(c.log) for c in children),
     )
-    if status != _STATUS_OK:
+    if status != "ok":
         return base
-    if plan.node_rank != 0:
+    if not node0:
         return dataclasses.replace(base, reason="measured on node 0 (its summary.json)")
     summaries_found = [s for _, s in found]
     if any(s is None for s in summaries_found):
@@ -487,7 +471,7 @@ def _status(
     codes: Sequence[int], children: Sequence[_Child], timed_out: bool, stopped: bool, limit: float
 ) -> tuple[str, str | None]:
     if all(c == 0 for c in codes) and not timed_out:
-        return _STATUS_OK, None
+        return "ok", None
     if timed_out:
         return "timed out", f"stopped after --point_timeout {limit:g} s"
     if stopped or any(c == EXIT_INTERRUPTED for c in codes):
@@ -529,11 +513,10 @@ def measure(
     base: PointResult, found: Sequence[summaries.Summary], target: float | None, spawned: float | None = None
 ) -> PointResult:
     """Fill ``base`` from its children's summaries (pure); the time to ``target`` counts from ``spawned``."""
+    if base.point.ceiling:
+        return _measure_ceiling(base, found)
     first = found[0]
     steady = first.steady or summaries.Steady()
-    envs = first.num_envs_per_rank
-    if base.point.ceiling:
-        return _measure_ceiling(base, found, envs)
     iqr = steady.env_steps_per_s_iqr
     result = dataclasses.replace(
         base,
@@ -542,7 +525,7 @@ def measure(
         s_per_iteration=steady.s_per_iteration,
         measured_iterations=_measured(first, steady),
         warmup_s=steady.warmup_s,
-        num_envs_per_rank=envs,
+        num_envs_per_rank=first.num_envs_per_rank,
         last_mean_reward=first.last_mean_reward,
     )
     if target is None or not steady.s_per_iteration:
@@ -559,7 +542,7 @@ def measure(
     return result
 
 
-def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary], envs: int | None) -> PointResult:
+def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary]) -> PointResult:
     """The summed steady rates of independent trainings, and how many steady iterations overlapped."""
     steady = [s.steady for s in found]
     if any(p is None or not p.env_steps_per_s or not p.s_per_iteration for p in steady):
@@ -574,7 +557,7 @@ def _measure_ceiling(base: PointResult, found: Sequence[summaries.Summary], envs
         s_per_iteration=statistics.median(paces),
         measured_iterations=min(_measured(s, p) for s, p in runs),
         overlap_iterations=max(0, int((end - begin) // max(paces))),
-        num_envs_per_rank=envs,
+        num_envs_per_rank=found[0].num_envs_per_rank,
     )
 
 
@@ -701,9 +684,8 @@ def verdicts(rows: Sequence[Row]) -> list[Verdict]:
     """One verdict per environment count that has a measured multi-rank row, in the rows' order (pure)."""
     groups: dict[int | None, list[Row]] = {}
     for row in rows:
-        r = row.result
-        if r.ok and r.point.world_size > 1 and row.speedup is not None and row.efficiency is not None:
-            groups.setdefault(r.point.num_envs, []).append(row)
+        if row.speedup is not None and row.result.point.world_size > 1:  # a speedup: both points measured
+            groups.setdefault(row.result.point.num_envs, []).append(row)
     out = []
     for envs, measured in groups.items():
         paying = [row for row in measured if row.efficiency >= WORTH_IT and row.speedup > 1.0]

@@ -4,16 +4,9 @@ torchrun's own elastic shrink (``--nnodes MIN:MAX``) leaves the survivors waitin
 that cannot finish (pytorch issue 111646). So when an attempt of a multi-node run fails because
 another node is gone (:meth:`~isaaclab_mgpu.launcher.peers.Peers.lost_nodes`), restarts remain, and
 at least :attr:`~isaaclab_mgpu.launcher.spec.LaunchSpec.node_floor` nodes survive, each surviving
-node's mgpu restarts its torchrun itself with the new world (:func:`plan`, :func:`reshaped`):
-
-- the survivors keep their order (SLURM's ``SLURM_NODEID``) and are numbered again from 0: when
-  node 0 is lost, the first survivor becomes node 0, hosts the rendezvous store (its host as it last
-  published it; 127.0.0.1 when it is the only node left) and keeps the run's record in the run
-  folder node 0 published (the log root is shared storage);
-- ``--shrink_keep total`` (the default) keeps the run's environment count: each rank's
-  ``--num_envs`` becomes ``round(envs × ranks before / ranks after)``; ``per_rank`` keeps each
-  rank's count;
-- the restart resumes from the run's newest checkpoint, as every restart does.
+node's mgpu restarts its torchrun itself with the new world (:func:`plan`, :func:`reshaped`). Who
+becomes node 0 and hosts the store, and each rank's ``--num_envs`` after (``--shrink_keep``):
+docs/supervision.md, "Shrink instead of stop: a lost node".
 
 A node's own rank failing ends its torchrun (and node 0's, the store) just as a lost machine does,
 so the peers' reports only give candidates: each node's mgpu of a ``--min_nodes`` run listens on a
@@ -137,7 +130,8 @@ def plan(r: ResolvedSpec, lost: tuple[int, ...], hosts: Mapping[int, str], host:
     if after == 1:
         master = ALONE
     elif first == 0:
-        master = r.spec.master_addr or _endpoint_host(r.rdzv_endpoint) or ALONE
+        endpoint_host = split_endpoint(r.rdzv_endpoint or "")[0].strip("[]")  # an address: no brackets
+        master = r.spec.master_addr or endpoint_host or ALONE
     else:
         master = host if first == me else hosts.get(first, "")
         if not master:
@@ -225,9 +219,3 @@ def answers(host: str, port: int, tries: int = 2, timeout: float = 1.0) -> bool:
             if attempt + 1 < tries:
                 time.sleep(0.2)
     return False
-
-
-def _endpoint_host(endpoint: str | None) -> str | None:
-    if not endpoint:
-        return None
-    return split_endpoint(endpoint)[0].strip("[]")

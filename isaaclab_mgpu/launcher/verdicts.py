@@ -291,9 +291,8 @@ def gpu_holders() -> tuple[str, ...]:
     """Every process holding GPU memory now, as ``PID NAME (N MiB, GPU i)``; empty without NVML."""
     from isaaclab_mgpu.launcher.nvml import gpu_facts
 
-    facts = gpu_facts()
     found = []
-    for gpu in facts.gpus:
+    for gpu in gpu_facts().gpus:
         for p in gpu.processes:
             mib = f"{p.used_mib} MiB, " if p.used_mib is not None else ""
             found.append(f"{p.pid} {p.name or '?'} ({mib}GPU {gpu.index})")

@@ -1,9 +1,8 @@
 """Everything ``mgpu scale`` prints: a progress bar over the points, the table, one sentence a row.
 
 Progress goes to stderr (a Rich bar on a terminal, one ``mgpu:`` line per point otherwise); the
-table, the sentences and where the results are go to stdout. A rate's spread is ± half the
-interquartile range of the per-iteration rates after the warm-up, as a share of the median; the
-ceiling is independent one-rank trainings side by side.
+table, the sentences and where the results are go to stdout. What each column means:
+docs/scaling.md, "Reading the table".
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from isaaclab_mgpu.contract.summary import WARMUP_ITERATIONS
 from isaaclab_mgpu.launcher.notes import Note
 from isaaclab_mgpu.launcher.scale import PointDone, PointStarted
 from isaaclab_mgpu.report import StderrProgress, note, out
@@ -213,8 +213,6 @@ def _to_target(r: PointResult) -> str:
 
 
 def title(plan: ScalePlan) -> str:
-    from isaaclab_mgpu.contract.summary import WARMUP_ITERATIONS
-
     spec = plan.spec
     lib = spec.library if spec.library != "skrl" else f"skrl {spec.framework}"
     return (
