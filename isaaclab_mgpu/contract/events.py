@@ -642,14 +642,16 @@ def summary_of(events: Iterable[Event]) -> summaries.Summary:
 def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
     """``s`` after event ``e`` (``launched``, ``attempt_started``, ``account``, ``summary`` change it)."""
     if isinstance(e, Launched):
+        # What a launch sets, when it knows it; every other field is kept.
         ess = e.essentials
-        fresh = summaries.Summary.from_json({
+        launch = {
             "backend": ess.get("library"), "framework": ess.get("framework"), "task": ess.get("task"),
             "world_size": ess.get("world_size"), "total_iterations": ess.get("total"),
             "launcher_pid": e.pid, "launcher_host": e.host, "launcher_started": e.pid_started,
             "slurm_job_id": e.job_id,
-        })  # fmt: skip
-        known = {k: v for k in _LAUNCH if (v := getattr(fresh, k)) is not None}
+        }  # fmt: skip
+        fresh = summaries.Summary.from_json(launch)
+        known = {k: v for k in launch if (v := getattr(fresh, k)) is not None}
         started = s.started_at if s.started_at is not None else e.time
         return s.replace(**known, status="running", started_at=started, run_dir=s.run_dir or e.run_dir)
     if isinstance(e, AttemptStarted):
@@ -668,6 +670,3 @@ def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(summaries.Summary)) - {"extra", "invalid"}
-#: What a launch sets (from ``launched``), when it knows it; every other field is kept.
-_LAUNCH = ("backend", "framework", "task", "world_size", "total_iterations",
-           "launcher_pid", "launcher_host", "launcher_started", "slurm_job_id")  # fmt: skip
