@@ -429,7 +429,7 @@ class Reporter:
 
     def _open_stack_file(self) -> str | None:
         if self._error_file:  # beside the rank's torchrun logs
-            return stacks.register(elastic.beside_error_file(self._error_file, stacks.STACK_FILE))
+            return stacks.register(elastic.beside_error_file(self._error_file, elastic.STACK_FILE))
         if self.path is None:
             return None
         return stacks.register(self.path.parent / f"stack.{self.rank}.txt")
