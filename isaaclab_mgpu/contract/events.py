@@ -504,8 +504,7 @@ class Appender:
     """Appends events to one ledger file: each one ``os.write`` of one line on an ``O_APPEND`` fd."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, event: Event) -> bool:
         """Write ``event``; False when the file cannot take it (closed, disk full): the run goes on."""
