@@ -554,9 +554,6 @@ class Fold:
     stragglers: tuple[int, ...] = ()
     """Ranks named as stragglers."""
 
-    drift: DriftNamed | None = None
-    """The first drift between the ranks, when one was named."""
-
     lost: int = 0
     """Iterations repeated by restarts."""
 
@@ -612,10 +609,8 @@ def fold(events: Iterable[Event]) -> Fold:
         elif isinstance(e, StragglerNamed):
             if e.rank not in stragglers:
                 stragglers.append(e.rank)
-        elif isinstance(e, DriftNamed):
-            changes["drift"] = f.drift or e
-            if e.stopped:
-                changes.update(status="drifted", exit_code=65)
+        elif isinstance(e, DriftNamed) and e.stopped:
+            changes.update(status="drifted", exit_code=65)
         elif isinstance(e, Requeue):
             changes.update(requeues=f.requeues + 1, status="requeued" if e.requeued else "stopped")
             changes["exit_code"] = 75
