@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 
-from isaaclab_mgpu.contract import files, layout, summary
+from isaaclab_mgpu.contract import files, layout, resume, summary
 from isaaclab_mgpu.contract.summary import Checksums, Rates, Summary
 from isaaclab_mgpu.launcher.ledger import write_summary
 
@@ -109,5 +110,5 @@ def test_atomic_write_never_follows_a_planted_name_and_leaves_nothing_behind(tmp
 def test_layout_names():
     assert str(layout.run_folder("logs", "skrl", "cartpole", "S", "r1")) == "logs/skrl/cartpole/S_r1"
     assert layout.rank_folder(layout.run_folder("l", "a", "b", "S", None), 3).name == "rank_3"
-    assert layout.checkpoint_iteration(layout.checkpoint_name(12)) == 12
-    assert layout.checkpoint_iteration("model_x.pt") is None
+    assert resume.iteration_of(resume.checkpoint_path(Path("run"), 12)) == 12
+    assert resume.iteration_of(Path("model_x.pt")) is None

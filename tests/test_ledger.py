@@ -118,16 +118,16 @@ def test_fold_counts_restarts_requeues_and_the_end():
     assert (f.status, f.iteration, f.exit_code, f.requeues, f.restarts) == ("finished", 150, 0, 1, 1)
 
 
-def test_fold_keeps_the_first_drift_and_a_drift_stop_ends_the_run_drifted():
+def test_a_drift_warned_of_lets_the_run_finish_and_a_drift_stop_ends_it_drifted():
     fault = ev.Fault(time=2, attempt=0, rank=1, reason="CUDA out of memory", failure_class="cuda_oom",
                      restartable=False, fix="lower --num_envs")  # fmt: skip
     assert ev.parse(ev.line(fault).decode()) == fault  # the verdict's fields travel too
     warned = ev.DriftNamed(time=3, rank=1, component="normalizer", since_iteration=10, found_at=20)
     f = ev.fold([ev.Launched(time=1), warned, ev.Finished(time=4, iteration=30)])
-    assert (f.status, f.drift) == ("finished", warned)
+    assert f.status == "finished"
     stopped = ev.DriftNamed(time=3, rank=1, component="policy", since_iteration=0, found_at=10, stopped=True)
     f = ev.fold([ev.Launched(time=1), stopped])
-    assert (f.status, f.exit_code, f.drift.component) == ("drifted", 65, "policy")
+    assert (f.status, f.exit_code) == ("drifted", 65)
 
 
 def test_a_stop_asked_by_mgpu_cancel_is_stopped_and_the_next_launch_takes_the_request_away(tmp_path):

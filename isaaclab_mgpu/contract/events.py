@@ -504,8 +504,7 @@ class Appender:
     """Appends events to one ledger file: each one ``os.write`` of one line on an ``O_APPEND`` fd."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, event: Event) -> bool:
         """Write ``event``; False when the file cannot take it (closed, disk full): the run goes on."""
@@ -554,9 +553,6 @@ class Fold:
 
     stragglers: tuple[int, ...] = ()
     """Ranks named as stragglers."""
-
-    drift: DriftNamed | None = None
-    """The first drift between the ranks, when one was named."""
 
     lost: int = 0
     """Iterations repeated by restarts."""
@@ -613,10 +609,8 @@ def fold(events: Iterable[Event]) -> Fold:
         elif isinstance(e, StragglerNamed):
             if e.rank not in stragglers:
                 stragglers.append(e.rank)
-        elif isinstance(e, DriftNamed):
-            changes["drift"] = f.drift or e
-            if e.stopped:
-                changes.update(status="drifted", exit_code=65)
+        elif isinstance(e, DriftNamed) and e.stopped:
+            changes.update(status="drifted", exit_code=65)
         elif isinstance(e, Requeue):
             changes.update(requeues=f.requeues + 1, status="requeued" if e.requeued else "stopped")
             changes["exit_code"] = 75
@@ -642,14 +636,16 @@ def summary_of(events: Iterable[Event]) -> summaries.Summary:
 def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
     """``s`` after event ``e`` (``launched``, ``attempt_started``, ``account``, ``summary`` change it)."""
     if isinstance(e, Launched):
+        # What a launch sets, when it knows it; every other field is kept.
         ess = e.essentials
-        fresh = summaries.Summary.from_json({
+        launch = {
             "backend": ess.get("library"), "framework": ess.get("framework"), "task": ess.get("task"),
             "world_size": ess.get("world_size"), "total_iterations": ess.get("total"),
             "launcher_pid": e.pid, "launcher_host": e.host, "launcher_started": e.pid_started,
             "slurm_job_id": e.job_id,
-        })  # fmt: skip
-        known = {k: v for k in _LAUNCH if (v := getattr(fresh, k)) is not None}
+        }  # fmt: skip
+        fresh = summaries.Summary.from_json(launch)
+        known = {k: v for k in launch if (v := getattr(fresh, k)) is not None}
         started = s.started_at if s.started_at is not None else e.time
         return s.replace(**known, status="running", started_at=started, run_dir=s.run_dir or e.run_dir)
     if isinstance(e, AttemptStarted):
@@ -668,6 +664,3 @@ def summarize(s: summaries.Summary, e: Event) -> summaries.Summary:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(summaries.Summary)) - {"extra", "invalid"}
-#: What a launch sets (from ``launched``), when it knows it; every other field is kept.
-_LAUNCH = ("backend", "framework", "task", "world_size", "total_iterations",
-           "launcher_pid", "launcher_host", "launcher_started", "slurm_job_id")  # fmt: skip

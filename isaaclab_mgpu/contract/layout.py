@@ -7,7 +7,7 @@ through :data:`~isaaclab_mgpu.contract.env.RUN_STAMP`, so all ranks name the sam
 
 - ``summary.json`` (:data:`SUMMARY`, :mod:`.summary`), the ledger's fold, written by node 0's mgpu;
 - ``events.jsonl`` (:data:`EVENTS`, :mod:`.events`), the run's ledger, written by node 0's ``mgpu``;
-- ``model_<N>.pt`` checkpoints after ``N`` completed iterations (:func:`checkpoint_name`);
+- ``model_<N>.pt`` checkpoints after ``N`` completed iterations (:func:`.resume.checkpoint_path`);
 - ``rank_<r>/`` for every rank ``r > 0`` (:func:`rank_folder`): rank 0 owns the folder itself.
 
 ``mgpu submit`` writes its job files and submission records to ``<log_root>/mgpu/jobs/`` (:func:`jobs_dir`).
@@ -19,7 +19,6 @@ control character; the launcher and the worker's own parser refuse anything else
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from isaaclab_mgpu.contract.text import has_control
@@ -35,8 +34,6 @@ DEFAULT_TASK = "cartpole"
 LOGGERS = ("tensorboard", "wandb", "none")
 #: The run folder's timestamp, as Isaac Lab names its run folders.
 STAMP_FORMAT = "%Y-%m-%d_%H-%M-%S"
-#: ``model_<N>.pt``: the built-in worker's checkpoint names (and rsl-rl's); the group is ``N``.
-CHECKPOINT = re.compile(r"^model_(\d+)\.pt$")
 
 
 def run_folder(log_root: str, library: str, experiment: str, stamp: str, run_name: str | None) -> Path:
@@ -62,14 +59,3 @@ def name_problem(name: str) -> str | None:
 def rank_folder(run_dir: Path, rank: int) -> Path:
     """Where rank ``rank`` may write: the run folder itself for rank 0, ``rank_<r>/`` otherwise."""
     return run_dir if rank == 0 else run_dir / f"rank_{rank}"
-
-
-def checkpoint_name(iteration: int) -> str:
-    """``model_<iteration>.pt``: the checkpoint after ``iteration`` completed iterations."""
-    return f"model_{iteration}.pt"
-
-
-def checkpoint_iteration(name: str) -> int | None:
-    """The iteration in a checkpoint's file name, or None for any other name."""
-    m = CHECKPOINT.match(name)
-    return int(m.group(1)) if m else None

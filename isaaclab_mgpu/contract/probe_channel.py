@@ -4,8 +4,8 @@ The communicator under test may hang, so nothing about a rank's progress travels
 Each rank reports every stage it enters through ``train``'s progress channel (:mod:`.progress`):
 the probe's own :data:`STAGES`, and in a collective the message size's index, bytes, mode and
 phase (:func:`describe`). Each rank also replaces its results in ``result.<rank>.json``
-atomically and dumps its stack into ``stack.<rank>.txt`` (:mod:`.stacks`). The parent only reads
-these files. No torch here.
+atomically (:mod:`.files`) and dumps its stack into ``stack.<rank>.txt``
+(:func:`.progress.stack_path`). The parent only reads these files. No torch here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import files
 from isaaclab_mgpu.contract.progress import Report
 
 #: The probe all-reduces float32 elements.
@@ -56,16 +55,6 @@ def order(report: Report) -> tuple[int, int, int]:
 def result_path(folder: Path, rank: int) -> Path:
     """Where rank ``rank`` writes its results."""
     return folder / f"result.{rank}.json"
-
-
-def stack_path(folder: Path, rank: int) -> Path:
-    """Where rank ``rank`` dumps its Python stack (the stack-dump signal, a fatal signal)."""
-    return folder / f"stack.{rank}.txt"
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` with ``data`` atomically, so a reader never sees half a file."""
-    files.write_text(path, json.dumps(data))
 
 
 def read_results(folder: Path) -> dict[int, dict[str, Any]]:

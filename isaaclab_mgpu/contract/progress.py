@@ -110,6 +110,11 @@ def progress_path(folder: str | Path, rank: int) -> Path:
     return Path(folder) / f"progress.{rank}.json"
 
 
+def stack_path(folder: str | Path, rank: int) -> Path:
+    """Where rank ``rank`` dumps its Python stack when it has no torchrun log folder (a probe rank's too)."""
+    return Path(folder) / f"stack.{rank}.txt"
+
+
 @dataclass(frozen=True)
 class Report:
     """A rank's last progress report: one ``progress.<rank>.json``, as :class:`Channel` writes it."""
@@ -429,10 +434,10 @@ class Reporter:
 
     def _open_stack_file(self) -> str | None:
         if self._error_file:  # beside the rank's torchrun logs
-            return stacks.register(elastic.beside_error_file(self._error_file, stacks.STACK_FILE))
+            return stacks.register(elastic.beside_error_file(self._error_file, elastic.STACK_FILE))
         if self.path is None:
             return None
-        return stacks.register(self.path.parent / f"stack.{self.rank}.txt")
+        return stacks.register(stack_path(self.path.parent, self.rank))
 
 
 _reporter: Reporter | None = None

@@ -17,8 +17,6 @@ from pathlib import Path
 
 from isaaclab_mgpu.contract import elastic, env
 
-#: The file, beside torch elastic's ``error.json`` of the rank.
-REASON_FILE = elastic.REASON_FILE
 #: Longest reason kept (a message that names a long path is still one readable line).
 MAX_CHARS = 2000
 
@@ -31,7 +29,7 @@ def record(message: str, environ: Mapping[str, str] | None = None) -> None:
         return
     line = " ".join(message.split())[:MAX_CHARS]
     with contextlib.suppress(OSError):
-        path = elastic.beside_error_file(error_file, REASON_FILE)
+        path = elastic.beside_error_file(error_file, elastic.REASON_FILE)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(line + "\n", encoding="utf-8")
 
@@ -41,7 +39,7 @@ def read(rank_folder: str | Path | None) -> str | None:
     if rank_folder is None:
         return None
     try:
-        text = (Path(rank_folder) / REASON_FILE).read_text(encoding="utf-8", errors="replace")
+        text = (Path(rank_folder) / elastic.REASON_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     line = " ".join(text.split())[:MAX_CHARS]

@@ -322,7 +322,7 @@ def _nested(cls: type, row: bool) -> Check:
         if not isinstance(v, Mapping):
             raise _bad(where, v, "not a list" if row else "not an object")
         spec = _spec(cls)
-        values, problems, _ = _fields(spec, v, where + ".")
+        values, problems = _fields(spec, v, where + ".")
         if problems:
             raise problems[0][1]
         return _build(cls, spec, values, {k: x for k, x in v.items() if k not in spec.names}, ())
@@ -330,29 +330,26 @@ def _nested(cls: type, row: bool) -> Check:
     return check
 
 
-def _fields(spec: _Spec, data: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], list, bool]:
-    """Each field's value read from ``data``, (name, problem) of those that did not, and a required lost."""
+def _fields(spec: _Spec, data: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, Any], list]:
+    """Each field's value read from ``data``, and (field, problem) of those that did not."""
     values: dict[str, Any] = {}
-    problems: list[tuple[str, _Bad]] = []
-    lost = False
+    problems: list[tuple[_Field, _Bad]] = []
     for f in spec.fields:
         v = data.get(f.name)
         if v is None:
             if f.required:
                 need = "missing" if f.name not in data else "null, not allowed here"
-                problems.append((f.name, _Bad(f"{prefix + f.name!r} is {need}")))
-                lost = True
+                problems.append((f, _Bad(f"{prefix + f.name!r} is {need}")))
             elif f.none_when_absent:
                 values[f.name] = None
             continue
         try:
             values[f.name] = f.check(v, prefix + f.name)
         except _Bad as exc:
-            problems.append((f.name, exc))
-            lost = lost or f.required
+            problems.append((f, exc))
             if f.none_when_absent:
                 values[f.name] = None
-    return values, problems, lost
+    return values, problems
 
 
 def _build(
@@ -370,9 +367,10 @@ def read(cls: type[T], data: object) -> Reading[T]:
     if not isinstance(data, Mapping):
         return Reading(None, problems=(f"not a JSON object but {_shown(data)}",))
     spec = _spec(cls)
-    values, problems, lost = _fields(spec, data)
-    invalid = tuple(name for name, _ in problems if name in data and data[name] is not None)
+    values, problems = _fields(spec, data)
+    invalid = tuple(f.name for f, _ in problems if data.get(f.name) is not None)
     extra = {k: v for k, v in data.items() if k not in spec.names}
+    lost = any(f.required for f, _ in problems)  # a field without a default did not read
     record = None if lost else _build(cls, spec, values, extra, invalid)
     return Reading(record, invalid, tuple(str(p) for _, p in problems), extra)
 

@@ -43,13 +43,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from isaaclab_mgpu.contract import env, files, layout, records
+from isaaclab_mgpu.contract import env, files, records
 from isaaclab_mgpu.contract.errors import UsageError
 from isaaclab_mgpu.contract.records import Count, Range
 from isaaclab_mgpu.contract.signals import stop_requested
 
 #: Format tag of mgpu's checkpoints and their metadata files.
 FORMAT = "isaaclab-mgpu/1"
+#: ``model_<N>.pt``: the built-in worker's checkpoint names (and rsl-rl's); the group is ``N``.
+CHECKPOINT = re.compile(r"^model_(\d+)\.pt$")
 #: ``--resume auto``, the one meaning: ``mgpu train`` (node 0's launcher, before any rank starts)
 #: continues the run a requeued SLURM job trained, else the newest unfinished run of this task,
 #: library and framework, else starts a new run; the ranks get its choice as ``MGPU_RESUME``
@@ -92,8 +94,8 @@ class CheckpointMeta:
 
 
 def checkpoint_path(folder: Path, iteration: int) -> Path:
-    """``<folder>/model_<iteration>.pt``."""
-    return Path(folder) / layout.checkpoint_name(iteration)
+    """``<folder>/model_<iteration>.pt``: the checkpoint after ``iteration`` completed iterations."""
+    return Path(folder) / f"model_{iteration}.pt"
 
 
 def meta_path(checkpoint: Path) -> Path:
@@ -103,7 +105,8 @@ def meta_path(checkpoint: Path) -> Path:
 
 def iteration_of(checkpoint: Path) -> int | None:
     """``N`` of a ``model_<N>.pt`` name, else None."""
-    return layout.checkpoint_iteration(Path(checkpoint).name)
+    m = CHECKPOINT.match(Path(checkpoint).name)
+    return int(m.group(1)) if m else None
 
 
 def saved_iteration(checkpoint: Path) -> int | None:
@@ -131,7 +134,7 @@ def read_meta(checkpoint: Path) -> CheckpointMeta | None:
 #: The pattern's group is the counter that orders them (rsl-rl: iteration; skrl: timestep;
 #: rl-games: epoch). The built-in worker's ``model_<N>.pt`` are rsl-rl's names.
 ISAAC_CHECKPOINTS = {
-    "rsl_rl": ("", layout.CHECKPOINT),
+    "rsl_rl": ("", CHECKPOINT),
     "skrl": ("checkpoints", re.compile(r"^agent_(\d+)\.(?:pt|pickle)$")),  # torch, JAX
     "rl_games": ("nn", re.compile(r"^last_.+_ep_(\d+)_rew_.*\.pth$")),  # epochs; <name>.pth is the best
 }

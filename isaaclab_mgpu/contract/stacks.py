@@ -22,12 +22,7 @@ import signal
 from pathlib import Path
 from typing import IO
 
-from isaaclab_mgpu.contract import elastic
-
-__all__ = ["STACK_FILE", "STACK_SIGNAL", "register"]
-
-#: A rank's stack file beside its torchrun logs (beside ``TORCHELASTIC_ERROR_FILE``).
-STACK_FILE = elastic.STACK_FILE
+__all__ = ["STACK_SIGNAL", "register"]
 
 #: The signal that makes a registered rank dump its stack; None where there is none to spare.
 STACK_SIGNAL: int | None = signal.SIGRTMIN + 5 if hasattr(signal, "SIGRTMIN") else None

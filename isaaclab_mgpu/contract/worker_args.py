@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from isaaclab_mgpu.contract import resume
 from isaaclab_mgpu.contract.errors import UsageError
-from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, LOGGERS, STAMP_FORMAT, name_problem
-from isaaclab_mgpu.contract.layout import DEFAULT_TASK as DEFAULT_TASK
+from isaaclab_mgpu.contract.layout import DEFAULT_LOG_ROOT, DEFAULT_TASK, LOGGERS, STAMP_FORMAT, name_problem
 from isaaclab_mgpu.contract.settings import TASK_CONFIGS, check_overrides
 from isaaclab_mgpu.contract.text import has_control
 

@@ -26,8 +26,9 @@ from pathlib import Path
 import psutil
 
 from isaaclab_mgpu.contract import elastic, env, events
+from isaaclab_mgpu.contract.elastic import STACK_FILE
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
-from isaaclab_mgpu.contract.stacks import STACK_FILE, STACK_SIGNAL
+from isaaclab_mgpu.contract.stacks import STACK_SIGNAL
 from isaaclab_mgpu.launcher.supervise import stacks
 
 __all__ = ["LiveRank", "LiveRun", "dump", "find_runs", "pick"]

@@ -25,6 +25,7 @@ No option injects faults: tests do that from a stand-in module that wraps this o
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import sys
@@ -32,14 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from isaaclab_mgpu.contract import progress, stacks
-from isaaclab_mgpu.contract.probe_channel import (
-    ELEMENT_BYTES,
-    element_count,
-    result_path,
-    stack_path,
-    write_json,
-)
+from isaaclab_mgpu.contract import files, progress, stacks
+from isaaclab_mgpu.contract.probe_channel import ELEMENT_BYTES, element_count, result_path
 
 #: Values repeat with this period along a buffer (see the module docstring).
 PATTERN_PERIOD = 13
@@ -77,7 +72,7 @@ class Rank:
 
     def save(self) -> None:
         """Publish the results so far."""
-        write_json(result_path(self.folder, self.rank), self.results)
+        files.write_text(result_path(self.folder, self.rank), json.dumps(self.results))  # atomically
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     name_this_rank("isaaclab_mgpu.probe_worker")
     folder = Path(args.results)
     me = Rank(folder)
-    stack_file = stacks.register(stack_path(folder, me.rank), fatal=True, truncate=True)
+    stack_file = stacks.register(progress.stack_path(folder, me.rank), fatal=True, truncate=True)
     me.channel.open()  # the progress report names where the stack-dump signal writes
     me.channel.identify(me.rank, me.local_rank, stack_file)
     progress.record_stop_requests()
