@@ -73,8 +73,6 @@ class StragglerWatch:
     _start: dict[int, RankTotals] = field(default_factory=dict)
     _streak: dict[int, int] = field(default_factory=dict)
     _named: dict[int, Straggler] = field(default_factory=dict)
-    last: dict[int, float] = field(default_factory=dict)
-    """Each rank's busy seconds per iteration in the last window closed."""
 
     @property
     def named(self) -> tuple[Straggler, ...]:
@@ -95,7 +93,6 @@ class StragglerWatch:
         per_it = {r: (ranks[r].busy_s - self._start[r].busy_s) / done[r] for r in ranks}
         first = min(t.iteration or 0 for t in self._start.values())
         self._start = dict(ranks)
-        self.last = per_it
         found = None
         for r, busy in per_it.items():
             others = statistics.median(v for k, v in per_it.items() if k != r)
