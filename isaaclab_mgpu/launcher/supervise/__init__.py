@@ -199,7 +199,6 @@ class Supervisor:
         self._dead_rank: Report | None = None
         self._stall: Stall | None = None
         self._log_dir: str | None = None
-        self._log_dir_said = False
         self._next_probe = 0.0
         self._fail_fast = not _restarts(cmd.argv)
         self._subreaper = False
@@ -309,7 +308,6 @@ class Supervisor:
             self._next_probe = now + _PROBE
             if self._log_dir is None and (found := logs.from_ranks(self._tree.root)) is not None:
                 self._log_dir = found
-                self._log_dir_said = True
                 self._say(notes.LogFolder(found))
             self._tree.adopt(self._owned())
             self._tree.reap(self._owned())
@@ -454,6 +452,7 @@ class Supervisor:
     # -- logs and the end ----------------------------------------------------------------------
 
     def _finish(self, rc: int) -> None:
+        said = self._log_dir is not None  # told when it was found, while the run ran
         self._output.join()
         survivors = tuple(p.pid for p in self.descendants())
         self._tree.reap(self._owned())
@@ -482,7 +481,7 @@ class Supervisor:
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
-        if self._log_dir is not None and not self._log_dir_said:
+        if self._log_dir is not None and not said:
             self._say(notes.LogFolder(self._log_dir))  # a run too short to be seen running: said once, now
         self._result = RunResult(
             exit_code=exit_code(
