@@ -241,11 +241,6 @@ class Supervisor:
         """Record a signal (safe in a signal handler); :meth:`wait` acts on it."""
         self._signals.record(signum)
 
-    @property
-    def phase(self) -> Phase:
-        """Where the run is: running, then the shutdown's phases (see :mod:`.shutdown`)."""
-        return self._shutdown.phase
-
     def wait(self, timeout: float | None = None) -> RunResult | None:
         """Supervise until the run is over and its tree gone; None if ``timeout`` passed first."""
         end = None if timeout is None else time.monotonic() + timeout
