@@ -515,11 +515,9 @@ class Supervisor:
             start_new_session=True,
         )
         assert self._watchdog.stdin is not None
-        try:
+        with contextlib.suppress(OSError):  # it died at once: the run goes on without the safety net
             self._watchdog.stdin.write(_watchdog.header(self.run_id, self._since, folders))
             self._watchdog.stdin.flush()
-        except OSError:
-            pass  # it died at once: the run goes on without the safety net, as with no watchdog
 
     def _release(self) -> None:
         """Hand back what the run held: the watchdog, the subreaper attribute, the progress folder."""
