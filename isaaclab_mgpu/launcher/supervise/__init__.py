@@ -107,14 +107,6 @@ def _peer_broke(failure: RankFailure) -> bool:
     return failure.exit_code == EXIT_INTERRUPTED or any(marker in text for marker in PEER_GONE)
 
 
-def _restarts(argv: tuple[str, ...]) -> bool:
-    """True when torchrun may restart failed workers (then a failed rank does not end the run)."""
-    for i, arg in enumerate(argv[:-1]):
-        if arg in ("--max_restarts", "--max-restarts"):
-            return argv[i + 1] not in ("0", "")
-    return False
-
-
 @dataclass(frozen=True)
 class SuperviseOptions:
     """How patiently a run is stopped, and whether the launcher's output reaches the console."""
@@ -200,7 +192,6 @@ class Supervisor:
         self._stall: Stall | None = None
         self._log_dir: str | None = None
         self._next_probe = 0.0
-        self._fail_fast = not _restarts(cmd.argv)
         self._subreaper = False
         self._result: RunResult | None = None
 
@@ -350,7 +341,6 @@ class Supervisor:
             stopping=self._shutdown.phase is not Phase.RUNNING,
             interrupted=self._interrupted,
             forced=self._shutdown.forced,
-            fail_fast=self._fail_fast,
             lone_rank=self.cmd.world_size == 1,
             grace=self.options.grace_period,
             kill_after=self.options.kill_after,
