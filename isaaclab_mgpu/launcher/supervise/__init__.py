@@ -22,13 +22,11 @@ Stall watch — :mod:`.hang` and :mod:`.stall`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
     progress there (:mod:`isaaclab_mgpu.progress`), also with both bounds at 0 (no stall verdict
     then; the reports still give the ledger its progress and rank 0's account, the straggler and
-    drift watch, and a dead rank's fast stop). When the watch finds this node's run hung, the
-    reporting local ranks dump their stacks (:mod:`.stacks`), the verdict is told
-    (``StallFound``), the local ranks are SIGKILLed and the launcher is stopped as :mod:`.stop`
-    says for a hang; the run exits :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. From the same
-    reports come the straggler (:mod:`.straggler`, ``StragglerFound``, :attr:`RunResult.stragglers`)
-    and the drift the worker's check reported (``DriftFound``, :attr:`RunResult.drift`), each
-    named once.
+    drift watch, and a dead rank's fast stop). A hang is told (``StallFound``) and stopped as
+    :mod:`.stop` says, exit :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG` (the steps:
+    ``docs/supervision.md``, "When the run hangs"). From the same reports come the straggler
+    (``StragglerFound``, :attr:`RunResult.stragglers`) and the worker's drift (``DriftFound``,
+    :attr:`RunResult.drift`), each named once.
 
 Result — :mod:`.result`
     :class:`RunResult` keeps the launcher's status and names the first failed rank.

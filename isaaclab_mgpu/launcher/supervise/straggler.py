@@ -13,9 +13,8 @@ ranks'. A rank at least :data:`THRESHOLD` times that median (and :data:`MIN_EXCE
 in :data:`WINDOWS` windows in a row is named, once: :meth:`StragglerWatch.update` returns a
 :class:`~isaaclab_mgpu.contract.summary.Straggler` for the console and ``summary.json``.
 
-The figures come from healthy 2-rank CPU runs on a loaded 2-core machine: the busier rank (rank
-0, which also writes the curves and the summary) stayed under 1.3x the other in every window; a
-rank sharing its core with a busy process was 1.8-2x. A single slow window names nobody.
+Why these figures (measured on a loaded 2-core machine): ``docs/supervision.md``, "Busy time and
+stragglers". A single slow window names nobody.
 """
 
 from __future__ import annotations
