@@ -22,13 +22,11 @@ Stall watch — :mod:`.hang` and :mod:`.stall`, with ``SuperviseOptions.stall``
     The launcher gets ``MGPU_PROGRESS_DIR`` (a fresh node-local folder) so every rank reports its
     progress there (:mod:`isaaclab_mgpu.progress`), also with both bounds at 0 (no stall verdict
     then; the reports still give the ledger its progress and rank 0's account, the straggler and
-    drift watch, and a dead rank's fast stop). When the watch finds this node's run hung, the
-    reporting local ranks dump their stacks (:mod:`.stacks`), the verdict is told
-    (``StallFound``), the local ranks are SIGKILLed and the launcher is stopped as :mod:`.stop`
-    says for a hang; the run exits :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG`. From the same
-    reports come the straggler (:mod:`.straggler`, ``StragglerFound``, :attr:`RunResult.stragglers`)
-    and the drift the worker's check reported (``DriftFound``, :attr:`RunResult.drift`), each
-    named once.
+    drift watch, and a dead rank's fast stop). A hang is told (``StallFound``) and stopped as
+    :mod:`.stop` says, exit :data:`~isaaclab_mgpu.contract.errors.EXIT_HANG` (the steps:
+    ``docs/supervision.md``, "When the run hangs"). From the same reports come the straggler
+    (``StragglerFound``, :attr:`RunResult.stragglers`) and the worker's drift (``DriftFound``,
+    :attr:`RunResult.drift`), each named once.
 
 Result — :mod:`.result`
     :class:`RunResult` keeps the launcher's status and names the first failed rank.
@@ -105,14 +103,6 @@ def _peer_broke(failure: RankFailure) -> bool:
     """True when the rank's end came from another node: a broken connection, a stop sent there."""
     text = (failure.traceback or "") + (failure.stderr_tail or "")
     return failure.exit_code == EXIT_INTERRUPTED or any(marker in text for marker in PEER_GONE)
-
-
-def _restarts(argv: tuple[str, ...]) -> bool:
-    """True when torchrun may restart failed workers (then a failed rank does not end the run)."""
-    for i, arg in enumerate(argv[:-1]):
-        if arg in ("--max_restarts", "--max-restarts"):
-            return argv[i + 1] not in ("0", "")
-    return False
 
 
 @dataclass(frozen=True)
@@ -199,9 +189,7 @@ class Supervisor:
         self._dead_rank: Report | None = None
         self._stall: Stall | None = None
         self._log_dir: str | None = None
-        self._log_dir_said = False
         self._next_probe = 0.0
-        self._fail_fast = not _restarts(cmd.argv)
         self._subreaper = False
         self._result: RunResult | None = None
 
@@ -241,11 +229,6 @@ class Supervisor:
     def interrupt(self, signum: int) -> None:
         """Record a signal (safe in a signal handler); :meth:`wait` acts on it."""
         self._signals.record(signum)
-
-    @property
-    def phase(self) -> Phase:
-        """Where the run is: running, then the shutdown's phases (see :mod:`.shutdown`)."""
-        return self._shutdown.phase
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         """Supervise until the run is over and its tree gone; None if ``timeout`` passed first."""
@@ -309,7 +292,6 @@ class Supervisor:
             self._next_probe = now + _PROBE
             if self._log_dir is None and (found := logs.from_ranks(self._tree.root)) is not None:
                 self._log_dir = found
-                self._log_dir_said = True
                 self._say(notes.LogFolder(found))
             self._tree.adopt(self._owned())
             self._tree.reap(self._owned())
@@ -357,7 +339,6 @@ class Supervisor:
             stopping=self._shutdown.phase is not Phase.RUNNING,
             interrupted=self._interrupted,
             forced=self._shutdown.forced,
-            fail_fast=self._fail_fast,
             lone_rank=self.cmd.world_size == 1,
             grace=self.options.grace_period,
             kill_after=self.options.kill_after,
@@ -454,6 +435,7 @@ class Supervisor:
     # -- logs and the end ----------------------------------------------------------------------
 
     def _finish(self, rc: int) -> None:
+        said = self._log_dir is not None  # told when it was found, while the run ran
         self._output.join()
         survivors = tuple(p.pid for p in self.descendants())
         self._tree.reap(self._owned())
@@ -482,7 +464,7 @@ class Supervisor:
         self._release()
         if self._log_dir is None:
             self._log_dir = newest()
-        if self._log_dir is not None and not self._log_dir_said:
+        if self._log_dir is not None and not said:
             self._say(notes.LogFolder(self._log_dir))  # a run too short to be seen running: said once, now
         self._result = RunResult(
             exit_code=exit_code(
@@ -521,11 +503,9 @@ class Supervisor:
             start_new_session=True,
         )
         assert self._watchdog.stdin is not None
-        try:
+        with contextlib.suppress(OSError):  # it died at once: the run goes on without the safety net
             self._watchdog.stdin.write(_watchdog.header(self.run_id, self._since, folders))
             self._watchdog.stdin.flush()
-        except OSError:
-            pass  # it died at once: the run goes on without the safety net, as with no watchdog
 
     def _release(self) -> None:
         """Hand back what the run held: the watchdog, the subreaper attribute, the progress folder."""

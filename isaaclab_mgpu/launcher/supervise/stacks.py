@@ -83,12 +83,11 @@ def collect(targets: Mapping[int, tuple[psutil.Process, str | Path]], wait: floa
     return stacks
 
 
-def of_ranks(tree: list[psutil.Process], ranks: Iterable[Any], wait: float = WAIT_S) -> dict[int, str]:
+def of_ranks(tree: list[psutil.Process], ranks: Iterable[Any]) -> dict[int, str]:
     """:func:`collect` from the ``ranks`` (with ``rank``, ``pid``, ``stack_file``) that are in ``tree``."""
     members = {p.pid: p for p in tree}  # a PID outside the tree is no rank: never signalled
     return collect(
-        {r.rank: (members[r.pid], r.stack_file) for r in ranks if r.pid in members and r.stack_file},
-        wait=wait,
+        {r.rank: (members[r.pid], r.stack_file) for r in ranks if r.pid in members and r.stack_file}
     )
 
 

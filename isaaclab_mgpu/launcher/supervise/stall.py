@@ -16,11 +16,8 @@ Training
     others wait less than one of its iterations; a rank writing a checkpoint counts as progressing
     while its process keeps writing.
 Auto bound (``--stall_timeout auto``, the default; :class:`AutoBound`)
-    The training bound is 20 times the run's median steady iteration (``wall_s`` over ``timed``),
-    at least 30 s, at most the cap (the start-up bound, at least 900 s). It is the cap until every
-    rank timed two steady iterations, and while any rank (on another node too) is in
-    ``checkpoint`` or ``finish``; the other ranks' quiet time then counts from the save's end.
-    :meth:`StallMonitor.bound_news` words the bound once known.
+    The training bound follows the run's steady iterations, and is its cap while any rank saves
+    (the rules: ``docs/supervision.md``, "The auto bound"); :meth:`StallMonitor.bound_news` words it.
 Output fallback (``--stall_on_silence``)
     A rank that never reports (a user script without the helper) is judged by the last time its
     per-rank log files grew, against ``stall_timeout`` once it printed something.

@@ -18,7 +18,7 @@ a hang (the stall watch's verdict)
     The hung ranks are SIGKILLed first (a hung rank saves nothing, and one resumed by SIGCONT could
     unblock a peer on another node before its own mgpu has spoken); then as on SIGTERM, with
     :data:`HANG_GRACE` and :data:`HANG_KILL_AFTER`. Exit 4.
-a failed rank (the launcher's "failed (exitcode…)" line, when it does not restart ranks itself)
+a failed rank (the launcher's "failed (exitcode…)" line)
     The launcher stops the others itself: they wait in a collective that can never finish and can
     save nothing, while torchrun would give them 30 s before its own SIGKILL. The shutdown bounds
     that with :data:`FAILURE_GRACE` (the user's grace if shorter). The rank's exit code is the run's.
@@ -121,9 +121,6 @@ class Standing:
     forced: bool = False
     """The tree is being SIGKILLed."""
 
-    fail_fast: bool = True
-    """The launcher does not restart failed ranks itself, so a failed rank ends the run."""
-
     lone_rank: bool = False
     """A world of one rank: after it failed, there are no others to stop (and nothing to say)."""
 
@@ -197,7 +194,7 @@ def decide(seen: Seen, run: Standing) -> tuple[Stop, ...]:
         return tuple(stops)
     if seen.hang:
         interrupt(Kind.HANG, "hang found", signal.SIGTERM, HANG_GRACE, HANG_KILL_AFTER)
-    elif seen.failed and run.fail_fast and seen.launcher_alive:
+    elif seen.failed and seen.launcher_alive:
         grace = min(run.grace, FAILURE_GRACE)  # the launcher stops the others; this only bounds it
         stops.append(Stop(Kind.FAILURE, "a rank failed", None, grace, run.kill_after, not run.lone_rank))
     elif seen.rank_died:

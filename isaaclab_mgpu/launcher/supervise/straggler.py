@@ -13,9 +13,8 @@ ranks'. A rank at least :data:`THRESHOLD` times that median (and :data:`MIN_EXCE
 in :data:`WINDOWS` windows in a row is named, once: :meth:`StragglerWatch.update` returns a
 :class:`~isaaclab_mgpu.contract.summary.Straggler` for the console and ``summary.json``.
 
-The figures come from healthy 2-rank CPU runs on a loaded 2-core machine: the busier rank (rank
-0, which also writes the curves and the summary) stayed under 1.3x the other in every window; a
-rank sharing its core with a busy process was 1.8-2x. A single slow window names nobody.
+Why these figures (measured on a loaded 2-core machine): ``docs/supervision.md``, "Busy time and
+stragglers". A single slow window names nobody.
 """
 
 from __future__ import annotations
@@ -73,8 +72,6 @@ class StragglerWatch:
     _start: dict[int, RankTotals] = field(default_factory=dict)
     _streak: dict[int, int] = field(default_factory=dict)
     _named: dict[int, Straggler] = field(default_factory=dict)
-    last: dict[int, float] = field(default_factory=dict)
-    """Each rank's busy seconds per iteration in the last window closed."""
 
     @property
     def named(self) -> tuple[Straggler, ...]:
@@ -95,7 +92,6 @@ class StragglerWatch:
         per_it = {r: (ranks[r].busy_s - self._start[r].busy_s) / done[r] for r in ranks}
         first = min(t.iteration or 0 for t in self._start.values())
         self._start = dict(ranks)
-        self.last = per_it
         found = None
         for r, busy in per_it.items():
             others = statistics.median(v for k, v in per_it.items() if k != r)

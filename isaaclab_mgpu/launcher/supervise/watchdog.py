@@ -64,14 +64,13 @@ def send_each(procs: list[psutil.Process], sig: int) -> None:
             proc.send_signal(sig)
 
 
-def kill_marked(run_id: str, since: float, *, term_wait: float = 1.0, limit: float = 10.0) -> int:
-    """SIGTERM (with SIGCONT) then SIGKILL every marked process until none is left; return how many."""
+def kill_marked(run_id: str, since: float) -> None:
+    """SIGTERM (with SIGCONT), SIGKILL 1 s later, every marked process until none is left (10 s at most)."""
     me = frozenset({os.getpid()})
-    seen: set[int] = set()
     start = time.monotonic()
     termed: dict[int, float] = {}
     quiet = 0
-    while time.monotonic() - start < limit and quiet < 3:
+    while time.monotonic() - start < 10.0 and quiet < 3:
         procs = [p for p in marked_processes(run_id, since, me) if alive(p)]
         quiet = 0 if procs else quiet + 1
         now = time.monotonic()
@@ -80,10 +79,8 @@ def kill_marked(run_id: str, since: float, *, term_wait: float = 1.0, limit: flo
         send_each(fresh, signal.SIGCONT)
         for p in fresh:
             termed[p.pid] = now
-        send_each([p for p in procs if now - termed[p.pid] >= term_wait], signal.SIGKILL)
-        seen.update(p.pid for p in procs)
+        send_each([p for p in procs if now - termed[p.pid] >= 1.0], signal.SIGKILL)
         time.sleep(0.1)
-    return len(seen)
 
 
 def alive(proc: psutil.Process) -> bool:
