@@ -266,8 +266,8 @@ def summary_json(s: ProbeSummary) -> dict[str, Any]:
         "device": s.device,
         "folder": s.folder,
         "applied_workarounds": dict(s.applied),
-        "world_sizes": [_launch_json(r) for r in s.world],
-        "pairs": [_launch_json(r) for r in s.pairs],
+        "world_sizes": [dataclasses.asdict(r) for r in s.world],
+        "pairs": [dataclasses.asdict(r) for r in s.pairs],
         "workaround_search": None,
         "saved_workaround": s.saved,
     }
@@ -287,11 +287,4 @@ def summary_json(s: ProbeSummary) -> dict[str, Any]:
             ],
             "confirmed": [c.assignment for c in s.search.confirmed],
         }
-    return data
-
-
-def _launch_json(r: WorldResult) -> dict[str, Any]:
-    data = dataclasses.asdict(r)
-    data["env"] = dict(r.env)
-    data["survivors"] = list(r.survivors)
     return data
