@@ -448,24 +448,20 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
 
 def lookup(host: str, timeout: float = NET_TIMEOUT) -> tuple[str | None, str | None]:
     """Resolve ``host`` to an IPv4/IPv6 address within ``timeout``: (address, error)."""
-    found: list[str] = []
-    failed: list[str] = []
+    answer: list[tuple[str | None, str | None]] = []
 
     def resolve() -> None:
         # In a daemon thread, given up after ``timeout``: a hung resolver must not hang us.
         try:
-            found.extend(str(a[4][0]) for a in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
+            found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+            answer.append((str(found[0][4][0]), None) if found else (None, "no address"))
         except Exception as exc:
-            failed.append(f"{type(exc).__name__}: {exc}")
+            answer.append((None, f"{type(exc).__name__}: {exc}"))
 
     t = threading.Thread(target=resolve, daemon=True)
     t.start()
     t.join(timeout)
-    if t.is_alive():
-        return None, f"no answer within {timeout:g} s"
-    if failed or not found:
-        return None, failed[0] if failed else "no address"
-    return found[0], None
+    return answer[0] if answer else (None, f"no answer within {timeout:g} s")
 
 
 def tcp_probe(host: str, port: int, timeout: float = NET_TIMEOUT) -> str:
