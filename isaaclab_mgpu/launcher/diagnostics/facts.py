@@ -482,6 +482,7 @@ _LOCAL = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 def net_facts(spec: LaunchSpec, plan: Plan, hostname: str) -> NetFacts:
     """Resolve this host's name; probe the rendezvous endpoints the options name."""
+    from isaaclab_mgpu.launcher.build import C10D_PORT, DEFAULT_MASTER_PORT
     from isaaclab_mgpu.launcher.resolve import port_is_free
 
     address, error = lookup(hostname)
@@ -491,10 +492,10 @@ def net_facts(spec: LaunchSpec, plan: Plan, hostname: str) -> NetFacts:
         host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
         wanted.append(("coordinator", host.strip("[]"), port))
     if spec.master_addr or spec.master_port:
-        wanted.append(("master", spec.master_addr or "127.0.0.1", spec.master_port or 29500))
+        wanted.append(("master", spec.master_addr or "127.0.0.1", spec.master_port or DEFAULT_MASTER_PORT))
     if spec.rdzv_endpoint:
         host, port = split_host_port(spec.rdzv_endpoint, "--rdzv_endpoint", port_required=False)
-        wanted.append(("rdzv_endpoint", host.strip("[]"), port or 29400))
+        wanted.append(("rdzv_endpoint", host.strip("[]"), port or C10D_PORT))
     for role, host, port in wanted:
         local = plan.node_rank == 0 and (host in _LOCAL or host in (hostname, address))
         free = port_is_free(port) if local and port else None
