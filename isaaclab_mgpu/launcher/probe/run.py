@@ -21,6 +21,7 @@ on the smallest failing world size) and the multi-node probe (:attr:`Launch.port
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -247,10 +248,9 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
         entries = selected_devices(spec, machine).entries
         if len(entries) < 2:
             raise EnvironmentProblem("--pairs needs at least 2 visible GPUs")
-        for i in range(len(entries)):
-            for j in range(i + 1, len(entries)):
-                env = {"CUDA_VISIBLE_DEVICES": f"{entries[i]},{entries[j]}"}
-                pairs.append(Launch(f"pair {i},{j}", 2, 2, env))
+        for i, j in itertools.combinations(range(len(entries)), 2):
+            env = {"CUDA_VISIBLE_DEVICES": f"{entries[i]},{entries[j]}"}
+            pairs.append(Launch(f"pair {i},{j}", 2, 2, env))
     if opts.try_workarounds and backend != "nccl":
         raise UsageError("--try-workarounds tries NCCL variables; it needs --backend nccl on GPUs")
     return ProbePlan(backend, opts.sizes_for(spec.device), tuple(world), tuple(pairs))
