@@ -341,13 +341,12 @@ class Prober:
         timed_out = False
         with signals.installed():
             sup.start()
-            # Polled up to the timeout itself, not the next POLL_S past it.
-            left = lambda: max(0.01, self.opts.timeout - (time.monotonic() - start))  # noqa: E731
-            while (outcome := sup.wait(timeout=min(POLL_S, left()))) is None:
+            deadline = start + self.opts.timeout  # polled up to it, not the next POLL_S past it
+            while (outcome := sup.wait(timeout=min(POLL_S, max(0.01, deadline - time.monotonic())))) is None:
                 if signals.stop_asked:
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
                 self.tell(LaunchAt(launch.label, _position(reports.read(), ranks)))
-                if time.monotonic() - start >= self.opts.timeout:
+                if time.monotonic() >= deadline:
                     hung = diagnose_hang(sup, reports.read(), ranks)
                     # Hung ranks can save nothing, and the launcher's own shutdown would only wait
                     # for them (torchrun's grace, then ours: 5 s): the tree is SIGKILLed at once.
