@@ -23,10 +23,10 @@ from isaaclab_mgpu.report.text import markup
 class LiveProgress:
     """Turns the launcher's stdout lines into a progress bar with the other lines above it."""
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self) -> None:
         from rich.console import Console
 
-        self.console = console or Console(file=sys.stdout)
+        self.console = Console(file=sys.stdout)
         self._progress: Any = None
         self._task: Any = None
         self._closed = False
