@@ -205,13 +205,8 @@ def _show_launch(console: Any, r: WorldResult) -> None:
         for row in r.sizes:
             cells = [cell(row.bytes), cell(row.count), cell(row.type)]
             for m in (row.out_of_place, row.in_place):
-                wrong = cell(m.wrong, "red") if m.wrong else cell("0")
-                cells += [
-                    cell(f"{m.time_s * 1e6:.1f}"),
-                    cell(f"{m.algbw:.3f}"),
-                    cell(f"{m.busbw:.3f}"),
-                    wrong,
-                ]
+                numbers = (f"{m.time_s * 1e6:.1f}", f"{m.algbw:.3f}", f"{m.busbw:.3f}")
+                cells += [*map(cell, numbers), cell(m.wrong, "red" if m.wrong else "")]
             table.add_row(*cells)
         console.print(table)
         if r.world_size > 1:
