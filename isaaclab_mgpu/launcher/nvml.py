@@ -13,6 +13,7 @@ an error.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -210,14 +211,13 @@ _ANCESTOR = {0: "SOC", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 def _nvml_links(nv, handles: list) -> tuple[tuple[GpuLink, ...], str]:
     links = []
     try:
-        for a in range(len(handles)):
-            for b in range(a + 1, len(handles)):
-                level = int(nv.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]))
-                nvlink = False
-                with contextlib.suppress(nv.NVMLError):
-                    status = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], nv.NVML_P2P_CAPS_INDEX_NVLINK)
-                    nvlink = status == nv.NVML_P2P_STATUS_OK
-                links.append(GpuLink(a, b, nvlink, "NV" if nvlink else _ANCESTOR.get(level, "unknown")))
+        for a, b in itertools.combinations(range(len(handles)), 2):
+            level = int(nv.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b]))
+            nvlink = False
+            with contextlib.suppress(nv.NVMLError):
+                status = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], nv.NVML_P2P_CAPS_INDEX_NVLINK)
+                nvlink = status == nv.NVML_P2P_STATUS_OK
+            links.append(GpuLink(a, b, nvlink, "NV" if nvlink else _ANCESTOR.get(level, "unknown")))
     except nv.NVMLError:
         return (), "none"
     return tuple(links), "nvml"

@@ -1,16 +1,12 @@
 """The live progress bar of ``mgpu train`` on a terminal, drawn by the launcher, never by a rank.
 
-Only the launcher knows whether its stdout is a terminal; a rank's stdout is always a pipe or a
-file, so a rank prints one plain line per iteration, which its log file keeps. When ``mgpu
-train``'s own stdout is a TTY, the supervisor hands every line it prints to :class:`LiveProgress`:
-iteration lines of the shown rank (read with :mod:`isaaclab_mgpu.contract.lines`, which writes
-them) become a Rich bar with a rank's bar columns, every other line is printed above it. When
-stdout is not a terminal (SLURM, CI, ``| tee``, a file), nothing here runs: no control character
-reaches a log.
-
-Once the run starts to stop (Ctrl-C, a failed rank, a hang), the bar is cleared, once, before the
-supervisor's first message: its notes go to stderr and would tear a live bar still drawn on
-stdout. Every later line is printed plainly (:meth:`LiveProgress.telling`).
+When and what it shows: ``docs/training.md``, "Progress bar" (only when ``mgpu train``'s own
+stdout is a terminal, which only the launcher can tell; otherwise nothing here runs). The
+supervisor hands every line it prints to :class:`LiveProgress`: iteration lines of the shown rank
+(read with :mod:`isaaclab_mgpu.contract.lines`, which writes them) become a Rich bar with a rank's
+bar columns, every other line is printed above it. Once the run starts to stop, the bar is cleared
+before the first note (:meth:`LiveProgress.telling`): notes go to stderr and would tear a live bar
+still drawn on stdout.
 """
 
 from __future__ import annotations
@@ -27,10 +23,10 @@ from isaaclab_mgpu.report.text import markup
 class LiveProgress:
     """Turns the launcher's stdout lines into a progress bar with the other lines above it."""
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self) -> None:
         from rich.console import Console
 
-        self.console = console or Console(file=sys.stdout)
+        self.console = Console(file=sys.stdout)
         self._progress: Any = None
         self._task: Any = None
         self._closed = False

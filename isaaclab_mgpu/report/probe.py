@@ -205,13 +205,8 @@ def _show_launch(console: Any, r: WorldResult) -> None:
         for row in r.sizes:
             cells = [cell(row.bytes), cell(row.count), cell(row.type)]
             for m in (row.out_of_place, row.in_place):
-                wrong = cell(m.wrong, "red") if m.wrong else cell("0")
-                cells += [
-                    cell(f"{m.time_s * 1e6:.1f}"),
-                    cell(f"{m.algbw:.3f}"),
-                    cell(f"{m.busbw:.3f}"),
-                    wrong,
-                ]
+                numbers = (f"{m.time_s * 1e6:.1f}", f"{m.algbw:.3f}", f"{m.busbw:.3f}")
+                cells += [*map(cell, numbers), cell(m.wrong, "red" if m.wrong else "")]
             table.add_row(*cells)
         console.print(table)
         if r.world_size > 1:
@@ -266,8 +261,8 @@ def summary_json(s: ProbeSummary) -> dict[str, Any]:
         "device": s.device,
         "folder": s.folder,
         "applied_workarounds": dict(s.applied),
-        "world_sizes": [_launch_json(r) for r in s.world],
-        "pairs": [_launch_json(r) for r in s.pairs],
+        "world_sizes": [dataclasses.asdict(r) for r in s.world],
+        "pairs": [dataclasses.asdict(r) for r in s.pairs],
         "workaround_search": None,
         "saved_workaround": s.saved,
     }
@@ -287,11 +282,4 @@ def summary_json(s: ProbeSummary) -> dict[str, Any]:
             ],
             "confirmed": [c.assignment for c in s.search.confirmed],
         }
-    return data
-
-
-def _launch_json(r: WorldResult) -> dict[str, Any]:
-    data = dataclasses.asdict(r)
-    data["env"] = dict(r.env)
-    data["survivors"] = list(r.survivors)
     return data

@@ -448,24 +448,20 @@ def plan_launch(spec: LaunchSpec, environ: Mapping[str, str], resolved: object |
 
 def lookup(host: str, timeout: float = NET_TIMEOUT) -> tuple[str | None, str | None]:
     """Resolve ``host`` to an IPv4/IPv6 address within ``timeout``: (address, error)."""
-    found: list[str] = []
-    failed: list[str] = []
+    answer: list[tuple[str | None, str | None]] = []
 
     def resolve() -> None:
         # In a daemon thread, given up after ``timeout``: a hung resolver must not hang us.
         try:
-            found.extend(str(a[4][0]) for a in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM))
+            found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+            answer.append((str(found[0][4][0]), None) if found else (None, "no address"))
         except Exception as exc:
-            failed.append(f"{type(exc).__name__}: {exc}")
+            answer.append((None, f"{type(exc).__name__}: {exc}"))
 
     t = threading.Thread(target=resolve, daemon=True)
     t.start()
     t.join(timeout)
-    if t.is_alive():
-        return None, f"no answer within {timeout:g} s"
-    if failed or not found:
-        return None, failed[0] if failed else "no address"
-    return found[0], None
+    return answer[0] if answer else (None, f"no answer within {timeout:g} s")
 
 
 def tcp_probe(host: str, port: int, timeout: float = NET_TIMEOUT) -> str:
@@ -486,6 +482,7 @@ _LOCAL = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 def net_facts(spec: LaunchSpec, plan: Plan, hostname: str) -> NetFacts:
     """Resolve this host's name; probe the rendezvous endpoints the options name."""
+    from isaaclab_mgpu.launcher.build import C10D_PORT, DEFAULT_MASTER_PORT
     from isaaclab_mgpu.launcher.resolve import port_is_free
 
     address, error = lookup(hostname)
@@ -495,10 +492,10 @@ def net_facts(spec: LaunchSpec, plan: Plan, hostname: str) -> NetFacts:
         host, port = split_host_port(spec.coordinator_address, "--coordinator_address", port_required=True)
         wanted.append(("coordinator", host.strip("[]"), port))
     if spec.master_addr or spec.master_port:
-        wanted.append(("master", spec.master_addr or "127.0.0.1", spec.master_port or 29500))
+        wanted.append(("master", spec.master_addr or "127.0.0.1", spec.master_port or DEFAULT_MASTER_PORT))
     if spec.rdzv_endpoint:
         host, port = split_host_port(spec.rdzv_endpoint, "--rdzv_endpoint", port_required=False)
-        wanted.append(("rdzv_endpoint", host.strip("[]"), port or 29400))
+        wanted.append(("rdzv_endpoint", host.strip("[]"), port or C10D_PORT))
     for role, host, port in wanted:
         local = plan.node_rank == 0 and (host in _LOCAL or host in (hostname, address))
         free = port_is_free(port) if local and port else None

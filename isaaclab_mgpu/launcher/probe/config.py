@@ -105,15 +105,15 @@ class ProbeOptions:
         return tuple(sorted({element_count(s) * ELEMENT_BYTES for s in sizes}))
 
 
-def parse_size(text: str, option: str = "--sizes") -> int:
+def parse_size(text: str) -> int:
     """Parse one byte count such as ``8``, ``4K``, ``64M``, ``1GiB``."""
     m = _SIZE.match(text)
     unit = m.group(2).upper() if m else ""
     if not m or unit not in _UNITS:
-        raise UsageError(f"{option} {text!r} is not a size; use bytes with an optional unit, e.g. 8, 4K, 64M")
+        raise UsageError(f"--sizes {text!r} is not a size; use bytes with an optional unit, e.g. 8, 4K, 64M")
     value = int(m.group(1)) * _UNITS[unit]
     if not ELEMENT_BYTES <= value <= MAX_SIZE:
-        raise UsageError(f"{option} {text!r} is out of range; sizes run from 4 bytes to 8G")
+        raise UsageError(f"--sizes {text!r} is out of range; sizes run from 4 bytes to 8G")
     return value
 
 

@@ -3,31 +3,25 @@
 For every world size (then every device pair with ``--pairs``) the probe builds a
 :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec` running :mod:`isaaclab_mgpu.rank.probe_worker`
 and sends it down ``train``'s path (``pipeline.prepare`` → ``build`` → ``Supervisor``), reading the
-ranks' progress reports for the progress display. When ``--timeout`` passes first, it names every
-local rank that did not finish and its stage (no report: it never got past the launcher or the
-rendezvous), notes its process state and has it dump its stack
-(:func:`isaaclab_mgpu.launcher.supervise.stacks.collect`), then SIGKILLs the tree
-(``Supervisor.kill``: no process survives) and moves on to the next world size.
+ranks' progress reports for the progress display. When ``--timeout`` passes first,
+:func:`diagnose_hang` names the local ranks that did not finish, their stage, process state and
+stacks (:func:`isaaclab_mgpu.launcher.supervise.stacks.of_ranks`), then ``Supervisor.kill``
+SIGKILLs the tree (no process survives) and the sweep moves on.
 
 Ctrl-C, SIGTERM and SIGHUP are handed to the launch's ``Supervisor`` (its one shutdown path); the
 probe then stops with the supervisor's code (130, or 124 when a process had to be SIGKILLed). Its
 notes go to the caller's ``Tell`` (``report.probe`` renders them).
 
-Every launch writes into its own folder under ``<log_dir>/probe-<stamp>/`` (``progress.<rank>.json``,
-``result.<rank>.json``, ``stack.<rank>.txt``, the per-rank logs) and stays there for post-mortems.
-
-With ``--try-workarounds`` the smallest failing world size is handed to :mod:`.bisect` as
-``run(env) -> status``; ``--save-workaround`` stores the first confirmed fix. Multi-node: run the
-same command on every node (``--nnodes``, ``--node_rank`` and the rendezvous options, as for
-``train``); each node reports its own ranks, meets at the given ``--master_port`` plus the launch's
-index (:attr:`Launch.port_offset`) and keeps its files under ``probe-<stamp>-<host>`` (a job's
-nodes share the file system). ``probe-nccl --nnodes N --emit sbatch`` prints the job that runs the
-probe on every node (:func:`ranks_per_node` is what it books).
+Each launch's folder under ``<log_dir>/probe-<stamp>/``, the workaround search (:mod:`.bisect`,
+on the smallest failing world size) and the multi-node probe (:attr:`Launch.port_offset`,
+:func:`ranks_per_node` for ``--emit sbatch``): ``docs/probe-nccl.md``, "On a hang",
+"Workarounds" and "Across nodes".
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -254,10 +248,9 @@ def plan_probe(spec: LaunchSpec, opts: ProbeOptions, machine: Machine) -> ProbeP
         entries = selected_devices(spec, machine).entries
         if len(entries) < 2:
             raise EnvironmentProblem("--pairs needs at least 2 visible GPUs")
-        for i in range(len(entries)):
-            for j in range(i + 1, len(entries)):
-                env = {"CUDA_VISIBLE_DEVICES": f"{entries[i]},{entries[j]}"}
-                pairs.append(Launch(f"pair {i},{j}", 2, 2, env))
+        for i, j in itertools.combinations(range(len(entries)), 2):
+            env = {"CUDA_VISIBLE_DEVICES": f"{entries[i]},{entries[j]}"}
+            pairs.append(Launch(f"pair {i},{j}", 2, 2, env))
     if opts.try_workarounds and backend != "nccl":
         raise UsageError("--try-workarounds tries NCCL variables; it needs --backend nccl on GPUs")
     return ProbePlan(backend, opts.sizes_for(spec.device), tuple(world), tuple(pairs))
@@ -348,13 +341,12 @@ class Prober:
         timed_out = False
         with signals.installed():
             sup.start()
-            # Polled up to the timeout itself, not the next POLL_S past it.
-            left = lambda: max(0.01, self.opts.timeout - (time.monotonic() - start))  # noqa: E731
-            while (outcome := sup.wait(timeout=min(POLL_S, left()))) is None:
+            deadline = start + self.opts.timeout  # polled up to it, not the next POLL_S past it
+            while (outcome := sup.wait(timeout=min(POLL_S, max(0.01, deadline - time.monotonic())))) is None:
                 if signals.stop_asked:
                     continue  # the supervisor is stopping the tree (a second Ctrl-C kills it)
                 self.tell(LaunchAt(launch.label, _position(reports.read(), ranks)))
-                if time.monotonic() - start >= self.opts.timeout:
+                if time.monotonic() >= deadline:
                     hung = diagnose_hang(sup, reports.read(), ranks)
                     # Hung ranks can save nothing, and the launcher's own shutdown would only wait
                     # for them (torchrun's grace, then ours: 5 s): the tree is SIGKILLed at once.
