@@ -69,8 +69,13 @@ _PET_OPTIONS = (
     "master_port",
     "max_restarts",
 )
-#: The operator's non-elastic form: all four set together.
-_NON_ELASTIC = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+#: The operator's non-elastic form, all four set together: the option each variable fills.
+_NON_ELASTIC = {
+    "master_addr": "MASTER_ADDR",
+    "master_port": "MASTER_PORT",
+    "nnodes": "WORLD_SIZE",
+    "node_rank": "RANK",
+}
 
 _DYNAMIC = ("rdzv_endpoint", "rdzv_backend", "rdzv_id")
 _STATIC = ("master_addr", "master_port")
@@ -153,9 +158,8 @@ def slurm_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
 def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
     """The values a PyTorchJob pod's variables offer (torchrun's ``PET_*``, the non-elastic form)."""
     out = {o: _from(o, f"PET_{o.upper()}", env) for o in _PET_OPTIONS if env.get(f"PET_{o.upper()}", "")}
-    if all(env.get(name, "") for name in _NON_ELASTIC) and _operators(env):
-        legacy = {"master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT", "nnodes": "WORLD_SIZE"}
-        for option, name in {**legacy, "node_rank": "RANK"}.items():
+    if all(env.get(name, "") for name in _NON_ELASTIC.values()) and _operators(env):
+        for option, name in _NON_ELASTIC.items():
             out.setdefault(option, _from(option, name, env))
     if not spec.uses_jax:
         return tuple(_static_when_fixed(out, spec).values())
