@@ -8,14 +8,10 @@ no run names yet is a job still queued (or starting).
 
 :func:`probe_jobs` is the one place that asks SLURM (``squeue``, then ``sacct`` for a job ``squeue``
 no longer knows); without ``squeue`` (not a SLURM login node) or when it fails, it answers None and
-everything here behaves as without SLURM. :func:`with_jobs` is pure over what was probed:
-
-- a submission no run names yet, whose job is pending or running: a row of its own, ``queued``
-  (with SLURM's reason: ``Resources``, ``Priority``, ``BeginTime`` …) or ``starting``;
-- a run whose record says ``running`` while its newest job is no longer alive in SLURM (ended, or
-  unknown to ``squeue`` and ``sacct``): ``lost``, wherever it is read — its processes died without
-  a chance to record (a node lost with them, a hard kill). A job still completing (its processes
-  saving and ending) is alive.
+everything here behaves as without SLURM. :func:`with_jobs` is pure over what was probed: a
+submission no run names yet whose job is alive is a row of its own (``queued`` or ``starting``), and
+a run whose record says ``running`` while its newest job is no longer alive (:attr:`JobState.alive`)
+is ``lost``, wherever it is read (docs/commands.md, "mgpu runs").
 
 :func:`find_target` turns what a user names into a run folder and/or its submission; :class:`Follower`
 reads rank 0's console of every attempt in order (``mgpu logs``, across restarts, requeues and
