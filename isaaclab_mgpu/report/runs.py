@@ -5,15 +5,10 @@ written. A field the summary holds with the wrong type shows as ``?`` (absent: `
 is strict JSON (never ``NaN``); ``--last`` writes the folder's bytes exactly as the file system
 has them.
 
-A row's status carries its history: how far a run with a ledger got, its restarts and requeues
-(``requeued 34/150``, ``finished 150 (3 requeues, 1 restart)``), the folder it ``continues`` or is
-``continued in``, SLURM's state of its newest job (``job 123: pending Resources``) and, for a
-Kubernetes job, kubectl's (noting a run folder that lives in the pods' storage). The rows, queued
-jobs included, are :mod:`isaaclab_mgpu.launcher.runs`'s.
-
-The table fits the terminal: the folder, what a user copies, is always printed whole on one line,
-with the status; the other columns (:data:`_COLUMNS`, most important first) give way from the end.
-Sent to a file or pipe it is :data:`PIPE_WIDTH` wide (``COLUMNS`` sets another width).
+The rows, queued jobs included, are :mod:`isaaclab_mgpu.launcher.runs`'s. What a row's status
+shows of its history (progress, restarts, requeues, the run it continues, its SLURM or Kubernetes
+job) and how the table fits the terminal (:func:`fitted`, :data:`_COLUMNS`, :data:`PIPE_WIDTH`):
+docs/commands.md, "mgpu runs".
 
 :func:`story` prints one run's ledger (``mgpu runs <run folder>``) as a timeline: a headline, then
 one line per event, each stretch of progress and checkpoints folded into one; :func:`story_json`
