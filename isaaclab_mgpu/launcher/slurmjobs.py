@@ -37,7 +37,7 @@ from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.files import write_json
 from isaaclab_mgpu.contract.layout import jobs_dir
-from isaaclab_mgpu.launcher.runs import RunRow, Story, find_runs, jobs_of, summary_folders
+from isaaclab_mgpu.launcher.runs import RunRow, find_runs, jobs_of, summary_folders
 
 #: SLURM job states in which the job's processes may still run or run again.
 ALIVE = frozenset(
@@ -212,15 +212,13 @@ def rows_with_jobs(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
     return with_jobs(rows, subs, probe_jobs(wanted))
 
 
-def story_status(st: Story) -> Story:
-    """The story's status told what SLURM says: ``lost`` when it says running and its job is over."""
-    if st.status != "running":
-        return st
-    jobs = jobs_of(st.events)
-    states = probe_jobs(jobs[-1:]) if jobs else None
-    if states is None or states[jobs[-1]].alive:
-        return st
-    return dataclasses.replace(st, status="lost")
+def run_status(status: str, events: Sequence[ev.Event]) -> str:
+    """A run's ``status`` told what SLURM says: ``lost`` when it says running and its newest job is over."""
+    jobs = jobs_of(events) if status == "running" else ()
+    if not jobs:
+        return status
+    states = probe_jobs(jobs[-1:])
+    return "lost" if states is not None and not states[jobs[-1]].alive else status
 
 
 # -- a run named by the user ----------------------------------------------------------------------
