@@ -207,9 +207,7 @@ def rows_with_jobs(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
     """``rows`` (under ``root``) with what SLURM says of their jobs and of the jobs submitted there."""
     subs = submissions(root)
     wanted = [r.jobs[-1] for r in rows if r.jobs] + [s.job_id for s in subs]
-    if not wanted:
-        return list(rows)
-    return with_jobs(rows, subs, probe_jobs(wanted))
+    return with_jobs(rows, subs, probe_jobs(wanted))  # nothing wanted: nothing probed, rows unchanged
 
 
 def run_status(status: str, events: Sequence[ev.Event]) -> str:
