@@ -70,15 +70,11 @@ class JobState:
     """The deciding condition's reason and message (empty: none)."""
 
 
-def pod_selector(job: KubeJob, *, node0: bool = False) -> str:
-    """The label selector of the job's pods (``node0``: node 0's pod only)."""
-    if job.kind == "PyTorchJob":
-        # The v1 operator labels every replica with the job's name; the master is node 0.
-        own = f"training.kubeflow.org/job-name={job.name}"
-        return f"{own},training.kubeflow.org/replica-type=master" if node0 else own
-    # The TrainJob's JobSet has its name; node 0 is completion index 0 of its indexed Job.
-    own = f"jobset.sigs.k8s.io/jobset-name={job.name}"
-    return f"{own},batch.kubernetes.io/job-completion-index=0" if node0 else own
+def pod_selector(job: KubeJob) -> str:
+    """The label selector of the job's pods."""
+    if job.kind == "PyTorchJob":  # the v1 operator labels every replica with the job's name
+        return f"training.kubeflow.org/job-name={job.name}"
+    return f"jobset.sigs.k8s.io/jobset-name={job.name}"  # the TrainJob's JobSet has its name
 
 
 def get_argv(job: KubeJob) -> list[str]:
@@ -194,8 +190,10 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
     tail = ["-f"] if follow else []
     if job.kind == "PyTorchJob":
         return ["kubectl", "logs", *tail, "-n", job.namespace, f"{job.name}-master-0"]
-    # By selector, kubectl shows only 10 lines unless told otherwise.
-    return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", pod_selector(job, node0=True), "--tail=-1"]
+    # Node 0 is completion index 0 of the JobSet's indexed Job. By selector, kubectl shows only 10
+    # lines unless told otherwise.
+    node0 = f"{pod_selector(job)},batch.kubernetes.io/job-completion-index=0"
+    return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", node0, "--tail=-1"]
 
 
 def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
