@@ -89,9 +89,6 @@ class JobState:
     reason: str = ""
     """Why a pending job waits (``Resources``, ``BeginTime``, ``ReqNodeNotAvail`` …)."""
 
-    nodes: str = ""
-    """The nodes it runs on (a SLURM host list)."""
-
     @property
     def alive(self) -> bool:
         """True while the job's processes may run or run again."""
@@ -147,7 +144,7 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess | None:
 
 def _squeue(select: Sequence[str]) -> dict[str, JobState] | str | None:
     """Every job ``squeue`` lists for ``select``; ``"unknown"``: it does not know the job; None: failed."""
-    done = _run(["squeue", "-h", "-t", "all", *select, "-o", "%i|%T|%r|%N"])
+    done = _run(["squeue", "-h", "-t", "all", *select, "-o", "%i|%T|%r"])
     if done is None:
         return None
     if done.returncode != 0:
@@ -155,9 +152,9 @@ def _squeue(select: Sequence[str]) -> dict[str, JobState] | str | None:
     out = {}
     for line in done.stdout.splitlines():
         parts = line.strip().split("|")
-        if len(parts) == 4:
+        if len(parts) == 3:
             reason = "" if parts[2] in ("None", "(null)") else parts[2]
-            out[parts[0]] = JobState(parts[0], parts[1], reason, parts[3])
+            out[parts[0]] = JobState(parts[0], parts[1], reason)
     return out
 
 
