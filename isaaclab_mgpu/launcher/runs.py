@@ -358,11 +358,10 @@ def _key(folder: str | Path) -> str:
 def linked(rows: list[RunRow], known: dict[str, Summary]) -> list[RunRow]:
     """``rows`` with their chains: who each continues and, among the rows, which run continues it."""
     later = {_key(r.continues): r.folder for r in rows if r.continues}
-    out = []
-    for r in rows:
-        chain = chain_of(r.continues, known) if r.continues else ()
-        out.append(dataclasses.replace(r, chain=chain, continued_in=later.get(_key(r.folder))))
-    return out
+    return [
+        dataclasses.replace(r, chain=chain_of(r.continues, known), continued_in=later.get(_key(r.folder)))
+        for r in rows
+    ]
 
 
 def last_folder(rows: list[RunRow], root: str) -> str:
