@@ -18,6 +18,7 @@ prints every event.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import sys
@@ -339,25 +340,19 @@ def story(st: Story) -> None:
     head = cell(f"{st.folder}: ")
     head.append_text(cell(_headline(st), _STATUS_STYLE.get(st.status, "")))
     console.print(head, crop=False, soft_wrap=True)
-    stretch: list[Any] = []
 
-    def flush() -> None:
-        if stretch:
-            console.print(
-                cell(f"  {_clock(stretch[-1].time)}  {'trained':<12} {_trained(stretch)}"), soft_wrap=True
-            )
-            stretch.clear()
+    def line(t: float, label: str, text: str) -> None:
+        console.print(cell(f"  {_clock(t)}  {label:<12} {text}"), soft_wrap=True)
 
-    for e in st.events:
-        if isinstance(e, ev.Progress | ev.Checkpoint):
-            stretch.append(e)
-            continue
-        if isinstance(e, ev.Account | ev.Noted):  # summary.json's bookkeeping: the figures are above
-            continue
-        flush()
-        label, text = _event_line(e)
-        console.print(cell(f"  {_clock(e.time)}  {label:<12} {text}"), soft_wrap=True)
-    flush()
+    # summary.json's bookkeeping (account, noted) is passed over: the figures are in the headline.
+    shown = [e for e in st.events if not isinstance(e, ev.Account | ev.Noted)]
+    for trained, group in itertools.groupby(shown, key=lambda e: isinstance(e, ev.Progress | ev.Checkpoint)):
+        if trained:  # a stretch of progress and checkpoints: one line
+            stretch = list(group)
+            line(stretch[-1].time, "trained", _trained(stretch))
+        else:
+            for e in group:
+                line(e.time, *_event_line(e))
     if st.skipped:
         console.print(
             cell(f"  ({_plural(st.skipped, 'line')} of the ledger skipped: torn, unknown or newer)", "dim")
