@@ -15,9 +15,7 @@ is ``lost``, wherever it is read (docs/commands.md, "mgpu runs").
 
 :func:`find_target` turns what a user names into a run folder and/or its submission; :class:`Follower`
 reads rank 0's console of every attempt in order (``mgpu logs``, across restarts, requeues and
-resubmissions). :func:`scancel` is how ``mgpu cancel`` stops a job: SIGTERM to every node's step
-(each node's mgpu stops its ranks at a checkpoint), SIGKILL only after SLURM's ``KillWait``;
-``--now``: SIGKILL to every process of the job at once.
+resubmissions). :func:`scancel` is how ``mgpu cancel`` stops a job (docs/commands.md, "mgpu cancel").
 """
 
 from __future__ import annotations
