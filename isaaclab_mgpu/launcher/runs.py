@@ -41,11 +41,9 @@ def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) ->
     for n in range(1, 10_000):
         name = stamp if n == 1 else f"{stamp}-{n}"
         folder = experiment_dir / (f"{name}_{run_name}" if run_name else name)
-        try:
+        with contextlib.suppress(FileExistsError):
             folder.mkdir()
-        except FileExistsError:
-            continue
-        return folder
+            return folder
     raise OSError(f"no free run folder name under {experiment_dir} for {stamp}")
 
 

@@ -105,12 +105,10 @@ def submissions(log_root: str | Path) -> list[Submission]:
     """The submissions recorded under ``log_root``, newest first (unreadable records skipped)."""
     out = []
     for path in jobs_dir(log_root).glob("*.json"):
-        try:
+        with contextlib.suppress(OSError, ValueError, TypeError):
             data = json.loads(path.read_text())
             data["command"] = tuple(data.get("command") or ())
             out.append(Submission(**data))
-        except (OSError, ValueError, TypeError):
-            continue
     return sorted(out, key=lambda s: s.submitted_at, reverse=True)
 
 
