@@ -234,19 +234,18 @@ def find_target(name: str, root: Path) -> Target:
     path = Path(name)
     if path.is_dir() and ((path / "events.jsonl").is_file() or (path / "summary.json").is_file()):
         return Target(path, None, _ledger_jobs(path))
-    subs = [s for s in submissions(root) if s.name == name]
-    if subs:
-        sub = subs[0]
+    sub = next((s for s in submissions(root) if s.name == name), None)  # the newest
+    if sub is not None:
         folder = run_of_job(sub.job_id, root)
         jobs = _ledger_jobs(folder) if folder is not None else ()
         return Target(folder, sub, jobs if sub.job_id in jobs else (*jobs, sub.job_id))
-    found = sorted(
+    found = max(
         (f for f in summary_folders(root) if f.name == name or f.name.endswith(f"_{name}")),
         key=lambda f: f.name,
-        reverse=True,
+        default=None,
     )
-    if found:
-        return Target(found[0], None, _ledger_jobs(found[0]))
+    if found is not None:
+        return Target(found, None, _ledger_jobs(found))
     raise UsageError(
         f"no run or submitted job named {name!r} under {root}: give a run folder, or the --job_name of "
         f"an mgpu submit (mgpu runs {root} lists them)"
