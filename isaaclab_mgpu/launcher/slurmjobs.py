@@ -267,12 +267,12 @@ def _ledger_jobs(folder: Path) -> tuple[str, ...]:
 
 def rank0_logs(folder: Path, events: Sequence[ev.Event]) -> list[Path]:
     """Rank 0's console files of every attempt of the run, in order, from its ``ranks_up`` events."""
-    base = _job_dir(folder, events)
-    out: list[Path] = []
-    for e in events:
-        if isinstance(e, ev.RanksUp) and e.logs:
-            logs = Path(e.logs) if Path(e.logs).is_absolute() else base / e.logs
-            out.append(elastic.rank_dir(logs, 0) / elastic.STDOUT)
+    base = _job_dir(folder, events)  # base / an absolute logs path is that path
+    out = [
+        elastic.rank_dir(base / e.logs, 0) / elastic.STDOUT
+        for e in events
+        if isinstance(e, ev.RanksUp) and e.logs
+    ]
     return [p for p in dict.fromkeys(out) if p.is_file()]
 
 
