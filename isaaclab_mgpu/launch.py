@@ -595,7 +595,7 @@ def list_runs(log_root: str, *, as_json: bool, last: bool, limit: int) -> int:
         return 0
     told = runs.story(root)
     if told is not None:
-        told = slurmjobs.story_status(told)  # lost when its SLURM job is over
+        told = dataclasses.replace(told, status=slurmjobs.run_status(told.status, told.events))
         (shown.story_json if as_json else shown.story)(told)
         return 0
     # One run more than the table shows tells it that there are more.
@@ -701,7 +701,7 @@ def follow_logs(name: str, root: str, *, follow: bool, poll_s: float = 1.0) -> i
         status = fold.status if fold is not None else "running"
         if status == "running" and time.monotonic() - probed > 5 * poll_s:
             probed = time.monotonic()
-            status = slurmjobs.story_status(runs.Story(str(folder), events, 0, fold, status)).status
+            status = slurmjobs.run_status(status, events)  # lost when its SLURM job is over
         if status in slurmjobs.ENDED:
             for line in follower.read()[0]:
                 report.out(line)

@@ -47,7 +47,7 @@ def test_queued_jobs_get_a_row_and_a_run_whose_job_is_over_is_lost(tmp_path):
     assert [r.jobs for r in rows] == [("12", "13"), ("11",)] and rows[0].nodes == 2
     states = {
         "11": JobState("11", "COMPLETED"),
-        "13": JobState("13", "RUNNING", "", "node[9-10]"),
+        "13": JobState("13", "RUNNING"),
         "14": JobState("14", "PENDING", "ReqNodeNotAvail"),
         "15": JobState("15", "CANCELLED"),
     }

@@ -1,9 +1,10 @@
 """What a cluster's scheduler tells each node: SLURM's and Kubernetes' variables as launch values.
 
 A node of a SLURM allocation or a pod of a Kubeflow job is told its part through its environment.
-:func:`offers` reads it into :class:`Offer` values (one per launch option, each naming its variable);
-:func:`fill` applies them to a :class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`: an option left out
-takes the offered value, a given one wins and the variable it overrode is named. Both are pure.
+:func:`slurm_offers` (SLURM's, first) and :func:`kubernetes_offers` read it into :class:`Offer`
+values (one per launch option, each naming its variable); :func:`fill` applies them to a
+:class:`~isaaclab_mgpu.launcher.spec.LaunchSpec`: an option left out takes the offered value, a
+given one wins and the variable it overrode is named. All three are pure.
 
 Which option comes from which variable: the tables of docs/slurm.md and docs/kubernetes.md, "What
 is filled from where". The why that shapes the code: torch's c10d rendezvous numbers the nodes by
@@ -69,8 +70,13 @@ _PET_OPTIONS = (
     "master_port",
     "max_restarts",
 )
-#: The operator's non-elastic form: all four set together.
-_NON_ELASTIC = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+#: The operator's non-elastic form, all four set together: the option each variable fills.
+_NON_ELASTIC = {
+    "master_addr": "MASTER_ADDR",
+    "master_port": "MASTER_PORT",
+    "nnodes": "WORLD_SIZE",
+    "node_rank": "RANK",
+}
 
 _DYNAMIC = ("rdzv_endpoint", "rdzv_backend", "rdzv_id")
 _STATIC = ("master_addr", "master_port")
@@ -112,9 +118,6 @@ class Filled:
     spec: LaunchSpec
     """The spec every later step uses."""
 
-    scheduler: str | None = None
-    """``SLURM``, ``Kubernetes`` or None: whose variables were read."""
-
     filled: tuple[str, ...] = ()
     """One note per value taken from the environment."""
 
@@ -153,9 +156,8 @@ def slurm_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
 def kubernetes_offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[Offer, ...]:
     """The values a PyTorchJob pod's variables offer (torchrun's ``PET_*``, the non-elastic form)."""
     out = {o: _from(o, f"PET_{o.upper()}", env) for o in _PET_OPTIONS if env.get(f"PET_{o.upper()}", "")}
-    if all(env.get(name, "") for name in _NON_ELASTIC) and _operators(env):
-        legacy = {"master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT", "nnodes": "WORLD_SIZE"}
-        for option, name in {**legacy, "node_rank": "RANK"}.items():
+    if all(env.get(name, "") for name in _NON_ELASTIC.values()) and _operators(env):
+        for option, name in _NON_ELASTIC.items():
             out.setdefault(option, _from(option, name, env))
     if not spec.uses_jax:
         return tuple(_static_when_fixed(out, spec).values())
@@ -214,18 +216,9 @@ def _operators(env: Mapping[str, str]) -> bool:
     return in_pod and not env.get("SLURM_JOB_ID")
 
 
-def offers(env: Mapping[str, str], spec: LaunchSpec) -> tuple[str | None, tuple[Offer, ...]]:
-    """The scheduler whose variables are set here and the values they offer."""
-    slurm = slurm_offers(env, spec)
-    if slurm:
-        return "SLURM", slurm
-    kube = kubernetes_offers(env, spec)
-    return ("Kubernetes", kube) if kube else (None, ())
-
-
 def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
     """Apply the environment's offers to ``spec``: what is left out is filled, what is given wins."""
-    scheduler, offered = offers(env, spec)
+    offered = slurm_offers(env, spec) or kubernetes_offers(env, spec)
     if not offered:
         return Filled(spec)
     by = {o.option: o for o in offered}
@@ -264,7 +257,7 @@ def fill(spec: LaunchSpec, env: Mapping[str, str]) -> Filled:
         result = dataclasses.replace(spec, **{k: coerce_option(k, v) for k, v in values.items()})
     except UsageError as exc:  # the filled spec is validated as a whole, as a typed one would be
         raise UsageError(f"{exc} (filled {'; '.join(filled)}); fix the variable or give the option") from None
-    return Filled(result, scheduler, tuple(filled), tuple(overridden))
+    return Filled(result, tuple(filled), tuple(overridden))
 
 
 def check_torchrun_env(env: Mapping[str, str], *, standalone: bool) -> None:

@@ -10,38 +10,25 @@ goes in: each node's mgpu fills ``--nnodes``, ``--node_rank`` and the rendezvous
 scheduler tells it (:mod:`.cluster`), so a node runs exactly what ``mgpu dry-run`` with the same
 arguments prints inside the allocation or the pod.
 
-- **sbatch**: one mgpu task per node, which starts that node's ranks; ``--requeue`` is one option
-  for both the header and the train line, ``--min_nodes`` makes ``srun --no-kill``, and an ``EXIT``
-  trap makes the job not requeueable when mgpu exits 93. Each line and why: docs/slurm.md, "The
-  batch script, emitted". The job runs the mgpu that wrote it (:func:`_program`), else ``mgpu``
-  from ``PATH``.
+- **sbatch**: one mgpu task per node, which starts that node's ranks; it runs the mgpu that wrote
+  it (:func:`_program`), else ``mgpu`` from ``PATH``. Each line and why: docs/slurm.md, "The batch
+  script, emitted".
 - **pytorchjob**: ``kubeflow.org/v1``, one ``Master`` replica (node 0) and ``--nnodes`` − 1
-  ``Worker`` replicas; the operator sets ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``
-  and the ``PET_*`` variables in each pod.
+  ``Worker`` replicas (docs/kubernetes.md, "The PyTorchJob, emitted").
 - **trainjob**: ``trainer.kubeflow.org/v1alpha1`` as Kubeflow Trainer v2.3.0 runs it: a
-  ``TrainingRuntime`` ``<job>-runtime`` of this job's own (the restart policy lives in a runtime, not
-  in a TrainJob) and the ``TrainJob`` whose ``runtimeRef`` names it; one YAML stream, the runtime
-  first. The operator gives ``numNodes`` pods and the ``PET_*`` variables only to the replicated job
-  and container named and labelled as :data:`TRAINER_JOB`, :data:`TRAINER_CONTAINER` and
-  :data:`TRAINER_STEP_LABEL` say (named otherwise: one pod, no variables).
+  ``TrainingRuntime`` ``<job>-runtime`` of this job's own and the ``TrainJob`` whose
+  ``runtimeRef`` names it, one YAML stream (docs/kubernetes.md, "The TrainJob and its
+  TrainingRuntime, emitted").
 
 Both Kubernetes kinds make a job that survives a lost pod (:func:`job_command`, :func:`_pod`): a
-failed or evicted pod is rerun (``--backoff_limit``), the kubelet's SIGTERM makes the ranks save
-within ``--termination_grace`` (the pod command's ``--grace_period`` is all of it but
-:data:`STOP_RESERVE_S`), and the rerun pod's ``--resume auto`` continues the run from the log root
-on ``--pvc``; each step, and which part of the manifest makes it happen: docs/kubernetes.md, "The
-restart and resume contract".
-
-``--requeue`` (SLURM's: every pod's ``mgpu train --requeue`` would exit 2) and ``--min_nodes`` (the
-operator replaces a lost pod) are refused for the Kubernetes kinds. An option that does not apply
-to the chosen kind is refused in one line (:data:`APPLIES`), never dropped.
+failed or evicted pod is rerun, its ranks save within ``--termination_grace`` and the rerun pod
+continues the run from the log root on ``--pvc`` (docs/kubernetes.md, "The restart and resume
+contract"); ``--requeue`` and ``--min_nodes`` are refused for them (:func:`emit` says why). An
+option that does not apply to the chosen kind is refused in one line (:data:`APPLIES`), never
+dropped.
 
 ``mgpu probe-nccl --nnodes N --emit sbatch`` gets the same batch script with the probe as the
-step's command (:func:`probe_sbatch`): no ``--kill-on-bad-exit`` there (a node whose launch failed
-must not end the others before they report), each node's report in a file of its own
-(``<name>-<job>-<node>.out``), and with ``--pairs`` one step per pair of nodes after the sweep,
-world size 2, the pair's first node hosting the store; the script exits with the sweep's code,
-else the first failing pair's.
+step's command (:func:`probe_sbatch`; docs/probe-nccl.md, "Across nodes, as a job").
 
 Pure: spec and :class:`JobOptions` in, text out.
 """
@@ -180,17 +167,16 @@ class JobOptions:
                 "--job_requeue is now --requeue: it writes #SBATCH --requeue and keeps --requeue on "
                 "the train line; give --requeue"
             )
-        for f in dataclasses.fields(self):
-            if f.name in ("kind", "job_requeue") or getattr(self, f.name) is None:
+        for name, kinds in APPLIES.items():
+            if getattr(self, name) is None:
                 continue
-            kinds = APPLIES[f.name]
             if self.kind is None:
                 raise UsageError(
-                    f"{_OPTION[f.name]} applies to a job file; add --emit {' or --emit '.join(kinds)}"
+                    f"{_OPTION[name]} applies to a job file; add --emit {' or --emit '.join(kinds)}"
                 )
             if self.kind not in kinds:
                 raise UsageError(
-                    f"{_OPTION[f.name]} does not apply to --emit {self.kind} (only to {', '.join(kinds)}); "
+                    f"{_OPTION[name]} does not apply to --emit {self.kind} (only to {', '.join(kinds)}); "
                     "leave it out"
                 )
         self._check_values()

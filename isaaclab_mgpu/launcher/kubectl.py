@@ -1,27 +1,13 @@
 """Kubernetes jobs through ``kubectl``: submit a written manifest, read a job's state, cancel it.
 
 ``mgpu submit --emit trainjob|pytorchjob`` hands the manifest it wrote (``<log_root>/mgpu/jobs/<name>.yaml``)
-to :func:`submit`; ``mgpu runs`` lists each recorded job as a row (:func:`rows_with_kubernetes`: one
-:func:`job_state` per job, nothing without ``kubectl``; ``in_pods`` when the run folder cannot be seen
-here), ``mgpu cancel NAME`` calls :func:`cancel` and ``mgpu logs NAME`` runs :func:`logs_argv` (node
-0's pod). Everything goes through the user's own ``kubectl`` (its context, credentials and
-namespace); mgpu talks to no API server itself.
-
-- :func:`submit` runs ``kubectl apply -f FILE -o json``, reads the namespace the job landed in from
-  the answer and records a :class:`KubeJob` beside the manifest (``<name>.kubernetes.json``, read by
-  :func:`submitted`). Submitted again, a recorded job still queued or running is refused; an ended
-  one is deleted first (applying to it would change nothing), and the new job's ``--resume auto``
-  continues the run.
-- :func:`cancel` runs ``kubectl delete … --cascade=foreground --wait=true``: each pod's mgpu gets
-  SIGTERM, the ranks save a checkpoint at the next iteration and mgpu exits within
-  ``terminationGracePeriodSeconds`` (:mod:`.jobfiles`); the delete returns once the pods are gone,
-  so the checkpoint is on the claim. The TrainJob's ``TrainingRuntime`` stays for the next submit.
-  With ``now`` the delete does not wait and the pods are force-deleted (grace period 0): the job's
-  own grace period would not reach its pods (the garbage collector deletes them with theirs).
-- :func:`job_state` runs ``kubectl get <resource> NAME -n NAMESPACE -o json`` and
-  :func:`state_of` (pure) maps the object's conditions to a run state (the table of
-  docs/kubernetes.md, "Submit, follow, cancel"); a job ``kubectl`` no longer finds (deleted, or
-  never applied) is ``gone``.
+to :func:`submit`, which applies it and records a :class:`KubeJob` beside it (``<name>.kubernetes.json``,
+read by :func:`submitted`); ``mgpu runs`` lists each recorded job as a row (:func:`rows_with_kubernetes`:
+one :func:`job_state` per job, nothing without ``kubectl``), ``mgpu cancel NAME`` calls :func:`cancel` and
+``mgpu logs NAME`` runs :func:`logs_argv` (node 0's pod). Everything goes through the user's own
+``kubectl`` (its context, credentials and namespace); mgpu talks to no API server itself. Each
+command's argv, what a second submit does, why a cancel waits for the pods, and the table of run
+states :func:`state_of` reads from a job's conditions: docs/kubernetes.md, "Submit, follow, cancel".
 
 A failing ``kubectl`` raises :class:`~isaaclab_mgpu.contract.errors.MgpuError` with its own
 message; no ``kubectl`` on ``PATH`` is a :class:`~isaaclab_mgpu.contract.errors.UsageError`.
@@ -84,15 +70,11 @@ class JobState:
     """The deciding condition's reason and message (empty: none)."""
 
 
-def pod_selector(job: KubeJob, *, node0: bool = False) -> str:
-    """The label selector of the job's pods (``node0``: node 0's pod only)."""
-    if job.kind == "PyTorchJob":
-        # The v1 operator labels every replica with the job's name; the master is node 0.
-        own = f"training.kubeflow.org/job-name={job.name}"
-        return f"{own},training.kubeflow.org/replica-type=master" if node0 else own
-    # The TrainJob's JobSet has its name; node 0 is completion index 0 of its indexed Job.
-    own = f"jobset.sigs.k8s.io/jobset-name={job.name}"
-    return f"{own},batch.kubernetes.io/job-completion-index=0" if node0 else own
+def pod_selector(job: KubeJob) -> str:
+    """The label selector of the job's pods."""
+    if job.kind == "PyTorchJob":  # the v1 operator labels every replica with the job's name
+        return f"training.kubeflow.org/job-name={job.name}"
+    return f"jobset.sigs.k8s.io/jobset-name={job.name}"  # the TrainJob's JobSet has its name
 
 
 def get_argv(job: KubeJob) -> list[str]:
@@ -196,7 +178,8 @@ def cancel(job: KubeJob, *, now: bool = False) -> bool:
                   "--cascade=foreground", f"--wait={wait}"])  # fmt: skip
     except _NotFound:
         return False
-    if now:  # grace period 0: the kubelet kills the pods at once
+    if now:  # grace period 0: the kubelet kills the pods at once (the job's own would not reach them:
+        # the garbage collector deletes them with theirs)
         _kubectl(["kubectl", "delete", "pods", "-n", job.namespace, "-l", pod_selector(job),
                   "--grace-period=0", "--force"])  # fmt: skip
     return True
@@ -207,8 +190,10 @@ def logs_argv(job: KubeJob, *, follow: bool) -> list[str]:
     tail = ["-f"] if follow else []
     if job.kind == "PyTorchJob":
         return ["kubectl", "logs", *tail, "-n", job.namespace, f"{job.name}-master-0"]
-    # By selector, kubectl shows only 10 lines unless told otherwise.
-    return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", pod_selector(job, node0=True), "--tail=-1"]
+    # Node 0 is completion index 0 of the JobSet's indexed Job. By selector, kubectl shows only 10
+    # lines unless told otherwise.
+    node0 = f"{pod_selector(job)},batch.kubernetes.io/job-completion-index=0"
+    return ["kubectl", "logs", *tail, "-n", job.namespace, "-l", node0, "--tail=-1"]
 
 
 def rows_with_kubernetes(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:

@@ -41,11 +41,9 @@ def create_run_folder(experiment_dir: Path, stamp: str, run_name: str | None) ->
     for n in range(1, 10_000):
         name = stamp if n == 1 else f"{stamp}-{n}"
         folder = experiment_dir / (f"{name}_{run_name}" if run_name else name)
-        try:
+        with contextlib.suppress(FileExistsError):
             folder.mkdir()
-        except FileExistsError:
-            continue
-        return folder
+            return folder
     raise OSError(f"no free run folder name under {experiment_dir} for {stamp}")
 
 
@@ -358,11 +356,10 @@ def _key(folder: str | Path) -> str:
 def linked(rows: list[RunRow], known: dict[str, Summary]) -> list[RunRow]:
     """``rows`` with their chains: who each continues and, among the rows, which run continues it."""
     later = {_key(r.continues): r.folder for r in rows if r.continues}
-    out = []
-    for r in rows:
-        chain = chain_of(r.continues, known) if r.continues else ()
-        out.append(dataclasses.replace(r, chain=chain, continued_in=later.get(_key(r.folder))))
-    return out
+    return [
+        dataclasses.replace(r, chain=chain_of(r.continues, known), continued_in=later.get(_key(r.folder)))
+        for r in rows
+    ]
 
 
 def last_folder(rows: list[RunRow], root: str) -> str:

@@ -8,20 +8,14 @@ no run names yet is a job still queued (or starting).
 
 :func:`probe_jobs` is the one place that asks SLURM (``squeue``, then ``sacct`` for a job ``squeue``
 no longer knows); without ``squeue`` (not a SLURM login node) or when it fails, it answers None and
-everything here behaves as without SLURM. :func:`with_jobs` is pure over what was probed:
-
-- a submission no run names yet, whose job is pending or running: a row of its own, ``queued``
-  (with SLURM's reason: ``Resources``, ``Priority``, ``BeginTime`` …) or ``starting``;
-- a run whose record says ``running`` while its newest job is no longer alive in SLURM (ended, or
-  unknown to ``squeue`` and ``sacct``): ``lost``, wherever it is read — its processes died without
-  a chance to record (a node lost with them, a hard kill). A job still completing (its processes
-  saving and ending) is alive.
+everything here behaves as without SLURM. :func:`with_jobs` is pure over what was probed: a
+submission no run names yet whose job is alive is a row of its own (``queued`` or ``starting``), and
+a run whose record says ``running`` while its newest job is no longer alive (:attr:`JobState.alive`)
+is ``lost``, wherever it is read (docs/commands.md, "mgpu runs").
 
 :func:`find_target` turns what a user names into a run folder and/or its submission; :class:`Follower`
 reads rank 0's console of every attempt in order (``mgpu logs``, across restarts, requeues and
-resubmissions). :func:`scancel` is how ``mgpu cancel`` stops a job: SIGTERM to every node's step
-(each node's mgpu stops its ranks at a checkpoint), SIGKILL only after SLURM's ``KillWait``;
-``--now``: SIGKILL to every process of the job at once.
+resubmissions). :func:`scancel` is how ``mgpu cancel`` stops a job (docs/commands.md, "mgpu cancel").
 """
 
 from __future__ import annotations
@@ -41,7 +35,7 @@ from isaaclab_mgpu.contract import events as ev
 from isaaclab_mgpu.contract.errors import MgpuError, UsageError
 from isaaclab_mgpu.contract.files import write_json
 from isaaclab_mgpu.contract.layout import jobs_dir
-from isaaclab_mgpu.launcher.runs import RunRow, Story, find_runs, jobs_of, summary_folders
+from isaaclab_mgpu.launcher.runs import RunRow, find_runs, jobs_of, summary_folders
 
 #: SLURM job states in which the job's processes may still run or run again.
 ALIVE = frozenset(
@@ -93,9 +87,6 @@ class JobState:
     reason: str = ""
     """Why a pending job waits (``Resources``, ``BeginTime``, ``ReqNodeNotAvail`` …)."""
 
-    nodes: str = ""
-    """The nodes it runs on (a SLURM host list)."""
-
     @property
     def alive(self) -> bool:
         """True while the job's processes may run or run again."""
@@ -114,12 +105,10 @@ def submissions(log_root: str | Path) -> list[Submission]:
     """The submissions recorded under ``log_root``, newest first (unreadable records skipped)."""
     out = []
     for path in jobs_dir(log_root).glob("*.json"):
-        try:
+        with contextlib.suppress(OSError, ValueError, TypeError):
             data = json.loads(path.read_text())
             data["command"] = tuple(data.get("command") or ())
             out.append(Submission(**data))
-        except (OSError, ValueError, TypeError):
-            continue
     return sorted(out, key=lambda s: s.submitted_at, reverse=True)
 
 
@@ -151,7 +140,7 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess | None:
 
 def _squeue(select: Sequence[str]) -> dict[str, JobState] | str | None:
     """Every job ``squeue`` lists for ``select``; ``"unknown"``: it does not know the job; None: failed."""
-    done = _run(["squeue", "-h", "-t", "all", *select, "-o", "%i|%T|%r|%N"])
+    done = _run(["squeue", "-h", "-t", "all", *select, "-o", "%i|%T|%r"])
     if done is None:
         return None
     if done.returncode != 0:
@@ -159,9 +148,9 @@ def _squeue(select: Sequence[str]) -> dict[str, JobState] | str | None:
     out = {}
     for line in done.stdout.splitlines():
         parts = line.strip().split("|")
-        if len(parts) == 4:
+        if len(parts) == 3:
             reason = "" if parts[2] in ("None", "(null)") else parts[2]
-            out[parts[0]] = JobState(parts[0], parts[1], reason, parts[3])
+            out[parts[0]] = JobState(parts[0], parts[1], reason)
     return out
 
 
@@ -211,20 +200,16 @@ def rows_with_jobs(root: Path, rows: Sequence[RunRow]) -> list[RunRow]:
     """``rows`` (under ``root``) with what SLURM says of their jobs and of the jobs submitted there."""
     subs = submissions(root)
     wanted = [r.jobs[-1] for r in rows if r.jobs] + [s.job_id for s in subs]
-    if not wanted:
-        return list(rows)
-    return with_jobs(rows, subs, probe_jobs(wanted))
+    return with_jobs(rows, subs, probe_jobs(wanted))  # nothing wanted: nothing probed, rows unchanged
 
 
-def story_status(st: Story) -> Story:
-    """The story's status told what SLURM says: ``lost`` when it says running and its job is over."""
-    if st.status != "running":
-        return st
-    jobs = jobs_of(st.events)
-    states = probe_jobs(jobs[-1:]) if jobs else None
-    if states is None or states[jobs[-1]].alive:
-        return st
-    return dataclasses.replace(st, status="lost")
+def run_status(status: str, events: Sequence[ev.Event]) -> str:
+    """A run's ``status`` told what SLURM says: ``lost`` when it says running and its newest job is over."""
+    jobs = jobs_of(events) if status == "running" else ()
+    if not jobs:
+        return status
+    states = probe_jobs(jobs[-1:])
+    return "lost" if states is not None and not states[jobs[-1]].alive else status
 
 
 # -- a run named by the user ----------------------------------------------------------------------
@@ -249,19 +234,18 @@ def find_target(name: str, root: Path) -> Target:
     path = Path(name)
     if path.is_dir() and ((path / "events.jsonl").is_file() or (path / "summary.json").is_file()):
         return Target(path, None, _ledger_jobs(path))
-    subs = [s for s in submissions(root) if s.name == name]
-    if subs:
-        sub = subs[0]
+    sub = next((s for s in submissions(root) if s.name == name), None)  # the newest
+    if sub is not None:
         folder = run_of_job(sub.job_id, root)
         jobs = _ledger_jobs(folder) if folder is not None else ()
         return Target(folder, sub, jobs if sub.job_id in jobs else (*jobs, sub.job_id))
-    found = sorted(
+    found = max(
         (f for f in summary_folders(root) if f.name == name or f.name.endswith(f"_{name}")),
         key=lambda f: f.name,
-        reverse=True,
+        default=None,
     )
-    if found:
-        return Target(found[0], None, _ledger_jobs(found[0]))
+    if found is not None:
+        return Target(found, None, _ledger_jobs(found))
     raise UsageError(
         f"no run or submitted job named {name!r} under {root}: give a run folder, or the --job_name of "
         f"an mgpu submit (mgpu runs {root} lists them)"
@@ -283,12 +267,12 @@ def _ledger_jobs(folder: Path) -> tuple[str, ...]:
 
 def rank0_logs(folder: Path, events: Sequence[ev.Event]) -> list[Path]:
     """Rank 0's console files of every attempt of the run, in order, from its ``ranks_up`` events."""
-    base = _job_dir(folder, events)
-    out: list[Path] = []
-    for e in events:
-        if isinstance(e, ev.RanksUp) and e.logs:
-            logs = Path(e.logs) if Path(e.logs).is_absolute() else base / e.logs
-            out.append(elastic.rank_dir(logs, 0) / elastic.STDOUT)
+    base = _job_dir(folder, events)  # base / an absolute logs path is that path
+    out = [
+        elastic.rank_dir(base / e.logs, 0) / elastic.STDOUT
+        for e in events
+        if isinstance(e, ev.RanksUp) and e.logs
+    ]
     return [p for p in dict.fromkeys(out) if p.is_file()]
 
 

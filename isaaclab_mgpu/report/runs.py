@@ -5,15 +5,10 @@ written. A field the summary holds with the wrong type shows as ``?`` (absent: `
 is strict JSON (never ``NaN``); ``--last`` writes the folder's bytes exactly as the file system
 has them.
 
-A row's status carries its history: how far a run with a ledger got, its restarts and requeues
-(``requeued 34/150``, ``finished 150 (3 requeues, 1 restart)``), the folder it ``continues`` or is
-``continued in``, SLURM's state of its newest job (``job 123: pending Resources``) and, for a
-Kubernetes job, kubectl's (noting a run folder that lives in the pods' storage). The rows, queued
-jobs included, are :mod:`isaaclab_mgpu.launcher.runs`'s.
-
-The table fits the terminal: the folder, what a user copies, is always printed whole on one line,
-with the status; the other columns (:data:`_COLUMNS`, most important first) give way from the end.
-Sent to a file or pipe it is :data:`PIPE_WIDTH` wide (``COLUMNS`` sets another width).
+The rows, queued jobs included, are :mod:`isaaclab_mgpu.launcher.runs`'s. What a row's status
+shows of its history (progress, restarts, requeues, the run it continues, its SLURM or Kubernetes
+job) and how the table fits the terminal (:func:`fitted`, :data:`_COLUMNS`, :data:`PIPE_WIDTH`):
+docs/commands.md, "mgpu runs".
 
 :func:`story` prints one run's ledger (``mgpu runs <run folder>``) as a timeline: a headline, then
 one line per event, each stretch of progress and checkpoints folded into one; :func:`story_json`
@@ -23,6 +18,7 @@ prints every event.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import sys
@@ -344,25 +340,19 @@ def story(st: Story) -> None:
     head = cell(f"{st.folder}: ")
     head.append_text(cell(_headline(st), _STATUS_STYLE.get(st.status, "")))
     console.print(head, crop=False, soft_wrap=True)
-    stretch: list[Any] = []
 
-    def flush() -> None:
-        if stretch:
-            console.print(
-                cell(f"  {_clock(stretch[-1].time)}  {'trained':<12} {_trained(stretch)}"), soft_wrap=True
-            )
-            stretch.clear()
+    def line(t: float, label: str, text: str) -> None:
+        console.print(cell(f"  {_clock(t)}  {label:<12} {text}"), soft_wrap=True)
 
-    for e in st.events:
-        if isinstance(e, ev.Progress | ev.Checkpoint):
-            stretch.append(e)
-            continue
-        if isinstance(e, ev.Account | ev.Noted):  # summary.json's bookkeeping: the figures are above
-            continue
-        flush()
-        label, text = _event_line(e)
-        console.print(cell(f"  {_clock(e.time)}  {label:<12} {text}"), soft_wrap=True)
-    flush()
+    # summary.json's bookkeeping (account, noted) is passed over: the figures are in the headline.
+    shown = [e for e in st.events if not isinstance(e, ev.Account | ev.Noted)]
+    for trained, group in itertools.groupby(shown, key=lambda e: isinstance(e, ev.Progress | ev.Checkpoint)):
+        if trained:  # a stretch of progress and checkpoints: one line
+            stretch = list(group)
+            line(stretch[-1].time, "trained", _trained(stretch))
+        else:
+            for e in group:
+                line(e.time, *_event_line(e))
     if st.skipped:
         console.print(
             cell(f"  ({_plural(st.skipped, 'line')} of the ledger skipped: torn, unknown or newer)", "dim")
