@@ -68,6 +68,13 @@ def test_queued_jobs_get_a_row_and_a_run_whose_job_is_over_is_lost(tmp_path):
     assert str(live) == rows[0].folder and str(done) == rows[1].folder
 
 
+def test_an_unreadable_submission_record_is_skipped(tmp_path):
+    _submitted(tmp_path, "first", "13", 1.0)
+    for i, text in enumerate(("[1, 2]", '"text"', "3", "{", '{"job_id": "9"}')):
+        (slurmjobs.jobs_dir(tmp_path) / f"stray{i}.json").write_text(text)
+    assert [s.job_id for s in slurmjobs.submissions(tmp_path)] == ["13"]
+
+
 def test_a_run_is_named_by_folder_job_name_or_folder_name(tmp_path):
     folder = _run(tmp_path, "2026-01-02_10-00-00_mine", _launched("13", "x"))
     _submitted(tmp_path, "first", "13", 1.0)

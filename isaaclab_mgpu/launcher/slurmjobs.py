@@ -105,7 +105,8 @@ def submissions(log_root: str | Path) -> list[Submission]:
     """The submissions recorded under ``log_root``, newest first (unreadable records skipped)."""
     out = []
     for path in jobs_dir(log_root).glob("*.json"):
-        with contextlib.suppress(OSError, ValueError, TypeError):
+        # AttributeError: JSON that is not an object (a list, a number) has no .get
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
             data = json.loads(path.read_text())
             data["command"] = tuple(data.get("command") or ())
             out.append(Submission(**data))
