@@ -277,13 +277,13 @@ def test_the_disk_rule_warns_below_the_floor_and_below_three_checkpoints_of_a_re
     assert [f.status for f in system.disk_rule(F)] == ["pass"]
     F.disk = DiskFacts("logs", "/mnt/x", 2**29)
     (low,) = system.disk_rule(F)
-    assert low.status == "warn" and "/mnt/x" in low.observed and "below 1.0 GiB" in low.observed
+    assert low.status == "warn" and "/mnt/x" in low.observed and "below 1 GiB" in low.observed
     F.disk = DiskFacts("logs", "/", 5 * 2**30, "logs/r/model_9.pt", 2 * 2**30)
     (resumed,) = system.disk_rule(F)
     assert (
         resumed.status == "warn"
         and "less than 3 checkpoints" in resumed.observed
-        and "2.0 GiB" in resumed.observed
+        and "2 GiB" in resumed.observed
     )
     F.disk = None
     assert system.disk_rule(F) == []
@@ -371,3 +371,18 @@ def test_a_full_log_root_ends_the_run_in_one_line_without_a_traceback_or_a_resta
     assert last.startswith("mgpu: error: rank 0") and "disk full" in last, last
     assert f"mounted at {root}" in last and "could not write " + str(root) in last, last
     assert f"the newest whole checkpoint is {newest}" in last, last
+
+
+def test_sizes_are_said_in_one_style_everywhere():
+    sizes = (0, 1023, 1536, 10 * 1024 - 1, 64 * 2**20, 2**30, 3 * 2**39, 2**42, None)
+    assert [space.size_text(n) for n in sizes] == [
+        "0 B",
+        "1023 B",
+        "1.5 KiB",
+        "10 KiB",
+        "64 MiB",
+        "1 GiB",
+        "1.5 TiB",
+        "4 TiB",
+        "unknown",
+    ]

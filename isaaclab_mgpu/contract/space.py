@@ -55,17 +55,18 @@ def free_bytes(path: str | os.PathLike[str]) -> int | None:
 
 
 def size_text(n: int | None) -> str:
-    """``1.5 GiB``, ``312.0 KiB``, ``0 B``; ``unknown`` for None."""
+    """``1.5 GiB``, ``312 KiB``, ``0 B`` (a decimal only below 10 of a unit); ``unknown`` for None."""
     if n is None:
         return "unknown"
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB"):
-        value /= 1024
+    value, unit = float(n), "B"
+    for larger in ("KiB", "MiB", "GiB", "TiB"):
         if value < 1024:
-            return f"{value:.1f} {unit}"
-    return f"{value / 1024:.1f} TiB"
+            break
+        value, unit = value / 1024, larger
+    if unit == "B":
+        return f"{n} B"
+    value = round(value, 1)
+    return f"{value:.0f} {unit}" if value >= 10 or value.is_integer() else f"{value} {unit}"
 
 
 def full_line(exc: OSError, folder: str | os.PathLike[str], newest: str | os.PathLike[str] | None) -> str:

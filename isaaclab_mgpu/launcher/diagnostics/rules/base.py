@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from isaaclab_mgpu.contract import space
 from isaaclab_mgpu.contract.devices import identity
 from isaaclab_mgpu.launcher.diagnostics.facts import UNLIMITED, Facts, Package
 from isaaclab_mgpu.launcher.nvml import Gpu
@@ -49,13 +50,7 @@ def finding(area: str, name: str, status: str, observed: str, fix: str | None = 
 
 def size(n: int) -> str:
     """A byte count in words (``64 MiB``, ``unlimited``)."""
-    if n == UNLIMITED:
-        return "unlimited"
-    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
-        if n >= scale:
-            value = n / scale
-            return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} B"
+    return "unlimited" if n == UNLIMITED else space.size_text(n)
 
 
 def package(facts: Facts, name: str) -> Package | None:
