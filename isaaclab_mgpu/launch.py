@@ -210,7 +210,8 @@ def train(
     if placement.done:
         return 0
     resolved, cmd = own_log_folder(resolved)  # this launch's per-rank logs: never another's
-    folder = placement.place.run_dir
+    place = placement.place
+    folder = place.run_dir
     progress.starting(resolved.nproc, cmd.world_size, cmd.launcher, str(folder) if folder else None)
     # The libraries' start-up printouts stay in the per-rank logs unless every rank's output or
     # everything (--debug) is asked for. Embedded tasks only: an Isaac Lab task's rank 0 shows the
@@ -230,7 +231,7 @@ def train(
         requeue_signal=spec.requeue_signum,
         checkpoints=spec.builtin_worker,  # a --script's restart runs it again from its beginning
     )
-    place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
+    ident = continuation.identity_of(spec)[0] if spec.builtin_worker else None
     trains = (ident.task, ident.total) if ident is not None else None
     record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
     world = _Shrinking(resolved, cmd, record)
@@ -243,7 +244,7 @@ def train(
     try:
         outcome = run_attempts(
             cmd,
-            placement.place,
+            place,
             restart,
             options,
             progress.tell if view is None else view.telling(progress.tell),
@@ -370,9 +371,10 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
                 else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
             )
         )
+    # Otherwise the last attempt failed, hung or was interrupted (attempts._judge): exit_code raises.
     settle_run(outcome, record)
     try:
-        exit_code(outcome.result, cmd, spec)
+        return exit_code(outcome.result, cmd, spec)
     except Interrupted as exc:
         cancelled = node0 and folder is not None and os.path.exists(os.path.join(folder, CANCEL))
         record.write(ev.Interrupted, iteration=last.reached, exit_code=exc.exit_code, cancelled=cancelled)
@@ -400,8 +402,6 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
         record.write(ev.Failed, exit_code=code, reason=message, iteration=last.reached)
         kind = NotRestartable if code == EXIT_NOT_RESTARTABLE else type(exc)
         raise kind(message, exit_code=code) from None
-    record.write(ev.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
-    return 0
 
 
 def _mendable(outcome: Outcome) -> bool:
