@@ -241,30 +241,25 @@ def train(
 
         alive = Liveness()  # for the whole run: the other nodes ask it before leaving this node out
         options = dataclasses.replace(options, alive_port=alive.port)
-    try:
-        outcome = run_attempts(
-            cmd,
-            place,
-            restart,
-            options,
-            progress.tell if view is None else view.telling(progress.tell),
-            ledger=record,
-            reshape=world if spec.node_floor is not None else None,
-        )
-    except BaseException:
-        record.close()  # mgpu's own error or a second Ctrl-C: the ledger says running, as the summary
-        raise
-    finally:
-        if view is not None:
-            view.close()
-        if alive is not None:
-            alive.close()
-    progress.result(outcome.result)
-    resolved, cmd = world.resolved, world.cmd  # the world the run ended in (after any shrink)
-    try:
-        return conclude(resolved, cmd, outcome, record)
-    finally:
-        record.close()
+    # On mgpu's own error or a second Ctrl-C the ledger is closed as it is: running, as the summary.
+    with contextlib.closing(record):
+        try:
+            outcome = run_attempts(
+                cmd,
+                place,
+                restart,
+                options,
+                progress.tell if view is None else view.telling(progress.tell),
+                ledger=record,
+                reshape=world if spec.node_floor is not None else None,
+            )
+        finally:
+            if view is not None:
+                view.close()
+            if alive is not None:
+                alive.close()
+        progress.result(outcome.result)
+        return conclude(world.resolved, world.cmd, outcome, record)  # the world after any shrink
 
 
 @dataclasses.dataclass
