@@ -5,8 +5,7 @@ One function per command: ``dry-run`` → :func:`plan` (:func:`emit_job` with ``
 :mod:`.launcher.kubectl`), ``train``, ``check-env``, ``probe-nccl`` (:func:`emit_probe_job` with
 ``--emit``), ``scale``, ``runs`` → :func:`list_runs`, ``stacks`` → :func:`live_stacks`, ``skills check``.
 Each launch runs the shared core (:func:`~.launcher.pipeline.prepare`) and the domain packages, which
-return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`. It runs in the
-``mgpu`` process (see ``docs/architecture.md`` for the sides).
+return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`.
 """
 
 from __future__ import annotations
