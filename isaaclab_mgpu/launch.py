@@ -357,14 +357,12 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             report.note(_REQUEUE_EXPECTED)
             raise Requeued(f"stopped at a checkpoint{at} on {signame}; node 0 requeues the job")
         again = _resubmit_line(resolved)
-        raise Requeued(
-            f"stopped at a checkpoint{at} on {signame}; "
-            + (
-                f"to continue: {again}"
-                if again
-                else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
-            )
+        then = (
+            f"to continue: {again}"
+            if again
+            else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
         )
+        raise Requeued(f"stopped at a checkpoint{at} on {signame}; {then}")
     # Otherwise the last attempt failed, hung or was interrupted (attempts._judge): exit_code raises.
     settle_run(outcome, record)
     try:
@@ -543,10 +541,8 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec) -> int:
         nxt = f"; check communication with: {probe_command(spec, cmd.world_size)}"
         raise Hang(f"hang: {result.stall.headline()}{where}{nxt}", exit_code=result.exit_code)
     if result.interrupted:
-        if result.killed_after_grace:
-            how = "processes that outlived the grace period were SIGKILLed"
-        else:
-            how = "every process ended"
+        killed = result.killed_after_grace
+        how = "processes that outlived the grace period were SIGKILLed" if killed else "every process ended"
         raise Interrupted(f"stopped as asked; {how}", exit_code=result.exit_code)
     if result.failure is not None:
         f = result.failure
