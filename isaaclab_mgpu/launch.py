@@ -5,8 +5,7 @@ One function per command: ``dry-run`` → :func:`plan` (:func:`emit_job` with ``
 :mod:`.launcher.kubectl`), ``train``, ``check-env``, ``probe-nccl`` (:func:`emit_probe_job` with
 ``--emit``), ``scale``, ``runs`` → :func:`list_runs`, ``stacks`` → :func:`live_stacks`, ``skills check``.
 Each launch runs the shared core (:func:`~.launcher.pipeline.prepare`) and the domain packages, which
-return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`. It runs in the
-``mgpu`` process (see ``docs/architecture.md`` for the sides).
+return data and never print; only here do results reach :mod:`isaaclab_mgpu.report`.
 """
 
 from __future__ import annotations
@@ -210,7 +209,8 @@ def train(
     if placement.done:
         return 0
     resolved, cmd = own_log_folder(resolved)  # this launch's per-rank logs: never another's
-    folder = placement.place.run_dir
+    place = placement.place
+    folder = place.run_dir
     progress.starting(resolved.nproc, cmd.world_size, cmd.launcher, str(folder) if folder else None)
     # The libraries' start-up printouts stay in the per-rank logs unless every rank's output or
     # everything (--debug) is asked for. Embedded tasks only: an Isaac Lab task's rank 0 shows the
@@ -230,7 +230,7 @@ def train(
         requeue_signal=spec.requeue_signum,
         checkpoints=spec.builtin_worker,  # a --script's restart runs it again from its beginning
     )
-    place, ident = placement.place, continuation.identity_of(spec)[0] if spec.builtin_worker else None
+    ident = continuation.identity_of(spec)[0] if spec.builtin_worker else None
     trains = (ident.task, ident.total) if ident is not None else None
     record = ledger.for_launch(resolved, cmd, place.run_dir, place.named_by_rank, placement.continued, trains)
     world = _Shrinking(resolved, cmd, record)
@@ -240,30 +240,25 @@ def train(
 
         alive = Liveness()  # for the whole run: the other nodes ask it before leaving this node out
         options = dataclasses.replace(options, alive_port=alive.port)
-    try:
-        outcome = run_attempts(
-            cmd,
-            placement.place,
-            restart,
-            options,
-            progress.tell if view is None else view.telling(progress.tell),
-            ledger=record,
-            reshape=world if spec.node_floor is not None else None,
-        )
-    except BaseException:
-        record.close()  # mgpu's own error or a second Ctrl-C: the ledger says running, as the summary
-        raise
-    finally:
-        if view is not None:
-            view.close()
-        if alive is not None:
-            alive.close()
-    progress.result(outcome.result)
-    resolved, cmd = world.resolved, world.cmd  # the world the run ended in (after any shrink)
-    try:
-        return conclude(resolved, cmd, outcome, record)
-    finally:
-        record.close()
+    # On mgpu's own error or a second Ctrl-C the ledger is closed as it is: running, as the summary.
+    with contextlib.closing(record):
+        try:
+            outcome = run_attempts(
+                cmd,
+                place,
+                restart,
+                options,
+                progress.tell if view is None else view.telling(progress.tell),
+                ledger=record,
+                reshape=world if spec.node_floor is not None else None,
+            )
+        finally:
+            if view is not None:
+                view.close()
+            if alive is not None:
+                alive.close()
+        progress.result(outcome.result)
+        return conclude(world.resolved, world.cmd, outcome, record)  # the world after any shrink
 
 
 @dataclasses.dataclass
@@ -362,17 +357,16 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
             report.note(_REQUEUE_EXPECTED)
             raise Requeued(f"stopped at a checkpoint{at} on {signame}; node 0 requeues the job")
         again = _resubmit_line(resolved)
-        raise Requeued(
-            f"stopped at a checkpoint{at} on {signame}; "
-            + (
-                f"to continue: {again}"
-                if again
-                else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
-            )
+        then = (
+            f"to continue: {again}"
+            if again
+            else "run the same command with --resume auto to continue (in a SLURM job: add --requeue)"
         )
+        raise Requeued(f"stopped at a checkpoint{at} on {signame}; {then}")
+    # Otherwise the last attempt failed, hung or was interrupted (attempts._judge): exit_code raises.
     settle_run(outcome, record)
     try:
-        exit_code(outcome.result, cmd, spec)
+        return exit_code(outcome.result, cmd, spec)
     except Interrupted as exc:
         cancelled = node0 and folder is not None and os.path.exists(os.path.join(folder, CANCEL))
         record.write(ev.Interrupted, iteration=last.reached, exit_code=exc.exit_code, cancelled=cancelled)
@@ -400,8 +394,6 @@ def conclude(resolved: ResolvedSpec, cmd: Command, outcome: Outcome, record: Run
         record.write(ev.Failed, exit_code=code, reason=message, iteration=last.reached)
         kind = NotRestartable if code == EXIT_NOT_RESTARTABLE else type(exc)
         raise kind(message, exit_code=code) from None
-    record.write(ev.Finished, iteration=last.reached, seconds=sum(a.seconds for a in outcome.attempts))
-    return 0
 
 
 def _mendable(outcome: Outcome) -> bool:
@@ -549,10 +541,8 @@ def exit_code(result: RunResult, cmd: Command, spec: LaunchSpec) -> int:
         nxt = f"; check communication with: {probe_command(spec, cmd.world_size)}"
         raise Hang(f"hang: {result.stall.headline()}{where}{nxt}", exit_code=result.exit_code)
     if result.interrupted:
-        if result.killed_after_grace:
-            how = "processes that outlived the grace period were SIGKILLed"
-        else:
-            how = "every process ended"
+        killed = result.killed_after_grace
+        how = "processes that outlived the grace period were SIGKILLed" if killed else "every process ended"
         raise Interrupted(f"stopped as asked; {how}", exit_code=result.exit_code)
     if result.failure is not None:
         f = result.failure

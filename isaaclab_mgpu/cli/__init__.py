@@ -1,7 +1,5 @@
-"""The ``mgpu`` command line: thin Typer commands over one launch core.
-
-Launcher side, command layer: runs in the ``mgpu`` process; with :mod:`isaaclab_mgpu.launch` the
-only code that imports :mod:`isaaclab_mgpu.report`.
+"""The ``mgpu`` command line: thin Typer commands over one launch core (the command layer of
+``docs/architecture.md``).
 
 Each launch command's options come from their one declaration (:mod:`.options`); every command
 calls one function of :mod:`isaaclab_mgpu.launch`. No logic lives here; :func:`main` is the one

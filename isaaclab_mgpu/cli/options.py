@@ -174,9 +174,10 @@ def spec_for(ctx: click.Context, params: dict[str, Any]) -> LaunchSpec:
     return spec
 
 
-def _given(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """``values`` without the ones not given (None) that the command has a default of its own for."""
-    return {k: v for k, v in values.items() if v is not None or k not in defaults}
+def _built(cls: Any, command: str, params: dict[str, Any], defaults: dict[str, Any]) -> Any:
+    """``cls`` from a parsed command: each value given, else the command's default, else the class's."""
+    given = {k: v for k, v in _values(cls, command, params).items() if v is not None}
+    return from_text(cls, **{**defaults, **given})
 
 
 def launch_command(
@@ -203,11 +204,7 @@ def launch_command(
         @functools.wraps(fn)
         def command(ctx: typer.Context, **kwargs: Any) -> Any:
             built = {
-                g: spec_for(ctx, kwargs)
-                if g == "spec"
-                else from_text(
-                    classes[g], **{**defaults[g], **_given(_values(classes[g], name, kwargs), defaults[g])}
-                )
+                g: spec_for(ctx, kwargs) if g == "spec" else _built(classes[g], name, kwargs, defaults[g])
                 for g in wanted
             }
             debug = kwargs["debug"] or bool(getattr(ctx.obj, "debug", False))

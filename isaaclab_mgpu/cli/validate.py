@@ -17,18 +17,12 @@ import typer
 from isaaclab_mgpu.cli.command import LaunchCommand
 from isaaclab_mgpu.cli.options import spec_for
 from isaaclab_mgpu.contract.errors import MgpuError
+from isaaclab_mgpu.contract.worker_args import option_strings
 from isaaclab_mgpu.launcher.options import declared
 from isaaclab_mgpu.launcher.spec import LaunchSpec
 
 #: Flags of Isaac Lab's own ``train.py`` that docs may quote and the worker's parser does not know.
 ISAACLAB_TRAIN_FLAGS = frozenset({"--enable_cameras", "--load_run"})
-
-
-def training_flags() -> frozenset[str]:
-    """Flags a launch may pass through: the built-in worker's and Isaac Lab ``train.py``'s."""
-    from isaaclab_mgpu.contract.worker_args import option_strings
-
-    return ISAACLAB_TRAIN_FLAGS | option_strings()
 
 
 def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
@@ -58,7 +52,7 @@ def parse_command_line(app: typer.Typer, argv: list[str]) -> str | None:
             checked = isinstance(command, LaunchCommand) and spec.builtin_worker
         if not checked:
             unknown = [a.split("=")[0] for a in ctx.args if a.startswith("--")]
-            strangers = [f for f in unknown if f not in training_flags()]
+            strangers = [f for f in unknown if f not in ISAACLAB_TRAIN_FLAGS | option_strings()]
             if strangers:
                 return f"unknown option {strangers[0]} (not an mgpu option nor a known training flag)"
     except MgpuError as exc:

@@ -65,8 +65,7 @@ Parser = Callable[[list[str]], "str | None"]
 def check_tree(root: Path, parse: Parser) -> list[Problem]:
     """Check every skill and every Markdown file of ``root``; return the problems found."""
     problems: list[Problem] = []
-    skills = root / "skills"
-    for skill_md in sorted(skills.glob("*/SKILL.md")):
+    for skill_md in sorted(root.glob("skills/*/SKILL.md")):
         problems += check_skill(skill_md.parent, root)
     for md in markdown_files(root):
         text = md.read_text()
