@@ -43,7 +43,7 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import drift, isaac_drift, isaac_resume, localcomm
-from isaaclab_mgpu.rank.backends.base import checksum
+from isaaclab_mgpu.rank.backends.base import parameters_checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
 from isaaclab_mgpu.rank.patches import isaaclab as compat
@@ -200,7 +200,7 @@ class Bookkeeper(compat.Observer):
         self.start = iteration
         self.drift.started(iteration)
         if hasattr(self, "_modules"):  # skrl broadcasts when built; every rank loads the same file after
-            self.start_sum = _checksum(self._modules)
+            self.start_sum = parameters_checksum(self._modules)
         if self.ctx.rank == 0:
             source = self.cont.checkpoint if self.cont is not None and self.cont.checkpoint else checkpoint
             self.loaded = source or None
@@ -214,7 +214,7 @@ class Bookkeeper(compat.Observer):
 
     def synced(self, modules: list[Any]) -> None:
         """Record the first checksum (parameters now equal on every rank) and start the clock."""
-        self.start_sum = _checksum(modules)
+        self.start_sum = parameters_checksum(modules)
         self._modules = modules
         progress.beat("broadcast")
         progress.after_startup()
@@ -273,7 +273,7 @@ class Bookkeeper(compat.Observer):
         progress.beat("finish")
         if self.t0 is not None:
             self.train_time = time.perf_counter() - self.t0
-        self.end_sum = _checksum(self._modules) if hasattr(self, "_modules") else None
+        self.end_sum = parameters_checksum(self._modules) if hasattr(self, "_modules") else None
         rate = self.steps / self.train_time if self.train_time > 0 else 0.0
         rewards = [np.nan if r is None else r for r in self.rewards]
         t = progress.reporter().totals()  # this rank's busy/wait split (isaaclab_mgpu.progress)
@@ -381,24 +381,6 @@ class Bookkeeper(compat.Observer):
             return None
         path = Path(self.rank_dir)
         return path.parent if path.name == f"rank_{self.ctx.rank}" and self.ctx.rank else path
-
-
-def _checksum(modules: list[Any]) -> str:
-    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models)."""
-    # Parameters only: normaliser buffers are updated per rank in every library's multi-GPU mode.
-    arrays: list[np.ndarray] = []
-    for module in modules:
-        named = getattr(module, "named_parameters", None)
-        if callable(named):  # torch.nn.Module
-            arrays += [p.detach().float().cpu().numpy() for _, p in sorted(named())]
-        else:  # skrl JAX model: parameters in .state_dict.params
-            import jax
-
-            state = module.state_dict
-            arrays += [
-                np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(getattr(state, "params", state))
-            ]
-    return checksum(arrays)
 
 
 def _whole(library: str | None, run_dir: Path) -> Path | None:
