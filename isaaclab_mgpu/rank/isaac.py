@@ -3,9 +3,8 @@
 :func:`run` does what Isaac Lab's multi-GPU worker (``isaaclab_rl/entrypoints/multigpu.py``) does
 for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``, with:
 
-- the Isaac Lab training command line from :func:`train_argv` (pure): the library, task, the
-  rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank,
-  ``--checkpoint`` when it continues one, the Isaac Lab options the user gave, then the Hydra items;
+- the Isaac Lab training command line from :func:`train_argv` (pure; what it holds:
+  ``docs/training.md``, "Isaac Lab tasks");
 - a resume continuing the run in its own folder, at its iteration counter (:mod:`.isaac_resume`);
 - on CPU ranks, a gloo process group joined first; the patches of :mod:`.patches` on every rank;
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksums
@@ -18,9 +17,6 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
   saves through its own code and training ends there (every rank exits 0, the run is ``stopped``);
 - the ranks' drift check (:mod:`.isaac_drift`); under ``--on_drift stop`` a drift ends training the
   same way (``drifted``).
-
-Isaac Lab's logger, its ``params/`` dump, ``run.json`` manifest, checkpoints and ``--checkpoint``
-selectors are all its own.
 """
 
 from __future__ import annotations
