@@ -323,16 +323,9 @@ class Bookkeeper(compat.Observer):
         }
         if self.iteration_s and self.t0 is not None:
             spent = self.train_time or time.perf_counter() - self.t0
-            fields["segments"] = (
-                summaries.segment(
-                    self.began,
-                    self.start,
-                    done,
-                    spent,
-                    self.iteration_s,
-                    self.last_steps * self.ctx.world_size,
-                ),
-            )
+            steps = self.last_steps * self.ctx.world_size
+            segment = summaries.segment(self.began, self.start, done, spent, self.iteration_s, steps)
+            fields["segments"] = (segment,)
         if self.loaded is not None:
             fields["resumed_from"] = self.loaded
             origin = isaac_resume.run_folder_of(self.library, Path(self.loaded)).resolve()
@@ -403,15 +396,8 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     from isaaclab_rl.entrypoints.dispatch import run_train_cli
 
     library, task = args.rl_library, args.task
-    with continuation(
-        library,
-        task,
-        args.resume,
-        ctx.rank,
-        ctx.world_size,
-        env_vars,
-        args.run_timestamp or run_stamp(env_vars),
-    ) as cont:
+    stamp = args.run_timestamp or run_stamp(env_vars)
+    with continuation(library, task, args.resume, ctx.rank, ctx.world_size, env_vars, stamp) as cont:
         book = Bookkeeper(ctx, "jax" if jax else "torch", cont, args.max_iterations, library, args, env_vars)
         argv = train_argv(args, ctx, cont)
         progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent
