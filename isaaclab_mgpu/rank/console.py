@@ -2,10 +2,10 @@
 
 Rank 0 prints one plain line per iteration when its stdout is not a terminal (always under ``mgpu
 train``, which turns those lines into its own progress bar; the format is
-:mod:`isaaclab_mgpu.contract.lines`); a worker run by hand on a terminal draws the same bar itself
-(:func:`iteration_bar`). Every rank prints one line per parameter synchronisation check; a worker's
-refusal is one ``isaaclab_mgpu.worker: error:`` line on stderr (:func:`worker_error`). Rich is
-imported only when a bar is drawn.
+:mod:`isaaclab_mgpu.contract.lines`); a worker run by hand on a terminal draws the same bar itself.
+Every rank prints one line per parameter synchronisation check; a worker's refusal is one
+``isaaclab_mgpu.worker: error:`` line on stderr (:func:`worker_error`). Rich is imported only when
+a bar is drawn.
 """
 
 from __future__ import annotations
@@ -41,14 +41,6 @@ def worker_error(message: str) -> None:
     """One ``isaaclab_mgpu.worker: error:`` line on stderr, also kept as the rank's reason."""
     sys.stderr.write(f"{WORKER}: error: {printable(message)}\n")
     reasons.record(message)
-
-
-def iteration_bar() -> Any:
-    """A Rich progress bar for training iterations (:data:`~isaaclab_mgpu.contract.lines.BAR_COLUMNS`)."""
-    import rich.progress
-
-    columns = [getattr(rich.progress, name)(*args) for name, *args in BAR_COLUMNS]
-    return rich.progress.Progress(*columns, redirect_stdout=True, redirect_stderr=True)
 
 
 def isaac_summary(path: str, checksums_equal: bool | None, env_steps_per_s: float) -> None:
@@ -88,8 +80,11 @@ class TrainingConsole:
             return
         self._last_reward = last_reward
         self.note(f"training {description}: iterations {first + 1}..{total}")
-        if self.tty:
-            self._progress = iteration_bar()
+        if self.tty:  # the bar mgpu train draws from the plain lines (contract.lines.BAR_COLUMNS)
+            import rich.progress
+
+            columns = [getattr(rich.progress, name)(*args) for name, *args in BAR_COLUMNS]
+            self._progress = rich.progress.Progress(*columns, redirect_stdout=True, redirect_stderr=True)
             self._task = self._progress.add_task("train", total=total, completed=first, info="")
             self._progress.start()
 

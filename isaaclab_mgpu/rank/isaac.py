@@ -3,9 +3,8 @@
 :func:`run` does what Isaac Lab's multi-GPU worker (``isaaclab_rl/entrypoints/multigpu.py``) does
 for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``, with:
 
-- the Isaac Lab training command line from :func:`train_argv` (pure): the library, task, the
-  rank's device, ``--distributed`` on multi-rank runs, one ``--run_timestamp`` for every rank,
-  ``--checkpoint`` when it continues one, the Isaac Lab options the user gave, then the Hydra items;
+- the Isaac Lab training command line from :func:`train_argv` (pure; what it holds:
+  ``docs/training.md``, "Isaac Lab tasks");
 - a resume continuing the run in its own folder, at its iteration counter (:mod:`.isaac_resume`);
 - on CPU ranks, a gloo process group joined first; the patches of :mod:`.patches` on every rank;
 - a :class:`Bookkeeper` observing the run: the run folder Isaac Lab chose, the parameter checksums
@@ -18,9 +17,6 @@ for the chosen library, ``isaaclab_rl.entrypoints.dispatch.run_train_cli(argv)``
   saves through its own code and training ends there (every rank exits 0, the run is ``stopped``);
 - the ranks' drift check (:mod:`.isaac_drift`); under ``--on_drift stop`` a drift ends training the
   same way (``drifted``).
-
-Isaac Lab's logger, its ``params/`` dump, ``run.json`` manifest, checkpoints and ``--checkpoint``
-selectors are all its own.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ from isaaclab_mgpu.contract.layout import SUMMARY
 from isaaclab_mgpu.contract.summary import REFRESH_BUDGET, Checksums, Rates, Summary
 from isaaclab_mgpu.contract.worker_args import WorkerArgs
 from isaaclab_mgpu.rank import drift, isaac_drift, isaac_resume, localcomm
-from isaaclab_mgpu.rank.backends.base import checksum
+from isaaclab_mgpu.rank.backends.base import parameters_checksum
 from isaaclab_mgpu.rank.console import TrainingConsole, isaac_resumed, isaac_summary
 from isaaclab_mgpu.rank.isaac_resume import Continuation, continuation
 from isaaclab_mgpu.rank.patches import isaaclab as compat
@@ -200,7 +196,7 @@ class Bookkeeper(compat.Observer):
         self.start = iteration
         self.drift.started(iteration)
         if hasattr(self, "_modules"):  # skrl broadcasts when built; every rank loads the same file after
-            self.start_sum = _checksum(self._modules)
+            self.start_sum = parameters_checksum(self._modules)
         if self.ctx.rank == 0:
             source = self.cont.checkpoint if self.cont is not None and self.cont.checkpoint else checkpoint
             self.loaded = source or None
@@ -214,7 +210,7 @@ class Bookkeeper(compat.Observer):
 
     def synced(self, modules: list[Any]) -> None:
         """Record the first checksum (parameters now equal on every rank) and start the clock."""
-        self.start_sum = _checksum(modules)
+        self.start_sum = parameters_checksum(modules)
         self._modules = modules
         progress.beat("broadcast")
         progress.after_startup()
@@ -273,7 +269,7 @@ class Bookkeeper(compat.Observer):
         progress.beat("finish")
         if self.t0 is not None:
             self.train_time = time.perf_counter() - self.t0
-        self.end_sum = _checksum(self._modules) if hasattr(self, "_modules") else None
+        self.end_sum = parameters_checksum(self._modules) if hasattr(self, "_modules") else None
         rate = self.steps / self.train_time if self.train_time > 0 else 0.0
         rewards = [np.nan if r is None else r for r in self.rewards]
         t = progress.reporter().totals()  # this rank's busy/wait split (isaaclab_mgpu.progress)
@@ -327,16 +323,9 @@ class Bookkeeper(compat.Observer):
         }
         if self.iteration_s and self.t0 is not None:
             spent = self.train_time or time.perf_counter() - self.t0
-            fields["segments"] = (
-                summaries.segment(
-                    self.began,
-                    self.start,
-                    done,
-                    spent,
-                    self.iteration_s,
-                    self.last_steps * self.ctx.world_size,
-                ),
-            )
+            steps = self.last_steps * self.ctx.world_size
+            segment = summaries.segment(self.began, self.start, done, spent, self.iteration_s, steps)
+            fields["segments"] = (segment,)
         if self.loaded is not None:
             fields["resumed_from"] = self.loaded
             origin = isaac_resume.run_folder_of(self.library, Path(self.loaded)).resolve()
@@ -383,24 +372,6 @@ class Bookkeeper(compat.Observer):
         return path.parent if path.name == f"rank_{self.ctx.rank}" and self.ctx.rank else path
 
 
-def _checksum(modules: list[Any]) -> str:
-    """Checksum of the trained parameters of ``modules`` (torch modules or skrl JAX models)."""
-    # Parameters only: normaliser buffers are updated per rank in every library's multi-GPU mode.
-    arrays: list[np.ndarray] = []
-    for module in modules:
-        named = getattr(module, "named_parameters", None)
-        if callable(named):  # torch.nn.Module
-            arrays += [p.detach().float().cpu().numpy() for _, p in sorted(named())]
-        else:  # skrl JAX model: parameters in .state_dict.params
-            import jax
-
-            state = module.state_dict
-            arrays += [
-                np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(getattr(state, "params", state))
-            ]
-    return checksum(arrays)
-
-
 def _whole(library: str | None, run_dir: Path) -> Path | None:
     """The run folder's newest whole checkpoint of ``library`` (None: none, or no library)."""
     return resume.newest_whole(run_dir, library).checkpoint if library else None
@@ -425,15 +396,8 @@ def run(args: WorkerArgs, environ: Mapping[str, str] | None = None) -> int:
     from isaaclab_rl.entrypoints.dispatch import run_train_cli
 
     library, task = args.rl_library, args.task
-    with continuation(
-        library,
-        task,
-        args.resume,
-        ctx.rank,
-        ctx.world_size,
-        env_vars,
-        args.run_timestamp or run_stamp(env_vars),
-    ) as cont:
+    stamp = args.run_timestamp or run_stamp(env_vars)
+    with continuation(library, task, args.resume, ctx.rank, ctx.world_size, env_vars, stamp) as cont:
         book = Bookkeeper(ctx, "jax" if jax else "torch", cont, args.max_iterations, library, args, env_vars)
         argv = train_argv(args, ctx, cont)
         progress.beat("environment")  # Isaac Lab builds the task, the simulation and the agent

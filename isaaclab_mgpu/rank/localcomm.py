@@ -177,7 +177,6 @@ def open_channel(
     gather: Callable[[np.ndarray], np.ndarray],
     *,
     timeout_s: float = 1800.0,
-    slot_bytes: int = SLOT_BYTES,
 ) -> LocalChannel | None:
     """Open the run's channel on every rank together (a collective over ``gather``); None if one can't."""
     # gather (the run's all-gather of a small uint32 vector) carries rank 0's random name, then
@@ -185,7 +184,7 @@ def open_channel(
     global _current
     token = secrets.randbits(63) if rank == 0 else 0
     path = os.path.join(SHM_DIR, f"isaaclab-mgpu-{token:016x}")
-    ok = _create(path, channel_bytes(world_size, slot_bytes)) if rank == 0 else 1
+    ok = _create(path, channel_bytes(world_size)) if rank == 0 else 1
     words = np.array([token >> 32, token & 0xFFFFFFFF, ok], dtype=np.uint32)
     first = gather(words)[0]
     token, ok = (int(first[0]) << 32) | int(first[1]), int(first[2])
@@ -193,7 +192,7 @@ def open_channel(
     channel: LocalChannel | None = None
     if ok:
         with contextlib.suppress(OSError):
-            channel = LocalChannel(path, rank, world_size, slot_bytes=slot_bytes, timeout_s=timeout_s)
+            channel = LocalChannel(path, rank, world_size, timeout_s=timeout_s)
     verdicts = gather(np.array([1 if channel is not None else 0], dtype=np.uint32))
     if rank == 0 and ok:
         os.unlink(path)  # every rank has mapped it (or given up): the name is no longer needed

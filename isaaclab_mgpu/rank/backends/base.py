@@ -45,6 +45,24 @@ def checksum(arrays: Iterable[np.ndarray]) -> str:
     return h.hexdigest()[:16]
 
 
+def parameters_checksum(modules: Iterable[Any]) -> str:
+    """:func:`checksum` of the trained parameters of ``modules`` (torch modules or skrl JAX models)."""
+    # Parameters only: normaliser buffers are updated per rank in every library's multi-GPU mode.
+    arrays: list[np.ndarray] = []
+    for module in modules:
+        named = getattr(module, "named_parameters", None)
+        if callable(named):  # torch.nn.Module
+            arrays += [p.detach().float().cpu().numpy() for _, p in sorted(named())]
+        else:  # skrl JAX model: parameters in .state_dict.params
+            import jax
+
+            state = module.state_dict
+            arrays += [
+                np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(getattr(state, "params", state))
+            ]
+    return checksum(arrays)
+
+
 class Trainer(Protocol):
     """One rank's PPO learner bound to its environments."""
 

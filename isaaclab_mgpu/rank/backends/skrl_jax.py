@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from isaaclab_mgpu.rank.backends.base import PPOSettings, checksum
+from isaaclab_mgpu.rank.backends.base import PPOSettings, parameters_checksum
 from isaaclab_mgpu.rank.backends.skrl_torch import SkrlAgentSteps, skrl_rollout
 from isaaclab_mgpu.rank.patches.skrl import import_skrl, patch_skrl_jax
 from isaaclab_mgpu.rank.tasks import VecTask
@@ -58,12 +58,7 @@ class SkrlJaxTrainer(SkrlAgentSteps):
         skrl_rollout(self, to_task=self._to_torch, from_task=self._to_jax)
 
     def checksum(self) -> str:
-        leaves = [
-            np.asarray(leaf)
-            for model in (self.agent.policy, self.agent.value)
-            for leaf in self._jax.tree.leaves(model.state_dict.params)
-        ]
-        return checksum(leaves)
+        return parameters_checksum((self.agent.policy, self.agent.value))
 
     def state_dict(self) -> dict[str, Any]:
         import flax

@@ -30,13 +30,6 @@ from isaaclab_mgpu.rank.tasks import VecTask
 from isaaclab_mgpu.rank.worker.rank import RankContext
 
 
-def spaces(task: VecTask) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
-    """Observation and action spaces of an embedded task."""
-    obs = gymnasium.spaces.Box(-np.inf, np.inf, (task.num_obs,), dtype=np.float32)
-    act = gymnasium.spaces.Box(-1.0, 1.0, (task.num_actions,), dtype=np.float32)
-    return obs, act
-
-
 def skrl_rollout(
     trainer: Any,
     *,
@@ -94,7 +87,8 @@ class SkrlAgentSteps:
             return importlib.import_module(module.format(self.framework))
 
         models = skrl("skrl.utils.model_instantiators.{}")
-        obs_space, act_space = spaces(task)
+        obs_space = gymnasium.spaces.Box(-np.inf, np.inf, (task.num_obs,), dtype=np.float32)
+        act_space = gymnasium.spaces.Box(-1.0, 1.0, (task.num_actions,), dtype=np.float32)
         common = {"observation_space": obs_space, "action_space": act_space, "device": device}
         network = [{"name": "net", "input": "OBSERVATIONS", "layers": ppo.hidden_dims, "activations": "elu"}]
         policy = models.gaussian_model(

@@ -30,9 +30,6 @@ class EpisodeStats:
     episodes: int = 0
     """Number of completed episodes."""
 
-    steps: int = 0
-    """Environment steps taken (``num_envs`` per call of ``step``)."""
-
     length_sum: float = 0.0
     """Sum of the lengths (in steps) of completed episodes."""
 
@@ -56,7 +53,7 @@ class VecTask:
         self.generator.manual_seed(seed)
         self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._returns = torch.zeros(num_envs, device=self.device)
-        self._stats = torch.zeros(4, dtype=torch.float64, device=self.device)
+        self._stats = torch.zeros(3, dtype=torch.float64, device=self.device)
         self.state = self._reset_state(num_envs)
         self.obs = self._observe()
 
@@ -95,7 +92,7 @@ class VecTask:
         done = terminated | truncated
         self._returns += reward
         lengths = self.episode_length_buf[done].sum()
-        sums = (self._returns[done].sum(), done.sum(), torch.tensor(self.num_envs), lengths)
+        sums = (self._returns[done].sum(), done.sum(), lengths)
         self._stats += torch.stack([v.to(self._stats) for v in sums])  # float64 on the task's device
         ids = done.nonzero(as_tuple=False).flatten()
         if ids.numel():
@@ -109,4 +106,4 @@ class VecTask:
         """Return and clear the episode statistics gathered since the last call."""
         values = self._stats.tolist()
         self._stats.zero_()
-        return EpisodeStats(values[0], int(values[1]), int(values[2]), values[3])
+        return EpisodeStats(values[0], int(values[1]), values[2])

@@ -129,7 +129,6 @@ class _Loop:
     status: str = "finished"
     """How the loop ended: ``finished``, ``interrupted`` (a stop signal), ``stopped`` (mgpu's checkpoint
     request) or ``drifted`` (``--on_drift stop``)."""
-    steps_local: int = 0
     train_time: float = 0.0
     steps_per_iteration: int = 0
     """Environment steps of one iteration, all ranks together (for the steady pace)."""
@@ -216,7 +215,8 @@ def _train(
         progress.reporter().ended(loop.status)  # every rank: another node's mgpu has no summary
         progress.beat("finish")
         end_sums = _gather_checksums(comm, trainer.checksum(), console, "at the end")
-        rate = loop.steps_local / loop.train_time if loop.train_time > 0 else 0.0
+        steps_local = (loop.done - loop.start) * trainer.steps_per_iteration
+        rate = steps_local / loop.train_time if loop.train_time > 0 else 0.0
         # Each rank's rate and its busy/wait totals (isaaclab_mgpu.progress), for the summary.
         t = progress.reporter().totals()
         mine = np.array([rate, t["timed"], t["busy_s"], t["wait_s"]], dtype=np.float32)
@@ -335,7 +335,6 @@ def _loop(r: _Rank, start: int, who: dict[str, Any]) -> _Loop:
                 r.trainer.drift_source().perturb()
                 fault = None
             r.trainer.iterate()
-            loop.steps_local += r.trainer.steps_per_iteration
             stats = r.env.pop_stats()
             own_rate = r.trainer.steps_per_iteration / max(time.perf_counter() - t_it, 1e-9)
             # A checkpoint request: mgpu's file, or SLURM's SIGUSR1 reaching this rank directly
@@ -355,7 +354,7 @@ def _loop(r: _Rank, start: int, who: dict[str, Any]) -> _Loop:
             loop.done = it + 1
             loop.rewards.append(m.mean_reward)
             seconds = time.perf_counter() - t_it
-            rate = r.trainer.steps_per_iteration * r.ctx.world_size / seconds
+            rate = loop.steps_per_iteration / seconds
             loop.iteration_s.append(seconds)
             r.console.iteration(loop.done, r.total, m.mean_reward, rate, seconds)
             warm = len(loop.iteration_s) <= summaries.WARMUP_ITERATIONS
