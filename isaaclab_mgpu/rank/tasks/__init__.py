@@ -18,9 +18,8 @@ from isaaclab_mgpu.rank.tasks.cartpole import Cartpole
 from isaaclab_mgpu.rank.tasks.pendulum import Pendulum
 
 TASKS: dict[str, type[VecTask]] = {"cartpole": Cartpole, "pendulum": Pendulum}
-DEFAULT_TASK = "cartpole"
 
-__all__ = ["DEFAULT_TASK", "TASKS", "EpisodeStats", "TaskCfg", "VecTask", "make"]
+__all__ = ["TASKS", "EpisodeStats", "TaskCfg", "VecTask", "make"]
 
 
 def make(
