@@ -30,6 +30,9 @@ from isaaclab_mgpu.contract import env
 
 #: What ``mgpu`` writes to the watchdog's stdin when the run ended and the tree is gone.
 DONE = b"done"
+#: A marked process gets SIGKILL this long after its SIGTERM; the sweep gives up after LIMIT_S.
+TERM_WAIT_S = 1.0
+LIMIT_S = 10.0
 
 
 def marked_processes(
@@ -65,12 +68,12 @@ def send_each(procs: list[psutil.Process], sig: int) -> None:
 
 
 def kill_marked(run_id: str, since: float) -> None:
-    """SIGTERM (with SIGCONT), SIGKILL 1 s later, every marked process until none is left (10 s at most)."""
+    """SIGTERM (with SIGCONT), then SIGKILL, every marked process until none is left."""
     me = frozenset({os.getpid()})
     start = time.monotonic()
     termed: dict[int, float] = {}
     quiet = 0
-    while time.monotonic() - start < 10.0 and quiet < 3:
+    while time.monotonic() - start < LIMIT_S and quiet < 3:
         procs = [p for p in marked_processes(run_id, since, me) if alive(p)]
         quiet = 0 if procs else quiet + 1
         now = time.monotonic()
@@ -79,7 +82,7 @@ def kill_marked(run_id: str, since: float) -> None:
         send_each(fresh, signal.SIGCONT)
         for p in fresh:
             termed[p.pid] = now
-        send_each([p for p in procs if now - termed[p.pid] >= 1.0], signal.SIGKILL)
+        send_each([p for p in procs if now - termed[p.pid] >= TERM_WAIT_S], signal.SIGKILL)
         time.sleep(0.1)
 
 
