@@ -3,7 +3,7 @@
 :class:`HangWatch` owns the run's progress folder (``MGPU_PROGRESS_DIR``, handed to the launcher),
 its :class:`~.stall.StallMonitor` and, multi-node, what the other nodes publish
 (:mod:`isaaclab_mgpu.launcher.peers`). For a verdict, every local rank that reported a stack file
-*and* is a live process of the supervised tree dumps its Python stack (:func:`.stacks.collect`); a
+*and* is a live process of the supervised tree dumps its Python stack (:func:`.stacks.of_ranks`); a
 PID read from a progress file is only a key into the tree, never signalled as such. The same
 reports feed the straggler watch (:mod:`.straggler`) and name the drift the worker's check found.
 """
